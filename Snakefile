@@ -1,0 +1,35 @@
+"""benchmatrix workflow: spec -> plan -> batches on hosts -> collect -> report.
+
+Run it with `bmx run SPEC`, or `snakemake --cores 1 --config spec=SPEC`.
+The logic lives in the benchmatrix package; this file is the table of contents.
+"""
+
+import sys
+
+from benchmatrix import workflow as bmx
+
+
+configfile: "config/config.yaml"
+
+
+# Validation: a bad spec stops here with FILE:LINE messages and exit status 2.
+SPEC = bmx.spec_from_config(config)
+PY = sys.executable
+FN = bmx.InputFunctions(checkpoints)
+
+
+wildcard_constraints:
+    experiment=bmx.name_pattern(SPEC),
+    batch=bmx.BATCH_PATTERN,
+    host=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+
+
+include: "workflow/rules/plan.smk"
+include: "workflow/rules/execute.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        expand("results/{experiment}/report.html", experiment=SPEC.name),
+    default_target: True

@@ -1,0 +1,139 @@
+"""The typed boundary around ansible-runner.
+
+Every playbook call goes through :func:`run_playbook`: it gives each call a private
+data directory (ansible-runner persists extra vars there, and a shared one leaks
+keys between calls), checks the runner's status and rc, reads the events, and turns
+failures into :class:`~benchmatrix.errors.HostUnreachableError` or
+:class:`~benchmatrix.errors.PlaybookFailedError` naming the host and the task.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmatrix.errors import AnsibleError, HostUnreachableError, Interrupted, PlaybookFailedError
+
+
+@dataclass
+class PlaybookResult:
+    """What a successful playbook call returns.
+
+    Attributes:
+        events: The runner's events (dicts), in order.
+        seconds: Wall time of the call.
+        log: Path of the full Ansible output.
+    """
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    log: str = ""
+
+    def task_result(self, task_name: str, host: str | None = None) -> dict[str, Any] | None:
+        """The ``res`` of the last ``runner_on_ok`` event of a task, if any."""
+        found = None
+        for ev in self.events:
+            data = ev.get("event_data", {})
+            if ev.get("event") == "runner_on_ok" and data.get("task") == task_name and (
+                    host is None or data.get("host") == host):
+                found = data.get("res", {})
+        return found
+
+
+def _first_line(text: Any, limit: int = 300) -> str:
+    text = str(text or "").strip()
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line[:limit] + ("..." if len(line) > limit else "")
+
+
+def _failure_message(res: dict[str, Any]) -> str:
+    parts = [res.get("msg"), res.get("stderr"), res.get("module_stderr"), res.get("stdout")]
+    for part in parts:
+        if part:
+            return _first_line(part)
+    return "no message"
+
+
+def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str,
+                 extravars: dict[str, Any], data_dir: Path, log: Path | None = None,
+                 timeout: int | None = None) -> PlaybookResult:
+    """Run one playbook against one host through ansible-runner.
+
+    Args:
+        playbook: File name inside ``project_dir`` (e.g. ``run_batch.yml``).
+        project_dir: The ansible-runner project directory (``playbooks/``).
+        inventory: Inventory file; made absolute (a relative string would be taken
+            as inventory *content* by ansible-runner).
+        host: The host to limit the play to.
+        extravars: Extra variables.
+        data_dir: Private data directory of this call; emptied first.
+        log: Where to copy Ansible's stdout (default: inside ``data_dir``).
+        timeout: Seconds before the runner gives up.
+
+    Raises:
+        HostUnreachableError: Ansible could not connect to the host.
+        PlaybookFailedError: A task failed, or the playbook could not run.
+    """
+    import ansible_runner  # imported late: costs ~0.2 s, only batch jobs need it
+
+    # ansible-playbook sits beside this interpreter in a virtualenv that may not be on PATH.
+    bindir = str(Path(sys.executable).parent)
+    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+
+    project_dir = Path(project_dir).resolve()
+    inventory = Path(inventory).resolve()
+    if not inventory.is_file():
+        raise AnsibleError(f"inventory {inventory} does not exist")
+    data_dir = Path(data_dir).resolve()
+    shutil.rmtree(data_dir, ignore_errors=True)
+    data_dir.mkdir(parents=True)
+    envvars = {
+        "ANSIBLE_CONFIG": str(project_dir / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(project_dir / "roles"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+    }
+    t0 = time.monotonic()
+    runner = ansible_runner.run(
+        private_data_dir=str(data_dir), project_dir=str(project_dir), playbook=playbook,
+        inventory=str(inventory), limit=host, extravars=extravars, envvars=envvars,
+        quiet=True, ident="call", rotate_artifacts=1, timeout=timeout,
+        suppress_env_files=False,
+    )
+    seconds = time.monotonic() - t0
+    if runner.status == "canceled":
+        # ansible-runner swallows the KeyboardInterrupt and reports the call as canceled.
+        raise Interrupted(f"host {host}: playbook {playbook} interrupted")
+    stdout_path = data_dir / "artifacts" / "call" / "stdout"
+    log_path = str(stdout_path)
+    if log is not None:
+        log = Path(log)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        if stdout_path.exists():
+            shutil.copyfile(stdout_path, log)
+        log_path = str(log)
+    events = list(runner.events)
+    for ev in events:
+        data = ev.get("event_data", {})
+        if ev.get("event") == "runner_on_unreachable":
+            raise HostUnreachableError(f"unreachable: {_failure_message(data.get('res', {}))}",
+                                       host=data.get("host", host), task=data.get("task", ""), log=log_path)
+    for ev in events:
+        data = ev.get("event_data", {})
+        if ev.get("event") == "runner_on_failed" and not data.get("ignore_errors"):
+            raise PlaybookFailedError(_failure_message(data.get("res", {})), host=data.get("host", host),
+                                      task=data.get("task", ""), log=log_path)
+    if runner.status != "successful" or runner.rc != 0:
+        tail = ""
+        if stdout_path.exists():
+            lines = [ln for ln in stdout_path.read_text(errors="replace").splitlines() if ln.strip()]
+            tail = next((ln for ln in reversed(lines) if "ERROR" in ln), lines[-1] if lines else "")
+        raise PlaybookFailedError(f"playbook {playbook} ended with status {runner.status} (rc {runner.rc})"
+                                  + (f": {_first_line(tail)}" if tail else ""), host=host, log=log_path)
+    return PlaybookResult(events, seconds, log_path)

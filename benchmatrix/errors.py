@@ -1,0 +1,98 @@
+"""Typed errors of benchmatrix.
+
+Every error a user can cause derives from :class:`BenchmatrixError`; the CLI prints
+its one-line ``str()`` and exits with the error's ``exit_code`` instead of a traceback.
+"""
+
+from __future__ import annotations
+
+
+class BenchmatrixError(Exception):
+    """Base class of every error benchmatrix raises on purpose."""
+
+    exit_code = 1
+
+
+class SpecError(BenchmatrixError):
+    """One problem in an experiment spec, located at ``FILE:LINE``.
+
+    Attributes:
+        path: The spec file.
+        line: 1-based line of the offending key (0 when unknown).
+        message: What is wrong, in one line.
+    """
+
+    exit_code = 2
+
+    def __init__(self, path: str, line: int, message: str):
+        self.path = str(path)
+        self.line = line
+        self.message = message
+        super().__init__(f"{self.path}:{line}: {message}")
+
+
+class SpecErrors(BenchmatrixError):
+    """All problems found in one spec; ``str()`` gives one line per problem."""
+
+    exit_code = 2
+
+    def __init__(self, errors: list[SpecError]):
+        self.errors = sorted(errors, key=lambda e: (e.line, e.message))
+        super().__init__("\n".join(str(e) for e in self.errors))
+
+
+class PlanError(BenchmatrixError):
+    """The plan cannot be made (for example: the host pattern matches no host)."""
+
+    exit_code = 2
+
+
+class LockError(BenchmatrixError):
+    """Another ``bmx`` process is already running this experiment."""
+
+    exit_code = 4
+
+
+class AnsibleError(BenchmatrixError):
+    """An Ansible call did not succeed.
+
+    Attributes:
+        host: The host concerned (empty when the failure is not host specific).
+        task: The name of the failing task, when one is known.
+        log: Path of the full Ansible output.
+    """
+
+    def __init__(self, message: str, host: str = "", task: str = "", log: str = ""):
+        self.host = host
+        self.task = task
+        self.log = log
+        where = f"host {host}: " if host else ""
+        what = f"task '{task}' failed: " if task else ""
+        tail = f" (log: {log})" if log else ""
+        super().__init__(f"{where}{what}{message}{tail}")
+
+
+class HostUnreachableError(AnsibleError):
+    """Ansible could not connect to the host."""
+
+
+class PlaybookFailedError(AnsibleError):
+    """A task failed on the host or the playbook could not run."""
+
+
+class RunnerError(BenchmatrixError):
+    """The batch runner on the host failed as a whole (not a single run)."""
+
+
+class ParseError(BenchmatrixError):
+    """A workload's raw output cannot be turned into metrics."""
+
+
+class WorkflowError(BenchmatrixError):
+    """Snakemake ended with failed jobs."""
+
+
+class Interrupted(BenchmatrixError):
+    """SIGINT or SIGTERM stopped the work; finished results are kept."""
+
+    exit_code = 130

@@ -1,0 +1,7 @@
+#!/usr/bin/env python3
+"""Snakemake entry point of rule 'prepare_host'; the logic is benchmatrix.tasks.prepare_host."""
+import sys
+
+from benchmatrix.tasks import entry
+
+sys.exit(entry("prepare_host", sys.argv[1:]))

@@ -1,0 +1,155 @@
+"""End to end on localhost: real Snakemake, real ansible-runner, real fio.
+
+Each test works in a copy of the project (tests/conftest.py) whose inventory points
+the batch runner and fio's scratch file into the test's temporary directory.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SPEC = """\
+name: {name}
+description: end-to-end test matrix
+inventory: config/inventory/test.yml
+factors:
+  rw: [randread, read]
+  bs: [{levels}]
+workload:
+  role: workload_fio
+  vars: {{rw: "{{{{ rw }}}}", bs: "{{{{ bs }}}}", ioengine: psync, size: 8m, runtime: {runtime}, time_based: 1}}
+  timeout: 60
+replicates: 2
+warmup: 1
+order: {{strategy: random, seed: 3}}
+{extra}"""
+
+
+def spec_text(name: str, levels: str = "4k, 64k", runtime: str = "300ms", extra: str = "") -> str:
+    return SPEC.format(name=name, levels=levels, runtime=runtime, extra=extra)
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def ts(value: str) -> float:
+    return datetime.fromisoformat(value).timestamp()
+
+
+def records(exp: Path) -> dict[str, dict]:
+    out = {}
+    for path in exp.glob("runs/*/*/record.json"):
+        rec = json.loads(path.read_text())
+        out[f"{rec['run_id']}/{rec['attempt']}"] = rec
+    return out
+
+
+def assert_complete(exp: Path, only: set[str] | None = None) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """Every planned run exactly once and ok; the runs (or those in ``only``) started
+    in plan order and never overlapped."""
+    plan = read_csv(exp / "plan.csv")
+    runs = read_csv(exp / "runs.csv")
+    assert sorted(r["run_id"] for r in runs) == sorted(p["run_id"] for p in plan)
+    assert len({r["run_id"] for r in runs}) == len(runs), "a run was recorded twice"
+    assert all(r["status"] == "ok" for r in runs), [(r["run_id"], r["reason"]) for r in runs if r["status"] != "ok"]
+    for r in runs:
+        if r["warmup"] == "false":
+            assert float(r["read_iops"]) > 0 and float(r["read_bw_kib"]) > 0, r
+    checked = [r for r in runs if only is None or r["run_id"] in only]
+    by_seq = sorted(checked, key=lambda r: int(r["seq"]))
+    by_start = sorted(checked, key=lambda r: ts(r["started_at"]))
+    assert [r["run_id"] for r in by_start] == [r["run_id"] for r in by_seq], "runs did not start in plan order"
+    for a, b in zip(by_seq, by_seq[1:]):
+        assert ts(a["ended_at"]) <= ts(b["started_at"]), f"{a['run_id']} overlapped {b['run_id']}"
+    return plan, runs
+
+
+def assert_reports_name_cells(exp: Path, plan: list[dict[str, str]]) -> None:
+    summary = read_csv(exp / "summary.csv")
+    cells = {p["cell_id"] for p in plan}
+    assert {s["cell_id"] for s in summary} == cells
+    for name in ("report.html", "report.md"):
+        text = (exp / name).read_text()
+        for cell in cells:
+            assert cell in text, f"{name} does not name cell {cell}"
+
+
+def test_run_extend_and_rerun_only_new_cells(project):
+    spec = project.write_spec("e2e_extend", spec_text("e2e_extend"))
+    res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    exp = project.exp("e2e_extend")
+    assert f"report: {exp / 'report.html'}" in res.stdout
+    plan, runs = assert_complete(exp)
+    assert len(plan) == 2 * 2 * (2 + 1)
+    assert_reports_name_cells(exp, plan)
+    first = records(exp)
+    record_mtimes = {p: p.stat().st_mtime_ns for p in exp.glob("runs/*/*/record.json")}
+
+    # Nothing changed: a second run executes nothing.
+    res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert {p: p.stat().st_mtime_ns for p in exp.glob("runs/*/*/record.json")} == record_mtimes
+
+    # Add a level and an exclude: only the new cells run.
+    project.write_spec("e2e_extend", spec_text("e2e_extend", levels="4k, 64k, 16k",
+                                               extra="exclude:\n  - {rw: read, bs: 16k}\n"))
+    res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    after = records(exp)
+    new = set(after) - set(first)
+    # The extended plan is a fresh shuffle: the new runs follow its order among themselves.
+    plan2, runs2 = assert_complete(exp, only={k.split("/")[0] for k in new})
+    assert len(plan2) == 5 * (2 + 1)
+    for key, rec in first.items():
+        assert after[key]["started_at"] == rec["started_at"], f"{key} was measured again"
+    assert len(new) == 3 and all(after[k]["factors"] == {"rw": "randread", "bs": "16k"} for k in new)
+    assert_reports_name_cells(exp, plan2)
+
+
+def test_sigint_during_batch_then_resume(project):
+    spec = project.write_spec("e2e_sigint", spec_text("e2e_sigint", runtime="1"))
+    proc = project.popen_bmx("run", str(spec), "--cores", "1")
+    host_runs = project.hostwork / "runs"
+    deadline = time.monotonic() + 240
+    # Interrupt once two runs have finished on the host and a third is under way.
+    while time.monotonic() < deadline:
+        if len(list(host_runs.glob("*/1/result.json"))) >= 2 and list(host_runs.glob("*/1.partial")):
+            break
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.05)
+    else:
+        pytest.fail("the campaign never reached its third run")
+    finished_before = {p.parent.parent.name: json.loads(p.read_text())["started_at"]
+                       for p in host_runs.glob("*/1/result.json")}
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out
+    assert "Resume with: bmx run" in out
+    assert not list(host_runs.glob("*/*.partial")), "the interrupted run left a partial directory"
+    alive = subprocess.run(["pgrep", "-f", str(project.hostwork)], capture_output=True, text=True)
+    assert alive.stdout.strip() == "", "a runner or workload outlived the interrupt"
+
+    res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    exp = project.exp("e2e_sigint")
+    plan, runs = assert_complete(exp)
+    assert len(runs) == len(plan) == 2 * 2 * 3
+    recs = records(exp)
+    for run_id, started in finished_before.items():
+        assert ts(recs[f"{run_id}/1"]["started_at"]) == pytest.approx(started, abs=1e-5), \
+            f"{run_id} finished before the interrupt but was measured again"
+    assert_reports_name_cells(exp, plan)

@@ -1,0 +1,33 @@
+# Execution: facts once per host, then one job per batch, chained per host in plan order.
+
+
+rule prepare_host:
+    output:
+        "results/{experiment}/hosts/{host}/facts.json",
+    params:
+        py=PY,
+        spec=config["spec"],
+    log:
+        "results/{experiment}/logs/hosts/{host}.log",
+    shell:
+        "{params.py} scripts/prepare_host.py --spec {params.spec:q} --host {wildcards.host:q}"
+        " --out {output:q} --log {log:q} 2>> {log:q}"
+
+
+# plan.csv is a param, not an input: re-planning must not re-run unchanged batches
+# (their ids stay the same); the checkpoint still orders plan before every batch.
+rule run_batch:
+    input:
+        facts=FN.facts,
+        previous=FN.previous_marker,
+    output:
+        "results/{experiment}/batches/{batch}.done",
+    params:
+        py=PY,
+        spec=config["spec"],
+        plan="results/{experiment}/plan.csv",
+    log:
+        "results/{experiment}/logs/batches/{batch}.log",
+    shell:
+        "{params.py} scripts/run_batch.py --spec {params.spec:q} --plan {params.plan:q}"
+        " --batch {wildcards.batch:q} --facts {input.facts:q} --marker {output:q} --log {log:q} 2>> {log:q}"

@@ -1,0 +1,15 @@
+# Plan: expand the matrix and order the runs of every host (results/NAME/plan.csv).
+# The spec's content digest is a param, so editing the spec re-plans and nothing else does.
+checkpoint plan:
+    output:
+        "results/{experiment}/plan.csv",
+    params:
+        py=PY,
+        spec=config["spec"],
+        digest=SPEC.digest,
+        batch_max_runs=config["batch_max_runs"],
+    log:
+        "results/{experiment}/logs/plan.log",
+    shell:
+        "{params.py} scripts/plan.py --spec {params.spec:q} --out {output:q}"
+        " --batch-max-runs {params.batch_max_runs} > {log:q} 2>&1"
