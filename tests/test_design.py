@@ -150,7 +150,7 @@ def test_random_order_is_not_matrix_order(tmp_path):
 
 # ---------------------------------------------------------------- runs, warm-ups
 
-@pytest.mark.parametrize("strategy", ["random", "sequential"])
+@pytest.mark.parametrize("strategy", ["random", "sequential", "restricted"])
 def test_every_cell_replicate_measured_exactly_once(tmp_path, strategy):
     spec = make_spec(tmp_path, FACTORS, replicates=4, warmup=2, strategy=strategy)
     runs = make_plan(spec, ["h1"])
@@ -291,7 +291,7 @@ def test_batch_ids_kept_when_plan_extended_with_new_attempts(tmp_path):
     before = [r.batch for r in runs]
     assert Counter(before).most_common()[-1][1] == 2  # batches of 10, 10, 10, 2
     retry = [PlannedRun(len(runs) + i + 1, r.host, r.run_id, r.cell_id, r.replicate, r.warmup,
-                        r.control, r.visit, "", 2, dict(r.factors))
+                        r.control, r.visit, "", 2, dict(r.factors), round=1)
              for i, r in enumerate(measured(runs)[:3])]
     extended = runs + retry
     assign_batches(extended, spec, 10)
@@ -477,7 +477,7 @@ def matrices(draw):
         if knob else None,
         "replicates": draw(st.integers(1, 3)),
         "warmup": draw(st.integers(0, 2)),
-        "strategy": draw(st.sampled_from(["random", "sequential"])),
+        "strategy": draw(st.sampled_from(["random", "sequential", "restricted"])),
         "seed": draw(st.integers(0, 10_000)),
         "hosts": draw(st.sampled_from([["h1"], ["h1", "h2"]])),
         "max_runs": draw(st.integers(1, 20)),
