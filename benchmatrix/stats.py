@@ -7,9 +7,30 @@ than adds a sample.
 
 Everything is a pandas group-by over the cell id (one pass per metric), so the cost
 grows linearly with the number of runs and stays well below a second per million rows.
+
+Confidence interval of the mean (``ci_method`` says which one a row got):
+
+* ``t``: Student's t with n-1 degrees of freedom, the default;
+* ``bootstrap``: a bias-corrected and accelerated (BCa) bootstrap interval, used when
+  the sample is large enough for the bootstrap to be trustworthy and skewed enough for
+  the t interval to be lopsided: ``BOOTSTRAP_MIN_N <= n <= BOOTSTRAP_MAX_N`` and
+  ``|G1| > SKEW_THRESHOLD``, G1 being the adjusted Fisher-Pearson sample skewness.
+  A skewness beyond 1 is "highly skewed" by Bulmer's rule of thumb; below 10 values
+  the bootstrap distribution is too coarse to help, and above the upper bound the
+  t interval is accurate enough (central limit theorem) while the bootstrap costs
+  grow with n. At most ``BOOTSTRAP_BUDGET`` values per metric are bootstrapped, the
+  most skewed cells first, so a huge campaign stays fast. The resampling is seeded
+  from the cell id and metric name, so the same runs always give the same interval.
+
+The module also holds the small building blocks of comparisons (Welch's test, the
+Fieller interval of a ratio of means, Holm's adjustment, metric directions), used by
+:mod:`benchmatrix.analysis`.
 """
 
 from __future__ import annotations
+
+import re
+import zlib
 
 import numpy as np
 import pandas as pd
@@ -19,9 +40,20 @@ from benchmatrix.errors import BenchmatrixError
 
 #: Columns of ``summary.csv`` around the factor columns (which follow ``cell_id``).
 SUMMARY_STATS = ["metric", "unit", "n", "mean", "median", "min", "max", "sd", "cv",
-                 "ci_low", "ci_high"]
+                 "ci_low", "ci_high", "ci_method"]
 #: Confidence level of ``ci_low`` / ``ci_high``.
 CONFIDENCE = 0.95
+#: A sample is skewed when the absolute adjusted sample skewness exceeds this.
+SKEW_THRESHOLD = 1.0
+#: Smallest and largest n for which a skewed sample gets a bootstrap interval.
+BOOTSTRAP_MIN_N = 10
+BOOTSTRAP_MAX_N = 200
+#: Bootstrap resamples per interval.
+BOOTSTRAP_RESAMPLES = 2000
+#: Most values (summed over the cells chosen) bootstrapped per metric; the most
+#: skewed cells go first, the rest keep the t interval. Bounds the cost at about a
+#: second per metric however large the campaign.
+BOOTSTRAP_BUDGET = 20_000
 
 _REQUIRED = ("run_id", "cell_id", "status", "warmup", "control", "attempt")
 _TRUE_WORDS = frozenset({"true", "1", "yes", "y", "t"})
@@ -96,6 +128,42 @@ def effective_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return ok.iloc[np.sort(order[newest])]
 
 
+def start_ns(frame: pd.DataFrame, column: str = "started_at") -> np.ndarray:
+    """Start times as int64 nanoseconds since the epoch, missing ones as the largest
+    int64 (so they sort last).
+
+    Parsing a million ISO timestamps takes about half a second, so a frame may
+    carry the parsed values in a ``_start_ns`` column (see
+    :func:`with_start_ns`), which is used when present.
+    """
+    if column == "started_at" and "_start_ns" in frame.columns:
+        return frame["_start_ns"].to_numpy(dtype="int64")
+    if column not in frame.columns:
+        return np.full(len(frame), np.iinfo("int64").max, dtype="int64")
+    parsed = pd.to_datetime(frame[column], utc=True, errors="coerce", format="ISO8601")
+    values = parsed.array.asi8 if hasattr(parsed.array, "asi8") else parsed.astype("int64").to_numpy()
+    return np.where(parsed.isna().to_numpy(), np.iinfo("int64").max, values).astype("int64")
+
+
+def with_start_ns(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its start times parsed once into ``_start_ns``."""
+    if "_start_ns" in frame.columns:
+        return frame
+    return frame.assign(_start_ns=start_ns(frame))
+
+
+def execution_order(frame: pd.DataFrame) -> np.ndarray:
+    """Positions of ``frame``'s rows in execution order: start time, then ``seq``,
+    then ``attempt``; runs that never started last, in plan order."""
+    seq = pd.to_numeric(frame["seq"], errors="coerce").to_numpy(dtype="float64") if "seq" in frame.columns \
+        else np.zeros(len(frame))
+    attempt = pd.to_numeric(frame["attempt"], errors="coerce").to_numpy(dtype="float64") \
+        if "attempt" in frame.columns else np.zeros(len(frame))
+    seq = np.where(np.isnan(seq), np.inf, seq)
+    attempt = np.where(np.isnan(attempt), np.inf, attempt)
+    return np.lexsort((attempt, seq, start_ns(frame)))
+
+
 def _t_half_width(sd: np.ndarray, n: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         df = np.where(n >= 2, n - 1, np.nan)
@@ -119,9 +187,10 @@ def summarize(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str]
 
     Statistics per (cell, metric): n, mean, median, min, max, the sample standard
     deviation ``sd`` (ddof=1), ``cv = sd / mean`` as a fraction, and the two-sided
-    95 % confidence interval of the mean from Student's t with n-1 degrees of
-    freedom. ``sd``, ``cv`` and the interval are NaN when n < 2; ``cv`` is NaN when
-    the mean is 0. Runs whose value of a metric is missing are skipped for that
+    95 % confidence interval of the mean: Student's t with n-1 degrees of freedom,
+    or a BCa bootstrap for skewed samples (module docstring); ``ci_method`` names
+    the one used. ``sd``, ``cv`` and the interval are NaN (and ``ci_method``
+    empty) when n < 2; ``cv`` is NaN when the mean is 0. Runs whose value of a metric is missing are skipped for that
     metric only; a (cell, metric) with no value at all gives no row.
 
     Args:
@@ -146,7 +215,7 @@ def summarize(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str]
         metrics = [m for m in dict.fromkeys(metrics) if m in runs.columns]
     eff = effective_runs(runs)
     if eff.empty or not metrics:
-        numeric = {"n": "int64", **{c: "float64" for c in SUMMARY_STATS[3:]}}
+        numeric = {"n": "int64", **{c: "float64" for c in SUMMARY_STATS[3:-1]}}
         return pd.DataFrame({c: pd.Series(dtype=numeric.get(c, object)) for c in columns})
     lacking = [f for f in factor_names if f not in eff.columns]
     if lacking:
@@ -158,10 +227,15 @@ def summarize(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str]
         values = eff[metric]
         if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
             values = pd.to_numeric(values, errors="coerce")
-        agg = (values.astype("float64").groupby(cells.to_numpy(), sort=False)
-               .agg(["count", "mean", "median", "min", "max", "std"]))
+        values = values.astype("float64")
+        agg = (values.groupby(cells.to_numpy(), sort=False)
+               .agg(["count", "mean", "median", "min", "max", "std", "skew"]))
         agg = agg[agg["count"] > 0]
         agg.insert(0, "metric", metric)
+        agg["ci_method"] = "t"
+        agg["boot_low"] = np.nan
+        agg["boot_high"] = np.nan
+        _bootstrap_skewed(agg, values, cells, metric)
         parts.append(agg)
     long = pd.concat(parts).rename(columns={"count": "n", "std": "sd"})
     long.index.name = "cell_id"
@@ -173,13 +247,165 @@ def summarize(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str]
     with np.errstate(invalid="ignore", divide="ignore"):
         cv = np.where((n >= 2) & (mean != 0), sd / mean, np.nan)
     half = _t_half_width(sd, n)
+    boot = (long["ci_method"] == "bootstrap").to_numpy()
     long["n"] = n
     long["sd"] = sd
     long["cv"] = cv
-    long["ci_low"] = mean - half
-    long["ci_high"] = mean + half
+    long["ci_low"] = np.where(boot, long["boot_low"].to_numpy(dtype="float64"), mean - half)
+    long["ci_high"] = np.where(boot, long["boot_high"].to_numpy(dtype="float64"), mean + half)
+    long["ci_method"] = np.where(n >= 2, long["ci_method"].to_numpy(dtype=object), "").astype(object)
     long["unit"] = long["metric"].map(lambda m: units.get(m, "")).astype(object)
 
     levels = eff.drop_duplicates("cell_id", keep="first").set_index("cell_id")[factor_names]
     table = long.join(levels, on="cell_id")[columns]
     return _sort_rows(table, [*factor_names, "metric"]).reset_index(drop=True)
+
+
+def _bootstrap_skewed(agg: pd.DataFrame, values: pd.Series, cells: pd.Series, metric: str) -> None:
+    """Replace the t interval by a BCa bootstrap interval for skewed cells, in place."""
+    skew = agg["skew"].to_numpy(dtype="float64")
+    count = agg["count"].to_numpy()
+    wanted = (count >= BOOTSTRAP_MIN_N) & (count <= BOOTSTRAP_MAX_N) & (np.abs(skew) > SKEW_THRESHOLD)
+    if not wanted.any():
+        return
+    candidates = agg.loc[wanted].assign(_abs=np.abs(skew[wanted])).sort_values("_abs", ascending=False)
+    within = candidates["count"].cumsum().to_numpy() <= BOOTSTRAP_BUDGET
+    chosen = set(candidates.index[within])
+    if not chosen:
+        return
+    mask = cells.isin(chosen).to_numpy() & values.notna().to_numpy()
+    for cell, sample in values[mask].groupby(cells.to_numpy()[mask], sort=False):
+        # Sorted: the interval must not depend on the order the runs were listed in.
+        low, high = bootstrap_mean_ci(np.sort(sample.to_numpy(dtype="float64")), f"{cell}/{metric}")
+        if np.isfinite(low) and np.isfinite(high):
+            agg.loc[cell, ["boot_low", "boot_high", "ci_method"]] = [low, high, "bootstrap"]
+
+
+def bootstrap_mean_ci(sample: np.ndarray, key: str, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """BCa bootstrap confidence interval of the mean, reproducible per ``key``.
+
+    Args:
+        sample: The values (no NaN).
+        key: Seeds the resampling (e.g. ``"CELL/METRIC"``), so an unchanged sample
+            always gets the same interval.
+        confidence: Two-sided confidence level.
+
+    Returns:
+        ``(low, high)``; NaN when scipy cannot form the interval (e.g. constant data).
+    """
+    rng = np.random.default_rng(zlib.crc32(key.encode()))
+    with np.errstate(all="ignore"):
+        try:
+            res = sps.bootstrap((sample,), np.mean, confidence_level=confidence, method="BCa",
+                                n_resamples=BOOTSTRAP_RESAMPLES, vectorized=True, random_state=rng)
+        except ValueError:
+            return float("nan"), float("nan")
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+# ----------------------------------------------------------------- comparison blocks
+
+#: fio metric name patterns and the direction that is better.
+_FIO_DIRECTIONS = (
+    (re.compile(r"_(iops|bw_kib|io_kib)$"), "higher"),
+    (re.compile(r"_clat_"), "lower"),
+)
+
+
+def metric_direction(metric: str, declared: dict | None = None) -> str:
+    """Which way a metric is better: ``higher``, ``lower`` or ``""`` (unknown).
+
+    A metric declared under ``workload.metrics`` with ``better`` says so itself;
+    fio's metrics are known: ``*_iops``, ``*_bw_kib`` and ``*_io_kib`` are better
+    higher, every ``*_clat_*`` latency is better lower.
+
+    Args:
+        metric: Metric name.
+        declared: ``workload.metrics`` of the spec (name -> {better, unit, ...}).
+    """
+    info = (declared or {}).get(metric) or {}
+    better = str(info.get("better") or "").strip().lower()
+    if better in ("higher", "lower"):
+        return better
+    for pattern, direction in _FIO_DIRECTIONS:
+        if pattern.search(metric):
+            return direction
+    return ""
+
+
+def welch_df(var_a: np.ndarray, n_a: np.ndarray, var_b: np.ndarray, n_b: np.ndarray) -> np.ndarray:
+    """Welch-Satterthwaite degrees of freedom of a difference of two means."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        qa, qb = var_a / n_a, var_b / n_b
+        return (qa + qb) ** 2 / (qa ** 2 / (n_a - 1) + qb ** 2 / (n_b - 1))
+
+
+def welch_test(mean_a, var_a, n_a, mean_b, var_b, n_b) -> tuple[np.ndarray, np.ndarray]:
+    """Welch's two-sided t-test from summary statistics, vectorized.
+
+    Returns:
+        ``(p_value, df)``. Where both samples have zero variance the p-value is 1
+        for equal means and 0 otherwise; it is NaN where a side has fewer than 2
+        values.
+    """
+    mean_a, var_a, n_a, mean_b, var_b, n_b = (np.asarray(x, dtype="float64")
+                                              for x in (mean_a, var_a, n_a, mean_b, var_b, n_b))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        _, p = sps.ttest_ind_from_stats(mean_a, np.sqrt(var_a), n_a, mean_b, np.sqrt(var_b), n_b,
+                                        equal_var=False)
+    p = np.atleast_1d(np.asarray(p, dtype="float64")).copy()
+    df = np.atleast_1d(welch_df(var_a, n_a, var_b, n_b))
+    exact = (var_a == 0) & (var_b == 0) & (n_a >= 2) & (n_b >= 2)
+    p[exact] = np.where(mean_a[exact] == mean_b[exact], 1.0, 0.0)
+    df[exact] = n_a[exact] + n_b[exact] - 2
+    p[(n_a < 2) | (n_b < 2)] = np.nan
+    return p, df
+
+
+def fieller_ratio_ci(mean_a, mean_b, var_a, var_b, cov_ab, df,
+                     confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
+    """Fieller's confidence interval of the ratio ``mean_a / mean_b``, vectorized.
+
+    ``var_a``, ``var_b`` and ``cov_ab`` are the variances and covariance of the two
+    *estimated means* (``s^2 / n`` for independent samples, with ``cov_ab = 0``).
+    The interval is the set of ratios r for which ``mean_a - r * mean_b`` is not
+    significantly different from 0, so with Welch's degrees of freedom it excludes
+    1 exactly when Welch's test rejects equal means at the same level.
+
+    Returns:
+        ``(low, high)``; both NaN where the interval is unbounded (the
+        denominator's mean is not significantly different from 0).
+    """
+    a, b, vaa, vbb, vab, df = (np.atleast_1d(np.asarray(x, dtype="float64"))
+                               for x in (mean_a, mean_b, var_a, var_b, cov_ab, df))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = sps.t.ppf(0.5 + confidence / 2, df)
+        q_a = b * b - t * t * vbb
+        q_b = -2.0 * (a * b - t * t * vab)
+        q_c = a * a - t * t * vaa
+        disc = q_b * q_b - 4.0 * q_a * q_c
+        bounded = (q_a > 0) & (disc >= 0)
+        root = np.sqrt(np.where(bounded, disc, np.nan))
+        r1 = (-q_b - root) / (2.0 * q_a)
+        r2 = (-q_b + root) / (2.0 * q_a)
+    low = np.where(bounded, np.minimum(r1, r2), np.nan)
+    high = np.where(bounded, np.maximum(r1, r2), np.nan)
+    return low, high
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm's step-down adjustment of p-values (NaN entries stay NaN, not counted).
+
+    The i-th smallest of m p-values becomes ``max_{j<=i} min(1, (m - j + 1) p_(j))``.
+    (Written out because statsmodels' ``multipletests`` runs a full garbage
+    collection per call, 80 ms, which dominates a report's comparisons.)
+    """
+    p = np.asarray(p_values, dtype="float64")
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    if len(ok):
+        order = ok[np.argsort(p[ok], kind="stable")]
+        m = len(order)
+        scaled = np.minimum(1.0, p[order] * (m - np.arange(m)))
+        out[order] = np.maximum.accumulate(scaled)
+    return out

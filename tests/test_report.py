@@ -171,7 +171,7 @@ def test_failed_runs_table_and_recovered_attempts(spec, tmp_path):
     assert "| failed | exit code 1 |" in line
     assert spec.cells[0].label() in line
     recovered = md_line(md.split("## Failed runs")[1], retry["run_id"].iloc[0])
-    assert recovered.endswith("| yes |") and "unreachable" in recovered
+    assert "| yes | `runs/" in recovered and "unreachable" in recovered
     assert "0 of 32 runs pending, 1 failed" in md
 
 
@@ -297,7 +297,8 @@ def test_writes_atomically_and_replaces(spec, tmp_path):
     plan = make_plan(spec)
     (tmp_path / "report.md").write_text("old")
     render(spec, plan, make_runs(plan), tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", "report.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["comparisons.csv", "plots", "report.html", "report.md"]
+    assert not [p for p in (tmp_path / "plots").iterdir() if not p.name.endswith(".svg")]
     assert (tmp_path / "report.md").read_text() != "old"
 
 
@@ -312,7 +313,9 @@ def test_failed_render_keeps_the_old_report(spec, tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         render(spec, plan, make_runs(plan), tmp_path)
     assert (tmp_path / "report.html").read_text() == "previous"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
+    # No temporary file is left behind (an empty plots/ directory may be).
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "plots") == ["report.html"]
+    assert not list((tmp_path / "plots").glob("*")) if (tmp_path / "plots").exists() else True
 
 
 @pytest.mark.parametrize("value, text", [
@@ -327,3 +330,108 @@ def test_format_number(value, text):
 def test_format_percent():
     assert format_percent(0.16667) == "16.7"
     assert format_percent(float("nan")) == "–"
+
+
+# ----------------------------------------------------------------- analysis sections
+
+def compare_spec(spec, **report_keys):
+    data = {**spec.data, "report": {**spec.data["report"],
+                                    "compare": {"factor": "iodepth", "baseline": 1, "by": ["rw"]}, **report_keys}}
+    return type(spec)(spec.path, data, spec.digest, spec.cells, spec.knobs)
+
+
+def test_findings_comparisons_and_csv(spec, tmp_path):
+    plan = make_plan(spec)
+    runs = make_runs(plan)
+    deep = runs["iodepth"] == 8
+    runs.loc[deep, "read_iops"] *= 1.5          # a real effect of iodepth on throughput
+    cmp_spec = compare_spec(spec)
+    summary = summarize(runs, spec.factor_names, UNITS)
+    html_path, md_path = render_report(cmp_spec, plan, runs, summary, HOST_FACTS, tmp_path)
+    md, html = md_path.read_text(), html_path.read_text()
+    findings = md.split("## Summary of findings")[1].split("\n## ")[0]
+    assert "- iodepth=8 vs 1: +" in findings and "read_iops at rw=randread [95% CI +" in findings
+    assert "– better (p" in findings
+    table = pd.read_csv(tmp_path / "comparisons.csv")
+    assert list(table.columns[:5]) == ["metric", "factor", "level", "baseline", "rw"]
+    iops = table[table["metric"] == "read_iops"]
+    assert set(iops["verdict"]) == {"better"} and set(iops["analysis"]) == {"welch"}
+    assert iops["rel_diff_pct"].between(40, 60).all()
+    assert "<h2>Comparisons</h2>" in html and "Analysis: welch" in md
+
+
+def test_pivot_table_like_the_mbrc_seed(spec, tmp_path):
+    plan = make_plan(spec)
+    runs = make_runs(plan)
+    piv_spec = compare_spec(spec, tables=[{"rows": "bs", "columns": ["rw"], "metric": "read_iops"}])
+    _, md_path = render_report(piv_spec, plan, runs, summarize(runs, spec.factor_names, UNITS), HOST_FACTS, tmp_path)
+    md = md_path.read_text()
+    section = md.split("### read_iops by bs and rw (IO/s)")[1].split("###")[0]
+    assert "| bs | | rw=randread | rw=read |" in section
+    lines = [ln for ln in section.splitlines() if ln.startswith("|")]
+    assert [ln.split("|")[2].strip() for ln in lines[2:8]] == ["Max", "Avg", "Min", "Max", "Avg", "Min"]
+    eff = runs[runs["warmup"] == "false"]
+    expected = eff[(eff["bs"] == "4k") & (eff["rw"] == "randread")]["read_iops"].max()
+    assert format_number(expected) in lines[2]
+
+
+def test_warnings_for_failures_and_drift_sit_at_the_top(spec, tmp_path):
+    plan = make_plan(spec)
+    runs = make_runs(plan)
+    runs.loc[runs.index[3], ["status", "reason"]] = ["failed", "exit status 2"]
+    html, md = render(spec, plan, runs, tmp_path)
+    warnings_md = md.split("## Warnings")[1].split("## Summary of findings")[0]
+    assert "**Warning: 1 run(s) failed**" in warnings_md and "exit status 2" in warnings_md
+    assert md.index("## Warnings") < md.index("## Results")
+    assert 'data-check="failed"' in html
+
+
+def test_executed_order_is_capped_for_huge_campaigns(spec, tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "ORDER_HEAD", 5)
+    monkeypatch.setattr(report, "ORDER_TAIL", 3)
+    plan = make_plan(spec)
+    runs = make_runs(plan)
+    html, md = render(spec, plan, runs, tmp_path)
+    section = md.split("## Executed order")[1].split("\n## ")[0]
+    ids = re.findall(r"^\| \d+ \| localhost \| `([^`]+)`", section, flags=re.M)
+    assert ids == runs["run_id"].iloc[:5].tolist() + runs["run_id"].iloc[-3:].tolist()
+    assert "24 run attempts omitted" in section
+    assert "first 5 and last 3 shown" in section
+
+
+def test_plots_are_files_for_markdown_and_inline_for_html(spec, tmp_path):
+    plan = make_plan(spec)
+    html, md = render(spec, plan, make_runs(plan), tmp_path)
+    files = sorted(p.name for p in (tmp_path / "plots").iterdir())
+    assert "order.svg" in files and "latency.svg" in files
+    assert any(f.startswith("lines_") for f in files)
+    for name in files:
+        assert f"](plots/{name})" in md
+        assert (tmp_path / "plots" / name).read_text().startswith("<svg")
+    assert html.count('src="data:image/svg+xml;base64,') == len(files)
+    assert "plots/" not in html
+
+
+def test_user_templates_override_and_add_outputs(spec, tmp_path):
+    tdir = tmp_path / "templates"
+    tdir.mkdir()
+    (tdir / "report.md.j2").write_text(
+        '{% extends "builtin/report.md.j2" %}{% block spec %}custom spec block for {{ name }}\n{% endblock %}')
+    (tdir / "summary.txt.j2").write_text("{{ name }}: {{ progress.ok_measured }} runs\n")
+    plan = make_plan(spec)
+    runs = make_runs(plan)
+    out = tmp_path / "out"
+    render_report(spec, plan, runs, summarize(runs, spec.factor_names, UNITS), HOST_FACTS, out,
+                  template_dir=tdir)
+    md = (out / "report.md").read_text()
+    assert md.rstrip().endswith("custom spec block for quickstart")
+    assert "## Results" in md                      # the rest of the built-in template stays
+    assert (out / "summary.txt").read_text() == "quickstart: 24 runs\n"
+
+
+def test_spec_text_is_shown_verbatim(spec, tmp_path):
+    plan = make_plan(spec)
+    html, md = render(spec, plan, make_runs(plan), tmp_path)
+    text = Path(spec.path).read_text()
+    assert text in md
+    assert "read_iops, read_bw_kib" in html.split('id="spec"')[1]

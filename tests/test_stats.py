@@ -15,7 +15,7 @@ from benchmatrix.stats import bool_column, effective_runs, summarize, summary_co
 FACTORS = ["layout", "bs"]
 UNITS = {"read_iops": "IO/s", "read_clat_p99_us": "us"}
 EXPECTED_COLUMNS = ["cell_id", "layout", "bs", "metric", "unit", "n", "mean", "median", "min",
-                    "max", "sd", "cv", "ci_low", "ci_high"]
+                    "max", "sd", "cv", "ci_low", "ci_high", "ci_method"]
 
 
 def run(run_id, cell_id="c1", layout="contiguous", bs="64k", iops=np.nan, p99=np.nan, *,

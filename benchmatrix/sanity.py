@@ -1,0 +1,611 @@
+"""Drift of the control cell and sanity checks: the report's warnings.
+
+"Question results that don't make sense": every check here names the runs it
+concerns, so a reader can open their raw output. The checks:
+
+* ``drift``: the control cell (``order.control``) runs again and again through the
+  campaign; its values should not move. Per host and metric, two tests on the
+  control runs in execution order: a **trend** (Kendall's tau of value against
+  order) and a **level shift** (Pettitt's rank-based changepoint test: the split
+  that maximises the Mann-Whitney statistic between before and after, with a
+  permutation p-value for up to ``PERMUTATION_MAX_N`` runs and Pettitt's
+  approximation beyond). The p-values are Holm-adjusted across all drift tests; a
+  drift is reported when an adjusted p-value is below alpha **and** the change is
+  at least ``report.drift_threshold`` (default 1 %) of the level, so that a huge
+  campaign does not cry wolf over a 0.1 % wobble.
+* ``cv``: a cell whose coefficient of variation exceeds ``report.cv_threshold``
+  (default 5 %).
+* ``outlier``: a run more than 3.5 robust standard deviations from its cell's
+  median (modified z-score ``0.6745 * |x / median - 1| / MAD > 3.5``, Iglewicz and
+  Hoaglin, on relative deviations; the MAD is the cell's own or, when larger, the
+  one pooled over all cells of the metric: see :func:`outliers`).
+* ``warmup``: the first measured run after the warm-up runs (or, without warm-ups,
+  each cell's first measured run) differs from the cell's other runs: per run by the
+  outlier rule, and over the campaign when the first runs' relative deviations are
+  systematically on one side (Wilcoxon signed-rank test, at least 6 cells, median
+  deviation at least the drift threshold).
+* ``failed`` / ``rerun``: attempts that did not end ``ok`` and never recovered;
+  runs executed more than once.
+* ``missing``: cells with fewer successful measured runs than planned.
+* From the run records (:func:`record_notes`): ``knob`` (verified state differs
+  from the intended one), ``host_facts`` (a host's facts changed mid-campaign),
+  ``fio_overlap`` (jobs of one fio run overlapped in time, e.g. a missing
+  ``stonewall``) and ``tool`` (warnings the parser attached to a run).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from benchmatrix.stats import bool_column, effective_runs, execution_order, holm, is_ok
+
+#: Defaults of the spec's report keys.
+DEFAULT_CV_THRESHOLD = 0.05
+DEFAULT_DRIFT_THRESHOLD = 0.01
+#: Modified z-score above which a run is an outlier.
+OUTLIER_Z = 3.5
+#: Fewest control runs for drift tests.
+DRIFT_MIN_RUNS = 6
+#: Up to this many control runs the changepoint p-value comes from permutations.
+PERMUTATION_MAX_N = 500
+PERMUTATIONS = 2000
+#: Run ids listed per warning; the count says how many there are in all.
+RUNS_LISTED = 12
+#: Items (cells, runs) detailed per check before "and N more".
+ITEMS_LISTED = 20
+#: Facts that change without the host changing.
+VOLATILE_FACTS = frozenset({"gathered_at", "uptime", "uptime_seconds", "date_time", "inventory_name",
+                            "boot_time", "load_average", "memory_free_mb"})
+#: Name of the file with notes drawn from the run records.
+RECORD_NOTES = "record_notes.csv"
+NOTE_COLUMNS = ["run_id", "attempt", "host", "started_at", "check", "detail"]
+
+
+def warning(check: str, title: str, message: str, runs: Iterable[str] = (), *,
+            severity: str = "warning", items: list[str] | None = None, more: int = 0,
+            plot: str | None = None) -> dict[str, Any]:
+    """One warning of the report, as the templates expect it.
+
+    Args:
+        check: Machine name of the check (drift, cv, outlier, ...).
+        title: Short headline.
+        message: One or two plain sentences.
+        runs: Every run id concerned (the first ``RUNS_LISTED`` are shown).
+        severity: ``warning`` or ``notice``.
+        items: Detail lines (cells or runs with numbers).
+        more: Detail lines left out of ``items``.
+        plot: Name of a plot that shows the problem.
+    """
+    ids = pd.unique(pd.Series(list(runs) if not isinstance(runs, pd.Series) else runs, dtype=object))
+    return {"check": check, "title": title, "message": message, "severity": severity,
+            "runs": [str(r) for r in ids[:RUNS_LISTED]], "runs_total": len(ids), "details": items or [],
+            "more": more, "plot": plot}
+
+
+def _cap(items: list[str]) -> tuple[list[str], int]:
+    return items[:ITEMS_LISTED], max(len(items) - ITEMS_LISTED, 0)
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f}%"
+
+
+def _num(x: float) -> str:
+    # Thousands grouped, never scientific for everyday magnitudes (the tables' style).
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.4g}"
+
+
+# ----------------------------------------------------------------- drift
+
+def control_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The ok control runs (newest ok attempt per run), in execution order."""
+    if runs.empty or "control" not in runs.columns:
+        return runs.iloc[0:0]
+    mask = bool_column(runs["control"]).to_numpy() & is_ok(runs["status"]).to_numpy()
+    ctl = runs.loc[mask]
+    if ctl.empty:
+        return ctl
+    ctl = ctl.assign(_attempt=pd.to_numeric(ctl["attempt"], errors="coerce").fillna(0))
+    ctl = ctl.sort_values("_attempt", kind="stable").drop_duplicates("run_id", keep="last")
+    return _execution_order(ctl).drop(columns="_attempt")
+
+
+def _execution_order(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.iloc[execution_order(frame)]
+
+
+def _pettitt_k(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    # Pettitt's statistic from ranks: U_k = 2 * (sum of the first k ranks) - k (n + 1).
+    r = sps.rankdata(x, axis=axis)
+    n = x.shape[axis]
+    u = 2 * np.cumsum(r, axis=axis) - np.arange(1, n + 1) * (n + 1)
+    return np.max(np.abs(u[..., :-1]), axis=axis)
+
+
+def changepoint(values: np.ndarray) -> tuple[int, float]:
+    """Pettitt's test for one level shift.
+
+    Returns:
+        ``(k, p)``: the shift happens after the first ``k`` values; the p-value is
+        from a permutation test (n <= ``PERMUTATION_MAX_N``) or Pettitt's
+        approximation ``2 exp(-6 K^2 / (n^3 + n^2))``.
+    """
+    n = len(values)
+    r = sps.rankdata(values)
+    u = 2 * np.cumsum(r) - np.arange(1, n + 1) * (n + 1)
+    k = int(np.argmax(np.abs(u[:-1]))) + 1
+    stat = float(np.max(np.abs(u[:-1])))
+    if stat == 0:
+        return k, 1.0
+    if n <= PERMUTATION_MAX_N:
+        res = sps.permutation_test((values,), _pettitt_k, permutation_type="pairings",
+                                   n_resamples=PERMUTATIONS, alternative="greater", vectorized=True,
+                                   random_state=np.random.default_rng(n))
+        return k, float(res.pvalue)
+    return k, float(min(1.0, 2 * math.exp(-6 * stat * stat / (n ** 3 + n ** 2))))
+
+
+def drift(runs: pd.DataFrame, metrics: list[str], alpha: float = 0.05,
+          threshold: float = DEFAULT_DRIFT_THRESHOLD) -> pd.DataFrame:
+    """Trend and level-shift tests of the control cell, per host and metric.
+
+    Args:
+        runs: Rows of ``runs.csv``.
+        metrics: Metrics to test.
+        alpha: Significance level (after Holm's adjustment over all drift tests).
+        threshold: Smallest relative change (fraction) worth a warning.
+
+    Returns:
+        One row per (host, metric) with n, trend (Kendall's tau, its p-value, the
+        fitted change over the campaign as a fraction), shift (position, p-value,
+        relative change of the median), adjusted p-values and ``flagged``.
+    """
+    columns = ["host", "metric", "n", "tau", "p_trend", "trend_change", "shift_after", "shift_run_id",
+               "p_shift", "shift_change", "p_trend_adj", "p_shift_adj", "trend_flagged", "shift_flagged", "flagged"]
+    ctl = control_runs(runs)
+    rows = []
+    hosts = ctl["host"].astype(str) if "host" in ctl.columns else pd.Series("", index=ctl.index)
+    for host, part in ctl.groupby(hosts.to_numpy(), sort=True):
+        for metric in metrics:
+            if metric not in part.columns:
+                continue
+            values = pd.to_numeric(part[metric], errors="coerce")
+            keep = values.notna().to_numpy()
+            y = values.to_numpy(dtype="float64")[keep]
+            ids = part["run_id"].to_numpy()[keep]
+            n = len(y)
+            if n < DRIFT_MIN_RUNS or np.all(y == y[0]):
+                if n >= 1:
+                    rows.append({"host": host, "metric": metric, "n": n})
+                continue
+            order = np.arange(n)
+            tau, p_trend = sps.kendalltau(order, y)
+            level = float(np.median(y)) or float(np.mean(np.abs(y))) or 1.0
+            slope = sps.linregress(order, y).slope
+            k, p_shift = changepoint(y)
+            before, after = np.median(y[:k]), np.median(y[k:])
+            rows.append({"host": host, "metric": metric, "n": n, "tau": float(tau), "p_trend": float(p_trend),
+                         "trend_change": float(slope * (n - 1) / abs(level)), "shift_after": k,
+                         "shift_run_id": ids[k] if k < n else None, "p_shift": p_shift,
+                         "shift_change": float((after - before) / abs(before)) if before else float("nan")})
+    table = pd.DataFrame(rows, columns=columns[:10])
+    if table.empty:
+        return pd.DataFrame(columns=columns)
+    p = np.concatenate([table["p_trend"].to_numpy(dtype="float64"), table["p_shift"].to_numpy(dtype="float64")])
+    adj = holm(p)
+    table["p_trend_adj"] = adj[: len(table)]
+    table["p_shift_adj"] = adj[len(table):]
+    with np.errstate(invalid="ignore"):
+        table["trend_flagged"] = (table["p_trend_adj"] < alpha) & (table["trend_change"].abs() >= threshold)
+        table["shift_flagged"] = (table["p_shift_adj"] < alpha) & (table["shift_change"].abs() >= threshold)
+    table["flagged"] = table["trend_flagged"] | table["shift_flagged"]
+    return table
+
+
+def drift_warnings(table: pd.DataFrame, runs: pd.DataFrame, control_label: str | None) -> list[dict[str, Any]]:
+    """Warnings (and a notice when there is too little to test) from :func:`drift`."""
+    out = []
+    ctl = control_runs(runs)
+    if control_label is None:
+        return out
+    if table.empty or table["n"].max() < DRIFT_MIN_RUNS:
+        n = 0 if table.empty else int(table["n"].max())
+        out.append(warning("drift", "drift not tested",
+                           f"only {n} control run(s) of {control_label} so far; the drift tests need "
+                           f"{DRIFT_MIN_RUNS}.", severity="notice"))
+        return out
+    flagged = table[table["flagged"].fillna(False).astype(bool)]
+    for host, part in flagged.groupby("host", sort=True):
+        items = []
+        for r in part.to_dict("records"):
+            bits = []
+            if r["shift_flagged"]:
+                bits.append(f"level shift of {_pct(r['shift_change'])} after control run {r['shift_after']} "
+                            f"of {r['n']} ({r['shift_run_id']}; Pettitt, adjusted p={r['p_shift_adj']:.3g})")
+            if r["trend_flagged"]:
+                bits.append(f"trend of {_pct(r['trend_change'])} over the campaign "
+                            f"(Kendall tau={r['tau']:.2f}, adjusted p={r['p_trend_adj']:.3g})")
+            items.append(f"{r['metric']}: " + "; ".join(bits))
+        ids = ctl.loc[ctl["host"].astype(str) == str(host), "run_id"] if "host" in ctl.columns else ctl["run_id"]
+        out.append(warning(
+            "drift", f"drift on {host}",
+            f"The control cell ({control_label}) did not stay put on {host}: the host, not only the factors, "
+            "changed during the campaign. Effects measured across the change are suspect; randomized order "
+            "spreads the damage, but check what changed (firmware, SAN, other tenants, thermal state).",
+            ids, items=items, plot="control"))
+    return out
+
+
+# ----------------------------------------------------------------- per-run checks
+
+def _cell_labels(cells: pd.DataFrame | None) -> dict[str, str]:
+    if cells is None or cells.empty:
+        return {}
+    return dict(zip(cells["cell_id"], cells["label"]))
+
+
+def cv_warnings(summary: pd.DataFrame, eff: pd.DataFrame, metrics: list[str], threshold: float,
+                labels: dict[str, str]) -> list[dict[str, Any]]:
+    """Cells whose CV exceeds the threshold."""
+    if summary.empty:
+        return []
+    rows = summary[summary["metric"].isin(metrics)]
+    cv = pd.to_numeric(rows["cv"], errors="coerce")
+    high = rows[(cv.abs() > threshold).to_numpy()].assign(_cv=cv.abs())
+    if high.empty:
+        return []
+    items = []
+    for cell, part in high.groupby("cell_id", sort=False):
+        desc = ", ".join(f"{m} {c * 100:.1f}%" for m, c in zip(part["metric"], part["_cv"]))
+        items.append(f"{labels.get(cell, cell)} ({cell}): {desc}")
+    cells = set(high["cell_id"])
+    ids = eff.loc[eff["cell_id"].isin(cells), "run_id"] if not eff.empty else []
+    shown, more = _cap(items)
+    return [warning("cv", f"{len(cells)} cell(s) vary more than {threshold * 100:g}%",
+                    f"The coefficient of variation of these cells exceeds {threshold * 100:g}% (report.cv_threshold): "
+                    "the runs disagree more than a stable benchmark should. More replicates narrow the "
+                    "intervals; a noisy host or a too short run length may be the cause.",
+                    ids, items=shown, more=more)]
+
+
+def _robust_scale(rel: pd.Series, cells: np.ndarray) -> tuple[pd.Series, float]:
+    """Per-cell MAD of relative deviations, and the MAD pooled over every cell."""
+    absdev = rel.abs()
+    return absdev.groupby(cells).transform("median"), float(np.nanmedian(absdev)) if absdev.notna().any() else np.nan
+
+
+def outliers(eff: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+    """Runs whose modified z-score within their cell exceeds ``OUTLIER_Z``.
+
+    Deviations are relative to the cell's median. The scale is the larger of the
+    cell's own MAD and the MAD pooled over all cells of the metric: with five runs a
+    cell's MAD alone is so unstable that a fifth of perfectly normal cells would
+    show an "outlier"; the pooled floor keeps that near the normal tail rate, while
+    a genuinely noisy cell is still judged by its own spread. Cells with fewer than
+    three values are skipped.
+
+    Returns:
+        Columns run_id, cell_id, metric, value, median, z.
+    """
+    parts = []
+    cells = eff["cell_id"].to_numpy()
+    for metric in metrics:
+        if metric not in eff.columns:
+            continue
+        x = pd.to_numeric(eff[metric], errors="coerce").astype("float64")
+        g = x.groupby(cells)
+        med, count = g.transform("median"), g.transform("count")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rel = (x / med - 1).where((med != 0) & (count >= 3))
+            cell_mad, pooled = _robust_scale(rel, cells)
+            z = 0.6745 * rel.abs() / np.fmax(cell_mad, pooled)
+        hit = (z > OUTLIER_Z).to_numpy()
+        if hit.any():
+            parts.append(pd.DataFrame({"run_id": eff["run_id"].to_numpy()[hit], "cell_id": cells[hit],
+                                       "metric": metric, "value": x.to_numpy()[hit],
+                                       "median": med.to_numpy()[hit], "z": z.to_numpy()[hit]}))
+    if not parts:
+        return pd.DataFrame(columns=["run_id", "cell_id", "metric", "value", "median", "z"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def outlier_warnings(eff: pd.DataFrame, metrics: list[str], labels: dict[str, str]) -> list[dict[str, Any]]:
+    out = outliers(eff, metrics)
+    if out.empty:
+        return []
+    items = [f"{r.run_id} in {labels.get(r.cell_id, r.cell_id)}: {r.metric} = {_num(r.value)} "
+             f"vs median {_num(r.median)} ({_pct(r.value / r.median - 1) if r.median else ''})"
+             for r in out.sort_values("z", ascending=False).itertuples()]
+    shown, more = _cap(items)
+    return [warning("outlier", f"{out['run_id'].nunique()} outlying run(s)",
+                    f"These runs lie more than {OUTLIER_Z:g} robust standard deviations (median/MAD rule) from "
+                    "their cell's median. They are kept in the statistics; look at their raw output before "
+                    "trusting or discarding them.", out["run_id"], items=shown, more=more)]
+
+
+def first_measured(runs: pd.DataFrame, warmup: int) -> pd.Series:
+    """Boolean mask (on ``runs``' index) of the first measured run after warm-ups.
+
+    With warm-ups, that is a measured ok run whose predecessor on the same host is a
+    warm-up run of the same cell; without, each cell's first measured run.
+    """
+    if runs.empty:
+        return pd.Series(False, index=runs.index)
+    ordered = _execution_order(runs)
+    host = ordered["host"].astype(str).to_numpy() if "host" in ordered.columns else np.zeros(len(ordered))
+    warm = bool_column(ordered["warmup"]).to_numpy()
+    ctl = bool_column(ordered["control"]).to_numpy()
+    measured = ~warm & ~ctl & is_ok(ordered["status"]).to_numpy()
+    cell = ordered["cell_id"].astype(str).to_numpy()
+    if warmup > 0:
+        prev_same = np.r_[False, (host[1:] == host[:-1]) & (cell[1:] == cell[:-1]) & warm[:-1]]
+        hit = measured & prev_same
+    else:
+        seen = pd.Series(cell).where(measured).duplicated(keep="first").to_numpy()
+        hit = measured & ~seen
+    return pd.Series(hit, index=ordered.index).reindex(runs.index, fill_value=False)
+
+
+def warmup_warnings(runs: pd.DataFrame, eff: pd.DataFrame, metrics: list[str], warmup: int, alpha: float,
+                    threshold: float, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """Warm-up effect still visible in the first measured run."""
+    if eff.empty:
+        return []
+    first = first_measured(runs, warmup).reindex(eff.index, fill_value=False).to_numpy()
+    if not first.any():
+        return []
+    rest = eff.loc[~first]
+    firsts = eff.loc[first]
+    items, flagged_ids, systematic = [], [], []
+    for metric in metrics:
+        if metric not in eff.columns:
+            continue
+        x = pd.to_numeric(rest[metric], errors="coerce")
+        g = x.groupby(rest["cell_id"].to_numpy())
+        med, cnt = g.median(), g.count()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rel = x / rest["cell_id"].map(med) - 1
+        mad = rel.abs().groupby(rest["cell_id"].to_numpy()).median()
+        pooled = float(np.nanmedian(rel.abs())) if rel.notna().any() else np.nan
+        fx = pd.to_numeric(firsts[metric], errors="coerce").to_numpy(dtype="float64")
+        fmed = firsts["cell_id"].map(med).to_numpy(dtype="float64")
+        fmad = np.fmax(firsts["cell_id"].map(mad).to_numpy(dtype="float64"), pooled)
+        fcnt = firsts["cell_id"].map(cnt).fillna(0).to_numpy()
+        ok = np.isfinite(fx) & np.isfinite(fmed) & (fcnt >= 2) & (fmed != 0)
+        if not ok.any():
+            continue
+        with np.errstate(invalid="ignore", divide="ignore"):
+            dev = (fx - fmed) / np.abs(fmed)
+            z = 0.6745 * np.abs(dev) / fmad
+        out = ok & (fmad > 0) & (z > OUTLIER_Z)
+        for i in np.flatnonzero(out):
+            rid, cell = firsts["run_id"].iloc[i], firsts["cell_id"].iloc[i]
+            items.append(f"{rid} ({labels.get(cell, cell)}): {metric} {_pct(dev[i])} vs the cell's other runs")
+            flagged_ids.append(rid)
+        d = dev[ok]
+        if len(d) >= 6 and np.any(d != 0):
+            p = sps.wilcoxon(d).pvalue
+            if p < alpha and abs(np.median(d)) >= threshold:
+                systematic.append(f"{metric}: first runs {_pct(float(np.median(d)))} in median over {len(d)} "
+                                  f"cells (Wilcoxon p={p:.3g})")
+                flagged_ids.extend(firsts["run_id"].to_numpy()[ok].tolist())
+    if not items and not systematic:
+        return []
+    shown, more = _cap(systematic + items)
+    return [warning("warmup", "warm-up effect in the first measured run",
+                    "The first measured run after the warm-up still differs from the cell's later runs: caches, "
+                    "JIT or power states were not yet settled. Consider more warm-up runs (spec: warmup).",
+                    flagged_ids, items=shown, more=more)]
+
+
+def failure_warnings(runs: pd.DataFrame, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """Failed attempts that never recovered, and runs executed more than once."""
+    if runs.empty:
+        return []
+    out = []
+    ok = is_ok(runs["status"]).to_numpy()
+    bad = runs.loc[~ok]
+    lost = bad[~bad["run_id"].isin(runs.loc[ok, "run_id"])].drop_duplicates("run_id", keep="last") \
+        if len(bad) else bad
+    if len(lost):
+        items = [f"{r.run_id} ({labels.get(r.cell_id, r.cell_id)}): {r.status}"
+                 + (f" – {r.reason}" if isinstance(r.reason, str) and r.reason else "")
+                 for r in lost.iloc[:ITEMS_LISTED].itertuples()]
+        out.append(warning("failed", f"{len(lost)} run(s) failed",
+                           "These runs have no successful attempt; their cells have fewer values than planned. "
+                           "'bmx rerun SPEC --failed' re-executes them.", lost["run_id"], items=items,
+                           more=max(len(lost) - ITEMS_LISTED, 0)))
+    # Hash the ids once; only the duplicated ones are counted.
+    repeated = runs.loc[runs["run_id"].duplicated(keep=False).to_numpy(), "run_id"]
+    if len(repeated):
+        again = repeated.value_counts(sort=False)
+        items = [f"{rid}: {n} attempts" for rid, n in again.iloc[:ITEMS_LISTED].items()]
+        out.append(warning("rerun", f"{len(again)} run(s) executed more than once",
+                           "A re-run's newest successful attempt stands for the run; earlier attempts are kept "
+                           "in runs.csv.", again.index, severity="notice", items=items,
+                           more=max(len(again) - ITEMS_LISTED, 0)))
+    return out
+
+
+def missing_warnings(plan: pd.DataFrame, eff: pd.DataFrame, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """Cells with fewer successful measured runs than planned."""
+    if plan.empty or "cell_id" not in plan.columns:
+        return []
+    measured = plan[~bool_column(plan["warmup"]) & ~bool_column(plan["control"])].drop_duplicates("run_id")
+    lacking = measured[~measured["run_id"].isin(eff["run_id"])] if len(eff) else measured
+    if lacking.empty:
+        return []
+    planned = measured["cell_id"].value_counts(sort=False)
+    short = lacking["cell_id"].value_counts(sort=False)
+    items = [f"{labels.get(cell, cell)} ({cell}): {planned[cell] - n} of {planned[cell]}"
+             for cell, n in short.items()]
+    shown, more = _cap(items)
+    return [warning("missing", f"{len(items)} cell(s) with fewer successful runs than planned",
+                    "Pending or failed runs leave these cells short; their intervals are wider and "
+                    "comparisons involving them weaker.", lacking["run_id"], items=shown, more=more)]
+
+
+# ----------------------------------------------------------------- record notes
+
+def _same(a: Any, b: Any) -> bool:
+    if a == b:
+        return True
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return str(a).strip().lower() == str(b).strip().lower()
+
+
+def record_notes(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Findings that only the run records hold, one row per (run attempt, finding).
+
+    Reads ``knobs: {name: {intended, actual, ...}}``, ``host_facts``,
+    ``details.warnings`` (strings) and ``details.jobs`` (fio jobs with
+    ``start_ms``/``end_ms``); records lacking them give no note.
+
+    Returns:
+        Columns of ``NOTE_COLUMNS``: run_id, attempt, host, started_at, check, detail.
+    """
+    rows: list[dict[str, Any]] = []
+    facts_seen: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = []
+    for rec in records:
+        base = {"run_id": rec.get("run_id"), "attempt": rec.get("attempt"), "host": rec.get("host"),
+                "started_at": rec.get("started_at")}
+        for name, knob in (rec.get("knobs") or {}).items():
+            if not isinstance(knob, dict) or knob.get("actual") is None:
+                continue
+            # The knob role's own verdict ("ok") wins; otherwise compare the values.
+            if knob.get("ok") is False or ("ok" not in knob and not _same(knob.get("intended"), knob.get("actual"))):
+                rows.append({**base, "check": "knob",
+                             "detail": f"{name}: intended {knob.get('intended')}, actual {knob.get('actual')}"})
+        details = rec.get("details") or {}
+        for text in details.get("warnings") or []:
+            rows.append({**base, "check": "tool", "detail": str(text)})
+        # The fio parser already reports overlaps it can see (with the job file at hand);
+        # this derivation from the job timing only covers records where it did not.
+        told = any("at the same time" in str(t) or "overlapped" in str(t) for t in details.get("warnings") or [])
+        jobs = [] if told else [
+            j for j in details.get("job_timing") or [] if isinstance(j, dict)
+            and isinstance(j.get("start_ms"), (int, float)) and isinstance(j.get("end_ms"), (int, float))]
+        jobs.sort(key=lambda j: j["start_ms"])
+        for a, b in zip(jobs, jobs[1:]):
+            if b["start_ms"] < a["end_ms"]:
+                rows.append({**base, "check": "fio_overlap",
+                             "detail": f"fio jobs {a.get('name')} and {b.get('name')} ran at the same time for "
+                                       f"{(min(a['end_ms'], b['end_ms']) - b['start_ms']) / 1000:.1f} s "
+                                       "(a missing stonewall?)"})
+        facts = rec.get("host_facts")
+        if isinstance(facts, dict) and facts:
+            facts_seen.append((str(rec.get("host")), str(rec.get("started_at") or ""), base, facts))
+    last: dict[str, dict[str, Any]] = {}
+    for host, _, base, facts in sorted(facts_seen, key=lambda t: (t[0], t[1])):
+        stable = {k: v for k, v in facts.items() if k not in VOLATILE_FACTS}
+        prev = last.get(host)
+        if prev is not None and prev != stable:
+            changed = [f"{k}: {prev.get(k)} → {stable.get(k)}" for k in sorted(set(prev) | set(stable))
+                       if prev.get(k) != stable.get(k)]
+            rows.append({**base, "check": "host_facts", "detail": "; ".join(changed)})
+        last[host] = stable
+    return pd.DataFrame(rows, columns=NOTE_COLUMNS)
+
+
+def load_record_notes(exp_dir: Path, runs: pd.DataFrame, scan_limit: int = 20_000) -> pd.DataFrame | None:
+    """``record_notes.csv`` if collect wrote it; else a scan of the records.
+
+    The scan reads one record.json per attempt, so it is skipped (``None``) beyond
+    ``scan_limit`` attempts: wire :func:`benchmatrix.analysis.write_analysis` into
+    collect, which sees every record anyway.
+    """
+    path = Path(exp_dir) / RECORD_NOTES
+    if path.is_file():
+        return pd.read_csv(path, dtype=str, keep_default_na=False) if path.stat().st_size else \
+            pd.DataFrame(columns=NOTE_COLUMNS)
+    if runs.empty or len(runs) > scan_limit or "run_id" not in runs.columns:
+        return None if len(runs) > scan_limit else pd.DataFrame(columns=NOTE_COLUMNS)
+
+    def records() -> Iterable[dict[str, Any]]:
+        for rid, attempt in zip(runs["run_id"], runs.get("attempt", pd.Series(1, index=runs.index))):
+            p = Path(exp_dir) / "runs" / str(rid) / str(attempt) / "record.json"
+            try:
+                yield json.loads(p.read_text())
+            except (OSError, ValueError):
+                continue
+
+    return record_notes(records())
+
+
+_NOTE_TEXT = {
+    "knob": ("verified knob state differs from the intended",
+             "The host did not end up in the state the plan asked for: these runs measured another "
+             "configuration than their cell claims."),
+    "host_facts": ("host facts changed mid-campaign",
+                   "A host's facts (kernel, CPU, memory, tool version ...) changed between runs: results before "
+                   "and after may not be comparable."),
+    "fio_overlap": ("fio jobs overlapped",
+                    "Jobs of one fio run ran at the same time, so each job's numbers are shares of a contended "
+                    "device (the seed's missing stonewall)."),
+    "tool": ("warnings from the workload", "The workload's parser attached warnings to these runs."),
+}
+
+
+def note_warnings(notes: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """Warnings from :func:`record_notes`, one per check."""
+    if notes is None:
+        return [warning("records", "run records not checked",
+                        f"Knob state, host facts and tool warnings come from the run records; there are too many "
+                        f"to scan at report time and {RECORD_NOTES} is absent.", severity="notice")]
+    out = []
+    for check in ("knob", "host_facts", "fio_overlap", "tool"):
+        part = notes[notes["check"] == check]
+        if part.empty:
+            continue
+        title, message = _NOTE_TEXT[check]
+        items = [f"{r.run_id} (attempt {r.attempt}, {r.host}): {r.detail}" for r in part.itertuples()]
+        shown, more = _cap(items)
+        out.append(warning(check, title, message, part["run_id"], items=shown, more=more))
+    return out
+
+
+def sanity_warnings(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
+                    metrics: list[str], notes: pd.DataFrame | None, cells: pd.DataFrame | None = None,
+                    alpha: float = 0.05) -> tuple[list[dict[str, Any]], pd.DataFrame]:
+    """Every warning of the report, drift first.
+
+    Args:
+        spec: The loaded spec (``report.cv_threshold``, ``report.drift_threshold``,
+            ``warmup``, ``order.control``).
+        plan: Rows of ``plan.csv``.
+        runs: Rows of ``runs.csv``.
+        summary: Rows of ``summary.csv``.
+        metrics: Metrics to check.
+        notes: :func:`record_notes` (``None``: records were not checked).
+        cells: cell_id -> label table, for readable messages.
+        alpha: Significance level of drift and warm-up tests.
+
+    Returns:
+        ``(warnings, drift table)``.
+    """
+    cfg = spec.data.get("report") or {}
+    cv_threshold = float(cfg.get("cv_threshold", DEFAULT_CV_THRESHOLD))
+    threshold = float(cfg.get("drift_threshold", DEFAULT_DRIFT_THRESHOLD))
+    labels = _cell_labels(cells)
+    eff = effective_runs(runs) if len(runs) else runs
+    ctl = spec.control_cell()
+    drift_table = drift(runs, metrics, alpha, threshold) if len(runs) else pd.DataFrame()
+    out = drift_warnings(drift_table, runs, ctl.label() if ctl is not None else None)
+    if len(runs):
+        out += failure_warnings(runs, labels)
+    out += missing_warnings(plan, eff if len(runs) else pd.DataFrame(columns=["run_id"]), labels)
+    if len(eff):
+        out += cv_warnings(summary, eff, metrics, cv_threshold, labels)
+        out += outlier_warnings(eff, metrics, labels)
+        out += warmup_warnings(runs, eff, metrics, int(spec.data.get("warmup") or 0), alpha, threshold, labels)
+    out += note_warnings(notes)
+    return out, drift_table
