@@ -326,9 +326,15 @@ def test_extra_holds_version_timestamp_and_job_timing():
 
     assert parsed.extra["fio_version"] == "fio-3.33"
     assert parsed.extra["timestamp_ms"] == data["timestamp_ms"]
+    runtimes = [job["job_runtime"] for job in data["jobs"]]
+    # fio 3.33 reports no job start: both jobs of group 0 are placed to end at the
+    # report's timestamp, each lasting its own runtime (an estimate, marked as such).
+    group_start = data["timestamp_ms"] - max(runtimes)
     assert parsed.extra["jobs"] == [
-        {"name": "a", "groupid": 0, "runtime_ms": data["jobs"][0]["job_runtime"]},
-        {"name": "b", "groupid": 0, "runtime_ms": data["jobs"][1]["job_runtime"]},
+        {"name": "a", "groupid": 0, "runtime_ms": runtimes[0],
+         "start_est_ms": group_start, "end_est_ms": group_start + runtimes[0]},
+        {"name": "b", "groupid": 0, "runtime_ms": runtimes[1],
+         "start_est_ms": group_start, "end_est_ms": group_start + runtimes[1]},
     ]
     assert "notes" not in parsed.extra
     assert "interim_reports" not in parsed.extra
@@ -347,7 +353,7 @@ def test_job_start_from_newer_fio_gives_start_and_end():
 
 
 def test_registry_maps_fio_role_to_parser():
-    assert PARSERS == {"workload_fio": parse_fio}
+    assert PARSERS["workload_fio"] is parse_fio
 
 
 def test_metric_catalogue_lists_every_name_with_its_unit():
@@ -515,3 +521,78 @@ def test_unknown_percentile_keys_are_ignored():
     data["jobs"][0]["read"]["clat_ns"]["percentile"]["bogus"] = "x"
 
     assert parse_fio(json.dumps(data)).metrics["read_clat_p50_us"] == (66.048, US)
+
+
+# --- job files: groups and the stonewall sanity check (the fio seed) ------------------
+
+
+def run_dir_with_job_file(tmp_path: Path, name: str) -> Path:
+    (tmp_path / "inputs").mkdir()
+    (tmp_path / "inputs" / "job.fio").write_text((FIXTURES / name).read_text())
+    return tmp_path
+
+
+def test_seed_job_file_warns_that_both_jobs_ran_at_once(tmp_path):
+    parsed = parse_fio(text("seed_stonewall_first.json"), {}, run_dir_with_job_file(tmp_path, "seed_stonewall_first.fio"))
+
+    assert len(parsed.warnings) == 1
+    warning = parsed.warnings[0]
+    assert "'zufaelliglesen' sets stonewall, which has no effect on the first job" in warning
+    assert "'zufaelliglesen' and 'sequentielllesen' ran at the same time" in warning
+    # One group holding both jobs: its figures are their sum.
+    assert list(parsed.groups) == ["0"]
+    assert parsed.groups["0"]["read_iops"][0] == pytest.approx(
+        sum(j["read"]["iops"] for j in report("seed_stonewall_first.json")["jobs"]))
+
+
+def test_stonewall_on_each_job_is_quiet_and_reported_per_group(tmp_path):
+    parsed = parse_fio(text("stonewall_each.json"), {}, run_dir_with_job_file(tmp_path, "stonewall_each.fio"))
+
+    assert parsed.warnings == []
+    assert list(parsed.groups) == ["0", "1", "2"]
+    jobs = report("stonewall_each.json")["jobs"]
+    assert parsed.groups["1"]["read_iops"][0] == jobs[1]["read"]["iops"]
+    assert set(k.split("_")[0] for k in parsed.groups["2"]) == {"write"}
+    # Estimated timing: one group after the other, ending at the report's timestamp.
+    timing = parsed.extra["jobs"]
+    assert timing[0]["end_est_ms"] <= timing[1]["start_est_ms"] <= timing[2]["start_est_ms"]
+    assert timing[2]["end_est_ms"] == report("stonewall_each.json")["timestamp_ms"]
+
+
+def test_new_group_without_stonewall_warns_of_parallel_groups(tmp_path):
+    parsed = parse_fio(text("new_group_parallel.json"), {}, run_dir_with_job_file(tmp_path, "new_group_parallel.fio"))
+
+    assert len(parsed.warnings) == 1
+    assert "'writer' starts a new reporting group (new_group) without stonewall" in parsed.warnings[0]
+
+
+def test_without_the_job_file_no_intent_is_guessed():
+    assert parse_fio(text("seed_stonewall_first.json")).warnings == []
+
+
+def test_job_file_intent_parser():
+    from benchmatrix.parsers.fio import job_file_intent
+
+    jobs = job_file_intent("; comment\n[global]\nnumjobs=2\n[a]\nwait_for_previous\n[b]\nstonewall=0\n"
+                           "[global]\nstonewall\n[c]\nnew_group\n")
+    assert [(j.name, j.stonewall, j.new_group, j.numjobs) for j in jobs] == [
+        ("a", True, False, 2), ("b", False, False, 2), ("c", True, True, 2)]
+    assert jobs[0].stonewall_in_section and not jobs[2].stonewall_in_section
+
+
+def test_mostly_walled_job_file_flags_the_job_without_stonewall():
+    from benchmatrix.parsers.fio import concurrency_warnings, job_file_intent
+
+    intent = job_file_intent("[a]\n[b]\nstonewall\n[c]\nstonewall\n[d]\n")
+    warnings = concurrency_warnings(intent, [])
+    assert warnings == ["fio job 'd' has no stonewall while most jobs of the job file do, so it ran at the same "
+                        "time as 'c'; add stonewall to 'd' if they were meant to run one after another."]
+
+
+def test_reported_job_times_that_overlap_across_groups_warn():
+    from benchmatrix.parsers.fio import concurrency_warnings
+
+    jobs = [{"name": "a", "groupid": 0, "start_ms": 0, "end_ms": 100},
+            {"name": "b", "groupid": 1, "start_ms": 50, "end_ms": 150}]
+    assert concurrency_warnings([], jobs) == [
+        "fio groups 0 and 1 overlapped in time (jobs 'a' and 'b'), although groups are meant to run one after another."]

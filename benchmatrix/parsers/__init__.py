@@ -1,17 +1,36 @@
 """Parsers that turn a workload's raw output into metrics.
 
-Each parser takes the text the workload printed and returns a :class:`Parsed`, or
-raises :class:`benchmatrix.errors.ParseError`. :data:`PARSERS` maps a workload role
-name to its parser.
+Each parser is called as ``parse(stdout, workload, run_dir)`` (see
+:class:`benchmatrix.parsers.base.Parser`): the text the workload printed, the spec's
+``workload`` section (a generic workload declares its metrics there) and the run's
+directory of raw files (stderr, ``counters.json``, the job file or script the run
+used). It returns a :class:`Parsed`, or raises :class:`benchmatrix.errors.ParseError`.
+:data:`PARSERS` maps a workload role name to its parser.
+
+Beside the workload parsers: :func:`load_counters` turns the system counters the
+batch runner sampled (spec key ``collect``) into metrics, and :func:`check_success`
+applies a spec's ``workload.success`` criteria.
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
-from benchmatrix.parsers.base import Parsed
+from benchmatrix.parsers.base import Parsed, Parser
+from benchmatrix.parsers.command import check_declarations, parse_command
+from benchmatrix.parsers.counters import COUNTERS_FILE, load_counters, parse_counters
 from benchmatrix.parsers.fio import FIO_METRICS, parse_fio
+from benchmatrix.parsers.pgbench import PGBENCH_METRICS, parse_pgbench
+from benchmatrix.parsers.success import check_success
+from benchmatrix.parsers.sysbench import parse_sysbench
 
-PARSERS: dict[str, Callable[[str], Parsed]] = {"workload_fio": parse_fio}
+PARSERS: dict[str, Parser] = {
+    "workload_fio": parse_fio,
+    "workload_pgbench": parse_pgbench,
+    "workload_sysbench": parse_sysbench,
+    "workload_command": parse_command,
+}
 
-__all__ = ["FIO_METRICS", "PARSERS", "Parsed", "parse_fio"]
+__all__ = [
+    "COUNTERS_FILE", "FIO_METRICS", "PARSERS", "PGBENCH_METRICS", "Parsed", "Parser",
+    "check_declarations", "check_success", "load_counters", "parse_command", "parse_counters",
+    "parse_fio", "parse_pgbench", "parse_sysbench",
+]

@@ -49,10 +49,14 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Mapping
 
 from benchmatrix.errors import ParseError
-from benchmatrix.parsers.base import Parsed
+from benchmatrix.parsers.base import Parsed, read_input
+
+#: Name of the job file in a run's ``inputs/`` directory (written by workload_fio).
+JOB_FILE_INPUT = "job.fio"
 
 DIRECTIONS: tuple[str, ...] = ("read", "write")
 
@@ -126,7 +130,8 @@ class _Direction:
         return out
 
 
-def parse_fio(stdout: str) -> Parsed:
+def parse_fio(stdout: str, workload: Mapping[str, Any] | None = None,
+              run_dir: Path | None = None) -> Parsed:
     """Turn what ``fio --output-format=json`` printed into metrics.
 
     See the module docstring for the metric names, units and how jobs are
@@ -134,6 +139,10 @@ def parse_fio(stdout: str) -> Parsed:
 
     Args:
         stdout: fio's standard output (standard error mixed in is tolerated).
+        workload: The spec's workload section (unused: fio's output is typed).
+        run_dir: The run's raw files; when it holds ``inputs/job.fio`` (the job
+            file the run used), the job file's intent is checked against what fio
+            did (see :func:`concurrency_warnings`).
 
     Returns:
         The aggregate metrics, the metrics of each job (keyed by job name, a
@@ -141,9 +150,13 @@ def parse_fio(stdout: str) -> Parsed:
         ``fio_version``, ``timestamp_ms`` (when fio wrote the report), ``jobs`` (per
         job: ``name``, ``groupid``, ``runtime_ms``, and ``start_ms``/``end_ms`` only
         when fio reports ``job_start``, which fio 3.33 does not; ``end_ms`` is then
-        ``start_ms + runtime_ms``, an approximation), ``notes`` (non-JSON lines fio
-        printed) and ``interim_reports`` (reports before the final one, with
-        ``--status-interval``), each present only when known.
+        ``start_ms + runtime_ms``, an approximation; otherwise ``start_est_ms`` and
+        ``end_est_ms``, estimated from the report's timestamp, the group order and
+        the runtimes), ``notes`` (non-JSON lines fio printed) and
+        ``interim_reports`` (reports before the final one, with
+        ``--status-interval``), each present only when known. ``groups`` holds
+        the aggregate of each reporting group (same rules as over all jobs) and
+        ``warnings`` the findings of :func:`concurrency_warnings`.
 
     Raises:
         ParseError: The output is empty, holds no JSON or invalid JSON, has no
@@ -197,7 +210,28 @@ def parse_fio(stdout: str) -> Parsed:
         extra["notes"] = notes
     if len(reports) > 1:
         extra["interim_reports"] = len(reports) - 1
-    return Parsed(metrics=aggregate, jobs=per_job, extra=extra)
+
+    groups: dict[str, dict[str, tuple[float, str]]] = {}
+    by_group: dict[int, dict[str, list[_Direction]]] = {}
+    for job, info in zip(jobs, job_extra):
+        gid = int(info.get("groupid", 0))
+        slot = by_group.setdefault(gid, {d: [] for d in DIRECTIONS})
+        for d in DIRECTIONS:
+            stats = _read_direction(info["name"], d, job.get(d))
+            if stats is not None and stats.active:
+                slot[d].append(stats)
+    for gid in sorted(by_group):
+        metrics_g: dict[str, tuple[float, str]] = {}
+        for d in DIRECTIONS:
+            if by_group[gid][d]:
+                metrics_g.update(_combine(by_group[gid][d]).metrics(d))
+        groups[str(gid)] = metrics_g
+    _estimate_timing(job_extra, extra.get("timestamp_ms"))
+
+    job_file = read_input(run_dir, JOB_FILE_INPUT)
+    intent = job_file_intent(job_file) if job_file is not None else _intent_from_json(report, jobs)
+    warnings = concurrency_warnings(intent, job_extra)
+    return Parsed(metrics=aggregate, jobs=per_job, extra=extra, groups=groups, warnings=warnings)
 
 
 def _as_text(stdout: Any) -> str:
@@ -439,3 +473,166 @@ def _job_extra(unique: str, name: str, job: dict[str, Any]) -> dict[str, Any]:
         if _is_number(runtime):
             info["end_ms"] = start + runtime
     return info
+
+
+# ---------------------------------------------------------------- job file sanity
+
+_OFF = {"0", "false", "no", "off"}
+
+
+@dataclass
+class JobIntent:
+    """What a job file section asks for, as far as ordering goes."""
+
+    name: str
+    stonewall: bool = False      # wait for every job before this one (new group)
+    new_group: bool = False      # start a new reporting group (does not wait)
+    numjobs: int = 1
+    stonewall_in_section: bool = False   # set in the job's own section, not in [global]
+
+
+def _flag(options: dict[str, str | None], *keys: str) -> bool:
+    for key in keys:
+        if key in options:
+            value = options[key]
+            return value is None or value.strip().lower() not in _OFF
+    return False
+
+
+def job_file_intent(text: str) -> list[JobIntent]:
+    """The jobs of a fio job file in order, with their ordering options.
+
+    A ``[global]`` section applies to the jobs after it; ``stonewall`` and
+    ``wait_for_previous`` are the same option.
+    """
+    jobs: list[JobIntent] = []
+    global_opts: dict[str, str | None] = {}
+    section: str | None = None
+    own: dict[str, str | None] = {}
+
+    def close() -> None:
+        if section is None or section == "global":
+            return
+        merged = {**global_opts, **own}
+        try:
+            numjobs = int(str(merged.get("numjobs") or 1).strip())
+        except ValueError:
+            numjobs = 1
+        jobs.append(JobIntent(name=section, stonewall=_flag(merged, "stonewall", "wait_for_previous"),
+                              new_group=_flag(merged, "new_group"), numjobs=max(numjobs, 1),
+                              stonewall_in_section=_flag(own, "stonewall", "wait_for_previous")))
+
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in ";#":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            close()
+            section = line[1:-1].strip()
+            own = {}
+            continue
+        key, sep, value = line.partition("=")
+        target = global_opts if section in (None, "global") else own
+        target[key.strip().lower()] = value.strip() if sep else None
+    close()
+    return jobs
+
+
+def _intent_from_json(report: dict[str, Any], jobs: list[Any]) -> list[JobIntent]:
+    """Ordering options as fio echoes them in its JSON (only options given a value)."""
+    global_opts = {k: (None if v == "" else str(v)) for k, v in (report.get("global options") or {}).items()}
+    out: list[JobIntent] = []
+    previous = None
+    for job in jobs:
+        name = job.get("jobname")
+        opts = {k: (None if v == "" else str(v)) for k, v in (job.get("job options") or {}).items()}
+        if previous is not None and name == previous.name:  # a numjobs clone
+            previous.numjobs += 1
+            continue
+        merged = {**global_opts, **opts}
+        previous = JobIntent(name=name, stonewall=_flag(merged, "stonewall", "wait_for_previous"),
+                             new_group=_flag(merged, "new_group"),
+                             stonewall_in_section=_flag(opts, "stonewall", "wait_for_previous"))
+        out.append(previous)
+    return out
+
+
+def concurrency_warnings(intent: list[JobIntent], jobs: list[dict[str, Any]]) -> list[str]:
+    """Warnings where jobs ran at the same time although the job file suggests otherwise.
+
+    The fio seed: a job file that puts ``stonewall`` on the first job (where it
+    does nothing) and not on the second ran both jobs at the same time, on the same
+    file, and the "sequential read" figure was a mix of both. Warned about:
+
+    * ``stonewall`` on the first job (it only makes a job wait for the jobs before it);
+    * jobs without ``stonewall`` in a file whose other jobs mostly have it: they ran
+      at the same time as the job before them;
+    * ``new_group`` without ``stonewall``: a separate reporting group that still ran
+      in parallel with the previous group;
+    * jobs of different groups whose reported start and end overlap (fio 3.34 and
+      newer report each job's start).
+
+    Args:
+        intent: From :func:`job_file_intent` (or fio's JSON echo of the options).
+        jobs: ``extra["jobs"]`` of the parsed report (name, groupid, start/end).
+    """
+    warnings: list[str] = []
+    if len(intent) >= 2:
+        first, second = intent[0], intent[1]
+        if first.stonewall_in_section and not second.stonewall:
+            warnings.append(
+                f"fio job '{first.name}' sets stonewall, which has no effect on the first job (it makes a "
+                f"job wait for the jobs before it); '{second.name}' does not set it, so '{first.name}' and "
+                f"'{second.name}' ran at the same time. Put stonewall on every job that must wait for the "
+                "ones before it.")
+        later = intent[1:]
+        walled = [j for j in later if j.stonewall]
+        unwalled = [j for j in later if not j.stonewall]
+        if walled and unwalled and len(walled) >= len(unwalled):
+            for job in unwalled:
+                if job is second and first.stonewall_in_section:
+                    continue  # already explained above
+                before = intent[intent.index(job) - 1]
+                warnings.append(
+                    f"fio job '{job.name}' has no stonewall while most jobs of the job file do, so it ran at "
+                    f"the same time as '{before.name}'; add stonewall to '{job.name}' if they were meant "
+                    "to run one after another.")
+        for i, job in enumerate(later, start=1):
+            if job.new_group and not job.stonewall:
+                warnings.append(
+                    f"fio job '{job.name}' starts a new reporting group (new_group) without stonewall, so its "
+                    f"group ran in parallel with the group of '{intent[i - 1].name}'; the groups' figures "
+                    "are not separate measurements.")
+    timed = [j for j in jobs if "start_ms" in j and "end_ms" in j and "groupid" in j]
+    seen: set[tuple[int, int]] = set()
+    for a in timed:
+        for b in timed:
+            ga, gb = int(a["groupid"]), int(b["groupid"])
+            if ga < gb and (ga, gb) not in seen and a["start_ms"] < b["end_ms"] and b["start_ms"] < a["end_ms"]:
+                seen.add((ga, gb))
+                warnings.append(f"fio groups {ga} and {gb} overlapped in time (jobs '{a['name']}' and "
+                                f"'{b['name']}'), although groups are meant to run one after another.")
+    return warnings
+
+
+def _estimate_timing(job_extra: list[dict[str, Any]], end_ms: Any) -> None:
+    """Set ``start_est_ms``/``end_est_ms`` of each job when fio reported no job start.
+
+    fio 3.33 reports no job start. Groups run one after another, so, going back from
+    the report's timestamp (the end of the last group), each group is placed to end
+    where the next one starts and to last as long as its longest job. Setup time
+    (laying out files) is not counted, so the estimate is late by that much.
+    """
+    if not _is_number(end_ms) or any("start_ms" in j for j in job_extra):
+        return
+    by_group: dict[int, list[dict[str, Any]]] = {}
+    for info in job_extra:
+        by_group.setdefault(int(info.get("groupid", 0)), []).append(info)
+    cursor = float(end_ms)
+    for gid in sorted(by_group, reverse=True):
+        members = by_group[gid]
+        length = max((float(j.get("runtime_ms", 0) or 0) for j in members), default=0.0)
+        for j in members:
+            j["start_est_ms"] = round(cursor - length, 3)
+            j["end_est_ms"] = round(cursor - length + float(j.get("runtime_ms", 0) or 0), 3)
+        cursor -= length

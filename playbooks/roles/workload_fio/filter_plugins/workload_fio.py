@@ -1,13 +1,30 @@
-"""Filter ``workload_fio_argv``: a batch's runs -> the same runs with fio's argv.
+"""Filters ``workload_fio_argv`` and ``workload_fio_plan``: a batch's runs -> the same
+runs with fio's argv.
 
 Every workload variable becomes one ``--key=value`` argument, so a value can never
 become a second option or shell text. Options benchmatrix owns (output format and
 destination) cannot be overridden.
+
+With the variable ``job_file`` (a path on the controller, relative to the project
+directory), the run executes that job file instead: it is rendered as a Jinja2
+template with the cell's factor values and the run's other variables (which are then
+template values, not fio options), written to the host once per distinct content,
+and copied into the run's results (``inputs/job.fio``). A template value may not
+contain a line break, so a factor level can never add an option line (such as
+``exec_prerun``) to the job file.
 """
 
+import hashlib
+import os
 import re
 
 from ansible.errors import AnsibleFilterError
+
+try:
+    import jinja2.sandbox
+    from jinja2 import StrictUndefined
+except ImportError:  # pragma: no cover - Ansible always ships Jinja2
+    jinja2 = None
 
 _KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 _OWNED = {"output", "output_format", "output-format", "eta", "eta_newline", "status_interval"}
@@ -46,14 +63,74 @@ def workload_fio_argv(runs, binary="fio", default_filename="benchmatrix-fio.dat"
     """Add ``argv`` to every run and drop its ``vars``."""
     out = []
     for run in runs:
-        item = {k: v for k, v in run.items() if k != "vars"}
+        item = {k: v for k, v in run.items() if k not in ("vars", "factors")}
         item["argv"] = fio_argv(run.get("vars") or {}, binary, default_filename)
         out.append(item)
     return out
+
+
+def _check_value(value):
+    text = str(value)
+    if any(ch in text for ch in "\n\r\x00"):
+        raise ValueError(f"value {text[:40]!r} contains a line break or NUL")
+    return value
+
+
+def render_job_file(run, base_dir):
+    """The text of a run's job file: ``vars.job_file`` rendered with factors and vars."""
+    run_vars = dict(run.get("vars") or {})
+    path = str(run_vars.pop("job_file"))
+    full = path if os.path.isabs(path) else os.path.join(base_dir, path)
+    try:
+        with open(full, encoding="utf-8") as fh:
+            source = fh.read()
+    except OSError as exc:
+        raise AnsibleFilterError(f"workload_fio: run {run.get('run_id', '?')}: cannot read job file {full}: "
+                                 f"{exc.strerror or exc}") from None
+    context = dict(run.get("factors") or {})
+    context.update(run_vars)
+    context.update({"run_id": run.get("run_id"), "attempt": run.get("attempt")})
+    if jinja2 is None:
+        raise AnsibleFilterError("workload_fio: Jinja2 is not available")
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(undefined=StrictUndefined, finalize=_check_value,
+                                                       keep_trailing_newline=True, autoescape=False)
+    try:
+        return env.from_string(source).render(context)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"workload_fio: run {run.get('run_id', '?')}: job file {path}: {exc}") from None
+    except Exception as exc:  # Jinja2 syntax and undefined-variable errors
+        raise AnsibleFilterError(f"workload_fio: run {run.get('run_id', '?')}: job file {path}: "
+                                 f"template error: {exc}") from None
+
+
+def workload_fio_plan(runs, binary="fio", default_filename="benchmatrix-fio.dat", directory=".", base_dir="."):
+    """Commands for every run, plus the rendered job files to write on the host.
+
+    Returns:
+        ``{"commands": [...], "files": [{"path", "content"}]}``: runs with a job file
+        run ``fio --output-format=json --eta=never JOBFILE`` in ``directory`` (where
+        relative file names in the job file land) and carry ``inputs`` so the batch
+        runner keeps the job file with the run's results.
+    """
+    commands, files = [], {}
+    for run in runs or []:
+        run_vars = run.get("vars") or {}
+        item = {k: v for k, v in run.items() if k not in ("vars", "factors")}
+        if "job_file" in run_vars:
+            text = render_job_file(run, base_dir)
+            path = f"{directory}/jobs/job-{hashlib.sha256(text.encode()).hexdigest()[:16]}.fio"
+            files[path] = text
+            item["argv"] = [binary, "--output-format=json", "--eta=never", path]
+            item["cwd"] = directory
+            item["inputs"] = {"job.fio": path}
+        else:
+            item["argv"] = fio_argv(run_vars, binary, default_filename)
+        commands.append(item)
+    return {"commands": commands, "files": [{"path": p, "content": files[p]} for p in sorted(files)]}
 
 
 class FilterModule:
     """Ansible filter plugin entry point."""
 
     def filters(self):
-        return {"workload_fio_argv": workload_fio_argv}
+        return {"workload_fio_argv": workload_fio_argv, "workload_fio_plan": workload_fio_plan}
