@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 SPEC   ?= config/experiments/quickstart.yaml
 
-.PHONY: setup demo test test-fast clean
+.PHONY: setup test-deps demo test test-fast lint clean
 
 setup: $(VENV)/.installed
 
@@ -17,15 +17,25 @@ $(VENV)/.installed: pyproject.toml scripts/bootstrap.sh
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
+# The real tools the tests drive (fio, sshd, PostgreSQL, sysbench, Chromium, ...).
+test-deps: $(VENV)/.test-deps
+
+$(VENV)/.test-deps: scripts/bootstrap.sh | setup
+	scripts/bootstrap.sh --test
+	touch $@
+
 demo: setup
 	$(BIN)/bmx run $(SPEC)
 
-test: setup
+test: setup test-deps
 	$(BIN)/python -m pytest
 
 # Unit tests only (no Snakemake/Ansible/fio campaigns).
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow"
+
+lint: setup
+	$(BIN)/ansible-lint --profile production playbooks/
 
 clean:
 	rm -rf results .snakemake

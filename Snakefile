@@ -15,7 +15,7 @@ configfile: "config/config.yaml"
 # Validation: a bad spec stops here with FILE:LINE messages and exit status 2.
 SPEC = bmx.spec_from_config(config)
 PY = sys.executable
-FN = bmx.InputFunctions(checkpoints)
+FN = bmx.InputFunctions(checkpoints, SPEC)
 
 
 wildcard_constraints:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,9 +61,15 @@ def _failure_message(res: dict[str, Any]) -> str:
 
 
 def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str,
-                 extravars: dict[str, Any], data_dir: Path, log: Path | None = None,
+                 extravars: dict[str, Any], log: Path,
                  timeout: int | None = None) -> PlaybookResult:
     """Run one playbook against one host through ansible-runner.
+
+    Every call gets a private data directory in the system's temporary directory,
+    removed afterwards: ansible-runner writes the extra vars and every task result
+    (with the values of vault-decrypted variables) there, none of which may end up
+    in results/. A private directory per call also keeps extra vars from leaking
+    into later calls.
 
     Args:
         playbook: File name inside ``project_dir`` (e.g. ``run_batch.yml``).
@@ -71,8 +78,7 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
             as inventory *content* by ansible-runner).
         host: The host to limit the play to.
         extravars: Extra variables.
-        data_dir: Private data directory of this call; emptied first.
-        log: Where to copy Ansible's stdout (default: inside ``data_dir``).
+        log: Where Ansible's stdout is kept (it names tasks and hosts, never variables).
         timeout: Seconds before the runner gives up.
 
     Raises:
@@ -90,9 +96,15 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
     inventory = Path(inventory).resolve()
     if not inventory.is_file():
         raise AnsibleError(f"inventory {inventory} does not exist")
-    data_dir = Path(data_dir).resolve()
-    shutil.rmtree(data_dir, ignore_errors=True)
-    data_dir.mkdir(parents=True)
+    data_dir = Path(tempfile.mkdtemp(prefix="bmx-ansible-"))
+    try:
+        return _run(ansible_runner, playbook, project_dir, inventory, host, extravars, data_dir, Path(log), timeout)
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _run(ansible_runner: Any, playbook: str, project_dir: Path, inventory: Path, host: str,
+         extravars: dict[str, Any], data_dir: Path, log: Path, timeout: int | None) -> PlaybookResult:
     envvars = {
         "ANSIBLE_CONFIG": str(project_dir / "ansible.cfg"),
         "ANSIBLE_ROLES_PATH": str(project_dir / "roles"),
@@ -107,17 +119,14 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
         suppress_env_files=False,
     )
     seconds = time.monotonic() - t0
+    stdout_path = data_dir / "artifacts" / "call" / "stdout"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    if stdout_path.exists():
+        shutil.copyfile(stdout_path, log)
+    log_path = str(log)
     if runner.status == "canceled":
         # ansible-runner swallows the KeyboardInterrupt and reports the call as canceled.
         raise Interrupted(f"host {host}: playbook {playbook} interrupted")
-    stdout_path = data_dir / "artifacts" / "call" / "stdout"
-    log_path = str(stdout_path)
-    if log is not None:
-        log = Path(log)
-        log.parent.mkdir(parents=True, exist_ok=True)
-        if stdout_path.exists():
-            shutil.copyfile(stdout_path, log)
-        log_path = str(log)
     events = list(runner.events)
     for ev in events:
         data = ev.get("event_data", {})

@@ -26,9 +26,15 @@ from benchmatrix.errors import BenchmatrixError, LockError, SpecErrors
 
 EXAMPLES = {
     "validate": "example:\n  bmx validate config/experiments/quickstart.yaml",
-    "plan": "example:\n  bmx plan config/experiments/quickstart.yaml\n  bmx plan config/experiments/quickstart.yaml --json",
+    "plan": "example:\n  bmx plan config/experiments/quickstart.yaml\n  bmx plan config/experiments/quickstart.yaml --json\n"
+            "  bmx plan config/experiments/ht_cores.yaml --detect 3% --cv 0.04\n"
+            "  bmx plan config/experiments/quickstart.yaml --detect 5% --pilot results/quickstart",
     "run": "example:\n  bmx run config/experiments/quickstart.yaml\n  bmx run config/experiments/quickstart.yaml --cores 4",
     "report": "example:\n  bmx report config/experiments/quickstart.yaml",
+    "restore": "example:\n  bmx restore config/experiments/readahead_scan.yaml",
+    "status": "example:\n  bmx status config/experiments/quickstart.yaml\n  bmx status config/experiments/quickstart.yaml --json",
+    "rerun": "example:\n  bmx rerun config/experiments/quickstart.yaml --failed\n"
+             "  bmx rerun config/experiments/quickstart.yaml --where \"bs == '4k' and status == 'ok'\"",
 }
 
 
@@ -108,73 +114,167 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def plan_summary(spec: Any, runs: list[Any]) -> dict[str, Any]:
-    """Figures ``bmx plan`` prints for one plan."""
-    from benchmatrix.design import knob_changes
+def plan_summary(spec: Any, runs: list[Any], per_run_s: float | None = None,
+                 batch_overhead_s: float = 0.0) -> dict[str, Any]:
+    """Figures ``bmx plan`` prints for one plan (see :func:`benchmatrix.design.plan_costs`)."""
+    from benchmatrix.design import plan_costs
 
-    changes = knob_changes(runs, spec)
-    reconf_s = 0.0
-    last: dict[str, dict[str, Any]] = {}
-    for r in runs:
-        prev = last.get(r.host)
-        for f, k in spec.knobs.items():
-            if prev is None or prev[f] != r.factors[f]:
-                reconf_s += k.cost_seconds
-        last[r.host] = r.factors
-    wl = spec.workload
-    per_run = wl.get("estimate_s") or None
-    return {
-        "runs": len(runs),
-        "measured": sum(1 for r in runs if not r.warmup and not r.control),
-        "warmup": sum(1 for r in runs if r.warmup),
-        "control": sum(1 for r in runs if r.control),
-        "batches": len({r.batch for r in runs}),
-        "knob_changes": changes,
-        "reconfiguration_s": reconf_s,
-        "workload_s": per_run * len(runs) if per_run else None,
-    }
+    return plan_costs(spec, runs, per_run_s, batch_overhead_s)
+
+
+def _alternative_plans(spec: Any, hosts: list[str], max_runs: int) -> dict[str, list[Any]]:
+    """The same matrix and seed planned by the other strategies, for comparison.
+
+    Full randomization and sequential order always; the restricted plan too when the
+    spec has costly knobs, so a random spec shows what restriction would save.
+    """
+    import copy
+    import dataclasses
+
+    from benchmatrix.design import make_plan
+
+    strategies = (["restricted"] if spec.whole_plot_factors() else []) + ["random", "sequential"]
+    out = {}
+    for strategy in strategies:
+        if strategy == spec.order["strategy"]:
+            continue
+        alt = dataclasses.replace(spec, data=copy.deepcopy(spec.data))
+        alt.order["strategy"] = strategy
+        out[strategy] = make_plan(alt, hosts, max_runs)
+    return out
+
+
+def _detect_inputs(args: argparse.Namespace, spec: Any, proj: Path) -> tuple[float, list[Any], str] | None:
+    """Check the ``--detect`` options before anything is written: (difference, CVs, source)."""
+    from benchmatrix.power import CvSample, parse_fraction, pilot_cvs
+
+    if args.detect is None:
+        if args.cv is not None or args.pilot is not None:
+            raise BenchmatrixError("--cv and --pilot only serve --detect; add e.g. --detect 3%")
+        return None
+    detect = parse_fraction(args.detect, "--detect")
+    for name, value in (("--alpha", args.alpha), ("--power", args.power)):
+        if not 0 < value < 1:
+            raise BenchmatrixError(f"{name} {value}: must lie between 0 and 1")
+    if args.cv is not None:
+        return detect, [CvSample("(any)", "(every cell)", parse_fraction(args.cv, "--cv"), 0)], f"--cv {args.cv}"
+    if args.pilot is None:
+        raise BenchmatrixError("--detect needs the runs' coefficient of variation: give --cv 0.04 "
+                               "or --pilot results/NAME of an earlier campaign")
+    pilot = Path(args.pilot)
+    if not pilot.exists() and not pilot.is_absolute() and (proj / pilot).exists():
+        pilot = proj / pilot
+    samples = pilot_cvs(pilot, spec.data["report"].get("metrics") or None)
+    return detect, samples, f"CV per cell and metric in {pilot / 'summary.csv' if pilot.is_dir() else pilot}"
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from benchmatrix.design import make_plan
+    from benchmatrix.design import DEFAULT_BATCH_MAX_RUNS, per_run_estimate, visits_per_cell
+    from benchmatrix.power import replicate_plan
     from benchmatrix.hosts import resolve_hosts
-    from benchmatrix.spec import load_spec
+    from benchmatrix.spec import load_spec, read_planning_config
     from benchmatrix.tasks import exp_dir_of, plan
 
     proj = project_dir()
-    spec = load_spec(args.spec)
+    cfg_path = proj / "config" / "config.yaml"
+    cfg = read_planning_config(cfg_path)
+    spec = load_spec(args.spec, cost_seconds=cfg["cost_seconds"])
+    for w in spec.warnings:
+        print(w, file=sys.stderr)
+    max_runs = args.batch_max_runs or cfg["batch_max_runs"] or DEFAULT_BATCH_MAX_RUNS
+    detect = _detect_inputs(args, spec, proj)
     exp = exp_dir_of(proj, spec)
     out = exp / "plan.csv"
     with experiment_lock(exp):
-        runs = plan(args.spec, proj, out, args.batch_max_runs)
+        runs = plan(args.spec, proj, out, max_runs)
+    # Re-run rounds appended after the planned runs are not part of the design compared here.
+    planned = [r for r in runs if getattr(r, "round", 0) == 0]
     hosts = resolve_hosts(spec.inventory_path(proj), spec.data["hosts"])
-    strategy_chosen = spec.order["strategy"]
-    alternatives = {}
-    for strategy in ("random", "sequential"):
-        if strategy != spec.order["strategy"]:
-            spec.order["strategy"] = strategy
-            alternatives[strategy] = plan_summary(spec, make_plan(spec, hosts, args.batch_max_runs))
-    chosen = plan_summary(spec, runs)
+    per_run, per_run_source = per_run_estimate(spec, exp / "runs.csv")
+    overhead = cfg["batch_overhead_seconds"]
+    chosen = plan_summary(spec, planned, per_run, overhead)
+    alternatives = {k: plan_summary(spec, v, per_run, overhead)
+                    for k, v in _alternative_plans(spec, hosts, max_runs).items()}
+    replicates = None
+    if detect is not None:
+        whole = spec.whole_plot_factors()
+        replicates = replicate_plan(detect[0], detect[1], spec.data["replicates"],
+                                    visits_per_cell(planned) if whole else None, whole, detect[2],
+                                    args.alpha, args.power)
     data = {"experiment": spec.name, "plan": str(out), "hosts": hosts, "cells": len(spec.cells),
-            "strategy": strategy_chosen,
-            "seed": spec.order["seed"], "this_plan": chosen, "alternatives": alternatives}
+            "replicates": spec.data["replicates"], "strategy": spec.order["strategy"],
+            "seed": spec.order["seed"],
+            "whole_plot_factors": {"reboot": spec.costly_factors("reboot"),
+                                   "restart": spec.costly_factors("restart")},
+            "visits_per_whole_plot": spec.visits if spec.order["strategy"] == "restricted" else None,
+            "per_run_s": per_run, "per_run_source": per_run_source,
+            "cost_seconds": cfg["cost_seconds"], "batch_overhead_s": overhead,
+            "this_plan": chosen, "alternatives": alternatives, "replicate_planning": replicates}
     if args.json:
+        # stdout stays pure JSON; the shortfalls are also in replicate_planning.warnings.
+        for w in (replicates or {}).get("warnings", []):
+            print(w, file=sys.stderr)
         print(json.dumps(data, indent=2))
         return 0
     print(f"experiment {spec.name}: {len(spec.cells)} cells x {spec.data['replicates']} replicates "
           f"on {len(hosts)} host(s) ({', '.join(hosts)}); strategy {data['strategy']}, seed {data['seed']}")
-    cols = [("this plan", chosen)] + [(f"{k} order", v) for k, v in alternatives.items()]
-    rows = [("runs", "runs"), ("measured runs", "measured"), ("warm-up runs", "warmup"),
-            ("control runs", "control"), ("batches (Ansible calls)", "batches")]
-    width = max(len(c[0]) for c in cols) + 2
-    print(f"{'':28}" + "".join(f"{c[0]:>{width}}" for c in cols))
-    for label, key in rows:
-        print(f"{label:28}" + "".join(f"{c[1][key]:>{width}}" for c in cols))
-    for cls in ("restart", "reboot", "none"):
-        print(f"{'knob changes, ' + cls:28}" + "".join(f"{c[1]['knob_changes'][cls]:>{width}}" for c in cols))
-    print(f"{'reconfiguration time (s)':28}" + "".join(f"{c[1]['reconfiguration_s']:>{width}.0f}" for c in cols))
+    if data["visits_per_whole_plot"]:
+        wp = spec.whole_plot_factors()
+        print(f"whole plots: {', '.join(wp) if wp else 'none (no restart or reboot knob)'}; "
+              f"{spec.visits} visit(s) of each")
+    print(_plan_table(chosen, alternatives, data["strategy"]))
+    print(f"per-run estimate: {_fmt_s(per_run) + f' ({per_run:g} s)' if per_run is not None else '-'}"
+          f" from {per_run_source}; batch overhead {overhead:g} s")
+    if replicates:
+        print(_replicates_text(replicates))
     print(f"wrote {out}")
     return 0
+
+
+def _plan_table(chosen: dict[str, Any], alternatives: dict[str, Any], strategy: str) -> str:
+    """The cost table of ``bmx plan``: this plan beside the other strategies."""
+    cols = [(f"this plan ({strategy})", chosen)] + [(k, v) for k, v in alternatives.items()]
+    width = max(len(c[0]) for c in cols) + 2
+
+    def hms(v: float | None) -> str:
+        return "-" if v is None else _fmt_s(v)
+
+    rows: list[tuple[str, Any]] = [
+        ("runs", lambda c: c["runs"]), ("measured runs", lambda c: c["measured"]),
+        ("warm-up runs", lambda c: c["warmup"]), ("control runs", lambda c: c["control"]),
+        ("visits", lambda c: c["visits"]), ("batches (Ansible calls)", lambda c: c["batches"]),
+        ("reboots", lambda c: c["reconfigurations"]["reboot"]),
+        ("restarts (without reboot)", lambda c: c["reconfigurations"]["restart"]),
+        ("cheap reconfigurations", lambda c: c["reconfigurations"]["none"]),
+    ] + [(f"knob changes, {cls}", (lambda cls: lambda c: c["knob_changes"][cls])(cls))
+         for cls in ("reboot", "restart", "none")] + [
+        ("reconfiguration time", lambda c: hms(c["reconfiguration_s"])),
+        ("workload time", lambda c: hms(c["workload_s"])),
+        ("campaign time (estimate)", lambda c: hms(c["campaign_s"])),
+    ]
+    lines = [f"{'':28}" + "".join(f"{c[0]:>{width}}" for c in cols)]
+    for label, get in rows:
+        lines.append(f"{label:28}" + "".join(f"{get(c[1])!s:>{width}}" for c in cols))
+    return "\n".join(lines)
+
+
+def _replicates_text(rp: dict[str, Any]) -> str:
+    """The ``--detect`` section of ``bmx plan``."""
+    lines = [f"replicate planning: detect {rp['detect'] * 100:g}% between two levels at alpha {rp['alpha']:g} "
+             f"with {rp['power']:.0%} power (two-sided two-sample t-test)",
+             f"  CV from {rp['source']}; {rp['rule']}"]
+    lines.append(f"  {'metric':24}{'cells':>6}{'median cv':>11}{'max cv':>9}{'runs needed (median/max cv)':>30}")
+    for m in rp["metrics"]:
+        lines.append(f"  {m['metric']:24}{m['cells']:>6}{m['median_cv']:>11.2%}{m['max_cv']:>9.2%}"
+                     f"{str(m['needed_at_median_cv']) + ' / ' + str(m['needed_at_max_cv']):>30}")
+    c = rp["cheap"]
+    lines.append(f"  cheap factors: {c['needed']} replicates per cell needed, the spec has {c['planned']}")
+    w = rp["whole_plot"]
+    if w:
+        lines.append(f"  whole-plot factors ({', '.join(w['factors'])}): each cell's runs in {w['needed']} "
+                     f"separate visits needed, the plan gives {w['planned']}")
+    lines += [f"  {x}" for x in rp["warnings"]]
+    return "\n".join(lines)
 
 
 _PROGRESS = re.compile(r"^(\d+) of (\d+) steps \((\d+)%\) done")
@@ -208,6 +308,113 @@ def _last_error_line(path: Path) -> str:
     return lines[-1] if lines else ""
 
 
+def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: Any,
+                    t0: float) -> tuple[int, bool, list[tuple[str, str]]]:
+    """One Snakemake invocation: returns (exit status, interrupted, failed jobs (rule, log))."""
+    target = f"results/{spec.name}/report.html"
+    # The target comes first: --config takes every following word as a KEY=VALUE.
+    # Batch jobs wait on their hosts, not on this machine's CPUs: allow one job per
+    # parallel host even on a small controller.
+    slots = args.hosts_parallel or len(args.hosts)
+    cmd = [sys.executable, "-m", "snakemake", target, "--snakefile", str(proj / "Snakefile"),
+           "--directory", str(proj), "--cores", str(max(args.cores, slots)), "--nolock",
+           "--resources", f"host_slots={slots}",
+           "--config", f"spec={_spec_arg(args.spec, proj)}"]
+    if args.batch_max_runs:
+        cmd.append(f"batch_max_runs={args.batch_max_runs}")
+    log_path = exp / "logs" / "snakemake.log"
+    failed: list[tuple[str, str]] = []
+    pending_rule = None
+    interrupted: list[int] = []
+    with open(log_path, "a") as log:
+        # Snakemake runs in its own process group so that one Ctrl-C reaches it, its
+        # jobs and the batch runners exactly once, forwarded by the handler below.
+        proc = subprocess.Popen(cmd, cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, bufsize=1, start_new_session=True,
+                                pass_fds=(lock.fileno(),), preexec_fn=_die_with_parent)
+
+        def forward(signum: int, frame: Any) -> None:
+            if not interrupted:
+                interrupted.append(signum)
+                try:
+                    os.killpg(proc.pid, signal.SIGINT)
+                except ProcessLookupError:
+                    pass
+
+        old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()
+                m = _PROGRESS.match(line)
+                if m and not interrupted:
+                    done, total = int(m.group(1)), int(m.group(2))
+                    el = time.monotonic() - t0
+                    eta = el / done * (total - done) if done else 0
+                    n_rec = sum(1 for _ in (exp / "runs").glob("*/*/record.json")) if (exp / "runs").is_dir() else 0
+                    print(f"bmx: {done}/{total} jobs done, {n_rec} run records, "
+                          f"elapsed {_fmt_s(el)}, ETA {_fmt_s(eta)}", flush=True)
+                m = _ERROR_RULE.match(line)
+                if m:
+                    pending_rule = m.group(1)
+                m = _LOG_LINE.match(line)
+                if m and pending_rule:
+                    failed.append((pending_rule, m.group(1)))
+                    pending_rule = None
+            rc = proc.wait()
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+    return rc, bool(interrupted), failed
+
+
+def _execute(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: Any) -> int:
+    """Run the workflow until no new re-run round appears; print the outcome."""
+    from benchmatrix.reruns import reruns_digest
+    from benchmatrix.status import campaign_status, exit_code
+
+    from benchmatrix.hosts import resolve_hosts
+
+    log_path = exp / "logs" / "snakemake.log"
+    args.hosts = resolve_hosts(spec.inventory_path(proj), spec.data["hosts"])
+    print(f"bmx: running {spec.name} ({len(spec.cells)} cells) on {len(args.hosts)} host(s); log {log_path}",
+          flush=True)
+    t0 = time.monotonic()
+    # Interrupted runs found while executing become a re-run round (their next
+    # attempt): one more pass executes them. Bounded, in case runs keep ending that way.
+    for _ in range(3):
+        before = reruns_digest(exp)
+        rc, interrupted, failed = _snakemake_pass(args, spec, proj, exp, lock, t0)
+        if interrupted:
+            print(f"bmx: interrupted; every finished run is kept. Resume with: bmx run {args.spec}",
+                  file=sys.stderr)
+            return 130
+        if rc != 0 or reruns_digest(exp) == before:
+            break
+        print("bmx: resuming the runs that an interrupt cut short", flush=True)
+    if rc != 0:
+        for rule, log_file in failed:
+            msg = _last_error_line(proj / log_file)
+            print(f"bmx: job {rule} failed: {msg} (log: {log_file})", file=sys.stderr)
+        if not failed:
+            print(f"bmx: snakemake failed (exit {rc}); see {log_path}", file=sys.stderr)
+        return 1
+    status = campaign_status(exp, spec.factor_names)
+    t = status["totals"]
+    bad = sum(t[k] for k in ("failed", "timeout", "unreachable", "invalid"))
+    print(f"bmx: done in {_fmt_s(time.monotonic() - t0)}: {t['ok']} of {t['planned']} runs ok, "
+          f"{bad} failed, {t['pending']} pending")
+    for f in status["failed"][:10]:
+        print(f"bmx: {f['status']}: {f['run_id']} (attempt {f['attempt']}): {f['reason']}", file=sys.stderr)
+    if bad:
+        print(f"bmx: details with 'bmx status {args.spec}'; retry with 'bmx rerun {args.spec} --failed'",
+              file=sys.stderr)
+    print(f"report: {exp / 'report.html'}")
+    print(f"report: {exp / 'report.md'}")
+    return exit_code(status) if bad else 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from benchmatrix.spec import load_spec
     from benchmatrix.tasks import exp_dir_of
@@ -217,76 +424,135 @@ def cmd_run(args: argparse.Namespace) -> int:
     for w in spec.warnings:
         print(w, file=sys.stderr)
     exp = exp_dir_of(proj, spec)
-    target = f"results/{spec.name}/report.html"
-    # The target comes first: --config takes every following word as a KEY=VALUE.
-    cmd = [sys.executable, "-m", "snakemake", target, "--snakefile", str(proj / "Snakefile"),
-           "--directory", str(proj), "--cores", str(args.cores), "--nolock",
-           "--config", f"spec={_spec_arg(args.spec, proj)}"]
-    if args.batch_max_runs:
-        cmd.append(f"batch_max_runs={args.batch_max_runs}")
-    log_path = exp / "logs" / "snakemake.log"
     with experiment_lock(exp) as lock:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        print(f"bmx: running {spec.name} ({len(spec.cells)} cells); log {log_path}", flush=True)
-        t0 = time.monotonic()
-        failed: list[tuple[str, str]] = []
-        pending_rule = None
-        interrupted: list[int] = []
-        with open(log_path, "w") as log:
-            # Snakemake runs in its own process group so that one Ctrl-C reaches it, its
-            # jobs and the batch runners exactly once, forwarded by the handler below.
-            proc = subprocess.Popen(cmd, cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, bufsize=1, start_new_session=True,
-                                    pass_fds=(lock.fileno(),), preexec_fn=_die_with_parent)
+        (exp / "logs").mkdir(parents=True, exist_ok=True)
+        return _execute(args, spec, proj, exp, lock)
 
-            def forward(signum: int, frame: Any) -> None:
-                if not interrupted:
-                    interrupted.append(signum)
-                    try:
-                        os.killpg(proc.pid, signal.SIGINT)
-                    except ProcessLookupError:
-                        pass
 
-            old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+def _status_table(status: dict[str, Any], factor_names: list[str]) -> str:
+    cols = factor_names + ["cell_id", "planned", "ok", "failed", "timeout", "unreachable", "invalid",
+                           "pending", "reruns"]
+    rows = [[str(c["factors"].get(f)) for f in factor_names] + [c["cell_id"]] +
+            [str(c[k]) for k in cols[len(factor_names) + 1:]] for c in status["cells"]]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(cols)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(cols, widths))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in rows]
+    return "\n".join(lines)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from benchmatrix.spec import load_spec
+    from benchmatrix.status import campaign_status, exit_code
+    from benchmatrix.tasks import exp_dir_of
+
+    proj = project_dir()
+    spec = load_spec(args.spec)
+    exp = exp_dir_of(proj, spec)
+    if not (exp / "plan.csv").is_file():
+        raise BenchmatrixError(f"{exp / 'plan.csv'}: no plan yet; run 'bmx run {args.spec}' first")
+    status = campaign_status(exp, spec.factor_names)
+    code = exit_code(status)
+    if args.json:
+        print(json.dumps({**status, "exit_code": code}, indent=2, default=str))
+        return code
+    t = status["totals"]
+    print(f"experiment {spec.name}: {t['planned']} runs planned (warm-ups and controls included), "
+          f"{t['ok']} ok, {t['pending']} pending, "
+          + ", ".join(f"{t[k]} {k}" for k in ("failed", "timeout", "unreachable", "invalid")))
+    print(_status_table(status, spec.factor_names))
+    if status["failed"]:
+        print("\nfailed runs:")
+        for f in status["failed"]:
+            print(f"  {f['run_id']} attempt {f['attempt']} on {f['host']}: {f['status']}: {f['reason']}"
+                  + (f" (log: results/{spec.name}/{f['log']})" if f["log"] else ""))
+    remaining = status["remaining_s"]
+    print(f"\nelapsed {_fmt_s(status['elapsed_s'])}"
+          + (f", estimated remaining {_fmt_s(remaining)}" if remaining is not None and t["pending"] else ""))
+    return code
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    from benchmatrix.hosts import resolve_hosts
+    from benchmatrix.spec import load_spec
+    from benchmatrix.tasks import exp_dir_of, restore_host
+
+    proj = project_dir()
+    spec = load_spec(args.spec)
+    exp = exp_dir_of(proj, spec)
+    hosts = [h for h in resolve_hosts(spec.inventory_path(proj), spec.data["hosts"])
+             if (exp / "hosts" / h / "baseline.json").is_file()]
+    if not hosts:
+        print(f"bmx: no baseline recorded for {spec.name}: no host was reconfigured")
+        return 0
+    code = 0
+    with experiment_lock(exp):
+        for host in hosts:
             try:
-                assert proc.stdout is not None
-                for line in proc.stdout:
-                    log.write(line)
-                    log.flush()
-                    m = _PROGRESS.match(line)
-                    if m and not interrupted:
-                        done, total = int(m.group(1)), int(m.group(2))
-                        el = time.monotonic() - t0
-                        eta = el / done * (total - done) if done else 0
-                        n_rec = sum(1 for _ in (exp / "runs").glob("*/*/record.json")) if (exp / "runs").is_dir() else 0
-                        print(f"bmx: {done}/{total} jobs done, {n_rec} run records, "
-                              f"elapsed {_fmt_s(el)}, ETA {_fmt_s(eta)}", flush=True)
-                    m = _ERROR_RULE.match(line)
-                    if m:
-                        pending_rule = m.group(1)
-                    m = _LOG_LINE.match(line)
-                    if m and pending_rule:
-                        failed.append((pending_rule, m.group(1)))
-                        pending_rule = None
-                rc = proc.wait()
-            finally:
-                for s, h in old.items():
-                    signal.signal(s, h)
-        if interrupted:
-            print(f"bmx: interrupted; every finished run is kept. Resume with: bmx run {args.spec}",
-                  file=sys.stderr)
-            return 130
-    if rc != 0:
-        for rule, log_file in failed:
-            msg = _last_error_line(proj / log_file)
-            print(f"bmx: job {rule} failed: {msg} (log: {log_file})", file=sys.stderr)
-        if not failed:
-            print(f"bmx: snakemake failed (exit {rc}); see {log_path}", file=sys.stderr)
-        return 1
-    print(f"bmx: done in {_fmt_s(time.monotonic() - t0)}")
-    print(f"report: {exp / 'report.html'}")
-    print(f"report: {exp / 'report.md'}")
-    return 0
+                done = restore_host(spec, proj, host, exp / "hosts" / host / "restored.json")
+            except BenchmatrixError as exc:
+                print(f"bmx: {exc}", file=sys.stderr)
+                code = 1
+                continue
+            knobs = ", ".join(f"{f}={k['actual']}" for f, k in done["knobs"].items())
+            print(f"bmx: {host}: back at baseline ({knobs})")
+    return code
+
+
+def select_reruns(exp: Path, factor_names: list[str], failed: bool, where: str | None) -> list[tuple[str, int]]:
+    """(run_id, next attempt) of the runs ``bmx rerun`` selects.
+
+    ``failed`` picks every run whose state is failed, timeout, unreachable or invalid;
+    ``where`` is a pandas query over one row per run (its newest attempt) with the
+    factor columns and run_id, cell_id, host, status, attempt, replicate, warmup.
+    """
+    import pandas as pd
+
+    from benchmatrix.status import FAILED_STATES, run_states
+
+    states = [s for s in run_states(exp) if s.attempts]
+    picked = []
+    if failed:
+        picked += [s for s in states if s.state in FAILED_STATES]
+    if where:
+        rows = [{**{f: s.run.factors.get(f) for f in factor_names}, "run_id": s.run.run_id,
+                 "cell_id": s.run.cell_id, "host": s.run.host, "status": s.state,
+                 "attempt": s.latest["attempt"], "replicate": s.run.replicate, "warmup": s.run.warmup,
+                 "control": s.run.control} for s in states]
+        table = pd.DataFrame(rows)
+        if table.empty:
+            return []
+        try:
+            hit = set(table.query(where, engine="python")["run_id"])
+        except Exception as exc:  # pandas raises many kinds for a bad expression
+            raise BenchmatrixError(f"--where {where!r}: {type(exc).__name__}: {exc}") from None
+        picked += [s for s in states if s.run.run_id in hit and s not in picked]
+    # Warm-ups are never re-run on their own: the planner adds the ones a re-run needs.
+    return [(s.run.run_id, max(a["attempt"] for a in s.attempts) + 1) for s in picked if not s.run.warmup]
+
+
+def cmd_rerun(args: argparse.Namespace) -> int:
+    from benchmatrix.reruns import append_round
+    from benchmatrix.spec import load_spec
+    from benchmatrix.tasks import exp_dir_of
+
+    if not args.failed and not args.where:
+        raise BenchmatrixError("bmx rerun: say which runs: --failed and/or --where EXPR")
+    proj = project_dir()
+    spec = load_spec(args.spec)
+    exp = exp_dir_of(proj, spec)
+    if not (exp / "plan.csv").is_file():
+        raise BenchmatrixError(f"{exp / 'plan.csv'}: no plan yet; run 'bmx run {args.spec}' first")
+    with experiment_lock(exp) as lock:
+        picks = select_reruns(exp, spec.factor_names, args.failed, args.where)
+        if not picks:
+            print("bmx: no run matches; nothing to re-run")
+            return 0
+        reason = "failed" if args.failed and not args.where else f"where {args.where}" if not args.failed \
+            else f"failed or where {args.where}"
+        rnd = append_round(exp, picks, reason)
+        print(f"bmx: re-run round {rnd}: {len(picks)} run(s) as new attempts")
+        (exp / "logs").mkdir(parents=True, exist_ok=True)
+        return _execute(args, spec, proj, exp, lock)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -300,7 +566,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not plan_path.is_file():
         raise BenchmatrixError(f"{plan_path}: no plan yet; run 'bmx run {args.spec}' (or 'bmx plan') first")
     collect(args.spec, proj, plan_path, exp / "runs.csv", exp / "summary.csv")
-    html, md = report(args.spec, proj)
+    html, md = report(args.spec, proj, template_dir=args.templates)
     print(f"report: {html}")
     print(f"report: {md}")
     return 0
@@ -329,16 +595,41 @@ def build_parser() -> argparse.ArgumentParser:
     add("validate", "check a spec: schema and semantic checks, errors as FILE:LINE: message")
     sp = add("plan", "expand and order the runs, write results/NAME/plan.csv, print the costs")
     sp.add_argument("--json", action="store_true", help="print the figures as JSON")
-    sp.add_argument("--batch-max-runs", type=int, default=50, help="most runs per batch (default 50)")
+    sp.add_argument("--batch-max-runs", type=int, default=0, help="override config.yaml's batch_max_runs")
+    sp.add_argument("--detect", metavar="DIFF", help="replicate planning: the relative difference between two "
+                    "levels to detect, e.g. 3%% (needs --cv or --pilot)")
+    src = sp.add_mutually_exclusive_group()
+    src.add_argument("--cv", metavar="CV", help="run-to-run coefficient of variation, e.g. 0.04 or 4%%")
+    src.add_argument("--pilot", metavar="DIR", help="earlier campaign (results/NAME) whose summary.csv gives "
+                     "the CV per cell and metric")
+    sp.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    sp.add_argument("--power", type=float, default=0.8, help="wanted power (default 0.8)")
     sp = add("run", "plan if needed, execute every missing run through Snakemake and Ansible, render the report")
     sp.add_argument("--cores", type=int, default=max(os.cpu_count() or 1, 1),
                     help="Snakemake jobs at once (hosts run in parallel, each host in plan order)")
     sp.add_argument("--batch-max-runs", type=int, default=0, help="override config.yaml's batch_max_runs")
-    add("report", "collect whatever runs exist into runs.csv and summary.csv and render report.html and report.md")
+    sp.add_argument("--hosts-parallel", type=int, default=0, metavar="N",
+                    help="at most N hosts busy at once (default: all); each host runs in plan order")
+    sp = add("report", "collect whatever runs exist into runs.csv and summary.csv and render report.html and report.md")
+    sp.add_argument("--templates", type=Path, default=None, metavar="DIR",
+                    help="directory of Jinja2 templates overriding the report's (see docs/report.md)")
+    sp = add("status", "runs done, failed and pending per cell; exit 0 all ok, 1 some failed, 3 some pending")
+    sp.add_argument("--json", action="store_true", help="print the status as JSON")
+    add("restore", "put every host's knobs back to the state before the campaign's first change")
+    sp = add("rerun", "re-execute failed or selected runs as new attempts (earlier attempts are kept)")
+    sp.add_argument("--failed", action="store_true", help="every run whose newest attempt failed, timed out, "
+                    "was unreachable or invalid")
+    sp.add_argument("--where", metavar="EXPR", help="runs selected by a pandas query over factors, status, "
+                    "host, run_id, cell_id, attempt, e.g. \"bs == '4k' and status == 'ok'\"")
+    sp.add_argument("--cores", type=int, default=max(os.cpu_count() or 1, 1), help="Snakemake jobs at once")
+    sp.add_argument("--batch-max-runs", type=int, default=0, help="override config.yaml's batch_max_runs")
+    sp.add_argument("--hosts-parallel", type=int, default=0, metavar="N",
+                    help="at most N hosts busy at once (default: all)")
     return p
 
 
-COMMANDS = {"validate": cmd_validate, "plan": cmd_plan, "run": cmd_run, "report": cmd_report}
+COMMANDS = {"validate": cmd_validate, "plan": cmd_plan, "run": cmd_run, "report": cmd_report,
+            "status": cmd_status, "rerun": cmd_rerun, "restore": cmd_restore}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,6 +646,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("bmx: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        # A full disk or an unwritable results directory: one line, no traceback.
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"bmx: cannot write or read{where}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

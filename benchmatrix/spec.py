@@ -32,11 +32,16 @@ RESERVED = frozenset({
     "seq", "host", "run_id", "cell_id", "replicate", "warmup", "control", "visit",
     "batch", "attempt", "status", "reason", "started_at", "ended_at", "duration_s",
     "metric", "unit", "experiment", "n", "mean", "median", "min", "max", "sd", "cv",
-    "ci_low", "ci_high", "exit_code",
+    "ci_low", "ci_high", "ci_method", "exit_code", "log",
 })
 #: Variables a workload template may use besides the factors.
 RUN_VARIABLES = frozenset({"experiment", "host", "run_id", "cell_id", "replicate", "warmup"})
-#: Default estimated seconds of one knob change per cost class (config.yaml overrides).
+#: Cost classes of a knob change, cheapest first.
+COST_CLASSES = ("none", "restart", "reboot")
+#: Classes whose changes are worth restricting the randomization for (whole-plot factors).
+COSTLY_CLASSES = ("restart", "reboot")
+#: Default estimated seconds of one knob change per cost class; ``cost_seconds`` in
+#: config/config.yaml overrides them, a knob's own ``{class, seconds}`` overrides both.
 DEFAULT_COST_SECONDS = {"none": 0.0, "restart": 60.0, "reboot": 300.0}
 
 
@@ -92,6 +97,19 @@ class Spec:
     def order(self) -> dict[str, Any]:
         return self.data["order"]
 
+    @property
+    def visits(self) -> int:
+        """Whole-plot visits per whole plot of a restricted plan (``order.visits``, else replicates)."""
+        return int(self.order.get("visits") or self.data["replicates"])
+
+    def costly_factors(self, cost_class: str) -> list[str]:
+        """Knob factors of one cost class, in the spec's factor order."""
+        return [f for f in self.factor_names if f in self.knobs and self.knobs[f].cost_class == cost_class]
+
+    def whole_plot_factors(self) -> list[str]:
+        """Factors that define the whole plots of a restricted plan: reboot class, then restart class."""
+        return self.costly_factors("reboot") + self.costly_factors("restart")
+
     def control_cell(self) -> Cell | None:
         """The drift-sentinel cell of ``order.control``, if any."""
         ctl = self.order.get("control")
@@ -114,8 +132,8 @@ class Spec:
 def _apply_defaults(data: dict[str, Any]) -> dict[str, Any]:
     props = schema()["properties"]
     out = copy.deepcopy(data)
-    for key in ("description", "hosts", "inventory", "zip", "exclude", "include", "knobs",
-                "before_run", "replicates", "warmup"):
+    for key in ("description", "hosts", "hosts_mode", "inventory", "allow_reboot", "collect", "zip",
+                "exclude", "include", "knobs", "before_run", "replicates", "warmup"):
         out.setdefault(key, props[key]["default"])
     order = out.setdefault("order", {})
     for key, sub in props["order"]["properties"].items():
@@ -266,9 +284,17 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
         missing = [n for n in names if n not in ctl]
         if missing:
             errs.append(doc.error(("order", "control"), f"order.control misses factor(s): {', '.join(missing)}"))
-    if d["order"]["strategy"] == "restricted":
-        errs.append(doc.error(("order", "strategy"),
-                              "order.strategy 'restricted' is not available yet in this version; use random or sequential"))
+    visits = d["order"].get("visits")
+    if visits is not None:
+        if d["order"]["strategy"] != "restricted":
+            warns.append(str(doc.error(("order", "visits"),
+                                       f"warning: order.visits applies to the restricted strategy only; "
+                                       f"'{d['order']['strategy']}' ignores it")))
+        elif visits < d["replicates"]:
+            warns.append(str(doc.error(("order", "visits"),
+                                       f"warning: order.visits {visits} is below replicates {d['replicates']}: "
+                                       "a cell runs several times per visit and whole-plot effects rest on "
+                                       f"only {visits} visit(s)")))
 
     compare = d["report"].get("compare")
     if compare:
@@ -281,6 +307,12 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
         for bi, by in enumerate(compare["by"]):
             if by not in known:
                 unknown(("report", "compare", "by", bi), by, "report.compare.by")
+
+    # Declared metrics: regexes must compile with a `value` group, JSON paths parse.
+    from benchmatrix.parsers import check_declarations
+
+    for path, msg in check_declarations(d["workload"].get("metrics") or {}):
+        errs.append(doc.error(("workload", "metrics") + tuple(path), msg))
 
     # Workload templates may use factors and a few run variables only.
     used: set[str] = set()
@@ -303,12 +335,109 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
     return errs, warns
 
 
-def load_spec(path: str | Path) -> Spec:
+def _restricted_errors(doc: LocatedDocument, cells: list[Cell], knobs: dict[str, Knob]) -> list[SpecError]:
+    """Checks that need the expanded matrix: a restricted plan must be possible."""
+    d = doc.data
+    if d["order"]["strategy"] != "restricted":
+        return []
+    errs: list[SpecError] = []
+    costly = [f for f in d["factors"] if f in knobs and knobs[f].cost_class in COSTLY_CLASSES]
+    per_plot: dict[tuple[Any, ...], int] = {}
+    for cell in cells:
+        key = tuple(repr(cell.factors[f]) for f in costly)
+        per_plot[key] = per_plot.get(key, 0) + 1
+    visits = d["order"].get("visits") or d["replicates"]
+    smallest = min(per_plot.values())
+    if smallest * d["replicates"] < visits:
+        errs.append(doc.error(("order", "visits"),
+                              f"order.visits {visits} would leave visits empty: the smallest whole plot has "
+                              f"{smallest} cell(s) x {d['replicates']} replicate(s) = "
+                              f"{smallest * d['replicates']} measured run(s); use at most that many visits"))
+    ctl = d["order"].get("control")
+    if ctl and costly:
+        key = tuple(repr(ctl[f]) for f in costly)
+        if key not in per_plot:
+            where = ", ".join(f"{f}={ctl[f]}" for f in costly)
+            errs.append(doc.error(("order", "control"),
+                                  f"order.control sets {where}, which is no whole plot of the matrix: a restricted "
+                                  "plan runs the control only in visits of its own whole plot, so it would never run"))
+    return errs
+
+
+#: Default seconds one batch (one Ansible call) adds to a campaign, for estimates.
+DEFAULT_BATCH_OVERHEAD_SECONDS = 3.0
+
+
+def read_planning_config(config_path: str | Path) -> dict[str, Any]:
+    """The estimate settings of config/config.yaml.
+
+    Returns:
+        ``cost_seconds``: default seconds of a knob change per cost class (classes
+        the file leaves out keep :data:`DEFAULT_COST_SECONDS`),
+        ``batch_overhead_seconds`` and ``batch_max_runs`` (None when not set).
+        A missing file or key means the defaults.
+
+    Raises:
+        SpecErrors: a malformed entry, as ``FILE:LINE: message``.
+    """
+    out: dict[str, Any] = {"cost_seconds": dict(DEFAULT_COST_SECONDS),
+                           "batch_overhead_seconds": DEFAULT_BATCH_OVERHEAD_SECONDS,
+                           "batch_max_runs": None}
+    if not Path(config_path).is_file():
+        return out
+    try:
+        doc = load_located(config_path)
+    except SpecError as exc:
+        raise SpecErrors([exc]) from None
+
+    def seconds(value: Any) -> bool:
+        return not isinstance(value, bool) and isinstance(value, (int, float)) and value >= 0
+
+    errs = []
+    given = doc.data.get("cost_seconds")
+    if given is not None and not isinstance(given, dict):
+        errs.append(doc.error(("cost_seconds",), "cost_seconds must be a mapping "
+                                                 "{none: S, restart: S, reboot: S} of seconds"))
+    for cls, secs in (given or {}).items() if isinstance(given, dict) else ():
+        if cls not in COST_CLASSES:
+            errs.append(doc.error(("cost_seconds", cls), f"cost_seconds: unknown cost class '{cls}' "
+                                                         f"(classes: {', '.join(COST_CLASSES)})"))
+        elif not seconds(secs):
+            errs.append(doc.error(("cost_seconds", cls), f"cost_seconds.{cls} must be a number of seconds >= 0, "
+                                                         f"not {secs!r}"))
+        else:
+            out["cost_seconds"][cls] = float(secs)
+    overhead = doc.data.get("batch_overhead_seconds")
+    if overhead is not None:
+        if seconds(overhead):
+            out["batch_overhead_seconds"] = float(overhead)
+        else:
+            errs.append(doc.error(("batch_overhead_seconds",), "batch_overhead_seconds must be a number of "
+                                                               f"seconds >= 0, not {overhead!r}"))
+    max_runs = doc.data.get("batch_max_runs")
+    if max_runs is not None:
+        if isinstance(max_runs, int) and not isinstance(max_runs, bool) and max_runs >= 1:
+            out["batch_max_runs"] = max_runs
+        else:
+            errs.append(doc.error(("batch_max_runs",), f"batch_max_runs must be a whole number >= 1, not {max_runs!r}"))
+    if errs:
+        raise SpecErrors(errs)
+    return out
+
+
+def load_spec(path: str | Path, cost_seconds: dict[str, float] | None = None) -> Spec:
     """Load, validate and normalize an experiment spec.
+
+    Args:
+        path: The spec file.
+        cost_seconds: Seconds of a knob change per cost class for knobs that give no
+            ``seconds`` of their own (see :func:`read_planning_config`); default
+            :data:`DEFAULT_COST_SECONDS`. They feed estimates only, never the plan.
 
     Raises:
         SpecErrors: every problem found, each ``FILE:LINE: message``.
     """
+    defaults = {**DEFAULT_COST_SECONDS, **(cost_seconds or {})}
     try:
         doc = load_located(path)
     except SpecError as exc:
@@ -329,8 +458,11 @@ def load_spec(path: str | Path) -> Spec:
     for factor, k in d["knobs"].items():
         cost = k.get("cost", "none")
         cls = cost if isinstance(cost, str) else cost["class"]
-        secs = DEFAULT_COST_SECONDS[cls] if isinstance(cost, str) or "seconds" not in cost else float(cost["seconds"])
+        secs = defaults[cls] if isinstance(cost, str) or "seconds" not in cost else float(cost["seconds"])
         knobs[factor] = Knob(factor, k["role"], cls, secs, dict(k.get("vars", {})))
+    errors = _restricted_errors(doc, cells, knobs)
+    if errors:
+        raise SpecErrors(errors)
     # Key order is irrelevant except the factors': it sets the matrix order, hence the plan.
     canonical = json.dumps({"spec": d, "factor_order": list(d["factors"])}, sort_keys=True,
                            separators=(",", ":"), default=str)

@@ -13,19 +13,25 @@ import signal
 import sys
 import tarfile
 import time
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 import benchmatrix
 from benchmatrix.ansible import run_playbook
-from benchmatrix.design import PlannedRun, make_plan, plan_csv_text, read_plan
-from benchmatrix.errors import AnsibleError, BenchmatrixError, Interrupted, ParseError, PlanError
+from benchmatrix.design import PlannedRun, assign_batches, make_plan, plan_csv_text, read_plan
+from benchmatrix.errors import (AnsibleError, BenchmatrixError, HostUnreachableError, Interrupted, ParseError,
+                               PlanError)
 from benchmatrix.hosts import resolve_hosts
+from benchmatrix.reruns import append_round, plan_reruns, read_reruns
 from benchmatrix.results import atomic_write, load_records, record_path, run_dir, runs_rows, write_record
 from benchmatrix.spec import Spec, load_spec, render_vars
 
 PACKAGE_DIR = Path(benchmatrix.__file__).resolve().parent
+#: Workload roles whose tasks/finish.yml has work to do at campaign end (stop a
+#: private server, unmount a scratch file system, remove prepared files).
+WORKLOADS_WITH_CLEANUP = frozenset({"workload_fio", "workload_pgbench", "workload_sysbench"})
 
 
 def exp_dir_of(project_dir: Path, spec: Spec) -> Path:
@@ -40,13 +46,36 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="microseconds")
 
 
+def campaign_id(exp: Path) -> str:
+    """The id of the campaign whose results live in ``exp`` (made on first use).
+
+    It names the batch runner's work directory on the hosts, so that raw outputs a
+    deleted or other results directory left there are never taken for this one's.
+    """
+    path = Path(exp) / "campaign.json"
+    if path.is_file():
+        return json.loads(path.read_text())["id"]
+    cid = uuid.uuid4().hex[:12]
+    atomic_write(path, json.dumps({"id": cid, "created_at": iso(time.time())}) + "\n")
+    return cid
+
+
 # ---------------------------------------------------------------- plan
 
 def plan(spec_path: str, project_dir: Path, out: Path, batch_max_runs: int) -> list[PlannedRun]:
-    """Expand and order the runs of every host; write plan.csv atomically."""
+    """Expand and order the runs of every host, append the re-run rounds of
+    reruns.csv after them, and write plan.csv atomically."""
     spec = load_spec(spec_path)
     hosts = resolve_hosts(spec.inventory_path(project_dir), spec.data["hosts"])
     runs = make_plan(spec, hosts, batch_max_runs)
+    exp = exp_dir_of(project_dir, spec)
+    campaign_id(exp)  # made here, before any batch job of any host needs it
+    requests = read_reruns(exp)
+    if requests:
+        runs += plan_reruns(spec, runs, requests)
+        for i, run in enumerate(runs, start=1):
+            run.seq = i
+        assign_batches(runs, spec, batch_max_runs)
     atomic_write(out, plan_csv_text(runs, spec.factor_names))
     return runs
 
@@ -61,7 +90,7 @@ def prepare_host(spec_path: str, project_dir: Path, host: str, out: Path, log: P
         "prepare_host.yml", project_dir=Path(project_dir) / "playbooks",
         inventory=spec.inventory_path(project_dir), host=host,
         extravars={"bmx_host": host, "bmx_workload_role": spec.workload["role"], "bmx_experiment": spec.name},
-        data_dir=exp / "ansible" / f"prepare-{host}", log=exp / "logs" / "ansible" / f"prepare-{host}.log")
+        log=exp / "logs" / "ansible" / f"prepare-{host}.log")
     res = result.task_result("Report host facts to benchmatrix", host) or {}
     facts = dict(res.get("msg") or {})
     facts["inventory_name"] = host
@@ -101,6 +130,8 @@ def _judge(spec: Spec, res: dict[str, Any], stdout: str, stderr_path: Path,
            parse: Callable[[str], Any]) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
     """Status, reason, metrics and per-job metrics of one finished run."""
     outcome = res.get("outcome")
+    if outcome == "interrupted":
+        return "interrupted", res.get("error") or "interrupted", {}, {}
     if outcome == "timeout":
         return "timeout", res.get("error") or "timeout", {}, {}
     if outcome != "exited":
@@ -109,13 +140,64 @@ def _judge(spec: Spec, res: dict[str, Any], stdout: str, stderr_path: Path,
     if res.get("exit_code") != want:
         tail = _last_line(stderr_path)
         return "failed", f"exit status {res.get('exit_code')} (expected {want})" + (f": {tail}" if tail else ""), {}, {}
+    from benchmatrix.parsers import check_success, load_counters
+
+    run_files = stderr_path.parent  # stdout, stderr, counters.json, inputs/ of the run
     try:
-        parsed = parse(stdout)
+        parsed = parse(stdout, spec.workload, run_files)
     except ParseError as exc:
         return "failed", f"parse error: {exc}", {}, {}
     metrics = {k: {"value": v, "unit": u} for k, (v, u) in parsed.metrics.items()}
     jobs = {j: {k: {"value": v, "unit": u} for k, (v, u) in m.items()} for j, m in parsed.jobs.items()}
-    return "ok", "", metrics, {"jobs": jobs, **(parsed.extra or {})}
+    extra = dict(parsed.extra or {})
+    details: dict[str, Any] = {"jobs": jobs, **{k: v for k, v in extra.items() if k != "jobs"}}
+    if "jobs" in extra:  # fio: each job's group, runtime, start and end
+        details["job_timing"] = extra["jobs"]
+    if parsed.groups:
+        details["groups"] = {g: {k: {"value": v, "unit": u} for k, (v, u) in m.items()}
+                             for g, m in parsed.groups.items()}
+    warnings = list(parsed.warnings)
+    try:
+        counters = load_counters(run_files)
+    except ParseError as exc:
+        counters = None
+        warnings.append(f"system counters not usable: {exc}")
+    if counters is not None:
+        for k, (v, u) in counters.metrics.items():
+            metrics.setdefault(k, {"value": v, "unit": u})
+        details["counters"] = counters.extra
+    if res.get("affinity"):
+        details["affinity"] = res["affinity"]
+    if warnings:
+        details["warnings"] = warnings
+    stderr_text = stderr_path.read_text(errors="replace") if stderr_path.is_file() else ""
+    problems = check_success(spec.workload.get("success"), stdout, stderr_text, metrics)
+    if problems:
+        return "failed", "success criteria not met: " + "; ".join(problems), {}, {**details, "rejected_metrics": metrics}
+    return "ok", "", metrics, details
+
+
+def _rel(path: Path | str, base: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(base))
+    except ValueError:
+        return str(path)
+
+
+def _base_record(spec: Spec, r: PlannedRun, host: str, batch: str, factors: dict[str, Any],
+                 facts: dict[str, Any]) -> dict[str, Any]:
+    """The fields every record of a run attempt has, whatever its outcome."""
+    return {
+        "schema_version": benchmatrix.RECORD_SCHEMA_VERSION,
+        "benchmatrix_version": benchmatrix.__version__,
+        "experiment": spec.name, "spec_digest": spec.digest,
+        "run_id": r.run_id, "attempt": r.attempt, "seq": r.seq, "host": host,
+        "cell_id": r.cell_id, "replicate": r.replicate, "warmup": r.warmup, "control": r.control,
+        "visit": r.visit, "batch": batch, "factors": factors,
+        "status": None, "reason": "", "exit_code": None, "started_at": None, "ended_at": None,
+        "duration_s": None, "phases": {}, "workload": {"role": spec.workload["role"]},
+        "knobs": {}, "host_facts": facts, "metrics": {}, "details": {}, "raw": {}, "log": "",
+    }
 
 
 def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, marker: Path,
@@ -147,24 +229,58 @@ def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, ma
                    "cell_id": r.cell_id, "replicate": r.replicate, "warmup": r.warmup}
             bmx_runs.append({"run_id": r.run_id, "attempt": r.attempt, "seq": r.seq,
                              "timeout": wl["timeout"], "before_run": spec.data["before_run"],
-                             "vars": render_vars(wl["vars"], ctx)})
-        staging = exp / "staging" / batch
+                             "vars": render_vars(wl["vars"], ctx), "factors": cells[r.cell_id],
+                             "collect": list(spec.data.get("collect") or [])})
+        staging = exp / ".staging" / batch  # the fetched archive, unpacked; removed after
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         t0 = time.time()
+        batch_log = exp / "logs" / "ansible" / f"{batch}.log"
         try:
             result = run_playbook(
                 "run_batch.yml", project_dir=Path(project_dir) / "playbooks",
                 inventory=spec.inventory_path(project_dir), host=host,
                 extravars={"bmx_host": host, "bmx_workload_role": wl["role"], "bmx_experiment": spec.name,
-                           "bmx_runs": bmx_runs, "batch_runner_source": str(PACKAGE_DIR / "batch_runner.py"),
+                           "bmx_campaign": campaign_id(exp), "bmx_runs": bmx_runs,
+                           "batch_runner_source": str(PACKAGE_DIR / "batch_runner.py"),
+                           "bmx_knobs": _knob_items(spec, cells[todo[0].cell_id]),
+                           "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False)),
                            "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),
                            "batch_runner_timeout": int(sum(wl["timeout"] + 30 for _ in todo) + 60)},
-                data_dir=exp / "ansible" / batch, log=exp / "logs" / "ansible" / f"{batch}.log")
+                log=batch_log)
         except (KeyboardInterrupt, Interrupted):
             stop_runner(spec, project_dir, host)
+            _restore_quietly(spec, project_dir, host)
             raise Interrupted(f"batch {batch} interrupted; the runner on {host} was stopped, "
                               "its finished runs are kept there for the next 'bmx run'") from None
+        except AnsibleError as exc:
+            # Keep going: the batch's runs are recorded as failed (or unreachable) with the
+            # reason and the log, and the other batches go on. `bmx rerun --failed` retries.
+            status = "unreachable" if isinstance(exc, HostUnreachableError) else "failed"
+            for r in todo:
+                write_record(exp, _base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
+                    "status": status, "reason": str(exc).splitlines()[0][:500], "failed_task": exc.task,
+                    "log": _rel(exc.log or batch_log, exp), "batch_started_at": iso(t0)})
+                summary["executed"] += 1
+            summary["error"] = str(exc)
+            shutil.rmtree(staging, ignore_errors=True)
+            atomic_write(marker, json.dumps(summary) + "\n")
+            return summary
+        knob_states = (result.task_result("Report knob states to benchmatrix", host) or {}).get("msg") or {}
+        save_baseline(exp, host, spec, knob_states)
+        wrong = {f: k for f, k in knob_states.items() if not k.get("ok")}
+        if wrong:
+            # The host is not in the configuration the runs would claim: nothing ran.
+            reason = "; ".join(f"knob {f}: intended {k['intended']!r}, actual {k['actual']!r}" for f, k in wrong.items())
+            for r in todo:
+                write_record(exp, _base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
+                    "status": "invalid", "reason": reason, "knobs": knob_states,
+                    "log": _rel(batch_log, exp), "batch_started_at": iso(t0)})
+                summary["executed"] += 1
+            summary["error"] = reason
+            shutil.rmtree(staging, ignore_errors=True)
+            atomic_write(marker, json.dumps(summary) + "\n")
+            return summary
         archive = staging / f"{batch}.tar.gz"
         with tarfile.open(archive) as tar:
             tar.extractall(staging, filter="data")
@@ -177,6 +293,7 @@ def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, ma
                 results[r.run_id] = json.loads((src / "result.json").read_text())
                 workload_total += results[r.run_id].get("duration_s") or 0.0
         overhead_share = max(result.seconds - workload_total, 0.0) / max(len(results), 1)
+        resume = []
         for r in todo:
             res = results.get(r.run_id)
             if res is None:
@@ -184,39 +301,101 @@ def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, ma
             src = staging / "runs" / r.run_id / str(r.attempt)
             dest = run_dir(exp, r.run_id, r.attempt)
             dest.mkdir(parents=True, exist_ok=True)
-            for name in ("stdout", "stderr"):
-                shutil.copyfile(src / name, dest / name)
+            for name in ("stdout", "stderr", "counters.json", "inputs"):  # the extras only when the run has them
+                if (src / name).is_dir():
+                    shutil.copytree(src / name, dest / name, dirs_exist_ok=True)
+                elif (src / name).is_file():
+                    shutil.copyfile(src / name, dest / name)
             stdout = (src / "stdout").read_text(errors="replace")
             p0 = time.monotonic()
             status, reason, metrics, details = _judge(spec, res, stdout, src / "stderr", parse)
             parse_s = time.monotonic() - p0
-            record = {
-                "schema_version": benchmatrix.RECORD_SCHEMA_VERSION,
-                "benchmatrix_version": benchmatrix.__version__,
-                "experiment": spec.name, "spec_digest": spec.digest,
-                "run_id": r.run_id, "attempt": r.attempt, "seq": r.seq, "host": host,
-                "cell_id": r.cell_id, "replicate": r.replicate, "warmup": r.warmup, "control": r.control,
-                "visit": r.visit, "batch": batch, "factors": cells[r.cell_id],
+            if status == "interrupted":
+                resume.append((r.run_id, r.attempt + 1))
+            record = _base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
                 "status": status, "reason": reason, "exit_code": res.get("exit_code"),
                 "started_at": iso(res.get("started_at")), "ended_at": iso(res.get("ended_at")),
                 "duration_s": res.get("duration_s"),
-                "phases": {"before_run_s": sum(a["seconds"] for a in res.get("before_run", [])),
+                "phases": {"before_run_s": sum(a["seconds"] for a in res.get("before_run") or []),
                            "workload_s": res.get("duration_s"), "parse_s": round(parse_s, 6),
                            "batch_overhead_share_s": round(overhead_share, 6)},
-                "workload": {"role": wl["role"], "argv": res.get("argv"), "before_run": res.get("before_run")},
-                "knobs": {},
-                "host_facts": facts,
+                "workload": {"role": wl["role"], "argv": res.get("argv"), "before_run": res.get("before_run"),
+                             "affinity": res.get("affinity"), "affinity_applied": res.get("affinity_applied")},
                 "metrics": metrics,
                 "details": details,
-                "raw": {"stdout": str((dest / "stdout").relative_to(exp)),
-                        "stderr": str((dest / "stderr").relative_to(exp))},
+                # A change happened before the batch's first run only.
+                "knobs": {f: {**k, "changed": bool(k.get("changed")) and not summary["executed"]}
+                          for f, k in knob_states.items()},
+                "raw": {"stdout": _rel(dest / "stdout", exp), "stderr": _rel(dest / "stderr", exp)},
+                "log": _rel(batch_log, exp),
                 "batch_started_at": iso(t0),
             }
             write_record(exp, record)
             summary["executed"] += 1
+        if resume:
+            # An interrupted run is resumed as its next attempt by the next `bmx run`.
+            append_round(exp, resume, "interrupted")
         shutil.rmtree(staging, ignore_errors=True)
     atomic_write(marker, json.dumps(summary) + "\n")
     return summary
+
+
+def _knob_items(spec: Spec, factors: dict[str, Any]) -> list[dict[str, Any]]:
+    """The knobs of a batch as the playbooks take them (``bmx_knobs``)."""
+    return [{"factor": f, "role": k.role, "value": factors[f], "vars": k.vars, "cost": k.cost_class}
+            for f, k in spec.knobs.items()]
+
+
+def save_baseline(exp: Path, host: str, spec: Spec, knob_states: dict[str, Any]) -> None:
+    """Remember each knob's state before the campaign first touched it (first seen wins)."""
+    if not knob_states:
+        return
+    path = Path(exp) / "hosts" / host / "baseline.json"
+    baseline = json.loads(path.read_text()) if path.is_file() else {}
+    new = {f: {"role": k["role"], "value": k["baseline"], "vars": spec.knobs[f].vars if f in spec.knobs else {},
+               "cost": spec.knobs[f].cost_class if f in spec.knobs else "none"}
+           for f, k in knob_states.items() if f not in baseline and k.get("baseline") not in (None, "")}
+    if new:
+        atomic_write(path, json.dumps({**baseline, **new}, indent=1) + "\n")
+
+
+def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = None) -> dict[str, Any]:
+    """Put the host's knobs back to their baseline and read them back.
+
+    Raises:
+        AnsibleError: the host is unreachable or a knob role failed.
+        BenchmatrixError: a knob did not return to its baseline.
+    """
+    exp = exp_dir_of(project_dir, spec)
+    path = exp / "hosts" / host / "baseline.json"
+    baseline = json.loads(path.read_text()) if path.is_file() else {}
+    states: dict[str, Any] = {}
+    # A workload without anything to clean up and no knob to restore needs no Ansible call.
+    if baseline or spec.workload["role"] in WORKLOADS_WITH_CLEANUP:
+        knobs = [{"factor": f, "role": b["role"], "value": b["value"], "vars": b.get("vars", {}),
+                  "cost": b.get("cost", "none")} for f, b in baseline.items()]
+        result = run_playbook(
+            "restore_host.yml", project_dir=Path(project_dir) / "playbooks",
+            inventory=spec.inventory_path(project_dir), host=host,
+            extravars={"bmx_host": host, "bmx_experiment": spec.name, "bmx_knobs": knobs,
+                       "bmx_workload_role": spec.workload["role"],
+                       "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False))},
+            log=exp / "logs" / "ansible" / f"restore-{host}.log")
+        states = (result.task_result("Report knob states to benchmatrix", host) or {}).get("msg") or {}
+    summary = {"host": host, "restored_at": iso(time.time()), "knobs": states}
+    if out is not None:
+        atomic_write(out, json.dumps(summary, indent=1) + "\n")
+    wrong = [f"{f}: baseline {k['intended']!r}, actual {k['actual']!r}" for f, k in states.items() if not k.get("ok")]
+    if wrong:
+        raise BenchmatrixError(f"host {host}: knobs not back at their baseline: {'; '.join(wrong)}")
+    return summary
+
+
+def _restore_quietly(spec: Spec, project_dir: Path, host: str) -> None:
+    try:
+        restore_host(spec, project_dir, host)
+    except BenchmatrixError as exc:
+        sys.stderr.write(f"benchmatrix: could not restore {host}'s baseline: {exc}\n")
 
 
 def stop_runner(spec: Spec, project_dir: Path, host: str) -> None:
@@ -229,8 +408,9 @@ def stop_runner(spec: Spec, project_dir: Path, host: str) -> None:
     try:
         run_playbook("stop_batch.yml", project_dir=Path(project_dir) / "playbooks",
                      inventory=spec.inventory_path(project_dir), host=host,
-                     extravars={"bmx_host": host, "bmx_experiment": spec.name},
-                     data_dir=exp / "ansible" / f"stop-{host}", log=exp / "logs" / "ansible" / f"stop-{host}.log",
+                     extravars={"bmx_host": host, "bmx_experiment": spec.name,
+                                "bmx_campaign": campaign_id(exp)},
+                     log=exp / "logs" / "ansible" / f"stop-{host}.log",
                      timeout=120)
     except AnsibleError as exc:
         sys.stderr.write(f"benchmatrix: could not stop the runner on {host}: {exc}\n")
@@ -239,21 +419,25 @@ def stop_runner(spec: Spec, project_dir: Path, host: str) -> None:
 # ---------------------------------------------------------------- collect and report
 
 def collect(spec_path: str, project_dir: Path, plan_path: Path, runs_csv: Path, summary_csv: Path) -> None:
-    """Write runs.csv (every attempt) and summary.csv from the records."""
+    """Write runs.csv (every attempt), summary.csv and comparisons.csv from the records."""
     import pandas as pd
 
     from benchmatrix.stats import summarize
 
     spec = load_spec(spec_path)
     exp = exp_dir_of(project_dir, spec)
-    runs, _ = read_plan(plan_path)
-    rows, units = runs_rows(load_records(exp, runs), spec.factor_names)
+    from benchmatrix.analysis import write_analysis
     from benchmatrix.results import RUN_COLUMNS
 
+    runs, _ = read_plan(plan_path)
+    records = load_records(exp, runs)
+    rows, units = runs_rows(records, spec.factor_names)
     columns = RUN_COLUMNS + spec.factor_names + sorted(units)
     table = pd.DataFrame(rows, columns=columns)
     atomic_write(runs_csv, table.to_csv(index=False))
     atomic_write(summary_csv, summarize(table, spec.factor_names, units).to_csv(index=False))
+    # comparisons.csv and the record-based sanity notes, from the records already in memory.
+    write_analysis(exp, spec, table, records)
 
 
 def load_tables(exp: Path):
@@ -267,8 +451,12 @@ def load_tables(exp: Path):
     return read("plan.csv"), read("runs.csv"), read("summary.csv")
 
 
-def report(spec_path: str, project_dir: Path) -> tuple[Path, Path]:
-    """Render report.html and report.md from the experiment's result files."""
+def report(spec_path: str, project_dir: Path, template_dir: Path | None = None) -> tuple[Path, Path]:
+    """Render report.html and report.md from the experiment's result files.
+
+    Args:
+        template_dir: Jinja2 templates overriding the built-in ones (docs/report.md).
+    """
     from benchmatrix.report import render_report
 
     spec = load_spec(spec_path)
@@ -277,7 +465,7 @@ def report(spec_path: str, project_dir: Path) -> tuple[Path, Path]:
     facts = {}
     for path in sorted((exp / "hosts").glob("*/facts.json")):
         facts[path.parent.name] = json.loads(path.read_text())
-    return render_report(spec, plan_df, runs_df, summary_df, facts, exp)
+    return render_report(spec, plan_df, runs_df, summary_df, facts, exp, template_dir=template_dir)
 
 
 # ---------------------------------------------------------------- entry points
@@ -322,6 +510,10 @@ def entry(task: str, argv: list[str]) -> int:
         p.add_argument("--facts", type=Path)
         p.add_argument("--log", required=True, type=Path)
         return _main(lambda a: run_batch(a.spec, a.project_dir, a.plan, a.batch, a.marker, a.log, a.facts), p, argv)
+    if task == "restore_host":
+        p.add_argument("--host", required=True)
+        p.add_argument("--out", required=True, type=Path)
+        return _main(lambda a: restore_host(load_spec(a.spec), a.project_dir, a.host, a.out), p, argv)
     if task == "collect":
         p.add_argument("--plan", required=True, type=Path)
         p.add_argument("--runs", required=True, type=Path)

@@ -64,8 +64,19 @@ def batches(plan_path: str | Path) -> tuple[list[str], dict[str, str]]:
 class InputFunctions:
     """Input functions of the execution rules, bound to the workflow's checkpoints."""
 
-    def __init__(self, checkpoints: Any):
+    def __init__(self, checkpoints: Any, spec: Spec):
         self._checkpoints = checkpoints
+        self._spec = spec
+
+    def plan_digest(self, wildcards: Any) -> str:
+        """What the plan depends on: the spec's content and the re-run requests.
+
+        A param of the plan rule, so that Snakemake (rerun trigger ``params``)
+        re-plans exactly when one of them changes.
+        """
+        from benchmatrix.reruns import reruns_digest
+
+        return f"{self._spec.digest}-{reruns_digest(Path('results') / wildcards.experiment)}"
 
     def _plan(self, wildcards: Any) -> str:
         return self._checkpoints.plan.get(experiment=wildcards.experiment).output[0]
@@ -91,6 +102,17 @@ class InputFunctions:
         """The batch's host (a params function)."""
         _, host_of = batches(self._plan(wildcards))
         return host_of[wildcards.batch]
+
+    def last_marker(self, wildcards: Any) -> str:
+        """The marker of the host's last batch: its baseline is restored after it."""
+        order, host_of = batches(self._plan(wildcards))
+        mine = [b for b in order if host_of[b] == wildcards.host]
+        return f"results/{wildcards.experiment}/batches/{mine[-1]}.done"
+
+    def restore_markers(self, wildcards: Any) -> list[str]:
+        """One restore marker per host (the collect rule waits for every host's restore)."""
+        _, host_of = batches(self._plan(wildcards))
+        return [f"results/{wildcards.experiment}/hosts/{h}/restored.json" for h in sorted(set(host_of.values()))]
 
     def all_markers(self, wildcards: Any) -> list[str]:
         """Every batch marker of the plan (the collect rule's input)."""

@@ -19,15 +19,20 @@ class Project:
 
     def __init__(self, root: Path):
         self.root = root
-        self.hostwork = root / "hostwork"       # the batch runner's workdir "on the host"
+        self.hostwork = root / "hostwork"       # batch_runner_root "on the host"
         self.scratch = root / "scratch"         # fio's scratch files
         self.inventory = root / "config" / "inventory" / "test.yml"
         self.inventory.write_text(
             "all:\n  hosts:\n    localhost:\n"
             "      ansible_connection: local\n"
             "      ansible_python_interpreter: \"{{ ansible_playbook_python }}\"\n"
-            f"      batch_runner_workdir: {self.hostwork}\n"
+            f"      batch_runner_root: {self.hostwork}\n"
             f"      workload_fio_directory: {self.scratch}\n")
+
+    def host_runs(self) -> Path:
+        """``runs/`` of the (single) campaign work directory on the host."""
+        dirs = sorted(self.hostwork.glob("*/runs"))
+        return dirs[0] if dirs else self.hostwork / "none" / "runs"
 
     def write_spec(self, name: str, text: str) -> Path:
         path = self.root / "config" / "experiments" / f"{name}.yaml"

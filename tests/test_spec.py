@@ -326,9 +326,10 @@ def test_workload_var_jinja_syntax_error(tmp_path):
     assert_one_error(path, 9, "template error in workload.vars.label")
 
 
-def test_order_strategy_restricted_is_refused(tmp_path):
-    path = write(tmp_path, BASE + "order:\n  seed: 1\n  strategy: restricted\n")
-    assert_one_error(path, 11, "restricted", "not available")
+def test_order_strategy_restricted_is_accepted(tmp_path):
+    # Restricted plans arrived with the design-of-experiments issue (tests/test_design_restricted.py).
+    spec = load_spec(write(tmp_path, BASE + "order:\n  seed: 1\n  strategy: restricted\n"))
+    assert spec.order["strategy"] == "restricted" and spec.visits == spec.data["replicates"]
 
 
 def test_order_strategy_unknown(tmp_path):

@@ -22,6 +22,9 @@ rule run_batch:
         previous=FN.previous_marker,
     output:
         "results/{experiment}/batches/{batch}.done",
+    # `bmx run --hosts-parallel N` declares host_slots=N: at most N hosts busy at once.
+    resources:
+        host_slots=1,
     params:
         py=PY,
         spec=config["spec"],
@@ -31,3 +34,21 @@ rule run_batch:
     shell:
         "{params.py} scripts/run_batch.py --spec {params.spec:q} --plan {params.plan:q}"
         " --batch {wildcards.batch:q} --facts {input.facts:q} --marker {output:q} --log {log:q} 2>> {log:q}"
+
+
+# Campaign end: each host's knobs go back to their baseline after its last batch
+# (a no-op without knobs). The input is the last marker, so an extended plan restores
+# again after its new batches.
+rule restore_host:
+    input:
+        FN.last_marker,
+    output:
+        "results/{experiment}/hosts/{host}/restored.json",
+    params:
+        py=PY,
+        spec=config["spec"],
+    log:
+        "results/{experiment}/logs/hosts/{host}.restore.log",
+    shell:
+        "{params.py} scripts/restore_host.py --spec {params.spec:q} --host {wildcards.host:q}"
+        " --out {output:q} 2> {log:q}"

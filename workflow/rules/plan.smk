@@ -1,12 +1,13 @@
 # Plan: expand the matrix and order the runs of every host (results/NAME/plan.csv).
-# The spec's content digest is a param, so editing the spec re-plans and nothing else does.
+# The digest of the spec's content and of reruns.csv is a param, so editing the spec or
+# asking for re-runs re-plans, and nothing else does.
 checkpoint plan:
     output:
         "results/{experiment}/plan.csv",
     params:
         py=PY,
         spec=config["spec"],
-        digest=SPEC.digest,
+        digest=FN.plan_digest,
         batch_max_runs=config["batch_max_runs"],
     log:
         "results/{experiment}/logs/plan.log",

@@ -4,6 +4,7 @@
 rule collect:
     input:
         FN.all_markers,
+        FN.restore_markers,
     output:
         runs="results/{experiment}/runs.csv",
         summary="results/{experiment}/summary.csv",

@@ -1,0 +1,156 @@
+"""Many hosts over SSH: real sshd hosts in network namespaces (tests/netns.py).
+
+The controller (bmx, Snakemake, ansible-runner) runs inside the test's controller
+namespace and reaches three hosts at 198.51.100.11-13 over SSH. Every "host" shares
+this machine's file system, so each gets its own runner and scratch directories.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from netns import NamespaceHosts, available
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(available()), reason=available() or "ok")]
+
+SPEC = """\
+name: {name}
+hosts: all
+inventory: config/inventory/ns.yml
+factors:
+  rw: [randread, read]
+  bs: [4k, 64k]
+workload:
+  role: workload_fio
+  vars: {{rw: "{{{{ rw }}}}", bs: "{{{{ bs }}}}", ioengine: psync, size: 4m, runtime: {runtime}, time_based: 1}}
+  timeout: 60
+replicates: {replicates}
+order: {{strategy: random, seed: 11}}
+"""
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def ts(value: str) -> float:
+    return datetime.fromisoformat(value).timestamp()
+
+
+@pytest.fixture
+def ns_project(project, tmp_path):
+    """The project copy plus namespace hosts and an inventory for them."""
+    if not shutil.which("fio"):
+        # The hosts have no network: fio must be on the (shared) file system already.
+        subprocess.run(["apt-get", "install", "-y", "-qq", "fio"], check=True, capture_output=True)
+
+    def make(n: int) -> NamespaceHosts:
+        net = NamespaceHosts(tmp_path / "net", n)
+        net.__enter__()
+        made.append(net)
+        per_host = {h: {"batch_runner_root": str(tmp_path / "hosts" / h),
+                        "workload_fio_directory": str(tmp_path / "scratch" / h)} for h in net.hosts}
+        inv = net.inventory(per_host, group_vars="workload_fio_install: false")
+        (project.root / "config" / "inventory" / "ns.yml").write_text(inv)
+        return net
+
+    made: list[NamespaceHosts] = []
+    yield project, make
+    for net in made:
+        net.teardown()
+
+
+def bmx(project, net, *args, timeout=600):
+    return subprocess.run(net.ctl_cmd([sys.executable, "-m", "benchmatrix.cli", *args]), cwd=project.root,
+                          env=project.env(), capture_output=True, text=True, timeout=timeout)
+
+
+def test_three_hosts_in_parallel_each_in_plan_order(ns_project):
+    project, make = ns_project
+    net = make(3)
+    spec = project.write_spec("ns_three", SPEC.format(name="ns_three", runtime="1", replicates=2))
+    res = bmx(project, net, "run", str(spec))
+    assert res.returncode == 0, res.stdout + res.stderr
+    exp = project.exp("ns_three")
+    plan = read_csv(exp / "plan.csv")
+    runs = read_csv(exp / "runs.csv")
+    assert sorted(r["run_id"] for r in runs) == sorted(p["run_id"] for p in plan)
+    assert all(r["status"] == "ok" for r in runs)
+    assert {r["host"] for r in runs} == {"h1", "h2", "h3"}
+    for host in ("h1", "h2", "h3"):
+        mine = [r for r in runs if r["host"] == host]
+        assert len(mine) == 8
+        planned = [p["run_id"] for p in sorted(plan, key=lambda p: int(p["seq"])) if p["host"] == host]
+        started = [r["run_id"] for r in sorted(mine, key=lambda r: ts(r["started_at"]))]
+        assert started == planned, f"{host} did not run in plan order"
+        for a, b in zip(sorted(mine, key=lambda r: ts(r["started_at"])),
+                        sorted(mine, key=lambda r: ts(r["started_at"]))[1:]):
+            assert ts(a["ended_at"]) <= ts(b["started_at"])
+    # Each host has its own random order.
+    orders = {h: [p["cell_id"] for p in plan if p["host"] == h] for h in ("h1", "h2", "h3")}
+    assert len({tuple(o) for o in orders.values()}) > 1
+    # Parallelism is real: runs of different hosts overlapped in time.
+    overlaps = sum(1 for a in runs for b in runs if a["host"] < b["host"]
+                   and ts(a["started_at"]) < ts(b["ended_at"]) and ts(b["started_at"]) < ts(a["ended_at"]))
+    assert overlaps > 0
+    facts = {p.parent.name for p in exp.glob("hosts/*/facts.json")}
+    assert facts == {"h1", "h2", "h3"}
+    html = (exp / "report.html").read_text()
+    for host in ("h1", "h2", "h3"):
+        assert host in html
+
+
+def test_unreachable_host_then_rerun_failed(ns_project):
+    project, make = ns_project
+    net = make(2)
+    spec = project.write_spec("ns_down", SPEC.format(name="ns_down", runtime="1", replicates=3))
+    proc = subprocess.Popen(net.ctl_cmd([sys.executable, "-m", "benchmatrix.cli", "run", str(spec),
+                                         "--batch-max-runs", "3"]),
+                            cwd=project.root, env=project.env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    exp = project.exp("ns_down")
+    deadline = time.monotonic() + 300
+    # Let h2 finish its first batch, then take it away in the middle of the next one.
+    while time.monotonic() < deadline:
+        if list(exp.glob("batches/h2-b0001-*.done")):
+            break
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.1)
+    else:
+        pytest.fail("h2 never finished a batch")
+    stopped_at = time.monotonic()
+    net.stop_sshd("h2")
+    out, _ = proc.communicate(timeout=600)
+    took = time.monotonic() - stopped_at
+    assert proc.returncode == 1, out
+    runs = read_csv(exp / "runs.csv")
+    h1 = [r for r in runs if r["host"] == "h1"]
+    h2 = [r for r in runs if r["host"] == "h2"]
+    assert len(h1) == 12 and all(r["status"] == "ok" for r in h1)
+    down = [r for r in h2 if r["status"] == "unreachable"]
+    assert down and all(r["status"] in ("ok", "unreachable") for r in h2)
+    assert len(h2) == 12
+    assert took < 240, f"unreachable runs took {took:.0f}s to be recorded"
+    status = bmx(project, net, "status", str(spec))
+    assert status.returncode == 1 and "unreachable" in status.stdout
+
+    net.start_sshd("h2")
+    net._wait_port("h2")
+    res = bmx(project, net, "rerun", str(spec), "--failed")
+    assert res.returncode == 0, res.stdout + res.stderr
+    runs = read_csv(exp / "runs.csv")
+    plan = read_csv(exp / "plan.csv")
+    planned = {p["run_id"] for p in plan if p["attempt"] == "1" and "-rr" not in p["run_id"]}
+    ok = [r["run_id"] for r in runs if r["status"] == "ok" and r["run_id"] in planned]
+    assert sorted(ok) == sorted(planned), "every planned run ok exactly once"
+    assert bmx(project, net, "status", str(spec)).returncode == 0
