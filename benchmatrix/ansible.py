@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from benchmatrix.errors import AnsibleError, HostUnreachableError, Interrupted, PlaybookFailedError
 
 
@@ -46,6 +48,27 @@ class PlaybookResult:
         return found
 
 
+class _Unsafe(str):
+    """A string Ansible must never template (dumped with the ``!unsafe`` tag)."""
+
+    @classmethod
+    def wrap(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return cls(value)
+        if isinstance(value, dict):
+            return {k: cls.wrap(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [cls.wrap(v) for v in value]
+        return value
+
+
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_Dumper.add_representer(_Unsafe, lambda dumper, value: dumper.represent_scalar("!unsafe", str(value)))
+
+
 def _first_line(text: Any, limit: int = 300) -> str:
     text = str(text or "").strip()
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
@@ -61,7 +84,7 @@ def _failure_message(res: dict[str, Any]) -> str:
 
 
 def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str,
-                 extravars: dict[str, Any], log: Path,
+                 extravars: dict[str, Any], log: Path, data: dict[str, Any] | None = None,
                  timeout: int | None = None) -> PlaybookResult:
     """Run one playbook against one host through ansible-runner.
 
@@ -77,7 +100,11 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
         inventory: Inventory file; made absolute (a relative string would be taken
             as inventory *content* by ansible-runner).
         host: The host to limit the play to.
-        extravars: Extra variables.
+        extravars: Extra variables made by benchmatrix itself (trusted).
+        data: Extra variables that carry users' values (rendered workload variables,
+            factor levels, knob vars). Every string in them is tagged ``!unsafe``, so
+            Ansible never evaluates ``{{``, ``{%`` or ``{#`` inside them: a level such
+            as ``${#VAR}`` stays text, and no spec can run code on the controller.
         log: Where Ansible's stdout is kept (it names tasks and hosts, never variables).
         timeout: Seconds before the runner gives up.
 
@@ -98,13 +125,19 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
         raise AnsibleError(f"inventory {inventory} does not exist")
     data_dir = Path(tempfile.mkdtemp(prefix="bmx-ansible-"))
     try:
-        return _run(ansible_runner, playbook, project_dir, inventory, host, extravars, data_dir, Path(log), timeout)
+        (data_dir / "env").mkdir()
+        # Written by hand rather than through ansible-runner's extravars: only a YAML
+        # file can carry the !unsafe tag.
+        (data_dir / "env" / "extravars").write_text(
+            yaml.dump({**extravars, **{k: _Unsafe.wrap(v) for k, v in (data or {}).items()}},
+                      Dumper=_Dumper, default_flow_style=False, sort_keys=False))
+        return _run(ansible_runner, playbook, project_dir, inventory, host, data_dir, Path(log), timeout)
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def _run(ansible_runner: Any, playbook: str, project_dir: Path, inventory: Path, host: str,
-         extravars: dict[str, Any], data_dir: Path, log: Path, timeout: int | None) -> PlaybookResult:
+         data_dir: Path, log: Path, timeout: int | None) -> PlaybookResult:
     envvars = {
         "ANSIBLE_CONFIG": str(project_dir / "ansible.cfg"),
         "ANSIBLE_ROLES_PATH": str(project_dir / "roles"),
@@ -114,7 +147,7 @@ def _run(ansible_runner: Any, playbook: str, project_dir: Path, inventory: Path,
     t0 = time.monotonic()
     runner = ansible_runner.run(
         private_data_dir=str(data_dir), project_dir=str(project_dir), playbook=playbook,
-        inventory=str(inventory), limit=host, extravars=extravars, envvars=envvars,
+        inventory=str(inventory), limit=host, envvars=envvars,
         quiet=True, ident="call", rotate_artifacts=1, timeout=timeout,
         suppress_env_files=False,
     )

@@ -240,10 +240,10 @@ def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, ma
             result = run_playbook(
                 "run_batch.yml", project_dir=Path(project_dir) / "playbooks",
                 inventory=spec.inventory_path(project_dir), host=host,
+                data={"bmx_runs": bmx_runs, "bmx_knobs": _knob_items(spec, cells[todo[0].cell_id])},
                 extravars={"bmx_host": host, "bmx_workload_role": wl["role"], "bmx_experiment": spec.name,
-                           "bmx_campaign": campaign_id(exp), "bmx_runs": bmx_runs,
+                           "bmx_campaign": campaign_id(exp),
                            "batch_runner_source": str(PACKAGE_DIR / "batch_runner.py"),
-                           "bmx_knobs": _knob_items(spec, cells[todo[0].cell_id]),
                            "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False)),
                            "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),
                            "batch_runner_timeout": int(sum(wl["timeout"] + 30 for _ in todo) + 60)},
@@ -377,7 +377,8 @@ def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = No
         result = run_playbook(
             "restore_host.yml", project_dir=Path(project_dir) / "playbooks",
             inventory=spec.inventory_path(project_dir), host=host,
-            extravars={"bmx_host": host, "bmx_experiment": spec.name, "bmx_knobs": knobs,
+            data={"bmx_knobs": knobs},
+            extravars={"bmx_host": host, "bmx_experiment": spec.name,
                        "bmx_workload_role": spec.workload["role"],
                        "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False))},
             log=exp / "logs" / "ansible" / f"restore-{host}.log")

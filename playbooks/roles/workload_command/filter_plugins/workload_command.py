@@ -30,8 +30,14 @@ def _text(run, what, value):
     return text
 
 
-def workload_command_argv(runs):
-    """Add ``argv`` (and ``env``, ``cwd``, ``cpus``) to every run and drop its ``vars``."""
+def workload_command_argv(runs, host_env=None):
+    """Add ``argv`` (and ``env``, ``cwd``, ``cpus``) to every run and drop its ``vars``.
+
+    ``host_env`` (the inventory's ``workload_command_env``) is the base of every run's
+    environment: the place for secrets, which must never travel in argv.
+    """
+    if host_env and not isinstance(host_env, dict):
+        raise AnsibleFilterError("workload_command: workload_command_env must be a mapping")
     out = []
     for run in runs or []:
         v = run.get("vars") or {}
@@ -43,11 +49,11 @@ def workload_command_argv(runs):
             _fail(run, "vars.argv must be a non-empty list (one item per argument)")
         item = {k: val for k, val in run.items() if k not in ("vars", "factors")}
         item["argv"] = [_text(run, f"argv[{i}]", a) for i, a in enumerate(argv)]
-        if v.get("env"):
-            if not isinstance(v["env"], dict):
+        if v.get("env") or host_env:
+            if v.get("env") and not isinstance(v["env"], dict):
                 _fail(run, "vars.env must be a mapping of variable name to value")
             env = {}
-            for name, value in v["env"].items():
+            for name, value in {**(host_env or {}), **(v.get("env") or {})}.items():
                 if not _ENV.match(str(name)):
                     _fail(run, f"env: '{name}' is not an environment variable name")
                 env[str(name)] = _text(run, f"env.{name}", value)

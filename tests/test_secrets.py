@@ -1,0 +1,83 @@
+"""A vault-encrypted inventory variable used by a workload never lands in results/.
+
+Real ansible-vault, real Ansible, real batch runner: the secret reaches the workload
+(its length is the run's metric) and no file under results/ contains it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SPEC = """\
+name: secret_case
+inventory: config/inventory/test.yml
+factors:
+  k: [1, 2]
+workload:
+  role: workload_command
+  vars:
+    argv: [sh, -c, 'printf "len=%s k=%s\\n" "${#BMX_TOKEN}" "$1"', sh, "{{ k }}"]
+  metrics:
+    token_len: {regex: 'len=(?P<value>[0-9]+)', unit: chars}
+replicates: 1
+"""
+
+
+def test_vault_variable_used_by_a_workload_is_absent_from_results(project, tmp_path):
+    secret = "s3cr3t-" + uuid.uuid4().hex
+    password = tmp_path / "vault-pass"
+    password.write_text("benchmatrix-test-vault\n")
+    enc = subprocess.run([str(Path(sys.executable).parent / "ansible-vault"), "encrypt_string",
+                          "--vault-password-file", str(password), "--name", "vault_token", secret],
+                         capture_output=True, text=True, check=True).stdout
+    assert secret not in enc
+    indented = "".join(f"      {line}\n" for line in enc.strip().splitlines())
+    project.inventory.write_text(project.inventory.read_text() + indented
+                                 + "      workload_command_env: {BMX_TOKEN: \"{{ vault_token }}\"}\n")
+    assert secret not in project.inventory.read_text()
+    spec = project.write_spec("secret_case", SPEC)
+    env = project.env()
+    env["ANSIBLE_VAULT_PASSWORD_FILE"] = str(password)
+    res = subprocess.run([sys.executable, "-m", "benchmatrix.cli", "run", str(spec), "--cores", "1"],
+                         cwd=project.root, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    exp = project.exp("secret_case")
+    import json
+    recs = [json.loads(p.read_text()) for p in exp.glob("runs/*/*/record.json")]
+    assert len(recs) == 2
+    # The workload really saw the decrypted secret ...
+    assert all(r["metrics"]["token_len"]["value"] == len(secret) for r in recs)
+    # ... and no file the campaign kept has it.
+    leaks = [str(p) for p in exp.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    assert leaks == []
+    assert secret not in res.stdout + res.stderr
+
+
+def test_levels_are_data_never_templates(project, tmp_path):
+    # A level that looks like Jinja must reach the workload as text: Ansible gets it
+    # tagged !unsafe, so nothing on the controller evaluates it.
+    marker = tmp_path / "evaluated"
+    spec = project.write_spec("levels_as_data", f"""\
+name: levels_as_data
+inventory: config/inventory/test.yml
+factors:
+  word: ["{{{{ lookup('pipe', 'touch {marker}') }}}}", "{{# not a comment #}}"]
+workload:
+  role: workload_command
+  vars:
+    argv: [printf, "%s\\\\n", "{{{{ word }}}}"]
+replicates: 1
+""")
+    res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not marker.exists(), "a factor level was evaluated as a template"
+    outs = sorted(p.read_text() for p in project.exp("levels_as_data").glob("runs/*/1/stdout"))
+    assert outs == sorted([f"{{{{ lookup('pipe', 'touch {marker}') }}}}\n", "{# not a comment #}\n"])
