@@ -27,6 +27,28 @@ The analysis follows the design, because the unit of replication does:
   large, singular, or no visit information): Welch's test on per-visit means,
   which also treats the visit as the unit.
 
+Several hosts (``host`` in runs.csv) make the host a blocking factor; ``comparisons.csv``
+then gets a ``host`` column after ``baseline`` (it is absent for a single host, so
+single-host output is unchanged):
+
+* ``hosts_mode: replicate`` (the default): every host ran the whole plan, so each
+  comparison is made **within each host**, with the analysis above, and the row
+  names the host. A host's offset cannot leak into an effect, and an effect seen on
+  one machine only is visible as such.
+* ``hosts_mode: partition``: the runs of a cell are spread over identical hosts, so
+  one comparison pools the hosts (``host`` is ``all``) and removes each host's
+  offset: ``blocked_by_host`` is ordinary least squares with one mean per cell and
+  one fixed effect per host (effect-coded, so a cell's mean is its average over the
+  hosts), fitted on the runs of the two sides; the effect's standard error and
+  degrees of freedom come from the residuals. A whole-plot factor gets
+  ``mixed_model_blocked_by_host`` (the mixed model with the host effects added,
+  degrees of freedom reduced by hosts minus one) or, as its fallback,
+  ``blocked_by_host_visit_means`` (the least-squares fit on per-visit means).
+  Where the host cannot be separated from the level (every run of one side on
+  hosts the other side never ran on) the row is ``insufficient_data``, with a note.
+
+Holm's adjustment runs across every row, all hosts and metrics together.
+
 Verdicts: ``better`` / ``worse`` when the adjusted p-value is below alpha and the
 metric's direction is known, ``higher`` / ``lower`` when it is not,
 ``no_difference`` otherwise, and ``insufficient_data`` where a side has fewer than
@@ -45,8 +67,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from benchmatrix.stats import (CONFIDENCE, effective_runs, fieller_ratio_ci, holm, metric_direction,
-                               welch_test)
+from benchmatrix.stats import (CONFIDENCE, effective_runs, fieller_ratio_ci, holm, metric_direction, run_hosts,
+                               summarize_by_host, welch_test)
 
 #: Default significance level of verdicts (``report.alpha``).
 DEFAULT_ALPHA = 0.05
@@ -59,6 +81,10 @@ MIXED_MAX_ROWS = 200_000
 #: Columns of runs.csv that are not metrics.
 _RUN_COLUMNS = frozenset({"seq", "host", "run_id", "cell_id", "replicate", "warmup", "control", "visit", "batch",
                           "attempt", "status", "reason", "started_at", "ended_at", "duration_s", "exit_code"})
+#: The host column of a campaign with several hosts (right after HEAD_COLUMNS).
+HOST_COLUMN = "host"
+#: Its value for a comparison that pools the hosts (``hosts_mode: partition``).
+ALL_HOSTS = "all"
 #: Columns of comparisons.csv before the ``by`` factor columns ...
 HEAD_COLUMNS = ["metric", "factor", "level", "baseline"]
 #: ... and after them.
@@ -116,13 +142,20 @@ class Comparisons:
     alpha: float = DEFAULT_ALPHA
 
 
-def comparison_columns(by: list[str]) -> list[str]:
+def comparison_columns(by: list[str], host: bool = False) -> list[str]:
     """Columns of comparisons.csv for these ``by`` factors.
 
     A ``by`` factor whose name clashes with a fixed column is written as ``by_NAME``.
+    With ``host`` (a campaign on several hosts) a ``host`` column follows ``baseline``.
     """
     fixed = set(HEAD_COLUMNS) | set(TAIL_COLUMNS)
-    return [*HEAD_COLUMNS, *[by_column(b, fixed) for b in by], *TAIL_COLUMNS]
+    return [*HEAD_COLUMNS, *([HOST_COLUMN] if host else []), *[by_column(b, fixed) for b in by], *TAIL_COLUMNS]
+
+
+def hosts_mode(spec: Any) -> str:
+    """``hosts_mode`` of the spec: ``replicate`` (default) or ``partition``."""
+    mode = str((getattr(spec, "data", None) or {}).get("hosts_mode") or "replicate").strip().lower()
+    return mode if mode in ("replicate", "partition") else "replicate"
 
 
 def by_column(name: str, fixed: set[str] | None = None) -> str:
@@ -130,8 +163,8 @@ def by_column(name: str, fixed: set[str] | None = None) -> str:
     return f"by_{name}" if name in fixed else name
 
 
-def _empty(by: list[str]) -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=object) for c in comparison_columns(by)})
+def _empty(by: list[str], host: bool = False) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in comparison_columns(by, host)})
 
 
 def _ordered_levels(spec_levels: list[Any], present: list[str]) -> list[str]:
@@ -159,7 +192,11 @@ def compare(spec: Any, runs: pd.DataFrame, metrics: list[str], units: dict[str, 
     if not cfg:
         return Comparisons(_empty([]), None, alpha=alpha)
     factor, by = cfg["factor"], list(cfg.get("by") or [])
-    result = Comparisons(_empty(by), dict(cfg, by=by), alpha=alpha)
+    hosts = run_hosts(runs)
+    multi = len(hosts) > 1
+    mode = hosts_mode(spec)
+    blocked = multi and mode == "partition"
+    result = Comparisons(_empty(by, multi), dict(cfg, by=by), alpha=alpha)
     units = units or {}
     eff = effective_runs(runs) if len(runs) else runs
     metrics = [m for m in dict.fromkeys(metrics) if m in eff.columns]
@@ -189,6 +226,19 @@ def compare(spec: Any, runs: pd.DataFrame, metrics: list[str], units: dict[str, 
     combos = (keys[key_cols[1:]].drop_duplicates() if by else pd.DataFrame(index=[0]))
     combo_list = _sort_combos(combos, [spec_factors.get(b, []) for b in by], len(by))
 
+    # Which runs each set of comparisons uses: every host alone (replicate), all
+    # hosts with the host as a block (partition), or simply all runs (one host).
+    host_of = (level_keys(eff["host"]).to_numpy() if multi and "host" in eff.columns
+               else np.full(len(eff), "", dtype=object))
+    if multi and not blocked:
+        groups = [(h, host_of == h) for h in hosts]
+    else:
+        groups = [(ALL_HOSTS if multi else None, np.ones(len(eff), dtype=bool))]
+    if blocked:
+        analysis = _blocked_explanation(analysis, factor, use_mixed)
+    elif multi:
+        analysis = dict(analysis, why=analysis["why"] + _REPLICATE_NOTE)
+
     rows: list[dict[str, Any]] = []
     used: dict[str, list[str]] = {}
     for metric in metrics:
@@ -196,35 +246,53 @@ def compare(spec: Any, runs: pd.DataFrame, metrics: list[str], units: dict[str, 
         have = values.notna().to_numpy()
         if not have.any():
             continue
-        method = analysis["analysis"]
-        stats_by_side = None
-        if use_mixed:
-            stats_by_side, method, why = _mixed_sides(spec, eff[have], values[have], keys[have], key_cols,
-                                                      factor, base, levels, combo_list)
-            if why:
-                result.notes.append(f"{metric}: {why}")
-        if stats_by_side is None:
-            stats_by_side = _welch_sides(values[have], keys[have], key_cols, base, levels, combo_list)
-        used.setdefault(method, []).append(metric)
         direction = metric_direction(metric, declared)
-        for (level, combo), s in stats_by_side.items():
-            row = {"metric": metric, "factor": factor, "level": originals[0].get(level, level),
-                   "baseline": originals[0].get(base, cfg["baseline"])}
-            for i, b in enumerate(by):
-                row[by_column(b)] = originals[i + 1].get(combo[i], combo[i])
-            row.update(s)
-            row.update({"analysis": method, "unit": units.get(metric, ""), "better": direction})
-            rows.append(row)
+        for host, in_group in groups:
+            sel = have & in_group
+            if not sel.any():
+                continue
+            block = pd.Series(host_of[sel], index=eff.index[sel]) if blocked else None
+            where = f"{metric} on {host}" if multi and not blocked else metric
+            method = analysis["analysis"]
+            stats_by_side = None
+            if use_mixed:
+                stats_by_side, method, why = _mixed_sides(spec, eff[sel], values[sel], keys[sel], key_cols,
+                                                          factor, base, levels, combo_list, blocks=block)
+                if why:
+                    result.notes.append(f"{where}: {why}")
+            if stats_by_side is None and blocked:
+                frame = pd.DataFrame({"y": values[sel].to_numpy(), "cell": eff["cell_id"].to_numpy()[sel],
+                                      "block": block.to_numpy(), **{c: keys[c].to_numpy()[sel] for c in key_cols}})
+                stats_by_side, confounded = _blocked_sides(frame, key_cols, base, levels, combo_list)
+                method = "blocked_by_host"
+                if confounded:
+                    result.notes.append(f"{where}: {confounded} comparison(s) without a blocked estimate: the hosts "
+                                        "cannot be separated from the levels (one side's runs all on hosts the "
+                                        "other side never ran on)")
+            elif stats_by_side is None:
+                stats_by_side = _welch_sides(values[sel], keys[sel], key_cols, base, levels, combo_list)
+            if metric not in used.setdefault(method, []):
+                used[method].append(metric)
+            for (level, combo), s in stats_by_side.items():
+                row = {"metric": metric, "factor": factor, "level": originals[0].get(level, level),
+                       "baseline": originals[0].get(base, cfg["baseline"])}
+                if multi:
+                    row[HOST_COLUMN] = host
+                for i, b in enumerate(by):
+                    row[by_column(b)] = originals[i + 1].get(combo[i], combo[i])
+                row.update(s)
+                row.update({"analysis": method, "unit": units.get(metric, ""), "better": direction})
+                rows.append(row)
 
     for method, mets in used.items():
-        result.explanations.append({**(analysis if method == analysis["analysis"] else _fallback_explanation(method)),
-                                    "metrics": mets})
+        result.explanations.append({**(analysis if method == analysis["analysis"] else
+                                       _fallback_explanation(method, multi and not blocked)), "metrics": mets})
     if not rows:
         return result
     table = pd.DataFrame(rows)
     table["p_value"] = holm(table["p_value_unadjusted"].to_numpy(dtype="float64"))
     table["verdict"] = _verdicts(table, alpha)
-    result.table = table.reindex(columns=comparison_columns(by))
+    result.table = table.reindex(columns=comparison_columns(by, multi))
     return result
 
 
@@ -316,34 +384,48 @@ def _visit_groups(eff: pd.DataFrame) -> pd.Series | None:
 
 
 def _mixed_sides(spec: Any, eff: pd.DataFrame, values: pd.Series, keys: pd.DataFrame, key_cols: list[str],
-                 factor: str, base: str, levels: list[str], combos: list[tuple[str, ...]]):
+                 factor: str, base: str, levels: list[str], combos: list[tuple[str, ...]],
+                 blocks: pd.Series | None = None):
     """Sides of a whole-plot comparison from a mixed model, or a fallback.
+
+    With ``blocks`` (the host of each run, ``hosts_mode: partition``) the model gets
+    one fixed effect per host as well.
 
     Returns:
         ``(stats or None, analysis name, note)``; ``None`` stats means "use Welch".
     """
     groups = _visit_groups(eff)
     if groups is None:
-        return None, "welch", "no visit numbers in runs.csv: mixed model impossible, Welch used"
+        used = "least squares with host blocks on runs used" if blocks is not None else "Welch used"
+        return None, "welch", f"no visit numbers in runs.csv: mixed model impossible, {used}"
     wp = [f for f in whole_plot_factors(spec) if f in eff.columns]
     setting = pd.Series(list(zip(*[level_keys(eff[f]) for f in wp])), index=eff.index).astype(str)
     frame = pd.DataFrame({"y": values.to_numpy(), "g": groups.to_numpy(), "cell": eff["cell_id"].to_numpy(),
-                          "setting": setting.to_numpy(), **{c: keys[c].to_numpy() for c in key_cols}})
+                          "setting": setting.to_numpy(), **{c: keys[c].to_numpy() for c in key_cols},
+                          "block": blocks.to_numpy() if blocks is not None else ""})
     collapsed = frame.groupby(["g", "cell"], sort=False).agg(
-        y=("y", "mean"), setting=("setting", "first"), **{c: (c, "first") for c in key_cols}).reset_index()
+        y=("y", "mean"), setting=("setting", "first"), block=("block", "first"),
+        **{c: (c, "first") for c in key_cols}).reset_index()
     n_groups = collapsed["g"].nunique()
     n_settings = collapsed["setting"].nunique()
-    df = float(n_groups - n_settings)
+    n_blocks = collapsed["block"].nunique()
+    # Host effects, when present, are estimated from the visits too.
+    df = float(n_groups - n_settings - (n_blocks - 1))
     cells = pd.Index(collapsed["cell"].unique())
     fit = None
     why = ""
     if len(cells) > MIXED_MAX_CELLS or len(collapsed) > MIXED_MAX_ROWS:
         why = f"too large for the mixed model ({len(cells)} cells, {len(collapsed)} visit means)"
     elif df < 1:
-        why = f"only {n_groups} visits for {n_settings} whole-plot settings: no visit-to-visit variance to judge by"
+        why = (f"only {n_groups} visits for {n_settings} whole-plot settings"
+               + (f" and {n_blocks} hosts" if n_blocks > 1 else "") + ": no visit-to-visit variance to judge by")
     else:
-        fit, why = _fit_mixed(collapsed, cells)
+        fit, why = _fit_mixed(collapsed, cells, collapsed["block"] if blocks is not None else None)
     if fit is None:
+        if blocks is not None:
+            sides, _ = _blocked_sides(collapsed, key_cols, base, levels, combos)
+            return (sides, "blocked_by_host_visit_means",
+                    f"mixed model not used ({why}); least squares with host blocks on per-visit means instead")
         return (_visit_mean_sides(collapsed, key_cols, base, levels, combos), "welch_visit_means",
                 f"mixed model not used ({why}); Welch's test on per-visit means instead")
     beta, cov = fit
@@ -369,7 +451,7 @@ def _mixed_sides(spec: Any, eff: pd.DataFrame, values: pd.Series, keys: pd.DataF
             s = _side_stats(float(wa @ beta), float(wa @ cov @ wa), n_a, float(wb @ beta), float(wb @ cov @ wb), n_b,
                             cov=float(wa @ cov @ wb), df=df)
             out[(level, combo)] = s
-    return out, "mixed_model", ""
+    return out, ("mixed_model_blocked_by_host" if blocks is not None else "mixed_model"), ""
 
 
 def _weights(cell_keys: pd.DataFrame, cell_pos: dict[str, int], side: tuple[str, ...],
@@ -387,13 +469,22 @@ def _weights(cell_keys: pd.DataFrame, cell_pos: dict[str, int], side: tuple[str,
     return w
 
 
-def _fit_mixed(collapsed: pd.DataFrame, cells: pd.Index) -> tuple[tuple[np.ndarray, np.ndarray] | None, str]:
-    """Fit y ~ 0 + cell + (1 | visit) by REML; return (cell means, their covariance)."""
+def _fit_mixed(collapsed: pd.DataFrame, cells: pd.Index,
+               blocks: pd.Series | None = None) -> tuple[tuple[np.ndarray, np.ndarray] | None, str]:
+    """Fit y ~ 0 + cell (+ host) + (1 | visit) by REML; return (cell means, their covariance).
+
+    Host effects (``blocks``) are effect-coded, so a cell's mean is its average over
+    the hosts.
+    """
     from statsmodels.regression.mixed_linear_model import MixedLM
 
     codes = cells.get_indexer(collapsed["cell"])
     exog = np.zeros((len(collapsed), len(cells)))
     exog[np.arange(len(collapsed)), codes] = 1.0
+    if blocks is not None and pd.Series(blocks).nunique() > 1:
+        exog = np.hstack([exog, _effect_coding(pd.Series(blocks).to_numpy())])
+        if np.linalg.matrix_rank(exog) < exog.shape[1]:
+            return None, "the hosts cannot be separated from the cells"
     y = collapsed["y"].to_numpy(dtype="float64")
     # Centre each cell on its own mean and scale by the pooled within-cell spread: the
     # fixed cell effects absorb the shift exactly, and the optimizer then works on
@@ -413,11 +504,108 @@ def _fit_mixed(collapsed: pd.DataFrame, cells: pd.Index) -> tuple[tuple[np.ndarr
             res, why = None, f"fit failed: {exc}"
     if res is None:
         return None, why
-    beta = shift + np.asarray(res.fe_params, dtype="float64") * scale
+    beta = shift + np.asarray(res.fe_params, dtype="float64")[: len(cells)] * scale
     cov = np.asarray(res.cov_params(), dtype="float64")[: len(cells), : len(cells)] * scale * scale
     if not (np.all(np.isfinite(beta)) and np.all(np.isfinite(cov))):
         return None, "the fit gave no finite estimates"
     return (beta, cov), ""
+
+
+def _effect_coding(blocks: np.ndarray) -> np.ndarray:
+    """Sum-to-zero (effect) coding of a block factor: one column per block but the last,
+    whose rows get -1 everywhere; no columns for a single block."""
+    names = pd.Index(pd.unique(blocks))
+    codes = names.get_indexer(blocks)
+    out = np.zeros((len(blocks), max(len(names) - 1, 0)))
+    if len(names) > 1:
+        first = codes < len(names) - 1
+        out[np.flatnonzero(first), codes[first]] = 1.0
+        out[~first, :] = -1.0
+    return out
+
+
+def _ols_blocked(sub: pd.DataFrame) -> tuple[pd.Index, np.ndarray, np.ndarray, float] | None:
+    """Least squares y = cell mean + host effect from per-(cell, host) statistics.
+
+    ``sub`` has one row per (cell, block) with ``count``, ``mean`` and ``var`` of the
+    values. Host effects are effect-coded, so each cell's coefficient is its mean
+    averaged over the hosts. Fitting on these sufficient statistics gives exactly the
+    fit on the runs (residual sum of squares = within-group sum of squares + the
+    weighted residuals of the group means), at the cost of the groups only.
+
+    Returns:
+        ``(cells, cell means, their covariance, residual df)``, or ``None`` when the
+        host effects cannot be separated from the cell means (rank deficient).
+    """
+    cells = pd.Index(pd.unique(sub["cell"]))
+    k = len(cells)
+    x = np.zeros((len(sub), k))
+    x[np.arange(len(sub)), cells.get_indexer(sub["cell"])] = 1.0
+    x = np.hstack([x, _effect_coding(sub["block"].to_numpy())])
+    n = sub["count"].to_numpy(dtype="float64")
+    ybar = sub["mean"].to_numpy(dtype="float64")
+    within = np.nan_to_num(sub["var"].to_numpy(dtype="float64")) * (n - 1)
+    xtx = x.T @ (x * n[:, None])
+    if np.linalg.matrix_rank(xtx) < x.shape[1]:
+        return None
+    # Centred on the overall mean so that the normal equations stay well scaled; a
+    # constant added to every value adds it to every cell mean (effect coding).
+    centre = float(np.average(ybar, weights=n))
+    inv = np.linalg.inv(xtx)
+    beta = inv @ (x.T @ (n * (ybar - centre)))
+    resid = ybar - centre - x @ beta
+    rss = float(within.sum() + (n * resid * resid).sum())
+    df = float(n.sum() - x.shape[1])
+    s2 = rss / df if df >= 1 else np.nan
+    return cells, beta[:k] + centre, s2 * inv[:k, :k], df
+
+
+def _blocked_sides(frame: pd.DataFrame, key_cols: list[str], base: str, levels: list[str],
+                   combos: list[tuple[str, ...]]) -> tuple[dict[tuple[str, tuple], dict[str, Any]], int]:
+    """Sides of each comparison from a least-squares fit with host blocks.
+
+    ``frame`` has ``y``, ``cell``, ``block`` (the host) and the key columns, one row
+    per run (or per visit mean). Each comparison is fitted on its two sides' values
+    only, like Welch's test, so a noisy cell elsewhere does not widen its interval.
+
+    Returns:
+        ``(stats per (level, combo), comparisons whose host and level are confounded)``.
+    """
+    groups = frame.groupby(["cell", "block"], sort=False)["y"].agg(["count", "mean", "var"]).reset_index()
+    cell_keys = frame.drop_duplicates("cell").set_index("cell")[key_cols]
+    gkeys = cell_keys.reindex(groups["cell"]).to_numpy(dtype=object)
+    counts = groups["count"].to_numpy()
+    sums = counts * groups["mean"].to_numpy(dtype="float64")
+
+    def side(key: tuple[str, ...]) -> np.ndarray:
+        return np.all(gkeys == np.array(key, dtype=object)[None, :], axis=1)
+
+    out: dict[tuple[str, tuple], dict[str, Any]] = {}
+    confounded = 0
+    for combo in combos:
+        mb = side((base, *combo))
+        for level in levels:
+            ma = side((level, *combo))
+            if not ma.any() and not mb.any():
+                continue
+            n_a, n_b = int(counts[ma].sum()), int(counts[mb].sum())
+            raw_a = sums[ma].sum() / n_a if n_a else np.nan
+            raw_b = sums[mb].sum() / n_b if n_b else np.nan
+            fit = _ols_blocked(groups[ma | mb]) if ma.any() and mb.any() else None
+            if fit is None:
+                confounded += bool(ma.any() and mb.any())
+                s = _side_stats(np.nan, np.nan, n_a, np.nan, np.nan, n_b, cov=0.0, df=np.nan)
+                s.update(mean_level=raw_a, mean_baseline=raw_b)
+                out[(level, combo)] = s
+                continue
+            cells, beta, cov, df = fit
+            sub_cells = groups["cell"].to_numpy()
+            wa = cells.isin(pd.unique(sub_cells[ma])).astype("float64")
+            wb = cells.isin(pd.unique(sub_cells[mb])).astype("float64")
+            wa, wb = wa / wa.sum(), wb / wb.sum()
+            out[(level, combo)] = _side_stats(float(wa @ beta), float(wa @ cov @ wa), n_a, float(wb @ beta),
+                                              float(wb @ cov @ wb), n_b, cov=float(wa @ cov @ wb), df=df)
+    return out, confounded
 
 
 def _visit_mean_sides(collapsed: pd.DataFrame, key_cols: list[str], base: str, levels: list[str],
@@ -481,39 +669,88 @@ def _explain(spec: Any, factor: str, strategy: str | None, use_mixed: bool) -> d
     return {"analysis": "welch", "why": why}
 
 
-def _fallback_explanation(method: str) -> dict[str, str]:
+#: Appended to the explanation of every analysis of a replicate campaign on several hosts.
+_REPLICATE_NOTE = (" Every host ran the whole plan (hosts_mode: replicate), so each comparison is made within one "
+                   "host (the host column names it): a host's offset cannot leak into an effect, and an effect "
+                   "found on one machine only shows as such. Holm's adjustment covers every host's rows.")
+
+
+def _blocked_explanation(analysis: dict[str, str], factor: str, use_mixed: bool) -> dict[str, str]:
+    """The explanation of a partition campaign's blocked analysis."""
+    head = ("the runs of each cell were spread over identical hosts (hosts_mode: partition), so the hosts are "
+            "blocks: any offset of a host would otherwise mix into the effect, and an uneven share of a "
+            "fast host would fake one. ")
+    if use_mixed:
+        return {"analysis": "mixed_model_blocked_by_host",
+                "why": head + analysis["why"].replace("A linear mixed model with", "A linear mixed model with one "
+                                                      "fixed effect per host and")
+                + " The hosts' effects take hosts minus one of those degrees of freedom."}
+    return {"analysis": "blocked_by_host",
+            "why": head + (f"Ordinary least squares on the runs of the two sides of each comparison with one mean "
+                           f"per cell and one fixed effect per host (effect-coded, so a side's mean is its average "
+                           f"over the hosts) removes the hosts' offsets; {factor}'s effect is judged against the "
+                           f"residual run-to-run variation, with its degrees of freedom, and Fieller's interval "
+                           f"of the ratio of means.")}
+
+
+def _fallback_explanation(method: str, per_host: bool = False) -> dict[str, str]:
     if method == "welch_visit_means":
-        return {"analysis": method,
-                "why": ("the mixed model could not be used for these metrics (see the notes), so each visit's "
-                        "mean is one replicate and Welch's test compares visit means: still judged against "
-                        "visit-to-visit variation.")}
-    return {"analysis": method, "why": "fallback: Welch's t-test on runs (see the notes)."}
+        out = {"analysis": method,
+               "why": ("the mixed model could not be used for these metrics (see the notes), so each visit's "
+                       "mean is one replicate and Welch's test compares visit means: still judged against "
+                       "visit-to-visit variation.")}
+    elif method == "blocked_by_host_visit_means":
+        out = {"analysis": method,
+               "why": ("the mixed model could not be used for these metrics (see the notes), so each visit's "
+                       "mean is one replicate, and least squares with one mean per cell and one fixed effect per "
+                       "host compares them: judged against visit-to-visit variation, host offsets removed.")}
+    elif method == "mixed_model":
+        out = {"analysis": method, "why": "the mixed model with a random intercept per visit (see above)."}
+    elif method == "blocked_by_host":
+        out = {"analysis": method,
+               "why": ("fallback (see the notes): ordinary least squares on runs with one mean per cell and one "
+                       "fixed effect per host, judged against run-to-run variation.")}
+    else:
+        out = {"analysis": method, "why": "fallback: Welch's t-test on runs (see the notes)."}
+    if per_host:
+        out["why"] += _REPLICATE_NOTE
+    return out
 
 
 def sentence(row: dict[str, Any], by: list[str]) -> str:
     """One comparison in plain words, e.g.
-    ``ht=on vs off: +5.1% tps at cores=40 [95% CI +3.2, +7.0] – better (p=0.003, welch)``."""
+    ``ht=on vs off: +5.1% tps at cores=40 [95% CI +3.2, +7.0] – better (p=0.003, welch)``;
+    with several hosts the host follows: ``... at cores=40 on h2 [95% CI ...``."""
     at = ", ".join(f"{b}={_text(row.get(by_column(b)))}" for b in by)
+    where = f" at {at}" if at else ""
+    host = row.get(HOST_COLUMN)
+    if host is not None and not (isinstance(host, float) and math.isnan(host)) and str(host) != "":
+        where += " on all hosts" if str(host) == ALL_HOSTS else f" on {_text(host)}"
     head = f"{row['factor']}={_text(row['level'])} vs {_text(row['baseline'])}"
     rel = row.get("rel_diff_pct")
     if row.get("verdict") == "insufficient_data" or rel is None or not np.isfinite(rel):
-        return f"{head}: {row['metric']}{' at ' + at if at else ''}: not enough data to compare"
+        return f"{head}: {row['metric']}{where}: not enough data to compare"
     lo, hi = row.get("ci_low_pct"), row.get("ci_high_pct")
     ci = (f" [95% CI {lo:+.1f}, {hi:+.1f}]" if lo is not None and np.isfinite(lo) and hi is not None
           and np.isfinite(hi) else " [95% CI unbounded]")
     verdict = str(row.get("verdict")).replace("_", " ")
     p = row.get("p_value")
     ptext = "p<0.001" if p is not None and p < 0.001 else f"p={p:.3f}"
-    return f"{head}: {rel:+.1f}% {row['metric']}{' at ' + at if at else ''}{ci} – {verdict} ({ptext}, {row['analysis']})"
+    return f"{head}: {rel:+.1f}% {row['metric']}{where}{ci} – {verdict} ({ptext}, {row['analysis']})"
 
 
 def _text(value: Any) -> str:
     return level_key(value) if not isinstance(value, str) else value
 
 
+#: Per-host summary, written beside summary.csv when runs come from several hosts.
+SUMMARY_BY_HOST = "summary_by_host.csv"
+
+
 def write_analysis(exp_dir: str | Path, spec: Any, runs: pd.DataFrame,
-                   records: Iterable[dict[str, Any]] | None = None) -> None:
-    """Write ``comparisons.csv`` and, given the records, ``record_notes.csv``.
+                   records: Iterable[dict[str, Any]] | None = None, units: dict[str, str] | None = None) -> None:
+    """Write ``comparisons.csv``, ``summary_by_host.csv`` (several hosts) and, given
+    the records, ``record_notes.csv``.
 
     Meant for ``tasks.collect()``, which already holds every record: the report
     then reads the notes instead of re-reading a record.json per run (too slow for
@@ -525,6 +762,9 @@ def write_analysis(exp_dir: str | Path, spec: Any, runs: pd.DataFrame,
         spec: The loaded spec.
         runs: Rows of ``runs.csv`` as written.
         records: The run records (all attempts), if at hand.
+        units: Metric -> unit for summary_by_host.csv; by default the units in
+            ``summary.csv`` (written just before by collect) and the spec's
+            declared metrics.
     """
     from benchmatrix import sanity
     from benchmatrix.results import atomic_write
@@ -532,8 +772,31 @@ def write_analysis(exp_dir: str | Path, spec: Any, runs: pd.DataFrame,
     exp_dir = Path(exp_dir)
     metric_cols = [c for c in runs.columns if c not in set(spec.factor_names) | _RUN_COLUMNS]
     wanted = [m for m in (spec.data.get("report") or {}).get("metrics") or [] if m in runs.columns]
-    result = compare(spec, runs, wanted or sorted(metric_cols))
+    result = compare(spec, runs, wanted or sorted(metric_cols), units)
     atomic_write(exp_dir / "comparisons.csv", result.table.to_csv(index=False))
+    by_host = exp_dir / SUMMARY_BY_HOST
+    if len(run_hosts(runs)) > 1:
+        units = dict(units) if units is not None else _known_units(exp_dir, spec)
+        table = summarize_by_host(runs, spec.factor_names, units, sorted(metric_cols))
+        atomic_write(by_host, table.to_csv(index=False))
+    else:
+        # A single-host campaign has none; one left from an earlier matrix would mislead.
+        by_host.unlink(missing_ok=True)
     if records is not None:
         notes = sanity.record_notes(records)
         atomic_write(exp_dir / sanity.RECORD_NOTES, notes.to_csv(index=False))
+
+
+def _known_units(exp_dir: Path, spec: Any) -> dict[str, str]:
+    declared = (spec.data.get("workload") or {}).get("metrics") or {}
+    units = {m: str((d or {}).get("unit", "") or "") for m, d in declared.items()}
+    path = exp_dir / "summary.csv"
+    if path.is_file() and path.stat().st_size:
+        try:
+            table = pd.read_csv(path, usecols=["metric", "unit"], dtype=str, keep_default_na=False)
+        except (ValueError, OSError):
+            return units
+        for metric, unit in table.drop_duplicates("metric").itertuples(index=False):
+            if unit:
+                units[metric] = unit
+    return units

@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 
 from benchmatrix import analysis, plots, sanity
-from benchmatrix.stats import bool_column, effective_runs, execution_order, is_ok, start_ns, with_start_ns
+from benchmatrix.stats import (bool_column, effective_runs, execution_order, is_ok, run_hosts, start_ns,
+                               summarize_by_host, with_start_ns)
 
 #: Placeholder shown for a missing value.
 MISSING = "–"
@@ -48,6 +49,8 @@ COMPARISON_ROWS = 500
 FINDING_SENTENCES = 40
 #: Batches listed in the timeline (first and last half).
 TIMELINE_BATCHES = 40
+#: Rows per metric of the per-host tables (summary_by_host.csv has them all).
+HOST_ROWS = 2000
 #: Templates rendered by default; user template dirs may add more.
 TEMPLATES = ("report.html.j2", "report.md.j2")
 
@@ -256,6 +259,68 @@ def _row(record: dict[str, Any], factors: list[str]) -> dict[str, Any]:
     return record
 
 
+def _campaign_hosts(plan: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+    """Every host of the plan or the runs, sorted."""
+    return sorted(set(run_hosts(plan)) | set(run_hosts(runs)))
+
+
+def _by_host(spec: Any, hosts: list[str], summary_by_host: pd.DataFrame | None, host_table: pd.DataFrame | None,
+             cells: pd.DataFrame, metrics: list[str], units: dict[str, str]) -> dict[str, Any]:
+    """The per-host results of a campaign on several hosts.
+
+    ``tables``: per metric, the Max/Avg/Min table with one row per (cell, host) that
+    has values, cells in matrix order. ``compared``: per metric, one row per cell
+    measured on two or more hosts: each host's mean, the spread between them and the
+    host effect's adjusted p-value (:func:`benchmatrix.sanity.host_differences`).
+    """
+    mode = analysis.hosts_mode(spec)
+    out: dict[str, Any] = {"enabled": len(hosts) > 1, "mode": mode, "hosts": hosts, "tables": [],
+                           "compared": [], "row_cap": HOST_ROWS}
+    if not out["enabled"]:
+        return out
+    factors = spec.factor_names
+    declared = (spec.data.get("workload") or {}).get("metrics") or {}
+    order = {c: i for i, c in enumerate(cells["cell_id"])}
+    host_rank = {h: i for i, h in enumerate(hosts)}
+    levels = cells.set_index("cell_id")[factors]
+    sbh = summary_by_host if summary_by_host is not None else pd.DataFrame(columns=["metric"])
+    diffs = host_table if host_table is not None else pd.DataFrame(columns=["metric"])
+    for metric in metrics:
+        part = sbh[sbh["metric"] == metric]
+        part = part.assign(_c=part["cell_id"].map(order).fillna(len(order)),
+                           _h=part["host"].astype(str).map(host_rank).fillna(len(hosts)))
+        part = part.sort_values(["_c", "_h"], kind="stable")
+        total = len(part)
+        part = part.iloc[:HOST_ROWS]
+        rows, previous = [], None
+        for r in part.to_dict("records"):
+            lv = levels.loc[r["cell_id"]].tolist() if r["cell_id"] in levels.index else [r.get(f) for f in factors]
+            row = {k: (None if _is_missing(r.get(k)) else r.get(k))
+                   for k in ("cell_id", "host", "n", "max", "mean", "min", "median", "cv", "ci_low", "ci_high",
+                             "ci_method")}
+            row["levels"] = [None if _is_missing(v) else v for v in lv]
+            row["first"] = r["cell_id"] != previous
+            previous = r["cell_id"]
+            rows.append(row)
+        common = {"name": metric, "unit": units.get(metric, ""),
+                  "better": (declared.get(metric) or {}).get("better", "")}
+        out["tables"].append({**common, "rows": rows, "total": total, "omitted": total - len(rows)})
+        d = diffs[diffs["metric"] == metric]
+        d = d.assign(_c=d["cell_id"].map(order).fillna(len(order))).sort_values("_c", kind="stable")
+        total = len(d)
+        d = d.iloc[:HOST_ROWS]
+        crow = []
+        for r in d.to_dict("records"):
+            lv = levels.loc[r["cell_id"]].tolist() if r["cell_id"] in levels.index else [None] * len(factors)
+            crow.append({"cell_id": r["cell_id"], "levels": [None if _is_missing(v) else v for v in lv],
+                         "means": [r["host_means"].get(h) for h in hosts],
+                         "spread": None if _is_missing(r["spread"]) else r["spread"],
+                         "p_value": None if _is_missing(r["p_value"]) else r["p_value"],
+                         "flagged": bool(r["flagged"])})
+        out["compared"].append({**common, "rows": crow, "total": total, "omitted": total - len(crow)})
+    return out
+
+
 def _labels(frame: pd.DataFrame, cells: pd.DataFrame) -> pd.Series:
     return frame["cell_id"].map(cells.set_index("cell_id")["label"]).astype(object)
 
@@ -365,6 +430,7 @@ def _design(spec: Any, plan: pd.DataFrame) -> dict[str, Any]:
                   for k in spec.knobs.values()],
         "whole_plot_factors": analysis.whole_plot_factors(spec),
         "hosts": sorted(plan["host"].dropna().astype(str).unique().tolist()) if not plan.empty else [],
+        "hosts_mode": analysis.hosts_mode(spec),
     }
 
 
@@ -472,16 +538,20 @@ def _findings(result: analysis.Comparisons) -> dict[str, Any]:
     sentences = [analysis.sentence(r, by) for r in significant[:FINDING_SENTENCES]]
     tradeoffs = []
     if len(table):
-        keycols = ["level", *[analysis.by_column(b) for b in by]]
+        host = analysis.HOST_COLUMN in table.columns
+        keycols = ["level", *[analysis.by_column(b) for b in by], *([analysis.HOST_COLUMN] if host else [])]
         for key, part in table.groupby(keycols, sort=False, dropna=False):
             good = part[part["verdict"] == "better"]
             bad = part[part["verdict"] == "worse"]
             if len(good) and len(bad):
                 key = key if isinstance(key, tuple) else (key,)
-                at = ", ".join(f"{b}={format_value(v)}" for b, v in zip(by, key[1:]))
+                at = ", ".join(f"{b}={format_value(v)}" for b, v in zip(by, key[1:1 + len(by)]))
+                on = ""
+                if host:
+                    on = " on all hosts" if str(key[-1]) == analysis.ALL_HOSTS else f" on {format_value(key[-1])}"
                 tradeoffs.append(
                     f"{result.config['factor']}={format_value(key[0])} vs {format_value(result.config['baseline'])}"
-                    f"{' at ' + at if at else ''}: better "
+                    f"{' at ' + at if at else ''}{on}: better "
                     + ", ".join(f"{m} ({v:+.1f}%)" for m, v in zip(good["metric"], good["rel_diff_pct"]))
                     + " but worse " + ", ".join(f"{m} ({v:+.1f}%)" for m, v in zip(bad["metric"], bad["rel_diff_pct"])))
     return {"configured": True, "sentences": sentences, "omitted": max(len(significant) - FINDING_SENTENCES, 0),
@@ -498,7 +568,7 @@ def _comparison_context(result: analysis.Comparisons) -> dict[str, Any]:
         r["by_values"] = [r.get(analysis.by_column(b)) for b in by]
         rows.append(r)
     return {"configured": result.config is not None, "config": result.config, "by": by, "rows": rows,
-            "table": table,
+            "table": table, "host_column": analysis.HOST_COLUMN in table.columns,
             "total": len(table), "omitted": max(len(table) - COMPARISON_ROWS, 0), "alpha": result.alpha,
             "explanations": result.explanations, "notes": result.notes, "holm_count":
             int(table["p_value_unadjusted"].notna().sum()) if len(table) else 0}
@@ -573,7 +643,15 @@ def report_context(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
         record_notes = sanity.load_record_notes(Path(exp_dir), runs)
     elif record_notes is None:
         record_notes = pd.DataFrame(columns=sanity.NOTE_COLUMNS)
-    warnings_, drift_table = sanity.sanity_warnings(spec, plan, runs, summary, metrics, record_notes, cells, alpha)
+    hosts = _campaign_hosts(plan, runs)
+    summary_by_host = host_table = None
+    if len(hosts) > 1 and len(effective):
+        summary_by_host = summarize_by_host(runs, spec.factor_names, units, metrics)
+        host_table = sanity.host_differences(effective, metrics, alpha,
+                                             float(cfg.get("drift_threshold", sanity.DEFAULT_DRIFT_THRESHOLD)))
+    warnings_, drift_table = sanity.sanity_warnings(spec, plan, runs, summary, metrics, record_notes, cells, alpha,
+                                                    summary_by_host=summary_by_host, host_table=host_table,
+                                                    comparisons=comparisons.table)
     labels = dict(zip(cells["cell_id"], cells["label"]))
     plot_notes: list[str] = []
     rendered: list[plots.Plot] = []
@@ -600,6 +678,7 @@ def report_context(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
         "cells": [_row(r, spec.factor_names) for r in cells.to_dict("records")],
         "hosts": _hosts(host_facts, plan, runs),
         "metrics": _metric_tables(spec, summary, cells),
+        "by_host": _by_host(spec, hosts, summary_by_host, host_table, cells, metrics, units),
         "pivots": _pivots(spec, runs, units),
         "findings": _findings(comparisons),
         "comparisons": _comparison_context(comparisons),

@@ -27,6 +27,13 @@ concerns, so a reader can open their raw output. The checks:
 * ``failed`` / ``rerun``: attempts that did not end ``ok`` and never recovered;
   runs executed more than once.
 * ``missing``: cells with fewer successful measured runs than planned.
+* ``hosts`` (campaigns on several hosts): a cell whose hosts disagree: a one-way
+  analysis of variance of the cell's runs by host, Holm-adjusted across every cell
+  and metric, below alpha **and** host means spread by at least the drift threshold
+  of their average (:func:`host_differences`). One machine's numbers do not speak
+  for another's.
+* ``host_effects`` (``hosts_mode: replicate``): a comparison whose verdict differs
+  between hosts (better on one, no difference or worse on another).
 * From the run records (:func:`record_notes`): ``knob`` (verified state differs
   from the intended one), ``host_facts`` (a host's facts changed mid-campaign),
   ``fio_overlap`` (jobs of one fio run overlapped in time, e.g. a missing
@@ -44,7 +51,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from benchmatrix.stats import bool_column, effective_runs, execution_order, holm, is_ok
+from benchmatrix.stats import bool_column, effective_runs, execution_order, holm, is_ok, run_hosts
 
 #: Defaults of the spec's report keys.
 DEFAULT_CV_THRESHOLD = 0.05
@@ -253,7 +260,11 @@ def _cell_labels(cells: pd.DataFrame | None) -> dict[str, str]:
 
 def cv_warnings(summary: pd.DataFrame, eff: pd.DataFrame, metrics: list[str], threshold: float,
                 labels: dict[str, str]) -> list[dict[str, Any]]:
-    """Cells whose CV exceeds the threshold."""
+    """Cells whose CV exceeds the threshold.
+
+    A ``summary`` with a ``host`` column (summary_by_host.csv) is judged per cell and
+    host, so differences between hosts do not count as run-to-run noise.
+    """
     if summary.empty:
         return []
     rows = summary[summary["metric"].isin(metrics)]
@@ -261,14 +272,24 @@ def cv_warnings(summary: pd.DataFrame, eff: pd.DataFrame, metrics: list[str], th
     high = rows[(cv.abs() > threshold).to_numpy()].assign(_cv=cv.abs())
     if high.empty:
         return []
+    per_host = "host" in high.columns
     items = []
-    for cell, part in high.groupby("cell_id", sort=False):
+    for key, part in high.groupby(["cell_id", "host"] if per_host else "cell_id", sort=False):
+        cell = key[0] if isinstance(key, tuple) else key
         desc = ", ".join(f"{m} {c * 100:.1f}%" for m, c in zip(part["metric"], part["_cv"]))
-        items.append(f"{labels.get(cell, cell)} ({cell}): {desc}")
+        items.append(f"{labels.get(cell, cell)} ({cell}){f' on {key[1]}' if per_host else ''}: {desc}")
     cells = set(high["cell_id"])
-    ids = eff.loc[eff["cell_id"].isin(cells), "run_id"] if not eff.empty else []
+    if eff.empty:
+        ids = []
+    elif per_host:
+        flagged = pd.MultiIndex.from_arrays([high["cell_id"].astype(str), high["host"].astype(str)])
+        pairs = pd.MultiIndex.from_arrays([eff["cell_id"].astype(str), eff["host"].astype(str).str.strip()])
+        ids = eff.loc[pairs.isin(flagged), "run_id"]
+    else:
+        ids = eff.loc[eff["cell_id"].isin(cells), "run_id"]
     shown, more = _cap(items)
-    return [warning("cv", f"{len(cells)} cell(s) vary more than {threshold * 100:g}%",
+    return [warning("cv", f"{len(items) if per_host else len(cells)} cell(s){' (per host)' if per_host else ''} "
+                          f"vary more than {threshold * 100:g}%",
                     f"The coefficient of variation of these cells exceeds {threshold * 100:g}% (report.cv_threshold): "
                     "the runs disagree more than a stable benchmark should. More replicates narrow the "
                     "intervals; a noisy host or a too short run length may be the cause.",
@@ -281,7 +302,7 @@ def _robust_scale(rel: pd.Series, cells: np.ndarray) -> tuple[pd.Series, float]:
     return absdev.groupby(cells).transform("median"), float(np.nanmedian(absdev)) if absdev.notna().any() else np.nan
 
 
-def outliers(eff: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+def outliers(eff: pd.DataFrame, metrics: list[str], by_host: bool = False) -> pd.DataFrame:
     """Runs whose modified z-score within their cell exceeds ``OUTLIER_Z``.
 
     Deviations are relative to the cell's median. The scale is the larger of the
@@ -291,20 +312,25 @@ def outliers(eff: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     a genuinely noisy cell is still judged by its own spread. Cells with fewer than
     three values are skipped.
 
+    With ``by_host`` a cell's runs on each host are judged apart (every host ran
+    the whole plan, so a host's offset is no outlier).
+
     Returns:
         Columns run_id, cell_id, metric, value, median, z.
     """
     parts = []
     cells = eff["cell_id"].to_numpy()
+    groups = ((eff["cell_id"].astype(str) + "\x1f" + eff["host"].astype(str)).to_numpy()
+              if by_host and "host" in eff.columns else cells)
     for metric in metrics:
         if metric not in eff.columns:
             continue
         x = pd.to_numeric(eff[metric], errors="coerce").astype("float64")
-        g = x.groupby(cells)
+        g = x.groupby(groups)
         med, count = g.transform("median"), g.transform("count")
         with np.errstate(invalid="ignore", divide="ignore"):
             rel = (x / med - 1).where((med != 0) & (count >= 3))
-            cell_mad, pooled = _robust_scale(rel, cells)
+            cell_mad, pooled = _robust_scale(rel, groups)
             z = 0.6745 * rel.abs() / np.fmax(cell_mad, pooled)
         hit = (z > OUTLIER_Z).to_numpy()
         if hit.any():
@@ -316,8 +342,9 @@ def outliers(eff: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def outlier_warnings(eff: pd.DataFrame, metrics: list[str], labels: dict[str, str]) -> list[dict[str, Any]]:
-    out = outliers(eff, metrics)
+def outlier_warnings(eff: pd.DataFrame, metrics: list[str], labels: dict[str, str],
+                     by_host: bool = False) -> list[dict[str, Any]]:
+    out = outliers(eff, metrics, by_host)
     if out.empty:
         return []
     items = [f"{r.run_id} in {labels.get(r.cell_id, r.cell_id)}: {r.metric} = {_num(r.value)} "
@@ -353,9 +380,17 @@ def first_measured(runs: pd.DataFrame, warmup: int) -> pd.Series:
     return pd.Series(hit, index=ordered.index).reindex(runs.index, fill_value=False)
 
 
+def _group_key(frame: pd.DataFrame, by_host: bool) -> pd.Series:
+    # The cell, or the cell on its host when every host ran the whole plan.
+    if by_host and "host" in frame.columns:
+        return frame["cell_id"].astype(str) + "\x1f" + frame["host"].astype(str)
+    return frame["cell_id"]
+
+
 def warmup_warnings(runs: pd.DataFrame, eff: pd.DataFrame, metrics: list[str], warmup: int, alpha: float,
-                    threshold: float, labels: dict[str, str]) -> list[dict[str, Any]]:
-    """Warm-up effect still visible in the first measured run."""
+                    threshold: float, labels: dict[str, str], by_host: bool = False) -> list[dict[str, Any]]:
+    """Warm-up effect still visible in the first measured run (compared with the
+    cell's other runs on the same host when ``by_host``)."""
     if eff.empty:
         return []
     first = first_measured(runs, warmup).reindex(eff.index, fill_value=False).to_numpy()
@@ -363,21 +398,22 @@ def warmup_warnings(runs: pd.DataFrame, eff: pd.DataFrame, metrics: list[str], w
         return []
     rest = eff.loc[~first]
     firsts = eff.loc[first]
+    rkey, fkey = _group_key(rest, by_host), _group_key(firsts, by_host)
     items, flagged_ids, systematic = [], [], []
     for metric in metrics:
         if metric not in eff.columns:
             continue
         x = pd.to_numeric(rest[metric], errors="coerce")
-        g = x.groupby(rest["cell_id"].to_numpy())
+        g = x.groupby(rkey.to_numpy())
         med, cnt = g.median(), g.count()
         with np.errstate(invalid="ignore", divide="ignore"):
-            rel = x / rest["cell_id"].map(med) - 1
-        mad = rel.abs().groupby(rest["cell_id"].to_numpy()).median()
+            rel = x / rkey.map(med) - 1
+        mad = rel.abs().groupby(rkey.to_numpy()).median()
         pooled = float(np.nanmedian(rel.abs())) if rel.notna().any() else np.nan
         fx = pd.to_numeric(firsts[metric], errors="coerce").to_numpy(dtype="float64")
-        fmed = firsts["cell_id"].map(med).to_numpy(dtype="float64")
-        fmad = np.fmax(firsts["cell_id"].map(mad).to_numpy(dtype="float64"), pooled)
-        fcnt = firsts["cell_id"].map(cnt).fillna(0).to_numpy()
+        fmed = fkey.map(med).to_numpy(dtype="float64")
+        fmad = np.fmax(fkey.map(mad).to_numpy(dtype="float64"), pooled)
+        fcnt = fkey.map(cnt).fillna(0).to_numpy()
         ok = np.isfinite(fx) & np.isfinite(fmed) & (fcnt >= 2) & (fmed != 0)
         if not ok.any():
             continue
@@ -403,6 +439,147 @@ def warmup_warnings(runs: pd.DataFrame, eff: pd.DataFrame, metrics: list[str], w
                     "The first measured run after the warm-up still differs from the cell's later runs: caches, "
                     "JIT or power states were not yet settled. Consider more warm-up runs (spec: warmup).",
                     flagged_ids, items=shown, more=more)]
+
+
+# ----------------------------------------------------------------- hosts
+
+def host_differences(eff: pd.DataFrame, metrics: list[str], alpha: float = 0.05,
+                     threshold: float = DEFAULT_DRIFT_THRESHOLD) -> pd.DataFrame:
+    """How much the hosts disagree about each cell: one row per (cell, metric).
+
+    For every cell measured on at least two hosts: the mean on each host, their
+    relative spread ``(largest - smallest host mean) / |average of the host means|``
+    and a one-way analysis of variance of the cell's runs by host (F test, pooled
+    within-host variance). The p-values are Holm-adjusted across every cell and
+    metric; ``flagged`` when the adjusted p-value is below ``alpha`` and the spread is
+    at least ``threshold``. Cells with a single value per host have no within-host
+    variance to judge by (p-value missing, never flagged).
+
+    Args:
+        eff: The effective runs, with a ``host`` column.
+        metrics: Metrics to check.
+        alpha: Significance level after Holm's adjustment.
+        threshold: Smallest relative spread worth a warning.
+
+    Returns:
+        Columns cell_id, metric, hosts (number), n, mean (average of the host means),
+        host_means and host_n (dicts host -> value), spread, p_value_unadjusted,
+        p_value, flagged.
+    """
+    columns = ["cell_id", "metric", "hosts", "n", "mean", "host_means", "host_n", "spread",
+               "p_value_unadjusted", "p_value", "flagged"]
+    if eff.empty or "host" not in eff.columns:
+        return pd.DataFrame(columns=columns)
+    host = eff["host"].astype(str).str.strip().to_numpy()
+    cell = eff["cell_id"].astype(str).to_numpy()
+    parts = []
+    for metric in metrics:
+        if metric not in eff.columns:
+            continue
+        x = pd.to_numeric(eff[metric], errors="coerce").astype("float64")
+        keep = x.notna().to_numpy()
+        if not keep.any():
+            continue
+        g = x[keep].groupby([cell[keep], host[keep]], sort=True).agg(["count", "mean", "var"])
+        g.index.names = ["cell_id", "host"]
+        g = g.reset_index()
+        g["ss"] = np.nan_to_num(g["var"].to_numpy(dtype="float64")) * (g["count"] - 1)
+        g["sum"] = g["count"] * g["mean"]
+        per = g.groupby("cell_id", sort=False).agg(
+            hosts=("host", "size"), n=("count", "sum"), total=("sum", "sum"), ssw=("ss", "sum"),
+            avg=("mean", "mean"), high=("mean", "max"), low=("mean", "min"))
+        per = per[per["hosts"] >= 2]
+        if per.empty:
+            continue
+        g = g[g["cell_id"].isin(per.index)]
+        grand = (per["total"] / per["n"]).reindex(g["cell_id"]).to_numpy()
+        ssb = pd.Series(g["count"].to_numpy() * (g["mean"].to_numpy() - grand) ** 2).groupby(
+            g["cell_id"].to_numpy(), sort=False).sum().reindex(per.index).to_numpy()
+        df1 = per["hosts"].to_numpy(dtype="float64") - 1
+        df2 = per["n"].to_numpy(dtype="float64") - per["hosts"].to_numpy(dtype="float64")
+        ssw = per["ssw"].to_numpy(dtype="float64")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            f = (ssb / df1) / (ssw / df2)
+            p = sps.f.sf(f, df1, df2)
+        p = np.where(df2 < 1, np.nan, p)
+        p = np.where((df2 >= 1) & (ssw == 0), np.where(ssb > 0, 0.0, 1.0), p)
+        avg = per["avg"].to_numpy(dtype="float64")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            spread = (per["high"] - per["low"]).to_numpy(dtype="float64") / np.abs(avg)
+        means = {c: dict(zip(part["host"], part["mean"])) for c, part in g.groupby("cell_id", sort=False)}
+        counts = {c: dict(zip(part["host"], part["count"].astype(int))) for c, part in g.groupby("cell_id", sort=False)}
+        parts.append(pd.DataFrame({
+            "cell_id": per.index.to_numpy(), "metric": metric, "hosts": per["hosts"].to_numpy(),
+            "n": per["n"].to_numpy(), "mean": avg, "host_means": [means[c] for c in per.index],
+            "host_n": [counts[c] for c in per.index], "spread": spread, "p_value_unadjusted": p}))
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    table = pd.concat(parts, ignore_index=True)
+    table["p_value"] = holm(table["p_value_unadjusted"].to_numpy(dtype="float64"))
+    with np.errstate(invalid="ignore"):
+        table["flagged"] = ((table["p_value"] < alpha) & (table["spread"].abs() >= threshold)).fillna(False)
+    return table[columns]
+
+
+def host_warnings(table: pd.DataFrame, eff: pd.DataFrame, labels: dict[str, str], mode: str,
+                  threshold: float) -> list[dict[str, Any]]:
+    """A warning naming the cells whose hosts disagree (:func:`host_differences`)."""
+    if table.empty:
+        return []
+    flagged = table[table["flagged"].astype(bool)]
+    if flagged.empty:
+        return []
+    flagged = flagged.assign(_s=flagged["spread"].abs()).sort_values("_s", ascending=False)
+    items = []
+    for r in flagged.itertuples():
+        means = ", ".join(f"{h} {_num(v)}" for h, v in sorted(r.host_means.items()))
+        items.append(f"{labels.get(r.cell_id, r.cell_id)} ({r.cell_id}): {r.metric} hosts differ by "
+                     f"{r.spread * 100:.1f}% ({means}; adjusted p={r.p_value:.3g})")
+    shown, more = _cap(items)
+    cells = set(flagged["cell_id"])
+    ids = eff.loc[eff["cell_id"].isin(cells), "run_id"] if len(eff) else []
+    if mode == "partition":
+        why = ("The runs of a cell were spread over hosts meant to be identical, but these hosts give different "
+               "results for the same cell. The comparisons remove each host's offset (blocked by host), yet the "
+               "hosts are not interchangeable: find out why (hardware, firmware, settings, neighbours).")
+    else:
+        why = ("The hosts give different results for the same cell: what one machine measures does not speak "
+               "for another. Comparisons are made within each host; check whether the effects agree before "
+               "generalizing from one machine.")
+    return [warning("hosts", f"hosts disagree in {len(cells)} cell(s)",
+                    why + f" (One-way analysis of variance by host, Holm-adjusted, and a spread of at least "
+                    f"{threshold * 100:g}%.)", ids, items=shown, more=more)]
+
+
+def host_effect_warnings(comparisons: pd.DataFrame | None, by: list[str]) -> list[dict[str, Any]]:
+    """Comparisons whose verdict differs between hosts (``hosts_mode: replicate``)."""
+    if comparisons is None or comparisons.empty or "host" not in comparisons.columns:
+        return []
+    from benchmatrix.analysis import by_column
+
+    table = comparisons[comparisons["verdict"] != "insufficient_data"]
+    if table.empty or table["host"].astype(str).eq("all").all():
+        return []
+    keys = ["metric", "level", *[by_column(b) for b in by]]
+    items = []
+    for key, part in table.groupby(keys, sort=False, dropna=False):
+        if part["verdict"].nunique() < 2:
+            continue
+        key = key if isinstance(key, tuple) else (key,)
+        r0 = part.iloc[0]
+        at = ", ".join(f"{b}={v}" for b, v in zip(by, key[2:]))
+        verdicts = ", ".join(f"{str(v).replace('_', ' ')} on {h} ({rel:+.1f}%)"
+                             for h, v, rel in zip(part["host"], part["verdict"], part["rel_diff_pct"]))
+        items.append(f"{r0['factor']}={r0['level']} vs {r0['baseline']}: {r0['metric']}"
+                     f"{' at ' + at if at else ''}: {verdicts}")
+    if not items:
+        return []
+    shown, more = _cap(items)
+    return [warning("host_effects", f"{len(items)} effect(s) differ between hosts",
+                    "These comparisons reach different verdicts on different hosts: an effect found on one "
+                    "machine did not show (or went the other way) on another. A difference in significance is "
+                    "not by itself a significant difference, but it is reason enough not to generalize from one "
+                    "machine.", items=shown, more=more)]
 
 
 def failure_warnings(runs: pd.DataFrame, labels: dict[str, str]) -> list[dict[str, Any]]:
@@ -575,7 +752,9 @@ def note_warnings(notes: pd.DataFrame | None) -> list[dict[str, Any]]:
 
 def sanity_warnings(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
                     metrics: list[str], notes: pd.DataFrame | None, cells: pd.DataFrame | None = None,
-                    alpha: float = 0.05) -> tuple[list[dict[str, Any]], pd.DataFrame]:
+                    alpha: float = 0.05, *, summary_by_host: pd.DataFrame | None = None,
+                    host_table: pd.DataFrame | None = None,
+                    comparisons: pd.DataFrame | None = None) -> tuple[list[dict[str, Any]], pd.DataFrame]:
     """Every warning of the report, drift first.
 
     Args:
@@ -588,6 +767,10 @@ def sanity_warnings(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
         notes: :func:`record_notes` (``None``: records were not checked).
         cells: cell_id -> label table, for readable messages.
         alpha: Significance level of drift and warm-up tests.
+        summary_by_host: Per-host summary (several hosts); with ``hosts_mode:
+            replicate`` the CV check uses it.
+        host_table: :func:`host_differences`, if already computed.
+        comparisons: comparisons.csv rows, for the ``host_effects`` check.
 
     Returns:
         ``(warnings, drift table)``.
@@ -603,9 +786,22 @@ def sanity_warnings(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
     if len(runs):
         out += failure_warnings(runs, labels)
     out += missing_warnings(plan, eff if len(runs) else pd.DataFrame(columns=["run_id"]), labels)
+    multi = len(run_hosts(runs)) > 1 if len(runs) else False
+    mode = str(spec.data.get("hosts_mode") or "replicate")
+    # Every host ran the whole plan: judge run-to-run noise within each host.
+    per_host = multi and mode != "partition"
     if len(eff):
-        out += cv_warnings(summary, eff, metrics, cv_threshold, labels)
-        out += outlier_warnings(eff, metrics, labels)
-        out += warmup_warnings(runs, eff, metrics, int(spec.data.get("warmup") or 0), alpha, threshold, labels)
+        cv_source = summary_by_host if per_host and summary_by_host is not None else summary
+        out += cv_warnings(cv_source, eff, metrics, cv_threshold, labels)
+        out += outlier_warnings(eff, metrics, labels, by_host=per_host)
+        out += warmup_warnings(runs, eff, metrics, int(spec.data.get("warmup") or 0), alpha, threshold, labels,
+                               by_host=per_host)
+        if multi:
+            if host_table is None:
+                host_table = host_differences(eff, metrics, alpha, threshold)
+            out += host_warnings(host_table, eff, labels, mode, threshold)
+    if multi and comparisons is not None:
+        out += host_effect_warnings(comparisons, list(((spec.data.get("report") or {}).get("compare") or {})
+                                                      .get("by") or []))
     out += note_warnings(notes)
     return out, drift_table

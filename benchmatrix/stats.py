@@ -261,6 +261,52 @@ def summarize(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str]
     return _sort_rows(table, [*factor_names, "metric"]).reset_index(drop=True)
 
 
+def summary_by_host_columns(factor_names: list[str]) -> list[str]:
+    """The columns of ``summary_by_host.csv``: those of summary.csv with ``host``
+    after ``cell_id``."""
+    return ["cell_id", "host", *factor_names, *SUMMARY_STATS]
+
+
+def run_hosts(runs: pd.DataFrame) -> list[str]:
+    """The distinct hosts named in ``runs`` (any attempt), sorted; blanks ignored."""
+    if runs.empty or "host" not in runs.columns:
+        return []
+    names = {str(h).strip() for h in runs["host"].dropna().unique()}
+    return sorted(n for n in names if n and n.lower() != "nan")
+
+
+def summarize_by_host(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str],
+                      metrics: list[str] | None = None) -> pd.DataFrame:
+    """:func:`summarize` per host: one row per (cell, host, metric) (``summary_by_host.csv``).
+
+    The same statistics and intervals as summary.csv, computed from each host's
+    effective runs alone; ``host`` follows ``cell_id``. Rows are sorted by the factor
+    columns, then host, then metric. A bootstrap interval is seeded from cell, host
+    and metric.
+
+    Args:
+        runs: Rows of ``runs.csv``.
+        factor_names, units, metrics: As for :func:`summarize`.
+
+    Returns:
+        The table with the columns of :func:`summary_by_host_columns`.
+    """
+    columns = summary_by_host_columns(factor_names)
+    eff = effective_runs(runs)
+    if eff.empty or "host" not in eff.columns:
+        empty = summarize(runs.iloc[0:0], factor_names, units, metrics)
+        return empty.assign(host=pd.Series(dtype=object))[columns]
+    host = eff["host"].astype(str).str.strip()
+    # One pseudo-cell per (host, cell); effective_runs inside summarize keeps every row
+    # (they are ok, measured and one per run_id already).
+    sep = "\x1f"
+    keyed = eff.assign(cell_id=host + sep + eff["cell_id"].astype(str))
+    table = summarize(keyed, factor_names, units, metrics)
+    parts = table["cell_id"].str.split(sep, n=1, expand=True)
+    table = table.assign(host=parts[0].to_numpy(), cell_id=parts[1].to_numpy())[columns]
+    return _sort_rows(table, [*factor_names, "host", "metric"]).reset_index(drop=True)
+
+
 def _bootstrap_skewed(agg: pd.DataFrame, values: pd.Series, cells: pd.Series, metric: str) -> None:
     """Replace the t interval by a BCa bootstrap interval for skewed cells, in place."""
     skew = agg["skew"].to_numpy(dtype="float64")

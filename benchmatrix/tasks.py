@@ -438,7 +438,7 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, runs_csv: Path, 
     atomic_write(runs_csv, table.to_csv(index=False))
     atomic_write(summary_csv, summarize(table, spec.factor_names, units).to_csv(index=False))
     # comparisons.csv and the record-based sanity notes, from the records already in memory.
-    write_analysis(exp, spec, table, records)
+    write_analysis(exp, spec, table, records, units=units)
 
 
 def load_tables(exp: Path):

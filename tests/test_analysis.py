@@ -398,3 +398,196 @@ def test_failed_rerun_and_missing_cells_are_reported():
 
     missing = sanity.missing_warnings(plan, effective_runs(runs), {})
     assert set(missing[0]["runs"]) == {"r1", "r9"}
+
+
+# ----------------------------------------------------------------- several hosts
+
+HOST_SPEC = make_spec({"ht": ["off", "on"], "users": [10, 20]}, {"factor": "ht", "baseline": "off", "by": ["users"]},
+                      metrics={"tps": {"better": "higher", "unit": "tx/s"}})
+
+
+def host_spec(mode, base=HOST_SPEC):
+    spec = make_spec(base.data["factors"], base.data["report"]["compare"], strategy=base.data["order"]["strategy"],
+                     knobs=base.knobs, metrics=base.data["workload"]["metrics"])
+    spec.data["hosts_mode"] = mode
+    return spec
+
+
+def host_campaign(rng, offsets, effect, per_host, sd=0.01, share=None):
+    """Cells ht x users on each host: ``per_host`` runs of every cell on every host,
+    or ``share[(ht, host)]`` runs; host ``h`` multiplies every value by offsets[h]."""
+    rows = []
+    for host, offset in offsets.items():
+        for ht in ("off", "on"):
+            for users in (10, 20):
+                n = share[(ht, host)] if share else per_host
+                for v in rng.normal(1.0, sd, n):
+                    rows.append({"cell_id": f"{ht}-{users}", "ht": ht, "users": users, "host": host,
+                                 "tps": 100.0 * offset * (1 + effect * (ht == "on")) * (1.5 if users == 20 else 1) * v})
+    return runs_frame(rows)
+
+
+def one_host(runs):
+    # The same runs as if they came from one machine: the analysis that ignores hosts.
+    return runs.assign(host="h1")
+
+
+def test_replicate_hosts_compare_within_each_host_and_name_it():
+    # Three hosts with very different speeds, a real +5 % effect on each: pooled over
+    # the hosts the offsets swamp the effect; within each host it is plain.
+    rng = np.random.default_rng(21)
+    runs = host_campaign(rng, {"h1": 1.0, "h2": 1.3, "h3": 0.75}, 0.05, 5)
+    result = compare(host_spec("replicate"), runs, ["tps"])
+    table = result.table
+    assert list(table.columns) == comparison_columns(["users"], host=True)
+    assert list(table.columns[:6]) == ["metric", "factor", "level", "baseline", "host", "users"]
+    assert table["host"].tolist() == ["h1", "h1", "h2", "h2", "h3", "h3"]
+    assert set(table["verdict"]) == {"better"} and set(table["analysis"]) == {"welch"}
+    assert ((table["ci_low_pct"] <= 5.0) & (5.0 <= table["ci_high_pct"])).sum() >= 4
+    # Holm runs across every row of every host.
+    assert table["p_value"].tolist() == pytest.approx(holm(table["p_value_unadjusted"]).tolist())
+    assert "within one host" in result.explanations[0]["why"]
+    text = sentence(table.iloc[2].to_dict(), ["users"])
+    assert " at users=10 on h2 [95% CI +" in text and text.endswith(", welch)") and "– better (p" in text
+    pooled = compare(HOST_SPEC, one_host(runs), ["tps"]).table
+    assert set(pooled["verdict"]) == {"no_difference"}          # the offsets mask the effect
+
+
+def test_replicate_host_shows_an_effect_found_on_one_host_only():
+    rng = np.random.default_rng(22)
+    runs = host_campaign(rng, {"h1": 1.0, "h2": 1.0}, 0.0, 5)
+    runs.loc[(runs["host"] == "h1") & (runs["ht"] == "on"), "tps"] *= 1.1
+    table = compare(host_spec("replicate"), runs, ["tps"]).table
+    assert set(table.loc[table["host"] == "h1", "verdict"]) == {"better"}
+    assert "no_difference" in set(table.loc[table["host"] == "h2", "verdict"])
+    found = sanity.host_effect_warnings(table, ["users"])
+    assert len(found) == 1 and found[0]["check"] == "host_effects"
+    assert any("better on h1" in d and "no difference on h2" in d for d in found[0]["details"])
+
+
+def test_partition_blocking_removes_a_host_offset_that_masks_an_effect():
+    # Each cell's runs spread evenly over three hosts 25 % apart, a real +4 % effect:
+    # Welch on the pooled runs sees the hosts' spread as noise, the blocked fit does not.
+    rng = np.random.default_rng(23)
+    runs = host_campaign(rng, {"h1": 1.0, "h2": 1.25, "h3": 0.8}, 0.04, 2)
+    result = compare(host_spec("partition"), runs, ["tps"])
+    table = result.table
+    assert table["host"].tolist() == ["all", "all"]
+    assert set(table["analysis"]) == {"blocked_by_host"} and set(table["verdict"]) == {"better"}
+    assert table["rel_diff_pct"].between(2.0, 6.0).all()
+    assert table["df"].tolist() == [12 - 2 - 2] * 2             # runs - cells - (hosts - 1), per comparison
+    assert result.explanations[0]["analysis"] == "blocked_by_host"
+    assert "host" in result.explanations[0]["why"]
+    assert "on all hosts" in sentence(table.iloc[0].to_dict(), ["users"])
+    naive = compare(HOST_SPEC, one_host(runs), ["tps"]).table
+    assert set(naive["verdict"]) == {"no_difference"}
+
+
+def test_partition_blocking_removes_a_host_offset_that_fakes_an_effect():
+    # No effect at all, but "on" ran mostly on the fast host: Welch on the pooled runs
+    # finds an "effect" that is the host's; the blocked fit finds none (false
+    # detections near alpha over many campaigns, estimates near 0).
+    rng = np.random.default_rng(24)
+    share = {("off", "h1"): 20, ("off", "h2"): 10, ("on", "h1"): 10, ("on", "h2"): 20}
+    sims, naive_hits, blocked_hits, worst = 100, 0, 0, 0.0
+    for _ in range(sims):
+        runs = host_campaign(rng, {"h1": 1.0, "h2": 1.2}, 0.0, 0, share=share)
+        naive = compare(HOST_SPEC, one_host(runs), ["tps"]).table
+        naive_hits += (naive["verdict"] == "better").any()
+        table = compare(host_spec("partition"), runs, ["tps"]).table
+        blocked_hits += (table["verdict"] != "no_difference").any()
+        worst = max(worst, table["rel_diff_pct"].abs().max())
+    assert naive_hits >= 0.6 * sims, naive_hits               # the host's share shows as +6.7 %
+    assert blocked_hits <= sps.binom.ppf(0.999, sims, ALPHA), blocked_hits
+    assert worst < 1.5
+
+
+def test_blocked_fit_matches_least_squares_with_host_fixed_effects():
+    import statsmodels.formula.api as smf
+
+    rng = np.random.default_rng(25)
+    share = {("off", "h1"): 3, ("off", "h2"): 5, ("off", "h3"): 2, ("on", "h1"): 4, ("on", "h2"): 2, ("on", "h3"): 3}
+    runs = host_campaign(rng, {"h1": 1.0, "h2": 1.1, "h3": 0.9}, 0.03, 0, sd=0.02, share=share)
+    row = compare(host_spec("partition"), runs, ["tps"]).table.iloc[0]
+    sub = runs[runs["users"] == 10]
+    fit = smf.ols("tps ~ C(ht) + C(host, Sum)", data=sub).fit()
+    assert row["mean_level"] - row["mean_baseline"] == pytest.approx(fit.params["C(ht)[T.on]"])
+    assert row["p_value_unadjusted"] == pytest.approx(fit.pvalues["C(ht)[T.on]"])
+    assert row["df"] == fit.df_resid
+
+
+def test_partition_blocking_keeps_false_detections_near_alpha():
+    rng = np.random.default_rng(26)
+    sims, hits = 200, 0
+    spec = host_spec("partition", HT_SPEC)
+    for _ in range(sims):
+        offsets = dict(zip(["h1", "h2", "h3"], rng.normal(1.0, 0.2, 3)))
+        rows = [{"cell_id": f"c_{ht}", "ht": ht, "host": h, "tps": 100 * o * rng.normal(1, 0.02)}
+                for h, o in offsets.items() for ht in ("off", "on") for _ in range(2)]
+        hits += compare(spec, runs_frame(rows), ["tps"]).table["verdict"].iloc[0] != "no_difference"
+    low, high = sps.binom.interval(0.999, sims, ALPHA)
+    assert low <= hits <= high, hits
+
+
+def test_partition_with_host_confounded_with_the_level_gives_insufficient_data():
+    rng = np.random.default_rng(27)
+    share = {("off", "h1"): 4, ("off", "h2"): 0, ("on", "h1"): 0, ("on", "h2"): 4}
+    runs = host_campaign(rng, {"h1": 1.0, "h2": 1.2}, 0.0, 0, share=share)
+    result = compare(host_spec("partition"), runs, ["tps"])
+    assert set(result.table["verdict"]) == {"insufficient_data"}
+    assert any("cannot be separated" in n for n in result.notes)
+
+
+def test_partition_whole_plot_factor_uses_the_mixed_model_with_host_blocks():
+    rng = np.random.default_rng(28)
+    runs = split_plot_campaign(rng, effect=0.3)
+    # Replicates alternate between two hosts; h2 is 20 % faster.
+    runs["host"] = np.where(((runs["visit"] - 1) // 2) % 2 == 0, "h1", "h2")
+    runs.loc[runs["host"] == "h2", "tps"] *= 1.2
+    spec = host_spec("partition", SPLIT_SPEC)
+    result = compare(spec, runs, ["tps"])
+    row = result.table.iloc[0]
+    assert row["analysis"] == "mixed_model_blocked_by_host" and row["host"] == "all"
+    assert row["df"] == 12 - 2 - 1                  # visits - whole-plot settings - (hosts - 1)
+    assert row["verdict"] == "better"
+    assert row["rel_diff_pct"] == pytest.approx(30.0, abs=8.0)
+    assert "fixed effect per host" in result.explanations[0]["why"]
+
+
+def test_single_host_comparisons_have_no_host_column():
+    runs = two_level_campaign(np.random.default_rng(29), 5, ratio=1.1)
+    table = compare(host_spec("partition", HT_SPEC), runs, ["tps"]).table
+    assert "host" not in table.columns and list(table.columns) == comparison_columns([])
+    assert table["analysis"].iloc[0] == "welch"
+    assert " on " not in sentence(table.iloc[0].to_dict(), [])
+
+
+def test_hosts_disagree_warning_names_the_cells_and_stays_quiet_for_identical_hosts():
+    rng = np.random.default_rng(30)
+    rows = [{"cell_id": f"c{c}", "host": h, "m": 100 * (1.08 if (h == "h2" and c < 3) else 1.0) * rng.normal(1, 0.01)}
+            for c in range(30) for h in ("h1", "h2", "h3") for _ in range(4)]
+    runs = runs_frame(rows)
+    from benchmatrix.stats import effective_runs
+
+    eff = effective_runs(runs)
+    table = sanity.host_differences(eff, ["m"], ALPHA, 0.01)
+    assert len(table) == 30 and set(table["hosts"]) == {3}
+    flagged = set(table.loc[table["flagged"].astype(bool), "cell_id"])
+    assert {"c0", "c1", "c2"} <= flagged and len(flagged) <= 4     # Holm: rarely a false alarm
+    row = table.set_index("cell_id").loc["c0"]
+    assert set(row["host_means"]) == {"h1", "h2", "h3"} and row["spread"] == pytest.approx(0.08, abs=0.02)
+    # The F test agrees with scipy's one-way analysis of variance.
+    part = eff[eff["cell_id"] == "c5"]
+    expected = sps.f_oneway(*[g["m"].to_numpy() for _, g in part.groupby("host")]).pvalue
+    assert table.set_index("cell_id").loc["c5", "p_value_unadjusted"] == pytest.approx(expected)
+    found = sanity.host_warnings(table, eff, {}, "replicate", 0.01)
+    assert len(found) == 1 and found[0]["check"] == "hosts" and f"{len(flagged)} cell(s)" in found[0]["title"]
+    assert "generalizing from one machine" in found[0]["message"]
+    assert all("h2" in d for d in found[0]["details"][:3])
+    spec = make_spec({"f": ["x"]})
+    spec.data["hosts_mode"] = "replicate"
+    warns, _ = sanity.sanity_warnings(spec, pd.DataFrame(), runs, pd.DataFrame(columns=["cell_id", "metric", "cv"]),
+                                      ["m"], pd.DataFrame(columns=sanity.NOTE_COLUMNS))
+    assert "hosts" in {w["check"] for w in warns}
+    quiet = runs.assign(m=rng.normal(100, 1, len(runs)))
+    assert sanity.host_differences(effective_runs(quiet), ["m"], ALPHA, 0.01)["flagged"].astype(bool).sum() <= 1

@@ -435,3 +435,112 @@ def test_spec_text_is_shown_verbatim(spec, tmp_path):
     text = Path(spec.path).read_text()
     assert text in md
     assert "read_iops, read_bw_kib" in html.split('id="spec"')[1]
+
+
+# ----------------------------------------------------------------- several hosts
+
+HOSTS = ["h1", "h2", "h3"]
+
+
+def host_plan(spec, hosts=HOSTS) -> pd.DataFrame:
+    """Every host runs the whole plan (hosts_mode: replicate)."""
+    parts = []
+    for host in hosts:
+        part = make_plan(spec)
+        part["host"] = host
+        part["run_id"] = host + "-" + part["run_id"]
+        parts.append(part)
+    plan = pd.concat(parts, ignore_index=True)
+    plan["seq"] = range(1, len(plan) + 1)
+    return plan
+
+
+def host_runs(plan: pd.DataFrame) -> pd.DataFrame:
+    runs = make_runs(plan)
+    runs.loc[runs["host"] == "h2", "read_iops"] *= 1.3      # h2 is much faster
+    runs.loc[runs["iodepth"] == 8, "read_iops"] *= 1.5      # a real effect on every host
+    return runs
+
+
+def hosts_spec(spec, mode):
+    cmp = compare_spec(spec)
+    cmp.data["hosts_mode"] = mode
+    return cmp
+
+
+def test_replicate_hosts_get_per_host_tables_in_both_formats(spec, tmp_path):
+    plan = host_plan(spec)
+    runs = host_runs(plan)
+    facts = {h: HOST_FACTS["localhost"] for h in HOSTS}
+    cmp = hosts_spec(spec, "replicate")
+    html_path, md_path = render_report(cmp, plan, runs, summarize(runs, spec.factor_names, UNITS), facts, tmp_path)
+    md, html = md_path.read_text(), html_path.read_text()
+    section = md.split("## Results per host")[1].split("\n## ")[0]
+    assert "3 hosts: h1, h2, h3 (hosts_mode: replicate)" in section
+    assert "### read_iops (IO/s) per host" in section
+    table = section.split("### read_iops (IO/s) per host")[1].split("**Hosts compared")[0]
+    rows = [ln for ln in table.splitlines() if ln.startswith("| ") and "`" in ln]
+    assert len(rows) == 8 * 3                                   # every cell on every host
+    assert [ln.split("|")[4].strip() for ln in rows[:3]] == HOSTS
+    assert rows[0].split("|")[1].strip() == "randread" and rows[1].split("|")[1].strip() == ""
+    compared = section.split("**Hosts compared: read_iops**")[1].split("###")[0]
+    assert "| rw | bs | iodepth | h1 | h2 | h3 | spread % | p (hosts) | cell_id |" in compared
+    assert "**" in compared.split("cell_id |")[1]             # the 30 % host offset is flagged
+    assert "| Hosts | h1, h2, h3 (hosts_mode: replicate) |" in md
+    warnings_md = md.split("## Warnings")[1].split("## Summary of findings")[0]
+    assert "hosts disagree in" in warnings_md
+    findings = md.split("## Summary of findings")[1].split("\n## ")[0]
+    for host in HOSTS:
+        assert f"read_iops at rw=randread on {host} [95% CI +" in findings
+    assert "| metric | iodepth | host | rw |" in md
+    csv = pd.read_csv(tmp_path / "comparisons.csv")
+    assert list(csv.columns[:6]) == ["metric", "factor", "level", "baseline", "host", "rw"]
+    assert sorted(csv["host"].unique()) == HOSTS
+    # HTML: the same tables.
+    per_host = html.split('<section id="per-host">')[1].split("</section>")[0]
+    for host in HOSTS:
+        assert f"<td>{host}</td>" in per_host and f'<th class="num">{host}</th>' in per_host
+    assert '<a href="#per-host">Per host</a>' in html
+    assert "<th>host</th>" in html.split('<section id="comparisons">')[1]
+
+
+def test_partition_hosts_are_blocks_in_the_report(spec, tmp_path):
+    plan = host_plan(spec)
+    runs = host_runs(plan)
+    _, md_path = render_report(hosts_spec(spec, "partition"), plan, runs, summarize(runs, spec.factor_names, UNITS),
+                               HOST_FACTS, tmp_path)
+    md = md_path.read_text()
+    assert "(hosts_mode: partition). The runs of each cell were spread over the hosts" in md
+    assert "**Analysis: blocked_by_host**" in md
+    assert "read_iops at rw=randread on all hosts [95% CI +" in md
+    csv = pd.read_csv(tmp_path / "comparisons.csv")
+    assert set(csv["host"]) == {"all"} and set(csv["analysis"]) == {"blocked_by_host"}
+    iops = csv[csv["metric"] == "read_iops"]
+    assert set(iops["verdict"]) == {"better"} and iops["rel_diff_pct"].between(40, 60).all()
+
+
+def test_summary_by_host_csv_only_for_several_hosts(spec, tmp_path):
+    from benchmatrix.analysis import SUMMARY_BY_HOST, write_analysis
+
+    plan = host_plan(spec)
+    runs = host_runs(plan)
+    summarize(runs, spec.factor_names, UNITS).to_csv(tmp_path / "summary.csv", index=False)
+    write_analysis(tmp_path, compare_spec(spec), runs)
+    table = pd.read_csv(tmp_path / SUMMARY_BY_HOST)
+    assert list(table.columns[:2]) == ["cell_id", "host"] and sorted(table["host"].unique()) == HOSTS
+    assert len(table) == 8 * 3 * 4                               # cells x hosts x metrics
+    assert set(table.loc[table["metric"] == "read_iops", "unit"]) == {"IO/s"}   # units from summary.csv
+    single = make_plan(spec)
+    write_analysis(tmp_path, compare_spec(spec), make_runs(single))
+    assert not (tmp_path / SUMMARY_BY_HOST).exists()
+    assert "host" not in pd.read_csv(tmp_path / "comparisons.csv").columns
+
+
+def test_single_host_report_has_no_per_host_section(spec, tmp_path):
+    plan = make_plan(spec)
+    runs = make_runs(plan)
+    html, md = render(compare_spec(spec), plan, runs, tmp_path)
+    assert "Results per host" not in md and 'id="per-host"' not in html
+    assert "hosts_mode" not in md.split("## Spec")[0]
+    assert " on localhost" not in md.split("## Spec")[0]
+    assert "| metric | iodepth | rw | n |" in md

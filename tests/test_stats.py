@@ -10,7 +10,8 @@ import pytest
 from scipy import stats as sps
 
 from benchmatrix.errors import BenchmatrixError
-from benchmatrix.stats import bool_column, effective_runs, summarize, summary_columns
+from benchmatrix.stats import (bool_column, effective_runs, run_hosts, summarize, summarize_by_host,
+                               summary_by_host_columns, summary_columns)
 
 FACTORS = ["layout", "bs"]
 UNITS = {"read_iops": "IO/s", "read_clat_p99_us": "us"}
@@ -229,3 +230,30 @@ def test_many_rows_match_a_plain_groupby():
     assert summary["n"].to_dict() == truth["count"].to_dict()
     np.testing.assert_allclose(summary.loc[truth.index, "mean"], truth["mean"])
     np.testing.assert_allclose(summary.loc[truth.index, "sd"], truth["std"])
+
+
+def test_summary_by_host_has_one_row_per_cell_host_and_metric():
+    rows = []
+    for host, offset in (("h2", 10.0), ("h1", 0.0)):
+        for i, v in enumerate((10.0, 14.0, 12.0)):
+            rows.append(run(f"{host}-a{i}", iops=v + offset) | {"host": host})
+            rows.append(run(f"{host}-b{i}", cell_id="c2", bs="8k", iops=v * 2 + offset) | {"host": host})
+    rows.append(run("h1-w", iops=999.0, warmup="true") | {"host": "h1"})
+    runs = frame(*rows)
+    table = summarize_by_host(runs, FACTORS, UNITS)
+    assert list(table.columns) == summary_by_host_columns(FACTORS)
+    assert list(table.columns[:3]) == ["cell_id", "host", "layout"]
+    assert table[["cell_id", "host"]].values.tolist() == [["c1", "h1"], ["c1", "h2"], ["c2", "h1"], ["c2", "h2"]]
+    row = table[(table["cell_id"] == "c1") & (table["host"] == "h2")].iloc[0]
+    half = sps.t.ppf(0.975, 2) * 2.0 / math.sqrt(3)
+    assert (row["n"], row["mean"], row["min"], row["max"]) == (3, 22.0, 20.0, 24.0)
+    assert row["ci_low"] == pytest.approx(22.0 - half) and row["unit"] == "IO/s"
+    pooled = one(summarize(runs, FACTORS, UNITS))
+    assert pooled["n"] == 6 and pooled["mean"] == pytest.approx(17.0)    # summary.csv stays pooled
+    assert run_hosts(runs) == ["h1", "h2"]
+
+
+def test_summary_by_host_of_nothing_has_the_columns():
+    table = summarize_by_host(pd.DataFrame(), FACTORS, UNITS)
+    assert table.empty and list(table.columns) == summary_by_host_columns(FACTORS)
+    assert run_hosts(pd.DataFrame()) == []
