@@ -1,0 +1,444 @@
+"""Shared helpers of the bench/ scripts: throw-away projects, timing, memory, tables.
+
+Every benchmark runs benchmatrix in a copy of the project in a temporary directory
+whose inventory points ``batch_runner_root`` and ``workload_fio_directory`` into
+that directory, so nothing is written into the repository's results/ or into the
+shared /var/tmp/benchmatrix. Figures go to bench/results/NAME.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+# BMX_BENCH_RESULTS redirects the JSON files (the smoke test writes into its tmp_path).
+RESULTS = Path(os.environ.get("BMX_BENCH_RESULTS") or BENCH / "results")
+PY = sys.executable
+PROJECT_PARTS = ["Snakefile", "workflow", "playbooks", "config", "scripts", "profiles"]
+PEERS_VENV = BENCH / ".venv-peers"
+# The versions the published figures were measured with (bench/README.md).
+PEER_PACKAGES = ["ReBench==1.4.0", "reframe-hpc==4.10.4"]
+TIMING_PLUGIN_DIR = BENCH / "ansible_timing"
+_LOAD_AT_START = os.getloadavg()
+
+
+# ---------------------------------------------------------------- machine
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_kib = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kib = int(line.split()[1])
+    except OSError:
+        pass
+    return {"nproc": os.cpu_count(), "memory_gib": round(mem_kib / 1024 / 1024, 1),
+            "kernel": platform.release(), "cpu_model": cpu, "python": platform.python_version(),
+            "loadavg_at_start": _LOAD_AT_START}
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    for mod in ("benchmatrix", "snakemake", "ansible_runner", "pandas"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except Exception:  # pragma: no cover - informational only
+            out[mod] = "?"
+    try:
+        from ansible.release import __version__ as av
+        out["ansible_core"] = av
+    except Exception:  # pragma: no cover
+        out["ansible_core"] = "?"
+    return out
+
+
+def write_result(name: str, data: dict[str, Any]) -> Path:
+    """bench/results/NAME.json with the machine, versions and the time of measurement."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    doc = {"benchmark": name, "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+           "machine": {**machine(), "loadavg_at_end": os.getloadavg()}, "versions": versions(),
+           "command": " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:]), **data}
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    return path
+
+
+# ---------------------------------------------------------------- numbers
+
+def median(xs: Iterable[float]) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def cv(xs: Sequence[float]) -> float | None:
+    xs = [x for x in xs if x is not None]
+    if len(xs) < 2:
+        return None
+    m = statistics.fmean(xs)
+    return statistics.stdev(xs) / m if m else None
+
+
+def slope(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """Least-squares slope and intercept."""
+    mx, my = statistics.fmean(x), statistics.fmean(y)
+    sxx = sum((a - mx) ** 2 for a in x)
+    b = sum((a - mx) * (c - my) for a, c in zip(x, y)) / sxx
+    return b, my - b * mx
+
+
+def fmt(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if v != v:
+            return "-"
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    """A plain text table (right-aligned numbers)."""
+    cells = [[fmt(v) if not isinstance(v, str) else v for v in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.rjust(w) if i else h.ljust(w) for i, (h, w) in enumerate(zip(headers, widths)))]
+    lines.append("  ".join("-" * w for w in widths))
+    for r in cells:
+        lines.append("  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths))))
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- processes
+
+def run_measured(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
+                 timeout: float = 3600, output: Path | None = None) -> dict[str, Any]:
+    """Run a command; wall seconds, exit status and the peak RSS of it and every
+    descendant it waited for (wait4's rusage: children are counted, not just the
+    process itself). Output goes to ``output`` (or /dev/null)."""
+    out = open(output, "wb") if output else subprocess.DEVNULL
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+        deadline = t0 + timeout
+        while True:
+            pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                proc.kill()
+                pid, status, ru = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.005)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    finally:
+        if output:
+            out.close()
+    return {"wall_s": wall, "rc": proc.returncode, "peak_rss_mib": ru.ru_maxrss / 1024,
+            "user_s": ru.ru_utime, "sys_s": ru.ru_stime}
+
+
+def python_measured(code: str, *, cwd: Path | None = None, timeout: float = 3600,
+                    env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run Python code in a fresh interpreter of this venv. The code prints one JSON
+    line last; returns it with wall_s (whole process) and peak_rss_mib (wait4)."""
+    with tempfile.NamedTemporaryFile("w+b", suffix=".out", delete=False) as fh:
+        out = Path(fh.name)
+    try:
+        res = run_measured([PY, "-c", code], cwd=cwd, timeout=timeout, output=out, env=env)
+        text = out.read_text(errors="replace")
+    finally:
+        out.unlink(missing_ok=True)
+    if res["rc"] != 0:
+        raise RuntimeError(f"measured code failed (exit {res['rc']}):\n{text[-3000:]}")
+    last = [ln for ln in text.splitlines() if ln.startswith("{")][-1]
+    return {**json.loads(last), "process_wall_s": res["wall_s"], "peak_rss_mib": res["peak_rss_mib"]}
+
+
+def ts(value: str | None) -> float | None:
+    """ISO 8601 (a record's timestamps) -> epoch seconds."""
+    return datetime.fromisoformat(value).timestamp() if value else None
+
+
+def self_peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def birth_times(paths: Iterable[Path]) -> dict[str, float | None]:
+    """Creation time (statx birth time, ns precision) of each path; None if unknown."""
+    paths = [str(p) for p in paths]
+    out: dict[str, float | None] = {p: None for p in paths}
+    existing = [p for p in paths if os.path.exists(p)]
+    if not existing:
+        return out
+    res = subprocess.run(["stat", "-c", "%.9W %n", *existing], capture_output=True, text=True)
+    for line in res.stdout.splitlines():
+        value, _, name = line.partition(" ")
+        try:
+            v = float(value)
+        except ValueError:
+            continue
+        out[name] = v if v > 0 else None
+    return out
+
+
+# ---------------------------------------------------------------- projects
+
+class BenchProject:
+    """A copy of the project in a temporary directory, localhost paths inside it."""
+
+    def __init__(self, root: Path, inventory_extra: str = ""):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        for part in PROJECT_PARTS:
+            src = ROOT / part
+            if src.is_dir():
+                shutil.copytree(src, self.root / part, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy2(src, self.root / part)
+        self.hostwork = self.root / "hostwork"
+        self.scratch = self.root / "scratch"
+        self.inventory = self.root / "config" / "inventory" / "bench.yml"
+        self.inventory.write_text(
+            "all:\n  hosts:\n    localhost:\n"
+            "      ansible_connection: local\n"
+            "      ansible_python_interpreter: \"{{ ansible_playbook_python }}\"\n"
+            f"      batch_runner_root: {self.hostwork}\n"
+            f"      workload_fio_directory: {self.scratch}\n" + inventory_extra)
+
+    def write_spec(self, name: str, text: str) -> Path:
+        path = self.root / "config" / "experiments" / f"{name}.yaml"
+        path.write_text(text)
+        return path
+
+    def exp(self, name: str) -> Path:
+        return self.root / "results" / name
+
+    def env(self, timing_file: Path | None = None) -> dict[str, str]:
+        env = dict(os.environ)
+        env["BMX_PROJECT_DIR"] = str(self.root)
+        env.pop("ANSIBLE_CALLBACKS_ENABLED", None)
+        if timing_file is not None:
+            env.update(timing_env(timing_file))
+        return env
+
+    def bmx(self, *args: str, timeout: float = 1800, timing_file: Path | None = None,
+            prefix: Sequence[str] = (), extra_env: dict[str, str] | None = None
+            ) -> tuple[subprocess.CompletedProcess, float]:
+        """Run ``bmx`` as a user would; returns the process and its wall seconds."""
+        env = {**self.env(timing_file), **(extra_env or {})}
+        t0 = time.perf_counter()
+        res = subprocess.run([*prefix, PY, "-m", "benchmatrix.cli", *args], cwd=self.root,
+                             env=env, capture_output=True, text=True, timeout=timeout)
+        return res, time.perf_counter() - t0
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextmanager
+def temp_dir(prefix: str, keep: bool = False) -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield d
+    finally:
+        if not keep:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def timing_env(path: Path) -> dict[str, str]:
+    """Environment that makes every Ansible call append its task timings to ``path``
+    (bench/ansible_timing/bmx_bench_timing.py, an aggregate callback)."""
+    return {"ANSIBLE_CALLBACK_PLUGINS": str(TIMING_PLUGIN_DIR),
+            "ANSIBLE_CALLBACKS_ENABLED": "bmx_bench_timing",
+            "BMX_BENCH_TIMING_FILE": str(path)}
+
+
+def read_timing(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+
+
+def task_seconds(events: list[dict[str, Any]]) -> list[tuple[str, float]]:
+    """(task, seconds) of one playbook's events: each task_start until the next event."""
+    out: list[tuple[str, float]] = []
+    for a, b in zip(events, events[1:]):
+        if a["event"] == "task_start":
+            out.append((a.get("task", ""), b["t"] - a["t"]))
+    return out
+
+
+def split_playbooks(events: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The events of each playbook call, in order."""
+    calls: list[list[dict[str, Any]]] = []
+    for e in events:
+        if e["event"] == "playbook_start":
+            calls.append([])
+        if calls:
+            calls[-1].append(e)
+    return calls
+
+
+# ---------------------------------------------------------------- bmx phases
+
+def bmx_phases(exp: Path, recs: list[dict[str, Any]], events: list[dict[str, Any]], t_start: float,
+               t_end: float) -> dict[str, float]:
+    """Where the wall time of one `bmx run` went, from file times, records and task stamps.
+
+    Job boundaries: a job's log file is created when its shell starts (birth time) and
+    its outputs are written last (mtime). Inside a batch job: batch_started_at (the
+    controller, just before ansible-runner), the Ansible task stamps of the timing
+    callback, the runs' host-clock start and end, and the records' mtimes.
+    """
+    logs = exp / "logs"
+    batches = []
+    for r in recs:
+        if r["batch"] not in batches:
+            batches.append(r["batch"])
+    hosts = sorted({r["host"] for r in recs})
+    files = [logs / "snakemake.log", logs / "plan.log", logs / "collect.log", logs / "report.log"]
+    files += [logs / "hosts" / f"{h}.log" for h in hosts] + [logs / "hosts" / f"{h}.restore.log" for h in hosts]
+    files += [logs / "batches" / f"{b}.log" for b in batches]
+    born = birth_times(files)
+
+    def b(p: Path) -> float:
+        v = born[str(p)]
+        if v is None:
+            raise RuntimeError(f"no birth time for {p}")
+        return v
+
+    def m(*ps: Path) -> float:
+        return max(p.stat().st_mtime for p in ps if p.exists())
+
+    out: dict[str, float] = {}
+
+    def add(key: str, seconds: float) -> None:
+        out[key] = out.get(key, 0.0) + seconds
+
+    # (start, end, phase) of each job, in time order; the gaps between them are scheduling.
+    jobs: list[tuple[float, float]] = []
+    sm = b(logs / "snakemake.log")
+    add("bmx start (CLI, spec, lock)", sm - t_start)
+    plan0, plan1 = b(logs / "plan.log"), m(exp / "plan.csv")
+    add("Snakemake start (workflow, DAG)", plan0 - sm)
+    add("plan job", plan1 - plan0)
+    jobs.append((plan0, plan1))
+    for h in hosts:
+        p0, p1 = b(logs / "hosts" / f"{h}.log"), m(exp / "hosts" / h / "facts.json")
+        add("prepare_host job (facts, tool; once per host)", p1 - p0)
+        jobs.append((p0, p1))
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    plays = [e for e in events if e["playbook"] == "run_batch.yml"]
+    starts = [i for i, e in enumerate(plays) if e["event"] == "playbook_start"]
+    for k, bid in enumerate(batches):
+        mine = [r for r in recs if r["batch"] == bid]
+        j0 = b(logs / "batches" / f"{bid}.log")
+        j1 = m(exp / "batches" / f"{bid}.done")
+        jobs.append((j0, j1))
+        t_batch = ts(mine[0]["batch_started_at"])
+        ev = plays[starts[k]:starts[k + 1] if k + 1 < len(starts) else None]
+
+        def at(event: str, task: str | None = None, last: bool = False) -> float:
+            hits = [e["t"] for e in ev if e["event"] == event and (task is None or e.get("task") == task)]
+            if not hits:
+                raise RuntimeError(f"batch {bid}: no {event} {task or ''} in the timing log")
+            return hits[-1] if last else hits[0]
+
+        pb0 = at("playbook_start")
+        knobs_done = at("task_ok", "Report knob states to benchmatrix")
+        setup0 = at("task_start", "batch_runner : Create the runner's directories")
+        run0 = at("task_start", "batch_runner : Run the batch")
+        run1 = at("task_ok", "batch_runner : Run the batch")
+        pb1 = at("playbook_end")
+        first = min(ts(r["started_at"]) for r in mine)
+        last = max(ts(r["ended_at"]) for r in mine)
+        work = sum(r["duration_s"] for r in mine)
+        rec_done = max((exp / "runs" / r["run_id"] / str(r["attempt"]) / "record.json").stat().st_mtime for r in mine)
+        ans_log = m(logs / "ansible" / f"{bid}.log")
+        add("batch job start (Python, spec, plan)", t_batch - j0)
+        add("Ansible start (ansible-runner, ansible-playbook)", pb0 - t_batch)
+        add("knob check (environment, knobs, report)", knobs_done - pb0)
+        add("build commands (workload role)", setup0 - knobs_done)
+        add("runner setup (dirs, copy runner, manifest)", run0 - setup0)
+        add("runner start (command task, Python)", first - run0)
+        add("workload (runs' own duration)", work)
+        add("runner between runs (per run)", (last - first) - work)
+        add("runner exit, archive, task return", run1 - last)
+        add("fetch archive, remove it, playbook end", pb1 - run1)
+        add("Ansible exit (ansible-runner returns)", ans_log - pb1)
+        add("parse + write records", rec_done - ans_log)
+        add("batch job end (marker)", j1 - rec_done)
+        out["parse_s (records' phases.parse_s)"] = out.get("parse_s (records' phases.parse_s)", 0.0) + sum(
+            r["phases"].get("parse_s") or 0 for r in mine)
+    for h in hosts:
+        r0 = b(logs / "hosts" / f"{h}.restore.log")
+        r1 = m(exp / "hosts" / h / "restored.json")
+        add("restore_host job", r1 - r0)
+        jobs.append((r0, r1))
+    c0 = b(logs / "collect.log")
+    r0 = b(logs / "report.log")
+    # The report job rewrites comparisons.csv: only what was written before it started.
+    c1 = max(p.stat().st_mtime for p in [exp / "runs.csv", exp / "summary.csv", exp / "comparisons.csv",
+                                         exp / "record_notes.csv", exp / "summary_by_host.csv"]
+             if p.exists() and p.stat().st_mtime <= r0)
+    add("collect job (runs.csv, summary, analysis)", c1 - c0)
+    jobs.append((c0, c1))
+    r1 = m(exp / "report.html", exp / "report.md")
+    add("report job (report.html, report.md)", r1 - r0)
+    jobs.append((r0, r1))
+    jobs.sort()
+    gaps = sum(max(jobs[i + 1][0] - max(e for _, e in jobs[:i + 1]), 0.0) for i in range(len(jobs) - 1))
+    add("Snakemake scheduling (gaps between jobs)", gaps)
+    add("Snakemake exit, bmx status and exit", t_end - r1)
+    accounted = sum(v for k, v in out.items() if not k.startswith("parse_s"))
+    out["total (bmx run wall)"] = t_end - t_start
+    out["unaccounted"] = (t_end - t_start) - accounted
+    return out
+
+
+# ---------------------------------------------------------------- peers
+
+def peers_python() -> Path:
+    """The peers' virtualenv (ReBench, ReFrame), made and filled on first use."""
+    py = PEERS_VENV / "bin" / "python"
+    marker = PEERS_VENV / ".bench-packages"
+    want = "\n".join(PEER_PACKAGES)
+    if py.is_file() and marker.is_file() and marker.read_text() == want:
+        return py
+    print(f"bench: installing {', '.join(PEER_PACKAGES)} into {PEERS_VENV} ...", file=sys.stderr, flush=True)
+    venv.EnvBuilder(with_pip=True, clear=True).create(PEERS_VENV)
+    res = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *PEER_PACKAGES],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"pip install {' '.join(PEER_PACKAGES)} failed:\n{res.stdout}\n{res.stderr}")
+    marker.write_text(want)
+    return py
+
+
+def peer_bin(name: str) -> str:
+    return str(peers_python().parent / name)

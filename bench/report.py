@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""Collect and report at scale: 10k, 100k and 1M synthetic run records.
+
+A synthetic experiment (1000 cells = 10 x 10 x 10 levels, one warm-up per cell, a
+control cell every 50 runs, four metrics with units and a cell effect, 3 % noise) is
+planned by benchmatrix itself (plan.csv from make_plan). Then, per size:
+
+- 10k and 100k: one record.json per run, shaped like the real ones (ids, factors,
+  timestamps, phases, host facts, metrics, details), written without fsync. Measured:
+  the collect job (scripts/collect.py: every record -> runs.csv, summary.csv,
+  comparisons.csv, record_notes.csv), then the report job (scripts/report.py:
+  runs.csv, summary.csv, plan.csv -> report.html, report.md, plots), then
+  `bmx report` (both in one process, what a user types).
+- 1M: no record files (a million files is a file-system benchmark of its own).
+  runs.csv is synthesized in collect's layout (checked against the 10k runs.csv
+  collect wrote) and summary.csv with benchmatrix.stats.summarize, collect's own
+  function. Measured: the report job only. The collect figure at 1M is an
+  extrapolation from 10k and 100k, labelled as such.
+
+Every step runs in a fresh process: wall time and peak RSS (wait4: the process and
+the children it waited for).
+
+    bench/report.py          # the published figures (about 4 minutes)
+    bench/report.py --quick  # smoke run: 1k records, report from 1k and 2k
+
+Writes bench/results/report.json (or report_quick.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import PY, BenchProject, run_measured, table, temp_dir, write_result  # noqa: E402
+
+METRICS = {"read_iops": ("IO/s", "higher", 18000.0), "read_bw_kib": ("KiB/s", "higher", 72000.0),
+           "read_clat_mean_us": ("µs", "lower", 52.0), "read_clat_p99_us": ("µs", "lower", 76.0)}
+
+
+def spec_text(name: str, runs: int) -> str:
+    reps = max(round(runs / 1000 / 1.02) - 1, 1)  # warm-ups and controls bring it to about `runs`
+    metrics = "\n".join(f"    {m}: {{regex: '{m}=(?P<value>[0-9.]+)', unit: {u}, better: {b}}}"
+                        for m, (u, b, _) in METRICS.items())
+    return (f"name: {name}\nhosts: localhost\ninventory: config/inventory/bench.yml\n"
+            "factors:\n  a: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n  b: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n"
+            "  c: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n"
+            "workload:\n  role: workload_command\n  vars:\n    argv: [/bin/echo, \"{{ a }} {{ b }} {{ c }}\"]\n"
+            f"  metrics:\n{metrics}\n  timeout: 60\n"
+            f"replicates: {reps}\nwarmup: 1\n"
+            "order: {strategy: random, seed: 5, control: {a: 0, b: 0, c: 0}, control_every: 50}\n"
+            "report:\n  metrics: [read_iops, read_clat_p99_us]\n  compare: {factor: a, baseline: 0, by: [b]}\n")
+
+
+SYNTH = r'''
+import json, os, sys, time
+import numpy as np
+import pandas as pd
+from pathlib import Path
+from benchmatrix.spec import load_spec
+from benchmatrix.design import make_plan, plan_csv_text
+from benchmatrix.results import RUN_COLUMNS
+from benchmatrix.tasks import iso
+
+spec_path, exp, with_records = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "1"
+METRICS = json.loads(sys.argv[4])
+spec = load_spec(spec_path)
+runs = make_plan(spec, ["localhost"], 50)
+exp.mkdir(parents=True, exist_ok=True)
+(exp / "plan.csv").write_text(plan_csv_text(runs, spec.factor_names))
+(exp / "campaign.json").write_text(json.dumps({"id": "bench00000000", "created_at": iso(time.time())}))
+n = len(runs)
+rng = np.random.default_rng(11)
+a = np.array([int(r.factors["a"]) for r in runs]); b = np.array([int(r.factors["b"]) for r in runs])
+c = np.array([int(r.factors["c"]) for r in runs])
+effect = 1 + 0.02 * a - 0.01 * b + 0.005 * c
+drift = 1 + 0.01 * np.arange(n) / n
+values = {}
+for m, (unit, better, base) in METRICS.items():
+    e = effect if better == "higher" else 1 / effect
+    values[m] = base * e * drift * rng.normal(1, 0.03, n)
+t0 = 1.8e9
+dur = rng.normal(1.3, 0.02, n)
+start = t0 + np.cumsum(dur + 0.004) - dur
+end = start + dur
+facts = {"hostname": "bench", "fqdn": "bench", "cpu_model": "AMD EPYC", "cpu_count": "2", "sockets": "1",
+         "cores": "2", "threads_per_core": "1", "memory_mb": "24000", "kernel": "6.1.0", "distribution": "Debian 12",
+         "architecture": "x86_64", "python": "3.11.2", "tool_version": "fio-3.33", "online_cpus": "0-1",
+         "smt": "notsupported", "workload_path": "/var/tmp/benchmatrix/scratch", "filesystem": "ext4",
+         "filesystem_source": "/dev/vda", "mount_point": "/", "block_device": "vda", "read_ahead_kb": "128",
+         "io_scheduler": "none", "inventory_name": "localhost", "gathered_at": iso(t0)}
+if with_records:
+    for i, r in enumerate(runs):
+        d = exp / "runs" / r.run_id / str(r.attempt)
+        d.mkdir(parents=True, exist_ok=True)
+        rec = {"schema_version": 1, "benchmatrix_version": "bench", "experiment": spec.name,
+               "spec_digest": spec.digest, "run_id": r.run_id, "attempt": r.attempt, "seq": r.seq,
+               "host": r.host, "cell_id": r.cell_id, "replicate": r.replicate, "warmup": r.warmup,
+               "control": r.control, "visit": r.visit, "batch": r.batch, "factors": r.factors,
+               "status": "ok", "reason": "", "exit_code": 0, "started_at": iso(start[i]), "ended_at": iso(end[i]),
+               "duration_s": round(float(dur[i]), 6),
+               "phases": {"before_run_s": 0, "workload_s": round(float(dur[i]), 6), "parse_s": 0.0003,
+                          "batch_overhead_share_s": 0.1},
+               "workload": {"role": "workload_command", "argv": ["/bin/echo", "x"], "before_run": [],
+                            "affinity": None, "affinity_applied": None},
+               "knobs": {}, "host_facts": facts,
+               "metrics": {m: {"value": float(values[m][i]), "unit": METRICS[m][0]} for m in METRICS},
+               "details": {"jobs": {}}, "raw": {"stdout": f"runs/{r.run_id}/1/stdout",
+                                                "stderr": f"runs/{r.run_id}/1/stderr"},
+               "log": f"logs/ansible/{r.batch}.log", "batch_started_at": iso(start[i] - 1)}
+        (d / "record.json").write_text(json.dumps(rec, indent=1) + "\n")
+        (d / "stdout").write_text(" ".join(f"{m}={values[m][i]:.3f}" for m in METRICS) + "\n")
+        (d / "stderr").write_text("")
+else:
+    from benchmatrix.stats import summarize
+    cols = {"seq": [r.seq for r in runs], "host": "localhost", "run_id": [r.run_id for r in runs],
+            "cell_id": [r.cell_id for r in runs], "replicate": [r.replicate for r in runs],
+            "warmup": [r.warmup for r in runs], "control": [r.control for r in runs],
+            "visit": [r.visit for r in runs], "batch": [r.batch for r in runs], "attempt": 1,
+            "status": "ok", "reason": "", "started_at": [iso(x) for x in start], "ended_at": [iso(x) for x in end],
+            "duration_s": np.round(dur, 6)}
+    for f in spec.factor_names:
+        cols[f] = [r.factors[f] for r in runs]
+    for m in sorted(METRICS):
+        cols[m] = values[m]
+    frame = pd.DataFrame(cols)
+    frame = frame[RUN_COLUMNS + spec.factor_names + sorted(METRICS)]
+    frame.to_csv(exp / "runs.csv", index=False)
+    summarize(frame, spec.factor_names, {m: u for m, (u, _, _) in METRICS.items()}).to_csv(
+        exp / "summary.csv", index=False)
+print(json.dumps({"runs": n}))
+'''
+
+
+def synthesize(project: BenchProject, name: str, runs: int, records: bool) -> tuple[Path, Path, int, float]:
+    spec = project.write_spec(name, spec_text(name, runs))
+    exp = project.exp(name)
+    out = project.root / f"synth-{name}.out"
+    t0 = time.perf_counter()
+    res = run_measured([PY, "-c", SYNTH, str(spec), str(exp), "1" if records else "0",
+                        json.dumps(METRICS)], cwd=project.root, env=project.env(), output=out)
+    if res["rc"] != 0:
+        raise RuntimeError(f"synthesis of {name} failed:\n{out.read_text()[-3000:]}")
+    n = json.loads(out.read_text().strip().splitlines()[-1])["runs"]
+    return spec, exp, n, time.perf_counter() - t0
+
+
+def step(project: BenchProject, argv: list[str], what: str, log: Path) -> dict[str, Any]:
+    res = run_measured([PY, *argv], cwd=project.root, env=project.env(), output=log, timeout=3600)
+    if res["rc"] != 0:
+        raise RuntimeError(f"{what} failed (exit {res['rc']}):\n{log.read_text()[-3000:]}")
+    return res
+
+
+def mib(path: Path) -> float | None:
+    return path.stat().st_size / 2**20 if path.exists() else None
+
+
+def tree_mib(path: Path) -> float:
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            total += os.stat(os.path.join(root, f)).st_blocks * 512
+    return total / 2**20
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smoke run: 1k records, report from 1k and 2k runs")
+    ap.add_argument("--sizes", default="", help="comma-separated sizes with records (default 10000,100000)")
+    ap.add_argument("--report-only", default="", help="sizes reported from synthetic CSVs only (default 1000000)")
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    with_records = [int(s) for s in (args.sizes or ("1000" if args.quick else "10000,100000")).split(",") if s]
+    csv_only = [int(s) for s in (args.report_only or ("2000" if args.quick else "1000000")).split(",") if s]
+    rows: list[dict[str, Any]] = []
+    with temp_dir("bmx-bench-report-", keep=args.keep) as tmp:
+        project = BenchProject(tmp / "project")
+        layout_checked = False
+        for n in with_records:
+            name = f"rep_{n}"
+            spec, exp, runs, synth_s = synthesize(project, name, n, True)
+            rel = str(spec.relative_to(project.root))
+            plan = f"results/{name}/plan.csv"
+            print(f"{runs} runs: records synthesized in {synth_s:.1f} s ({tree_mib(exp / 'runs'):.0f} MiB on disk)",
+                  flush=True)
+            col = step(project, ["scripts/collect.py", "--spec", rel, "--plan", plan, "--runs",
+                                 f"results/{name}/runs.csv", "--summary", f"results/{name}/summary.csv"],
+                       "collect", tmp / f"collect-{n}.log")
+            rep = step(project, ["scripts/report.py", "--spec", rel], "report", tmp / f"report-{n}.log")
+            both = {"wall_s": None, "peak_rss_mib": None}
+            if not args.quick:
+                both = step(project, ["-m", "benchmatrix.cli", "report", rel], "bmx report", tmp / f"bmx-report-{n}.log")
+            row = {"runs": runs, "records": True, "collect_s": col["wall_s"], "collect_peak_mib": col["peak_rss_mib"],
+                   "report_s": rep["wall_s"], "report_peak_mib": rep["peak_rss_mib"],
+                   "bmx_report_s": both["wall_s"], "bmx_report_peak_mib": both["peak_rss_mib"],
+                   "runs_csv_mib": mib(exp / "runs.csv"), "report_html_mib": mib(exp / "report.html")}
+            rows.append(row)
+            print(f"{runs} runs: collect {col['wall_s']:.1f} s ({col['peak_rss_mib']:.0f} MiB), report "
+                  f"{rep['wall_s']:.1f} s ({rep['peak_rss_mib']:.0f} MiB)", flush=True)
+            if not layout_checked:
+                import pandas as pd  # the synthetic runs.csv must look like the one collect writes
+                real = pd.read_csv(exp / "runs.csv", nrows=5)
+                _, exp2, _, _ = synthesize(project, "rep_layout", 2000, False)
+                synth = pd.read_csv(exp2 / "runs.csv", nrows=5)
+                if list(real.columns) != list(synth.columns) or list(real.dtypes) != list(synth.dtypes):
+                    raise RuntimeError(f"synthetic runs.csv layout differs from collect's:\n{real.dtypes}\n{synth.dtypes}")
+                layout_checked = True
+            import shutil
+            shutil.rmtree(exp / "runs", ignore_errors=True)  # free the disk before the next size
+        for n in csv_only:
+            name = f"rep_{n}"
+            spec, exp, runs, synth_s = synthesize(project, name, n, False)
+            print(f"{runs} runs: runs.csv and summary.csv synthesized in {synth_s:.1f} s", flush=True)
+            rel = str(spec.relative_to(project.root))
+            rep = step(project, ["scripts/report.py", "--spec", rel], "report", tmp / f"report-{n}.log")
+            row = {"runs": runs, "records": False, "report_s": rep["wall_s"], "report_peak_mib": rep["peak_rss_mib"],
+                   "runs_csv_mib": mib(exp / "runs.csv"), "report_html_mib": mib(exp / "report.html")}
+            measured = [r for r in rows if r["records"]]
+            if len(measured) >= 2:
+                x0, x1 = measured[-2], measured[-1]
+                k = (x1["collect_s"] - x0["collect_s"]) / (x1["runs"] - x0["runs"])
+                row["collect_s_extrapolated"] = x1["collect_s"] + k * (runs - x1["runs"])
+            rows.append(row)
+            print(f"{runs} runs: report {rep['wall_s']:.1f} s ({rep['peak_rss_mib']:.0f} MiB)", flush=True)
+    path = write_result("report_quick" if args.quick else "report", {"rows": rows})
+    print("\n== collect and report (fresh process per step; peak RSS via wait4)")
+    print(table(["runs", "records", "collect s", "collect MiB", "report s", "report MiB", "bmx report s",
+                 "bmx report MiB", "runs.csv MiB", "report.html MiB"],
+                [[r["runs"], "yes" if r["records"] else "no (csv)",
+                  r.get("collect_s") if r["records"] else
+                  (f"~{r['collect_s_extrapolated']:.0f} (extrapolated)" if r.get("collect_s_extrapolated") else "-"),
+                  r.get("collect_peak_mib"), r["report_s"], r["report_peak_mib"], r.get("bmx_report_s"),
+                  r.get("bmx_report_peak_mib"), r["runs_csv_mib"], r["report_html_mib"]] for r in rows]))
+    print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
