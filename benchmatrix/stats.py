@@ -302,6 +302,8 @@ def summarize_by_host(runs: pd.DataFrame, factor_names: list[str], units: dict[s
     sep = "\x1f"
     keyed = eff.assign(cell_id=host + sep + eff["cell_id"].astype(str))
     table = summarize(keyed, factor_names, units, metrics)
+    if table.empty:  # no metric at all (e.g. a command without declared metrics)
+        return table.assign(host=pd.Series(dtype=object))[columns]
     parts = table["cell_id"].str.split(sep, n=1, expand=True)
     table = table.assign(host=parts[0].to_numpy(), cell_id=parts[1].to_numpy())[columns]
     return _sort_rows(table, [*factor_names, "host", "metric"]).reset_index(drop=True)

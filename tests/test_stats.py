@@ -257,3 +257,14 @@ def test_summary_by_host_of_nothing_has_the_columns():
     table = summarize_by_host(pd.DataFrame(), FACTORS, UNITS)
     assert table.empty and list(table.columns) == summary_by_host_columns(FACTORS)
     assert run_hosts(pd.DataFrame()) == []
+
+
+def test_summarize_by_host_without_any_metric_gives_an_empty_table():
+    # A workload without declared metrics: every run ok, no metric column.
+    runs = pd.DataFrame({"run_id": ["a", "b"], "cell_id": ["c1", "c1"], "host": ["h1", "h2"],
+                         "status": ["ok", "ok"], "warmup": [False, False], "control": [False, False],
+                         "attempt": [1, 1], "f": ["x", "x"]})
+    from benchmatrix.stats import summarize_by_host, summary_by_host_columns
+
+    table = summarize_by_host(runs, ["f"], {}, [])
+    assert table.empty and list(table.columns) == summary_by_host_columns(["f"])
