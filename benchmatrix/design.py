@@ -214,6 +214,41 @@ def plan_visits(spec: Spec, host: str, share: dict[str, list[int]] | None = None
     return _stretch_visits(spec, runs)
 
 
+class WarmUps:
+    """Which cells are warm on one host.
+
+    ``warmup`` unmeasured runs of a cell go right before its first measured run after
+    any change of the host's knob settings (and at the start): a reconfiguration,
+    including the way back from a control run's setting, cools every cell. Used by
+    the planner and by re-run rounds, so both follow the same rule.
+    """
+
+    def __init__(self, spec: Spec):
+        self._spec = spec
+        self._n = spec.data["warmup"]
+        self._state: tuple[Any, ...] | None = None  # the knob setting the host is in
+        self._warm: set[str] = set()
+        self._count: dict[str, int] = {}
+
+    def host_in(self, factors: dict[str, Any]) -> None:
+        """The host runs with these factors' knob settings from now on."""
+        state = _knob_state(self._spec, factors)
+        if state != self._state:
+            self._state, self._warm = state, set()
+
+    def needed(self, cell_id: str) -> list[int]:
+        """Numbers of the warm-ups to insert before a measured run of the cell (none if warm).
+
+        Numbers keep counting per cell over the whole plan, so warm-up run ids stay unique.
+        """
+        if cell_id in self._warm:
+            return []
+        self._warm.add(cell_id)
+        first = self._count.get(cell_id, 0) + 1
+        self._count[cell_id] = first + self._n - 1
+        return list(range(first, first + self._n))
+
+
 def plan_host(spec: Spec, host: str, share: dict[str, list[int]] | None = None) -> list[PlannedRun]:
     """The ordered runs of one host (seq, batch not yet assigned).
 
@@ -226,34 +261,24 @@ def plan_host(spec: Spec, host: str, share: dict[str, list[int]] | None = None) 
     out: list[PlannedRun] = []
     ctl = spec.control_cell()
     every = spec.order["control_every"]
-    warm_n = spec.data["warmup"]
-    warmed: set[str] = set()
-    warm_count: dict[str, int] = {}
+    warm = WarmUps(spec)
     ctl_count = 0
 
     def add(cell: Cell, tag: str, rep: int, warmup: bool, control: bool, visit: int) -> None:
         out.append(PlannedRun(0, host, f"{host}-{cell.cell_id}-{tag}", cell.cell_id, rep,
                               warmup, control, visit, "", 1, dict(cell.factors)))
 
-    host_state: tuple[Any, ...] | None = None   # knob setting the host is actually in
-    ctl_state = _knob_state(spec, ctl.factors) if ctl is not None else None
     for visit_no, visit in enumerate(plan_visits(spec, host, share), start=1):
         since_ctl = 0
         for i, (cell, rep) in enumerate(visit.runs):
             if ctl is not None and visit.control_ok and (i == 0 or since_ctl >= every):
                 ctl_count += 1
                 add(ctl, f"k{ctl_count}", 0, False, True, visit_no)
-                host_state, since_ctl = ctl_state, 0
-            new_state = _knob_state(spec, cell.factors)
-            if new_state != host_state:
-                # Any reconfiguration (including the way back from the control's setting)
-                # invalidates every earlier warm-up.
-                host_state, warmed = new_state, set()
-            if cell.cell_id not in warmed:
-                warmed.add(cell.cell_id)
-                for _ in range(warm_n):
-                    warm_count[cell.cell_id] = warm_count.get(cell.cell_id, 0) + 1
-                    add(cell, f"w{warm_count[cell.cell_id]}", rep, True, False, visit_no)
+                warm.host_in(ctl.factors)
+                since_ctl = 0
+            warm.host_in(cell.factors)
+            for k in warm.needed(cell.cell_id):
+                add(cell, f"w{k}", rep, True, False, visit_no)
             add(cell, f"r{rep}", rep, False, False, visit_no)
             since_ctl += 1
     return out

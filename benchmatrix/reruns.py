@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from benchmatrix.design import PlannedRun, _knob_state
+from benchmatrix.design import PlannedRun, WarmUps
 from benchmatrix.results import atomic_write
 from benchmatrix.spec import Spec
 
@@ -89,7 +89,6 @@ def plan_reruns(spec: Spec, planned: list[PlannedRun], requests: list[dict[str, 
     """
     base = {r.run_id: r for r in planned if not r.warmup}
     seed = spec.order["seed"]
-    warm_n = spec.data["warmup"]
     out: list[PlannedRun] = []
     rounds: dict[int, list[dict[str, Any]]] = {}
     for req in requests:
@@ -105,18 +104,11 @@ def plan_reruns(spec: Spec, planned: list[PlannedRun], requests: list[dict[str, 
         for host in sorted(by_host):
             runs = sorted(by_host[host], key=lambda r: r.seq)  # plan order before the shuffle
             random.Random(f"benchmatrix:{seed}:{host}:rerun:{rnd}").shuffle(runs)
-            state = None
-            warmed: set[str] = set()
-            counts: dict[str, int] = {}
+            warm = WarmUps(spec)
             for run in runs:
-                new_state = _knob_state(spec, run.factors)
-                if new_state != state:
-                    state, warmed = new_state, set()
-                if run.cell_id not in warmed:
-                    warmed.add(run.cell_id)
-                    for _ in range(warm_n):
-                        counts[run.cell_id] = counts.get(run.cell_id, 0) + 1
-                        out.append(replace(run, run_id=f"{host}-{run.cell_id}-w{counts[run.cell_id]}-rr{rnd}",
-                                           warmup=True, control=False, attempt=1, factors=dict(run.factors)))
+                warm.host_in(run.factors)
+                for k in warm.needed(run.cell_id):
+                    out.append(replace(run, run_id=f"{host}-{run.cell_id}-w{k}-rr{rnd}",
+                                       warmup=True, control=False, attempt=1, factors=dict(run.factors)))
                 out.append(run)
     return out
