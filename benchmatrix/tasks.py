@@ -18,6 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+import jinja2
+
 import benchmatrix
 from benchmatrix.ansible import run_playbook
 from benchmatrix.design import PlannedRun, assign_batches, make_plan, plan_csv_text, read_plan
@@ -227,9 +229,15 @@ def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, ma
                 raise PlanError(f"{plan_path}: cell {r.cell_id} of run {r.run_id} is not in the spec; re-plan")
             ctx = {**cells[r.cell_id], "experiment": spec.name, "host": host, "run_id": r.run_id,
                    "cell_id": r.cell_id, "replicate": r.replicate, "warmup": r.warmup}
+            try:
+                rendered = render_vars(wl["vars"], ctx)
+            except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, AttributeError) as exc:
+                raise BenchmatrixError(f"{spec.path}: workload.vars cannot be rendered for run {r.run_id} "
+                                       f"({', '.join(f'{k}={v}' for k, v in cells[r.cell_id].items())}): "
+                                       f"{type(exc).__name__}: {exc}") from None
             bmx_runs.append({"run_id": r.run_id, "attempt": r.attempt, "seq": r.seq,
                              "timeout": wl["timeout"], "before_run": spec.data["before_run"],
-                             "vars": render_vars(wl["vars"], ctx), "factors": cells[r.cell_id],
+                             "vars": rendered, "factors": cells[r.cell_id],
                              "collect": list(spec.data.get("collect") or [])})
         staging = exp / ".staging" / batch  # the fetched archive, unpacked; removed after
         shutil.rmtree(staging, ignore_errors=True)
