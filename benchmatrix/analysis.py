@@ -356,9 +356,12 @@ def _side_stats(mean_a, var_a, n_a, mean_b, var_b, n_b, cov=None, df=None) -> di
             "rel_diff_pct": rel, "ci_low_pct": lo, "ci_high_pct": hi, "p_value_unadjusted": p, "df": df}
 
 
-def _welch_sides(values: pd.Series, keys: pd.DataFrame, key_cols: list[str], base: str,
-                 levels: list[str], combos: list[tuple[str, ...]]) -> dict[tuple[str, tuple], dict[str, Any]]:
-    grouped = values.groupby([keys[c].to_numpy() for c in key_cols], sort=False).agg(["count", "mean", "var"])
+def _sides_from_groups(grouped: pd.DataFrame, base: str, levels: list[str],
+                       combos: list[tuple[str, ...]]) -> dict[tuple[str, tuple], dict[str, Any]]:
+    """Sides of every (level, combo) against the baseline from count/mean/var per group.
+
+    ``grouped`` is indexed by (level, *combo) with columns count, mean, var.
+    """
     stats = {(k if isinstance(k, tuple) else (k,)): r for k, r in zip(grouped.index, grouped.to_numpy())}
     out = {}
     for combo in combos:
@@ -371,6 +374,12 @@ def _welch_sides(values: pd.Series, keys: pd.DataFrame, key_cols: list[str], bas
             bb = b if b is not None else (0, np.nan, np.nan)
             out[(level, combo)] = _side_stats(a[1], a[2], int(a[0]), bb[1], bb[2], int(bb[0]))
     return out
+
+
+def _welch_sides(values: pd.Series, keys: pd.DataFrame, key_cols: list[str], base: str,
+                 levels: list[str], combos: list[tuple[str, ...]]) -> dict[tuple[str, tuple], dict[str, Any]]:
+    grouped = values.groupby([keys[c].to_numpy() for c in key_cols], sort=False).agg(["count", "mean", "var"])
+    return _sides_from_groups(grouped, base, levels, combos)
 
 
 def _visit_groups(eff: pd.DataFrame) -> pd.Series | None:
@@ -612,18 +621,7 @@ def _visit_mean_sides(collapsed: pd.DataFrame, key_cols: list[str], base: str, l
                       combos: list[tuple[str, ...]]):
     per_visit = collapsed.groupby([*key_cols, "g"], sort=False)["y"].mean()
     grouped = per_visit.groupby(level=list(range(len(key_cols))), sort=False).agg(["count", "mean", "var"])
-    stats = {(k if isinstance(k, tuple) else (k,)): r for k, r in zip(grouped.index, grouped.to_numpy())}
-    out = {}
-    for combo in combos:
-        b = stats.get((base, *combo))
-        for level in levels:
-            a = stats.get((level, *combo))
-            if a is None and b is None:
-                continue
-            a = a if a is not None else (0, np.nan, np.nan)
-            bb = b if b is not None else (0, np.nan, np.nan)
-            out[(level, combo)] = _side_stats(a[1], a[2], int(a[0]), bb[1], bb[2], int(bb[0]))
-    return out
+    return _sides_from_groups(grouped, base, levels, combos)
 
 
 def _verdicts(table: pd.DataFrame, alpha: float) -> np.ndarray:
