@@ -65,6 +65,16 @@ def as_text(stdout: Any, tool: str) -> str:
     return stdout
 
 
+def unique_name(name: str, taken: Any) -> str:
+    """``name``, or ``name#2``, ``name#3``... when ``taken`` already holds it (duplicate job names)."""
+    if name not in taken:
+        return name
+    n = 2
+    while f"{name}#{n}" in taken:
+        n += 1
+    return f"{name}#{n}"
+
+
 def headline(text: str, limit: int = 200) -> str:
     """The first non-blank line of ``text``, shortened to ``limit`` characters."""
     for line in text.splitlines():

@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from benchmatrix.errors import ParseError
-from benchmatrix.parsers.base import Parsed, read_input
+from benchmatrix.parsers.base import Parsed, read_input, unique_name
 
 #: Name of the job file in a run's ``inputs/`` directory (written by workload_fio).
 JOB_FILE_INPUT = "job.fio"
@@ -185,7 +185,7 @@ def parse_fio(stdout: str, workload: Mapping[str, Any] | None = None,
     directions: dict[str, list[_Direction]] = {d: [] for d in DIRECTIONS}
     job_extra: list[dict[str, Any]] = []
     for job, name in zip(jobs, names):
-        unique = _unique_name(name, per_job)
+        unique = unique_name(name, per_job)
         metrics: dict[str, tuple[float, str]] = {}
         for d in DIRECTIONS:
             stats = _read_direction(name, d, job.get(d))
@@ -341,15 +341,6 @@ def _error_detail(notes: list[str], code: int) -> str:
             detail = line[at + len(marker):].strip()
             return detail[:_HEADLINE_MAX]
     return ""
-
-
-def _unique_name(name: str, taken: dict[str, Any]) -> str:
-    if name not in taken:
-        return name
-    n = 2
-    while f"{name}#{n}" in taken:
-        n += 1
-    return f"{name}#{n}"
 
 
 def _is_number(value: Any) -> bool:

@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from benchmatrix.errors import ParseError
-from benchmatrix.parsers.base import Parsed, as_text, headline
+from benchmatrix.parsers.base import Parsed, as_text, headline, unique_name
 
 _NUM = r"(-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|NaN|-?inf)"
 
@@ -258,7 +258,7 @@ def parse_pgbench(stdout: str, workload: Mapping[str, Any] | None = None,
     jobs: dict[str, dict[str, tuple[float, str]]] = {}
     if scripts:
         for s in scripts:
-            jobs[_unique(s.name, jobs)] = dict(s.metrics)
+            jobs[unique_name(s.name, jobs)] = dict(s.metrics)
             for key in ("tps", "transactions", "failed_transactions", "latency_avg_ms", "latency_stddev_ms"):
                 if key in s.metrics:
                     metrics[f"script{s.index}_{key}"] = s.metrics[key]
@@ -300,15 +300,6 @@ def _statement(raw: str, columns: int) -> tuple[float, list[float], str] | None:
     except ValueError:
         return None
     return latency, counts, parts[columns + 1]
-
-
-def _unique(name: str, taken: dict[str, Any]) -> str:
-    if name not in taken:
-        return name
-    n = 2
-    while f"{name}#{n}" in taken:
-        n += 1
-    return f"{name}#{n}"
 
 
 def _last_line(text: str) -> str:
