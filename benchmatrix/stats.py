@@ -8,19 +8,17 @@ than adds a sample.
 Everything is a pandas group-by over the cell id (one pass per metric), so the cost
 grows linearly with the number of runs and stays well below a second per million rows.
 
-Confidence interval of the mean (``ci_method`` says which one a row got):
-
-* ``t``: Student's t with n-1 degrees of freedom, the default;
-* ``bootstrap``: a bias-corrected and accelerated (BCa) bootstrap interval, used when
-  the sample is large enough for the bootstrap to be trustworthy and skewed enough for
-  the t interval to be lopsided: ``BOOTSTRAP_MIN_N <= n <= BOOTSTRAP_MAX_N`` and
-  ``|G1| > SKEW_THRESHOLD``, G1 being the adjusted Fisher-Pearson sample skewness.
-  A skewness beyond 1 is "highly skewed" by Bulmer's rule of thumb; below 10 values
-  the bootstrap distribution is too coarse to help, and above the upper bound the
-  t interval is accurate enough (central limit theorem) while the bootstrap costs
-  grow with n. At most ``BOOTSTRAP_BUDGET`` values per metric are bootstrapped, the
-  most skewed cells first, so a huge campaign stays fast. The resampling is seeded
-  from the cell id and metric name, so the same runs always give the same interval.
+Confidence interval of the mean: Student's t with n-1 degrees of freedom for every
+row (``ci_method`` is ``t``; empty where n < 2 gives no interval). It is calibrated:
+over normal and lognormal (CV 25 %) runs it covers the true mean 94-95 % of the time
+at n = 3 to 20 (``tests/test_stats.py``). A bootstrap switch for skewed samples
+(n >= 10 and sample skewness above 1) was tried and removed: the sample skewness of
+a small sample is mostly noise, so the switch fired on 14 % of normal cells, and
+the percentile-type (BCa) bootstrap, too narrow at small n, covered only 89 % of the
+cells it chose, where the t interval covers 94-97 % of those same cells. The t
+interval's shortfall on strongly skewed data lies in the cells whose sample
+happened to miss the long tail (they look symmetric), so no skew-triggered switch
+can repair it.
 
 The module also holds the small building blocks of comparisons (Welch's test, the
 Fieller interval of a ratio of means, Holm's adjustment, metric directions), used by
@@ -30,7 +28,6 @@ Fieller interval of a ratio of means, Holm's adjustment, metric directions), use
 from __future__ import annotations
 
 import re
-import zlib
 
 import numpy as np
 import pandas as pd
@@ -43,18 +40,6 @@ SUMMARY_STATS = ["metric", "unit", "n", "mean", "median", "min", "max", "sd", "c
                  "ci_low", "ci_high", "ci_method"]
 #: Confidence level of ``ci_low`` / ``ci_high``.
 CONFIDENCE = 0.95
-#: A sample is skewed when the absolute adjusted sample skewness exceeds this.
-SKEW_THRESHOLD = 1.0
-#: Smallest and largest n for which a skewed sample gets a bootstrap interval.
-BOOTSTRAP_MIN_N = 10
-BOOTSTRAP_MAX_N = 200
-#: Bootstrap resamples per interval.
-BOOTSTRAP_RESAMPLES = 2000
-#: Most values (summed over the cells chosen) bootstrapped per metric; the most
-#: skewed cells go first, the rest keep the t interval. Bounds the cost at about a
-#: second per metric however large the campaign.
-BOOTSTRAP_BUDGET = 20_000
-
 _REQUIRED = ("run_id", "cell_id", "status", "warmup", "control", "attempt")
 _TRUE_WORDS = frozenset({"true", "1", "yes", "y", "t"})
 
@@ -187,11 +172,12 @@ def summarize(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str]
 
     Statistics per (cell, metric): n, mean, median, min, max, the sample standard
     deviation ``sd`` (ddof=1), ``cv = sd / mean`` as a fraction, and the two-sided
-    95 % confidence interval of the mean: Student's t with n-1 degrees of freedom,
-    or a BCa bootstrap for skewed samples (module docstring); ``ci_method`` names
-    the one used. ``sd``, ``cv`` and the interval are NaN (and ``ci_method``
-    empty) when n < 2; ``cv`` is NaN when the mean is 0. Runs whose value of a metric is missing are skipped for that
-    metric only; a (cell, metric) with no value at all gives no row.
+    95 % confidence interval of the mean: Student's t with n-1 degrees of freedom
+    (the module docstring says why not a bootstrap); ``ci_method`` names it
+    (``t``). ``sd``, ``cv`` and the interval are NaN (and ``ci_method`` empty) when
+    n < 2; ``cv`` is NaN when the mean is 0. Runs whose value of a metric is missing
+    are skipped for that metric only; a (cell, metric) with no value at all gives no
+    row.
 
     Args:
         runs: Rows of ``runs.csv``; filtered through :func:`effective_runs`.
@@ -229,13 +215,9 @@ def summarize(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str]
             values = pd.to_numeric(values, errors="coerce")
         values = values.astype("float64")
         agg = (values.groupby(cells.to_numpy(), sort=False)
-               .agg(["count", "mean", "median", "min", "max", "std", "skew"]))
+               .agg(["count", "mean", "median", "min", "max", "std"]))
         agg = agg[agg["count"] > 0]
         agg.insert(0, "metric", metric)
-        agg["ci_method"] = "t"
-        agg["boot_low"] = np.nan
-        agg["boot_high"] = np.nan
-        _bootstrap_skewed(agg, values, cells, metric)
         parts.append(agg)
     long = pd.concat(parts).rename(columns={"count": "n", "std": "sd"})
     long.index.name = "cell_id"
@@ -247,13 +229,12 @@ def summarize(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str]
     with np.errstate(invalid="ignore", divide="ignore"):
         cv = np.where((n >= 2) & (mean != 0), sd / mean, np.nan)
     half = _t_half_width(sd, n)
-    boot = (long["ci_method"] == "bootstrap").to_numpy()
     long["n"] = n
     long["sd"] = sd
     long["cv"] = cv
-    long["ci_low"] = np.where(boot, long["boot_low"].to_numpy(dtype="float64"), mean - half)
-    long["ci_high"] = np.where(boot, long["boot_high"].to_numpy(dtype="float64"), mean + half)
-    long["ci_method"] = np.where(n >= 2, long["ci_method"].to_numpy(dtype=object), "").astype(object)
+    long["ci_low"] = mean - half
+    long["ci_high"] = mean + half
+    long["ci_method"] = np.where(n >= 2, "t", "").astype(object)
     long["unit"] = long["metric"].map(lambda m: units.get(m, "")).astype(object)
 
     levels = eff.drop_duplicates("cell_id", keep="first").set_index("cell_id")[factor_names]
@@ -281,8 +262,7 @@ def summarize_by_host(runs: pd.DataFrame, factor_names: list[str], units: dict[s
 
     The same statistics and intervals as summary.csv, computed from each host's
     effective runs alone; ``host`` follows ``cell_id``. Rows are sorted by the factor
-    columns, then host, then metric. A bootstrap interval is seeded from cell, host
-    and metric.
+    columns, then host, then metric.
 
     Args:
         runs: Rows of ``runs.csv``.
@@ -307,48 +287,6 @@ def summarize_by_host(runs: pd.DataFrame, factor_names: list[str], units: dict[s
     parts = table["cell_id"].str.split(sep, n=1, expand=True)
     table = table.assign(host=parts[0].to_numpy(), cell_id=parts[1].to_numpy())[columns]
     return _sort_rows(table, [*factor_names, "host", "metric"]).reset_index(drop=True)
-
-
-def _bootstrap_skewed(agg: pd.DataFrame, values: pd.Series, cells: pd.Series, metric: str) -> None:
-    """Replace the t interval by a BCa bootstrap interval for skewed cells, in place."""
-    skew = agg["skew"].to_numpy(dtype="float64")
-    count = agg["count"].to_numpy()
-    wanted = (count >= BOOTSTRAP_MIN_N) & (count <= BOOTSTRAP_MAX_N) & (np.abs(skew) > SKEW_THRESHOLD)
-    if not wanted.any():
-        return
-    candidates = agg.loc[wanted].assign(_abs=np.abs(skew[wanted])).sort_values("_abs", ascending=False)
-    within = candidates["count"].cumsum().to_numpy() <= BOOTSTRAP_BUDGET
-    chosen = set(candidates.index[within])
-    if not chosen:
-        return
-    mask = cells.isin(chosen).to_numpy() & values.notna().to_numpy()
-    for cell, sample in values[mask].groupby(cells.to_numpy()[mask], sort=False):
-        # Sorted: the interval must not depend on the order the runs were listed in.
-        low, high = bootstrap_mean_ci(np.sort(sample.to_numpy(dtype="float64")), f"{cell}/{metric}")
-        if np.isfinite(low) and np.isfinite(high):
-            agg.loc[cell, ["boot_low", "boot_high", "ci_method"]] = [low, high, "bootstrap"]
-
-
-def bootstrap_mean_ci(sample: np.ndarray, key: str, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """BCa bootstrap confidence interval of the mean, reproducible per ``key``.
-
-    Args:
-        sample: The values (no NaN).
-        key: Seeds the resampling (e.g. ``"CELL/METRIC"``), so an unchanged sample
-            always gets the same interval.
-        confidence: Two-sided confidence level.
-
-    Returns:
-        ``(low, high)``; NaN when scipy cannot form the interval (e.g. constant data).
-    """
-    rng = np.random.default_rng(zlib.crc32(key.encode()))
-    with np.errstate(all="ignore"):
-        try:
-            res = sps.bootstrap((sample,), np.mean, confidence_level=confidence, method="BCa",
-                                n_resamples=BOOTSTRAP_RESAMPLES, vectorized=True, random_state=rng)
-        except ValueError:
-            return float("nan"), float("nan")
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 # ----------------------------------------------------------------- comparison blocks

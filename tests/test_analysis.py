@@ -97,28 +97,26 @@ def test_mean_intervals_cover_the_true_mean_93_to_97_percent():
     assert set(summary["ci_method"]) == {"t"}
 
 
-def test_skewed_cells_get_a_bootstrap_interval_that_covers():
+def test_skewed_cells_keep_the_t_interval_and_say_so():
+    # The skew-triggered BCa bootstrap under-covered the cells it chose; the t interval
+    # stays (calibration: tests/test_stats.py), and ci_method says so on every row.
     rng = np.random.default_rng(3)
     cells, n = 300, 20
     values = rng.exponential(10.0, (cells, n))
     runs = runs_frame([{"cell_id": f"c{i}", "f": 0, "m": v} for i in range(cells) for v in values[i]])
     summary = summarize(runs, ["f"], {"m": "ms"})
-    boot = summary["ci_method"] == "bootstrap"
-    assert boot.mean() > 0.5
-    # A BCa interval follows the skew: longer towards the long tail.
-    b = summary[boot]
-    assert ((b["ci_high"] - b["mean"]) > (b["mean"] - b["ci_low"])).mean() > 0.9
+    assert set(summary["ci_method"]) == {"t"}
     coverage = ((summary["ci_low"] <= 10.0) & (10.0 <= summary["ci_high"])).mean()
-    assert coverage >= 0.90, coverage   # small skewed samples under-cover somewhat with any method
+    assert coverage >= 0.90, coverage   # small, very skewed samples under-cover somewhat with any method
 
 
-def test_bootstrap_interval_is_reproducible():
+def test_interval_does_not_depend_on_run_order():
     rng = np.random.default_rng(4)
     runs = runs_frame([{"cell_id": "c", "f": 0, "m": v} for v in rng.lognormal(0, 1.2, 30)])
     a = summarize(runs, ["f"], {"m": ""})
     b = summarize(runs.sample(frac=1.0, random_state=1), ["f"], {"m": ""})
-    assert a["ci_method"].iloc[0] == "bootstrap"
-    assert (a["ci_low"].iloc[0], a["ci_high"].iloc[0]) == (b["ci_low"].iloc[0], b["ci_high"].iloc[0])
+    assert a["ci_method"].iloc[0] == "t"
+    assert (a["ci_low"].iloc[0], a["ci_high"].iloc[0]) == pytest.approx((b["ci_low"].iloc[0], b["ci_high"].iloc[0]))
 
 
 def control_campaign(rng, n_control=40, drift=0.0, kind="step", noise=0.01, seconds=60):
