@@ -170,7 +170,7 @@ def _detect_inputs(args: argparse.Namespace, spec: Any, proj: Path) -> tuple[flo
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from benchmatrix.design import DEFAULT_BATCH_MAX_RUNS, per_run_estimate, visits_per_cell
-    from benchmatrix.power import replicate_plan
+    from benchmatrix.power import family_size, replicate_plan
     from benchmatrix.hosts import resolve_hosts
     from benchmatrix.spec import load_spec, read_planning_config
     from benchmatrix.tasks import exp_dir_of, plan
@@ -198,9 +198,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     replicates = None
     if detect is not None:
         whole = spec.whole_plot_factors()
+        family = family_size(spec, hosts, [s.metric for s in detect[1] if s.metric != "(any)"])
         replicates = replicate_plan(detect[0], detect[1], spec.data["replicates"],
                                     visits_per_cell(planned) if whole else None, whole, detect[2],
-                                    args.alpha, args.power)
+                                    args.alpha, args.power, family)
     data = {"experiment": spec.name, "plan": str(out), "hosts": hosts, "cells": len(spec.cells),
             "replicates": spec.data["replicates"], "strategy": spec.order["strategy"],
             "seed": spec.order["seed"],
@@ -260,8 +261,13 @@ def _plan_table(chosen: dict[str, Any], alternatives: dict[str, Any], strategy: 
 
 def _replicates_text(rp: dict[str, Any]) -> str:
     """The ``--detect`` section of ``bmx plan``."""
+    fam = rp["family"]
     lines = [f"replicate planning: detect {rp['detect'] * 100:g}% between two levels at alpha {rp['alpha']:g} "
-             f"with {rp['power']:.0%} power (two-sided two-sample t-test)",
+             f"with {rp['power']:.0%} power (Welch's t-test, Holm-adjusted like the report)",
+             f"  Holm family assumed: {fam['size']} comparison(s) = {fam['comparisons_per_metric']} per metric x "
+             f"{max(1, len(fam['metrics']))} metric(s) from {fam['metrics_source']}"
+             f"{' (' + ', '.join(fam['metrics']) + ')' if fam['metrics'] else ''}; "
+             f"planned at alpha/{fam['size']} = {fam['alpha_per_comparison']:.3g} per comparison",
              f"  CV from {rp['source']}; {rp['rule']}"]
     lines.append(f"  {'metric':24}{'cells':>6}{'median cv':>11}{'max cv':>9}{'runs needed (median/max cv)':>30}")
     for m in rp["metrics"]:

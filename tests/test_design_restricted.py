@@ -490,17 +490,16 @@ def test_reconfiguration_counts_one_reboot_for_knobs_changed_together(tmp_path):
 
 # ---------------------------------------------------------------- replicate planning
 
-def test_runs_needed_matches_the_t_test_power():
-    from statsmodels.stats.power import TTestIndPower
+def test_runs_needed_is_the_smallest_n_with_welch_power():
+    from benchmatrix.power import welch_power
 
-    for detect, cv in ((0.03, 0.04), (0.05, 0.02), (0.01, 0.05)):
-        n = runs_needed(detect, cv)
-        power = TTestIndPower().power
-        assert power(effect_size=detect / cv, nobs1=n, alpha=0.05, ratio=1.0) >= 0.8
-        assert n == 2 or power(effect_size=detect / cv, nobs1=n - 1, alpha=0.05, ratio=1.0) < 0.8
+    for detect, cv, family in ((0.03, 0.04, 1), (0.05, 0.02, 1), (0.01, 0.05, 1), (0.05, 0.02, 12)):
+        n = runs_needed(detect, cv, family=family)
+        assert welch_power(detect / cv, n, 0.05 / family) >= 0.8
+        assert n == 2 or welch_power(detect / cv, n - 1, 0.05 / family) < 0.8
     assert runs_needed(0.03, 0.04) == 29
-    assert runs_needed(0.5, 0.01) == 2 and runs_needed(0.03, 0.0) == 2
     assert runs_needed(0.03, 0.04, power=0.9) > 29 and runs_needed(0.03, 0.04, alpha=0.01) > 29
+    assert runs_needed(0.03, 0.04, family=12) > 29
 
 
 @pytest.mark.parametrize("text, value", [("3%", 0.03), ("0.04", 0.04), (" 12.5% ", 0.125)])
@@ -601,10 +600,22 @@ def test_bmx_plan_detect_with_cv_warns(in_project, capsys):
     assert main(["plan", "config/experiments/ht_cores.yaml", "--json", "--detect", "3%", "--cv", "0.04"]) == 0
     cap = capsys.readouterr()
     rp = json.loads(cap.out)["replicate_planning"]
-    assert rp["cheap"] == {"unit": "run", "needed": 29, "planned": 5}
-    assert rp["whole_plot"]["needed"] == 29 and rp["whole_plot"]["planned"] == 5
+    # ht x (cores x users = 6 combinations) x 2 report.metrics: a Holm family of 12.
+    assert rp["family"]["size"] == 12 and rp["family"]["comparisons_per_metric"] == 6
+    needed = runs_needed(0.03, 0.04, family=12)
+    assert rp["cheap"] == {"unit": "run", "needed": needed, "planned": 5}
+    assert rp["whole_plot"]["needed"] == needed and rp["whole_plot"]["planned"] == 5
     assert rp["whole_plot"]["factors"] == ["ht", "cores"]
-    assert "needs 29 replicates per cell; the spec has 5" in cap.err
+    assert f"among 12 Holm-adjusted comparison(s) needs {needed} replicates per cell; the spec has 5" in cap.err
+
+
+def test_bmx_plan_text_says_the_family_it_assumed(in_project, capsys):
+    capsys.readouterr()
+    assert main(["plan", "config/experiments/ht_cores.yaml", "--detect", "3%", "--cv", "0.04"]) == 0
+    out = capsys.readouterr().out
+    assert ("Holm family assumed: 12 comparison(s) = 6 per metric x 2 metric(s) from report.metrics "
+            "(read_iops, read_clat_p99_us)") in out
+    assert "Welch's t-test" in out
 
 
 def test_bmx_plan_detect_with_pilot(in_project, capsys):
@@ -613,7 +624,7 @@ def test_bmx_plan_detect_with_pilot(in_project, capsys):
     (pilot / "summary.csv").write_text("cell_id,metric,n,cv\nc1,read_iops,5,0.005\nc2,read_iops,5,0.01\n")
     data = plan_json(capsys, "config/experiments/ht_cores.yaml", "--detect", "5%", "--pilot", "results/pilot")
     rp = data["replicate_planning"]
-    assert rp["cheap"]["needed"] == runs_needed(0.05, 0.01) == 3 and rp["warnings"] == []
+    assert rp["cheap"]["needed"] == runs_needed(0.05, 0.01, family=12) == 4 and rp["warnings"] == []
     assert "results/pilot/summary.csv" in rp["source"]
 
 
