@@ -74,9 +74,22 @@ def parse_fraction(text: str, option: str) -> float:
     return value
 
 
-#: Quantiles of Welch's variance share U at which the power is averaged; the
-#: integrand is smooth and bounded, so the midpoint rule is accurate to about 1e-4.
+#: Quantiles of Welch's variance share U at which the power is averaged (the
+#: midpoint rule on 256 quantiles, accurate to about 3e-5; U and 1 - U give the same
+#: degrees of freedom, so only the lower half is evaluated).
 _U_POINTS = 256
+
+
+@functools.lru_cache(maxsize=1024)
+def _welch_critical(n: int, alpha: float) -> Any:
+    """Welch's two-sided critical t values at the lower half of the U quantiles."""
+    import numpy as np
+    from scipy import stats as sps
+
+    k = (n - 1) / 2.0
+    share = sps.beta.ppf((np.arange(_U_POINTS // 2) + 0.5) / _U_POINTS, k, k)
+    df_welch = (n - 1) / (share ** 2 + (1.0 - share) ** 2)
+    return sps.t.ppf(1.0 - alpha / 2.0, df_welch)
 
 
 def welch_power(effect: float, n: int, alpha: float) -> float:
@@ -95,10 +108,7 @@ def welch_power(effect: float, n: int, alpha: float) -> float:
     import numpy as np
     from scipy import stats as sps
 
-    k = (n - 1) / 2.0
-    share = sps.beta.ppf((np.arange(_U_POINTS) + 0.5) / _U_POINTS, k, k)
-    df_welch = (n - 1) / (share ** 2 + (1.0 - share) ** 2)
-    crit = sps.t.ppf(1.0 - alpha / 2.0, df_welch)
+    crit = _welch_critical(int(n), float(alpha))
     ncp = abs(effect) * math.sqrt(n / 2.0)
     df = 2 * n - 2
     with np.errstate(all="ignore"):
@@ -267,6 +277,34 @@ def pilot_cvs(pilot: Path, metrics: list[str] | None = None) -> list[CvSample]:
     return out
 
 
+def _needed_by_cv(detect: float, cvs: list[float], alpha: float, power: float, family: int) -> dict[float, int]:
+    """:func:`runs_needed` for many CVs (a pilot's cells) without solving each one.
+
+    The runs needed never fall as the CV grows, so over the sorted distinct CVs
+    every stretch between two CVs with the same answer shares it: divide and
+    conquer solves about (distinct answers x log2(CVs)) of them, not every cell.
+    """
+    uniq = sorted(set(cvs))
+    if not uniq:
+        return {}
+    out: dict[float, int] = {}
+
+    def solve(i: int) -> int:
+        return runs_needed(detect, uniq[i], alpha, power, family)
+
+    stack = [(0, len(uniq) - 1, solve(0), solve(len(uniq) - 1))]
+    while stack:
+        lo, hi, n_lo, n_hi = stack.pop()
+        if n_lo == n_hi or hi - lo <= 1:
+            out.update({uniq[i]: n_lo for i in range(lo, hi)})
+            out[uniq[hi]] = n_hi
+            continue
+        mid = (lo + hi) // 2
+        n_mid = solve(mid)
+        stack += [(lo, mid, n_lo, n_mid), (mid, hi, n_mid, n_hi)]
+    return out
+
+
 def replicate_plan(detect: float, samples: list[CvSample], replicates: int, visits_per_cell: int | None,
                    whole_plot_factors: list[str], source: str, alpha: float = DEFAULT_ALPHA,
                    power: float = DEFAULT_POWER, family: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -296,9 +334,12 @@ def replicate_plan(detect: float, samples: list[CvSample], replicates: int, visi
     family = dict(family or {"size": 1, "comparisons_per_metric": 1, "metrics": [], "metrics_source": "given"})
     size = int(family["size"])
     family["alpha_per_comparison"] = alpha / size
+    cvs = [s.cv for s in samples]
+    cvs += [statistics.median([s.cv for s in samples if s.metric == m]) for m in {s.metric for s in samples}]
+    needed_by_cv = _needed_by_cv(detect, cvs, alpha, power, size)
 
     def needed_for(cv: float) -> int:
-        return runs_needed(detect, cv, alpha, power, size)
+        return needed_by_cv[cv]
 
     per_metric = []
     for metric in sorted({s.metric for s in samples}):

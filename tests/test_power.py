@@ -133,3 +133,14 @@ def test_family_metrics_read_primary_defensively(tmp_path):
     assert family["size"] == 1
     plan = replicate_plan(DETECT, [CvSample("(any)", "(every cell)", CV, 0)], 10, None, [], "--cv", family=family)
     assert any("set report.metrics" in w for w in plan["warnings"])
+
+
+def test_a_pilot_of_many_cells_gets_each_cells_exact_answer_quickly():
+    # replicate_plan solves only where the answer changes along the sorted CVs.
+    rng = np.random.default_rng(5)
+    samples = [CvSample("tps", f"c{i}", float(cv), 5) for i, cv in enumerate(rng.uniform(0.01, 0.04, 400))]
+    plan = replicate_plan(DETECT, samples, 5, None, [], "pilot", family={"size": 4, "comparisons_per_metric": 4,
+                                                                         "metrics": ["tps"], "metrics_source": "x"})
+    for s in samples[::40]:
+        assert plan["needed_per_cell"][s.cell_id] == runs_needed(DETECT, s.cv, family=4)
+    assert plan["cheap"]["needed"] == runs_needed(DETECT, max(s.cv for s in samples), family=4)
