@@ -268,3 +268,11 @@ def test_summarize_by_host_without_any_metric_gives_an_empty_table():
 
     table = summarize_by_host(runs, ["f"], {}, [])
     assert table.empty and list(table.columns) == summary_by_host_columns(["f"])
+
+
+def test_welch_test_has_no_p_value_without_any_variation():
+    # Two constant sides: no noise estimate, so no test (p = 0 would be a firm verdict).
+    from benchmatrix.stats import welch_test
+
+    p, _ = welch_test([5.0, 5.0, 5.0], [0.0, 0.0, 1.0], [4, 4, 4], [6.0, 5.0, 6.0], [0.0, 0.0, 0.0], [4, 4, 4])
+    assert np.isnan(p[0]) and np.isnan(p[1]) and 0 < p[2] < 1
