@@ -416,7 +416,7 @@ def _verdict_notes(result: Comparisons, table: pd.DataFrame, factor: str, family
     """Say why rows have no test, which metrics are descriptive, and warn of too few units."""
     if result.descriptive:
         result.notes.append(f"report.primary: verdicts and Holm's adjustment cover {', '.join(result.family) or 'none'}; "
-                            f"{', '.join(result.descriptive)} are descriptive (unadjusted 95 % intervals, no verdict)")
+                            f"descriptive (unadjusted 95 % intervals, no verdict): {', '.join(result.descriptive)}")
     unmeasured = [m for m in family if m not in metrics]
     if unmeasured and explicit:
         result.notes.append(f"report.primary names {', '.join(unmeasured)}, which no measured run has")
