@@ -47,12 +47,20 @@ single-host output is unchanged):
   Where the host cannot be separated from the level (every run of one side on
   hosts the other side never ran on) the row is ``insufficient_data``, with a note.
 
-Holm's adjustment runs across every row, all hosts and metrics together.
+Holm's adjustment runs across the family: every row of the primary metrics
+(``report.primary``, by default every compared metric; :func:`family_metrics`), all
+hosts together. The other metrics are descriptive: verdict ``descriptive``, no
+adjusted p-value, their unadjusted 95 % interval. Beside each verdict the report
+shows the Holm-consistent interval (``ci_low_adj_pct``/``ci_high_adj_pct``,
+:func:`adjusted_levels`), which excludes 0 % exactly when the verdict is a
+difference; ``ci_low_pct``/``ci_high_pct`` stay the unadjusted 95 % interval.
 
 Verdicts: ``better`` / ``worse`` when the adjusted p-value is below alpha and the
-metric's direction is known, ``higher`` / ``lower`` when it is not,
-``no_difference`` otherwise, and ``insufficient_data`` where a side has fewer than
-two values (or visits), so no test was possible.
+metric's direction (the sign of the difference of the means) is known, ``higher``
+/ ``lower`` when it is not, ``no_difference`` otherwise, and ``insufficient_data``
+where no test was possible (a side with fewer than two values or visits, or both
+sides without any variation) or where fewer than :data:`MIN_UNITS` runs or visits on
+a side found no difference (too little power to claim there is none).
 """
 
 from __future__ import annotations
@@ -90,7 +98,18 @@ HEAD_COLUMNS = ["metric", "factor", "level", "baseline"]
 #: ... and after them.
 TAIL_COLUMNS = ["n_level", "n_baseline", "rel_diff_pct", "ci_low_pct", "ci_high_pct", "p_value",
                 "analysis", "verdict", "unit", "better", "mean_level", "mean_baseline",
-                "p_value_unadjusted", "df"]
+                "p_value_unadjusted", "df", "ci_low_adj_pct", "ci_high_adj_pct"]
+#: A comparison resting on fewer independent units (runs, or visits for a whole-plot
+#: factor) on a side gets no ``no_difference`` verdict: a test on two visits per level
+#: (2 error degrees of freedom) detects an effect of 2.5 standard deviations of a
+#: visit mean only 30 % of the time even before Holm's adjustment (3 per level: 64 %,
+#: 4: 84 %), so "no difference" would claim what the data cannot show.
+MIN_UNITS = 3
+#: Analyses whose unit of replication is the whole-plot visit.
+VISIT_ANALYSES = frozenset({"mixed_model", "welch_visit_means", "mixed_model_blocked_by_host",
+                            "blocked_by_host_visit_means"})
+#: Verdict of a comparison of a metric outside the family (``report.primary``).
+DESCRIPTIVE = "descriptive"
 
 
 def level_key(value: Any) -> str:
@@ -117,6 +136,32 @@ def level_keys(column: pd.Series) -> pd.Series:
     return pd.Series(mapped[codes], index=column.index, dtype=object)
 
 
+def family_metrics(spec: Any, measured: Iterable[str] | None = None) -> list[str]:
+    """The metrics whose comparisons form Holm's family and get verdicts.
+
+    ``report.primary`` when the spec gives it; otherwise every metric the report
+    compares (the safe default): ``report.metrics``, or, when that is empty, every
+    measured metric (``measured``; before any run, the workload's declared metrics).
+    The comparisons of the other report metrics are descriptive: shown with their
+    unadjusted 95 % intervals, no verdict, outside the family. The replicate planner
+    sizes the family with this same function.
+
+    Args:
+        spec: The loaded spec (only ``spec.data`` is read).
+        measured: Names of the measured metrics, when known.
+
+    Returns:
+        Metric names, in the order the spec lists them.
+    """
+    data = getattr(spec, "data", None) or {}
+    cfg = data.get("report") or {}
+    primary = cfg.get("primary")
+    if primary:
+        return list(dict.fromkeys(str(m) for m in primary))
+    declared = (data.get("workload") or {}).get("metrics") or {}
+    return list(dict.fromkeys(cfg.get("metrics") or (measured if measured is not None else declared) or []))
+
+
 def whole_plot_factors(spec: Any) -> list[str]:
     """Factors whose knob is costly (restart or reboot), in spec order."""
     return [f for f in spec.factor_names
@@ -133,6 +178,10 @@ class Comparisons:
         explanations: One entry per analysis used: ``{analysis, metrics, why}``.
         notes: Other remarks (skipped levels, fallbacks).
         alpha: Significance level of the verdicts.
+        warnings: Findings the report lists among its warnings:
+            ``{check, title, message}`` (comparisons with too few visits or runs).
+        family: The metrics in Holm's family (:func:`family_metrics`).
+        descriptive: The compared metrics outside it.
     """
 
     table: pd.DataFrame
@@ -140,6 +189,9 @@ class Comparisons:
     explanations: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     alpha: float = DEFAULT_ALPHA
+    warnings: list[dict[str, str]] = field(default_factory=list)
+    family: list[str] = field(default_factory=list)
+    descriptive: list[str] = field(default_factory=list)
 
 
 def comparison_columns(by: list[str], host: bool = False) -> list[str]:
@@ -290,10 +342,116 @@ def compare(spec: Any, runs: pd.DataFrame, metrics: list[str], units: dict[str, 
     if not rows:
         return result
     table = pd.DataFrame(rows)
-    table["p_value"] = holm(table["p_value_unadjusted"].to_numpy(dtype="float64"))
-    table["verdict"] = _verdicts(table, alpha)
+    family = family_metrics(spec, metrics)
+    result.family = [m for m in family if m in metrics]
+    result.descriptive = [m for m in metrics if m not in set(family)]
+    _judge(table, set(family), alpha)
+    _verdict_notes(result, table, factor, family, metrics, bool(report_cfg.get("primary")))
     result.table = table.reindex(columns=comparison_columns(by, multi))
     return result
+
+
+def adjusted_levels(p_values, alpha: float) -> np.ndarray:
+    """Confidence level of each comparison's Holm-consistent interval.
+
+    Holm's step-down test compares the i-th smallest of m p-values with
+    ``alpha / (m - i + 1)`` and stops at the first one that is not below its
+    threshold; that one and every later one are kept. The interval of the i-th is
+    taken at ``1 - alpha / (m - i + 1)``, and from the first kept one on at that
+    one's level, so an interval excludes "no difference" exactly when Holm's
+    adjusted p-value is below alpha. Each has at least ``1 - alpha`` confidence.
+
+    Args:
+        p_values: Unadjusted p-values of the family; NaN entries are not in it.
+        alpha: The family's significance level.
+
+    Returns:
+        One confidence level per p-value (NaN where the p-value is NaN).
+    """
+    p = np.asarray(p_values, dtype="float64")
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    if not len(ok):
+        return out
+    order = ok[np.argsort(p[ok], kind="stable")]
+    m = len(order)
+    kept = p[order] >= alpha / (m - np.arange(m))
+    stop = int(np.argmax(kept)) if kept.any() else m
+    out[order] = 1.0 - alpha / (m - np.minimum(np.arange(m), stop))
+    return out
+
+
+def relative_interval(mean_a, mean_b, var_a, var_b, cov_ab, df,
+                      confidence: float | np.ndarray = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
+    """Interval of the relative difference ``(mean_a - mean_b) / |mean_b|`` in percent.
+
+    Fieller's interval of the ratio, turned into the relative difference: with a
+    negative baseline the ratio runs the other way (a level of -5 against -10 is a
+    ratio of 0.5 but 50 % *higher*), so its ends swap and change sign. NaN where the
+    interval is unbounded (the baseline's mean could be 0).
+    """
+    b = np.atleast_1d(np.asarray(mean_b, dtype="float64"))
+    low, high = fieller_ratio_ci(mean_a, b, var_a, var_b, cov_ab, df, confidence)
+    positive = b > 0
+    return (np.where(positive, low - 1.0, 1.0 - high) * 100.0,
+            np.where(positive, high - 1.0, 1.0 - low) * 100.0)
+
+
+def _judge(table: pd.DataFrame, family: set[str], alpha: float) -> None:
+    """Holm's adjustment over the family, both intervals and the verdicts, in place."""
+    p_raw = table["p_value_unadjusted"].to_numpy(dtype="float64")
+    primary = table["metric"].isin(family).to_numpy()
+    p_family = np.where(primary, p_raw, np.nan)
+    table["p_value"] = holm(p_family)
+    parts = [table[c].to_numpy(dtype="float64") for c in ("mean_level", "mean_baseline", "_va", "_vb", "_cov", "df")]
+    tested = np.isfinite(p_raw)
+    lo, hi = relative_interval(*parts, CONFIDENCE)
+    table["ci_low_pct"], table["ci_high_pct"] = np.where(tested, lo, np.nan), np.where(tested, hi, np.nan)
+    lo, hi = relative_interval(*parts, adjusted_levels(p_family, alpha))
+    table["ci_low_adj_pct"], table["ci_high_adj_pct"] = lo, hi
+    table["verdict"] = _verdicts(table, alpha, primary)
+
+
+def _verdict_notes(result: Comparisons, table: pd.DataFrame, factor: str, family: list[str],
+                   metrics: list[str], explicit: bool) -> None:
+    """Say why rows have no test, which metrics are descriptive, and warn of too few units."""
+    if result.descriptive:
+        result.notes.append(f"report.primary: verdicts and Holm's adjustment cover {', '.join(result.family) or 'none'}; "
+                            f"descriptive (unadjusted 95 % intervals, no verdict): {', '.join(result.descriptive)}")
+    unmeasured = [m for m in family if m not in metrics]
+    if unmeasured and explicit:
+        result.notes.append(f"report.primary names {', '.join(unmeasured)}, which no measured run has")
+    constant = table["_constant"].to_numpy(dtype=bool)
+    for metric in dict.fromkeys(table.loc[constant, "metric"]):
+        count = int((constant & (table["metric"] == metric).to_numpy()).sum())
+        result.notes.append(f"{metric}: {count} comparison(s) without a test: every value on both sides is the "
+                            "same, so there is no run-to-run variation to judge a difference by; the verdict is "
+                            "insufficient_data (the means are in comparisons.csv)")
+    tested = np.isfinite(table["p_value"].to_numpy(dtype="float64"))
+    units = table["_units"].to_numpy(dtype="float64")
+    few = tested & (units < MIN_UNITS)
+    if not few.any():
+        return
+    by_visit = table["analysis"].isin(VISIT_ANALYSES).to_numpy()
+    for visits in (True, False):
+        sel = few & (by_visit == visits)
+        if not sel.any():
+            continue
+        kind = "visits" if visits else "runs"
+        lowest = int(units[sel].min())
+        undecided = int((sel & (table["verdict"] == "insufficient_data").to_numpy()).sum())
+        mets = ", ".join(dict.fromkeys(table.loc[sel, "metric"]))
+        how = ("more visits (order.visits, replicates; `bmx plan SPEC --detect 5% --cv 0.02` says how many)"
+               if visits else "more replicates (`bmx plan SPEC --detect 5% --cv 0.02` says how many)")
+        result.warnings.append({
+            "check": "few_units",
+            "title": f"Too few {kind} to show there is no difference",
+            "message": (f"{int(sel.sum())} comparison(s) of {factor} ({mets}) rest on only {lowest} {kind} on a "
+                        f"side{' (whole-plot factor: judged visit against visit)' if visits else ''}. A test on so "
+                        f"few has little power, so the {undecided} without a detectable difference are "
+                        f"insufficient_data, not no_difference. Plan at least {MIN_UNITS} {kind} per level: "
+                        f"{how}."),
+        })
 
 
 def _originals(spec_factors: dict[str, list[Any]], eff: pd.DataFrame, names: list[str],
@@ -322,38 +480,39 @@ def _sort_combos(combos: pd.DataFrame, spec_levels: list[list[Any]], n_by: int) 
     return sorted(set(tuples), key=order)
 
 
-def _side_stats(mean_a, var_a, n_a, mean_b, var_b, n_b, cov=None, df=None) -> dict[str, Any]:
+def _side_stats(mean_a, var_a, n_a, mean_b, var_b, n_b, cov=None, df=None, units=None) -> dict[str, Any]:
     """One comparison's numbers from the two sides' means and their (co)variances.
 
     With ``cov``/``df`` absent the sides are independent samples (Welch); otherwise
-    ``var_*`` are already variances of the estimated means.
+    ``var_*`` are already variances of the estimated means. ``units`` is the number
+    of independent units on the smaller side (default: the smaller n). The
+    intervals are filled in later (:func:`_judge`), once the family is known; the
+    ``_``-prefixed entries carry what they need and never reach the csv.
     """
+    constant = False
     if cov is None:
         p, dfs = welch_test([mean_a], [var_a], [n_a], [mean_b], [var_b], [n_b])
         p, df = float(p[0]), float(dfs[0])
         va, vb, cov = (var_a / n_a if n_a else np.nan), (var_b / n_b if n_b else np.nan), 0.0
+        constant = bool(n_a >= 2 and n_b >= 2 and var_a == 0 and var_b == 0)
     else:
         va, vb = var_a, var_b
         se = math.sqrt(max(va + vb - 2 * cov, 0.0)) if np.isfinite(va + vb - 2 * cov) else np.nan
         if not np.isfinite(se) or df is None or not np.isfinite(df) or df < 1:
             p = np.nan
         elif se == 0:
-            p = 1.0 if mean_a == mean_b else 0.0
+            # No variation at all to judge by: no test, like Welch with two constant sides.
+            p, constant = np.nan, True
         else:
             p = float(2 * sps.t.sf(abs(mean_a - mean_b) / se, df))
-    rel = lo = hi = np.nan
-    if np.isfinite(p) and mean_b != 0:
-        rel = (mean_a / mean_b - 1) * 100
-        if va == 0 and vb == 0:
-            lo = hi = rel
-        else:
-            low, high = fieller_ratio_ci(mean_a, mean_b, va, vb, cov, df, CONFIDENCE)
-            lo, hi = (low[0] - 1) * 100, (high[0] - 1) * 100
-            if mean_b < 0:
-                # A negative baseline flips the ratio's meaning; report the point only.
-                lo = hi = np.nan
+    # The sign comes from the difference: with a negative baseline the ratio's sign
+    # would call a rise a fall.
+    rel = ((mean_a - mean_b) / abs(mean_b) * 100 if np.isfinite(mean_a) and np.isfinite(mean_b) and mean_b != 0
+           else np.nan)
     return {"n_level": int(n_a), "n_baseline": int(n_b), "mean_level": mean_a, "mean_baseline": mean_b,
-            "rel_diff_pct": rel, "ci_low_pct": lo, "ci_high_pct": hi, "p_value_unadjusted": p, "df": df}
+            "rel_diff_pct": rel, "ci_low_pct": np.nan, "ci_high_pct": np.nan, "p_value_unadjusted": p, "df": df,
+            "_va": va, "_vb": vb, "_cov": cov, "_constant": constant,
+            "_units": units if units is not None else min(int(n_a), int(n_b))}
 
 
 def _sides_from_groups(grouped: pd.DataFrame, base: str, levels: list[str],
@@ -458,7 +617,8 @@ def _mixed_sides(spec: Any, eff: pd.DataFrame, values: pd.Series, keys: pd.DataF
                 out[(level, combo)]["mean_baseline"] = float(wb @ beta) if wb is not None else np.nan
                 continue
             s = _side_stats(float(wa @ beta), float(wa @ cov @ wa), n_a, float(wb @ beta), float(wb @ cov @ wb), n_b,
-                            cov=float(wa @ cov @ wb), df=df)
+                            cov=float(wa @ cov @ wb), df=df,
+                            units=min(visits[(level, *combo)], visits[(base, *combo)]))
             out[(level, combo)] = s
     return out, ("mixed_model_blocked_by_host" if blocks is not None else "mixed_model"), ""
 
@@ -624,15 +784,20 @@ def _visit_mean_sides(collapsed: pd.DataFrame, key_cols: list[str], base: str, l
     return _sides_from_groups(grouped, base, levels, combos)
 
 
-def _verdicts(table: pd.DataFrame, alpha: float) -> np.ndarray:
+def _verdicts(table: pd.DataFrame, alpha: float, primary: np.ndarray) -> np.ndarray:
+    """Verdict of every row: descriptive outside the family, insufficient_data without
+    a test or without enough units to call "no difference", else by the adjusted p."""
     p = table["p_value"].to_numpy(dtype="float64")
-    rel = table["rel_diff_pct"].to_numpy(dtype="float64")
+    # Direction from the difference itself (never from the ratio, whose sign a
+    # negative baseline flips).
     diff = table["mean_level"].to_numpy(dtype="float64") - table["mean_baseline"].to_numpy(dtype="float64")
-    sign = np.sign(np.where(np.isfinite(rel), rel, diff))
+    sign = np.sign(diff)
     better = table["better"].to_numpy(dtype=object)
     out = np.full(len(table), "no_difference", dtype=object)
-    out[~np.isfinite(p)] = "insufficient_data"
-    hit = np.isfinite(p) & (p < alpha)
+    few = table["_units"].to_numpy(dtype="float64") < MIN_UNITS
+    out[~np.isfinite(p) | few] = "insufficient_data"
+    out[~primary] = DESCRIPTIVE
+    hit = primary & np.isfinite(p) & (p < alpha)
     for i in np.flatnonzero(hit):
         up = sign[i] > 0
         if better[i] == "higher":
@@ -726,15 +891,22 @@ def sentence(row: dict[str, Any], by: list[str]) -> str:
         where += " on all hosts" if str(host) == ALL_HOSTS else f" on {_text(host)}"
     head = f"{row['factor']}={_text(row['level'])} vs {_text(row['baseline'])}"
     rel = row.get("rel_diff_pct")
-    if row.get("verdict") == "insufficient_data" or rel is None or not np.isfinite(rel):
+    verdict = str(row.get("verdict"))
+    if verdict == "insufficient_data" or rel is None or not np.isfinite(rel):
         return f"{head}: {row['metric']}{where}: not enough data to compare"
-    lo, hi = row.get("ci_low_pct"), row.get("ci_high_pct")
-    ci = (f" [95% CI {lo:+.1f}, {hi:+.1f}]" if lo is not None and np.isfinite(lo) and hi is not None
-          and np.isfinite(hi) else " [95% CI unbounded]")
-    verdict = str(row.get("verdict")).replace("_", " ")
-    p = row.get("p_value")
+    # The interval beside a verdict is the Holm-adjusted one, so the two agree; a
+    # descriptive metric's is its unadjusted 95 % interval (older tables: the same).
+    adjusted = verdict != DESCRIPTIVE and "ci_low_adj_pct" in row
+    lo, hi = (row.get("ci_low_adj_pct"), row.get("ci_high_adj_pct")) if adjusted else (row.get("ci_low_pct"),
+                                                                                       row.get("ci_high_pct"))
+    label = "Holm-adjusted CI" if adjusted else "95% CI"
+    ci = (f" [{label} {lo:+.1f}, {hi:+.1f}]" if lo is not None and np.isfinite(lo) and hi is not None
+          and np.isfinite(hi) else f" [{label} unbounded]")
+    p = row.get("p_value_unadjusted") if verdict == DESCRIPTIVE else row.get("p_value")
     ptext = "p<0.001" if p is not None and p < 0.001 else f"p={p:.3f}"
-    return f"{head}: {rel:+.1f}% {row['metric']}{where}{ci} – {verdict} ({ptext}, {row['analysis']})"
+    if verdict == DESCRIPTIVE:
+        ptext = "unadjusted " + ptext
+    return f"{head}: {rel:+.1f}% {row['metric']}{where}{ci} – {verdict.replace('_', ' ')} ({ptext}, {row['analysis']})"
 
 
 def _text(value: Any) -> str:

@@ -167,21 +167,20 @@ def family_metrics(spec: Any) -> tuple[list[str], str]:
     ``report.primary`` names the family when the spec has it (the other metrics are
     descriptive), else ``report.metrics``; a spec that names neither compares every
     metric the runs produce, which the workload's declared ``metrics`` tell in
-    advance. Read defensively: the key may be absent, empty or a single name.
+    advance. The list is the report's own (:func:`benchmatrix.analysis.family_metrics`).
 
     Returns:
         ``(metrics, source)``; ``metrics`` is empty when the spec cannot tell.
     """
-    data = getattr(spec, "data", None) or {}
-    report = data.get("report") or {}
+    from benchmatrix.analysis import family_metrics as report_family
+
+    metrics = report_family(spec)
+    report = (getattr(spec, "data", None) or {}).get("report") or {}
     for key in ("primary", "metrics"):
-        value = report.get(key)
-        names = [value] if isinstance(value, str) else [str(v) for v in value or []]
-        if names:
-            return list(dict.fromkeys(names)), f"report.{key}"
-    declared = list(((data.get("workload") or {}).get("metrics") or {}))
-    if declared:
-        return declared, "workload.metrics (report.metrics not set: every metric is compared)"
+        if report.get(key):
+            return metrics, f"report.{key}"
+    if metrics:
+        return metrics, "workload.metrics (report.metrics not set: every metric is compared)"
     return [], "unknown (report.metrics not set)"
 
 

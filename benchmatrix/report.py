@@ -530,7 +530,7 @@ def _findings(result: analysis.Comparisons) -> dict[str, Any]:
     table = result.table
     by = (result.config or {}).get("by") or []
     if result.config is None:
-        return {"configured": False, "sentences": [], "no_difference": 0, "insufficient": 0,
+        return {"configured": False, "sentences": [], "no_difference": 0, "insufficient": 0, "descriptive": 0,
                 "tradeoffs": [], "omitted": 0, "total": 0}
     records = _records(table) if len(table) else []
     significant = [r for r in records if r["verdict"] in ("better", "worse", "higher", "lower")]
@@ -557,6 +557,7 @@ def _findings(result: analysis.Comparisons) -> dict[str, Any]:
     return {"configured": True, "sentences": sentences, "omitted": max(len(significant) - FINDING_SENTENCES, 0),
             "no_difference": sum(r["verdict"] == "no_difference" for r in records),
             "insufficient": sum(r["verdict"] == "insufficient_data" for r in records),
+            "descriptive": sum(r["verdict"] == analysis.DESCRIPTIVE for r in records),
             "tradeoffs": tradeoffs, "total": len(records)}
 
 
@@ -566,12 +567,19 @@ def _comparison_context(result: analysis.Comparisons) -> dict[str, Any]:
     rows = []
     for r in _records(table.iloc[:COMPARISON_ROWS]) if len(table) else []:
         r["by_values"] = [r.get(analysis.by_column(b)) for b in by]
+        # The interval shown beside a verdict is the Holm-adjusted one, so the two
+        # agree; a descriptive metric has no verdict and shows its unadjusted 95 %.
+        descriptive = r.get("verdict") == analysis.DESCRIPTIVE
+        r["ci_kind"] = "unadjusted" if descriptive else "holm"
+        r["ci_shown_low"] = r.get("ci_low_pct" if descriptive else "ci_low_adj_pct")
+        r["ci_shown_high"] = r.get("ci_high_pct" if descriptive else "ci_high_adj_pct")
         rows.append(r)
     return {"configured": result.config is not None, "config": result.config, "by": by, "rows": rows,
             "table": table, "host_column": analysis.HOST_COLUMN in table.columns,
             "total": len(table), "omitted": max(len(table) - COMPARISON_ROWS, 0), "alpha": result.alpha,
             "explanations": result.explanations, "notes": result.notes, "holm_count":
-            int(table["p_value_unadjusted"].notna().sum()) if len(table) else 0}
+            int(table["p_value"].notna().sum()) if len(table) else 0,
+            "family": result.family, "descriptive": result.descriptive}
 
 
 def _spec_text(spec: Any) -> str:
@@ -652,6 +660,8 @@ def report_context(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
     warnings_, drift_table = sanity.sanity_warnings(spec, plan, runs, summary, metrics, record_notes, cells, alpha,
                                                     summary_by_host=summary_by_host, host_table=host_table,
                                                     comparisons=comparisons.table)
+    # Comparisons that rest on too few visits or runs for a "no difference" verdict.
+    warnings_ += [sanity.warning(w["check"], w["title"], w["message"]) for w in comparisons.warnings]
     labels = dict(zip(cells["cell_id"], cells["label"]))
     plot_notes: list[str] = []
     rendered: list[plots.Plot] = []

@@ -307,6 +307,14 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
         for bi, by in enumerate(compare["by"]):
             if by not in known:
                 unknown(("report", "compare", "by", bi), by, "report.compare.by")
+    shown = d["report"].get("metrics") or []
+    for pi, name in enumerate(d["report"].get("primary") or []):
+        # With report.metrics empty (every measured metric shown) the names can only
+        # be checked against the runs; the report notes a primary metric never measured.
+        if shown and name not in shown:
+            errs.append(doc.error(("report", "primary", pi),
+                                  f"report.primary names '{name}', which is not in report.metrics "
+                                  f"({', '.join(map(str, shown))}): the primary metrics are a subset of them"))
 
     # Declared metrics: regexes must compile with a `value` group, JSON paths parse.
     from benchmatrix.parsers import check_declarations

@@ -330,9 +330,10 @@ def welch_test(mean_a, var_a, n_a, mean_b, var_b, n_b) -> tuple[np.ndarray, np.n
     """Welch's two-sided t-test from summary statistics, vectorized.
 
     Returns:
-        ``(p_value, df)``. Where both samples have zero variance the p-value is 1
-        for equal means and 0 otherwise; it is NaN where a side has fewer than 2
-        values.
+        ``(p_value, df)``. The p-value is NaN where a side has fewer than 2 values,
+        and where both samples have zero variance: without any run-to-run variation
+        there is no noise to judge a difference by (a coarse or constant metric), so
+        no test is possible, whatever the means.
     """
     mean_a, var_a, n_a, mean_b, var_b, n_b = (np.asarray(x, dtype="float64")
                                               for x in (mean_a, var_a, n_a, mean_b, var_b, n_b))
@@ -341,19 +342,17 @@ def welch_test(mean_a, var_a, n_a, mean_b, var_b, n_b) -> tuple[np.ndarray, np.n
                                         equal_var=False)
     p = np.atleast_1d(np.asarray(p, dtype="float64")).copy()
     df = np.atleast_1d(welch_df(var_a, n_a, var_b, n_b))
-    exact = (var_a == 0) & (var_b == 0) & (n_a >= 2) & (n_b >= 2)
-    p[exact] = np.where(mean_a[exact] == mean_b[exact], 1.0, 0.0)
-    df[exact] = n_a[exact] + n_b[exact] - 2
-    p[(n_a < 2) | (n_b < 2)] = np.nan
+    p[((var_a == 0) & (var_b == 0)) | (n_a < 2) | (n_b < 2)] = np.nan
     return p, df
 
 
 def fieller_ratio_ci(mean_a, mean_b, var_a, var_b, cov_ab, df,
-                     confidence: float = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
+                     confidence: float | np.ndarray = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
     """Fieller's confidence interval of the ratio ``mean_a / mean_b``, vectorized.
 
     ``var_a``, ``var_b`` and ``cov_ab`` are the variances and covariance of the two
     *estimated means* (``s^2 / n`` for independent samples, with ``cov_ab = 0``).
+    ``confidence`` may be one level per row (multiplicity-adjusted intervals).
     The interval is the set of ratios r for which ``mean_a - r * mean_b`` is not
     significantly different from 0, so with Welch's degrees of freedom it excludes
     1 exactly when Welch's test rejects equal means at the same level.

@@ -295,7 +295,7 @@ def test_comparisons_csv_columns_and_by_values():
     assert table["level"].tolist() == [4096, 4096] and table["baseline"].tolist() == [0, 0]
     assert table["p_value"].tolist() == pytest.approx(holm(table["p_value_unadjusted"]).tolist())
     text = sentence(table.iloc[0].to_dict(), ["bs"])
-    assert text.startswith("ra=4096 vs 0: +") and "read_bw_kib at bs=8k [95% CI +" in text
+    assert text.startswith("ra=4096 vs 0: +") and "read_bw_kib at bs=8k [Holm-adjusted CI +" in text
     assert text.endswith("better (p<0.001, welch)")
 
 
@@ -320,6 +320,135 @@ def test_no_compare_configured_gives_empty_table():
     spec = make_spec({"ht": ["off", "on"]})
     result = compare(spec, two_level_campaign(np.random.default_rng(1), 3), ["tps"])
     assert result.config is None and result.table.empty
+
+
+# ----------------------------------------------------------------- verdicts at the edges
+
+def test_direction_comes_from_the_difference_with_a_negative_baseline():
+    # A higher-is-better metric at -10 (baseline) and -5 (level): the level is higher,
+    # so better, and the relative difference (level - baseline) / |baseline| is +50 %.
+    rng = np.random.default_rng(41)
+    rows = [{"cell_id": lv, "ht": lv, "tps": v}
+            for lv, centre in (("off", -10.0), ("on", -5.0)) for v in rng.normal(centre, 0.2, 6)]
+    row = compare(HT_SPEC, runs_frame(rows), ["tps"]).table.iloc[0]
+    assert row["verdict"] == "better"
+    assert row["rel_diff_pct"] == pytest.approx(50.0, abs=5.0)
+    assert 0 < row["ci_low_pct"] < row["rel_diff_pct"] < row["ci_high_pct"]
+    text = sentence(row.to_dict(), [])
+    assert text.startswith("ht=on vs off: +") and "– better" in text
+
+
+def test_negative_baseline_worse_when_lower():
+    rng = np.random.default_rng(42)
+    rows = [{"cell_id": lv, "ht": lv, "tps": v}
+            for lv, centre in (("off", -10.0), ("on", -15.0)) for v in rng.normal(centre, 0.2, 6)]
+    row = compare(HT_SPEC, runs_frame(rows), ["tps"]).table.iloc[0]
+    assert row["verdict"] == "worse" and row["rel_diff_pct"] == pytest.approx(-50.0, abs=5.0)
+
+
+def test_two_sides_without_variation_give_insufficient_data():
+    # Every run of both sides gave the same number: there is no noise estimate, so no
+    # test; p must not be 0 and the row must not take a place in Holm's family.
+    runs = runs_frame([{"cell_id": lv, "ht": lv, "tps": v} for lv, v in (("off", 5.0), ("on", 6.0)) for _ in range(4)])
+    result = compare(HT_SPEC, runs, ["tps"])
+    row = result.table.iloc[0]
+    assert row["verdict"] == "insufficient_data"
+    assert math.isnan(row["p_value"]) and math.isnan(row["p_value_unadjusted"])
+    assert row["rel_diff_pct"] == pytest.approx(20.0)        # still shown: it is what was measured
+    assert any("no run-to-run variation" in n for n in result.notes)
+
+
+def test_whole_plot_factor_with_two_visits_per_level_gives_no_no_difference_verdict():
+    # Two visits per level: the mixed model has 2 error degrees of freedom and little
+    # power, so "no difference" would claim what the data cannot show.
+    rng = np.random.default_rng(43)
+    result = compare(SPLIT_SPEC, split_plot_campaign(rng, visits_per_level=2), ["tps"])
+    assert set(result.table["analysis"]) == {"mixed_model"}
+    assert set(result.table["verdict"]) == {"insufficient_data"}
+    assert result.warnings and result.warnings[0]["check"] == "few_units"
+    assert "2 visits" in result.warnings[0]["message"] and "ht" in result.warnings[0]["message"]
+    # A difference the test does find is still reported: the test itself is valid.
+    strong = compare(SPLIT_SPEC, split_plot_campaign(rng, visits_per_level=2, visit_sd=0.002, effect=0.5), ["tps"])
+    assert set(strong.table["verdict"]) == {"better"}
+
+
+def test_three_visits_per_level_keep_the_no_difference_verdict():
+    rng = np.random.default_rng(44)
+    result = compare(SPLIT_SPEC, split_plot_campaign(rng, visits_per_level=3), ["tps"])
+    assert "no_difference" in set(result.table["verdict"]) and not result.warnings
+
+
+def many_comparisons(rng, effect_at=0, effect=0.03, n=5, sd=0.03, k=16):
+    """One factor 'ht' compared within 'users' (k levels), one real effect."""
+    rows = []
+    for u in range(k):
+        for ht in ("off", "on"):
+            scale = 1 + (effect if ht == "on" and u == effect_at else 0.0)
+            for v in rng.normal(100.0 * scale, 100.0 * sd, n):
+                rows.append({"cell_id": f"{ht}-{u}", "ht": ht, "users": u, "tps": v})
+    return runs_frame(rows)
+
+
+MANY_SPEC = make_spec({"ht": ["off", "on"], "users": list(range(16))},
+                      {"factor": "ht", "baseline": "off", "by": ["users"]},
+                      metrics={"tps": {"better": "higher"}})
+
+
+def test_adjusted_interval_agrees_with_the_holm_verdict():
+    # Holm-consistent intervals: each excludes 0 % exactly when the verdict is a
+    # difference, and contains the unadjusted 95 % interval (kept in the csv).
+    rng = np.random.default_rng(45)
+    disagreements = 0
+    for _ in range(40):
+        table = compare(MANY_SPEC, many_comparisons(rng), ["tps"]).table
+        assert {"ci_low_adj_pct", "ci_high_adj_pct"} <= set(table.columns)
+        lo, hi = table["ci_low_adj_pct"], table["ci_high_adj_pct"]
+        excludes = (lo > 0) | (hi < 0)
+        assert (excludes == table["verdict"].isin(["better", "worse"])).all()
+        assert (lo <= table["ci_low_pct"] + 1e-9).all() and (hi >= table["ci_high_pct"] - 1e-9).all()
+        raw = (table["ci_low_pct"] > 0) | (table["ci_high_pct"] < 0)
+        disagreements += int((raw & ~excludes).sum())
+    assert disagreements > 0        # the unadjusted interval alone would contradict some verdicts
+
+
+def test_adjusted_interval_consistent_after_the_first_retained_comparison():
+    # Holm stops at the first p above its threshold: every later comparison is kept,
+    # even one whose own threshold it would pass; its interval must contain 0.
+    from benchmatrix.analysis import adjusted_levels
+
+    levels = adjusted_levels(np.array([0.001, 0.03, 0.02, np.nan, 0.5]), 0.05)
+    # m = 4 finite: 0.001 < 0.05/4 is rejected; 0.02 > 0.05/3 is kept, and so is every later one.
+    assert levels[0] == pytest.approx(1 - 0.05 / 4)
+    assert levels[2] == pytest.approx(1 - 0.05 / 3) and levels[1] == pytest.approx(1 - 0.05 / 3)
+    assert levels[4] == pytest.approx(1 - 0.05 / 3) and math.isnan(levels[3])
+
+
+def test_family_is_the_primary_metrics_and_the_rest_is_descriptive():
+    from benchmatrix.analysis import family_metrics
+
+    rng = np.random.default_rng(46)
+    rows = []
+    for lv, scale in (("off", 1.0), ("on", 1.2)):
+        for _ in range(6):
+            rows.append({"cell_id": lv, "ht": lv, "tps": 100 * scale * rng.normal(1, 0.01),
+                         "iops": 50 * scale * rng.normal(1, 0.01)})
+    runs = runs_frame(rows)
+    spec = make_spec({"ht": ["off", "on"]}, {"factor": "ht", "baseline": "off", "by": []},
+                     metrics={"tps": {"better": "higher"}, "iops": {"better": "higher"}})
+    spec.data["report"].update(metrics=["tps", "iops"], primary=["tps"])
+    assert family_metrics(spec) == ["tps"]
+    table = compare(spec, runs, ["tps", "iops"]).table.set_index("metric")
+    assert table.loc["tps", "verdict"] == "better"
+    assert table.loc["tps", "p_value"] == pytest.approx(table.loc["tps", "p_value_unadjusted"])  # family of one
+    assert table.loc["iops", "verdict"] == "descriptive"
+    assert math.isnan(table.loc["iops", "p_value"]) and table.loc["iops", "p_value_unadjusted"] < 0.001
+    assert math.isnan(table.loc["iops", "ci_low_adj_pct"]) and table.loc["iops", "ci_low_pct"] > 0
+    assert "descriptive" in sentence({**table.loc["iops"].to_dict(), "metric": "iops"}, [])
+    spec.data["report"].pop("primary")
+    assert family_metrics(spec) == ["tps", "iops"]            # the safe default: every report metric
+    assert family_metrics(spec, ["a", "b"]) == ["tps", "iops"]
+    spec.data["report"]["metrics"] = []
+    assert family_metrics(spec, ["a", "b"]) == ["a", "b"]     # report.metrics empty: every measured metric
 
 
 # ----------------------------------------------------------------- sanity checks
@@ -446,7 +575,7 @@ def test_replicate_hosts_compare_within_each_host_and_name_it():
     assert table["p_value"].tolist() == pytest.approx(holm(table["p_value_unadjusted"]).tolist())
     assert "within one host" in result.explanations[0]["why"]
     text = sentence(table.iloc[2].to_dict(), ["users"])
-    assert " at users=10 on h2 [95% CI +" in text and text.endswith(", welch)") and "– better (p" in text
+    assert " at users=10 on h2 [Holm-adjusted CI +" in text and text.endswith(", welch)") and "– better (p" in text
     pooled = compare(HOST_SPEC, one_host(runs), ["tps"]).table
     assert set(pooled["verdict"]) == {"no_difference"}          # the offsets mask the effect
 

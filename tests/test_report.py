@@ -350,7 +350,7 @@ def test_findings_comparisons_and_csv(spec, tmp_path):
     html_path, md_path = render_report(cmp_spec, plan, runs, summary, HOST_FACTS, tmp_path)
     md, html = md_path.read_text(), html_path.read_text()
     findings = md.split("## Summary of findings")[1].split("\n## ")[0]
-    assert "- iodepth=8 vs 1: +" in findings and "read_iops at rw=randread [95% CI +" in findings
+    assert "- iodepth=8 vs 1: +" in findings and "read_iops at rw=randread [Holm-adjusted CI +" in findings
     assert "– better (p" in findings
     table = pd.read_csv(tmp_path / "comparisons.csv")
     assert list(table.columns[:5]) == ["metric", "factor", "level", "baseline", "rw"]
@@ -491,7 +491,7 @@ def test_replicate_hosts_get_per_host_tables_in_both_formats(spec, tmp_path):
     assert "hosts disagree in" in warnings_md
     findings = md.split("## Summary of findings")[1].split("\n## ")[0]
     for host in HOSTS:
-        assert f"read_iops at rw=randread on {host} [95% CI +" in findings
+        assert f"read_iops at rw=randread on {host} [Holm-adjusted CI +" in findings
     assert "| metric | iodepth | host | rw |" in md
     csv = pd.read_csv(tmp_path / "comparisons.csv")
     assert list(csv.columns[:6]) == ["metric", "factor", "level", "baseline", "host", "rw"]
@@ -512,7 +512,7 @@ def test_partition_hosts_are_blocks_in_the_report(spec, tmp_path):
     md = md_path.read_text()
     assert "(hosts_mode: partition). The runs of each cell were spread over the hosts" in md
     assert "**Analysis: blocked_by_host**" in md
-    assert "read_iops at rw=randread on all hosts [95% CI +" in md
+    assert "read_iops at rw=randread on all hosts [Holm-adjusted CI +" in md
     csv = pd.read_csv(tmp_path / "comparisons.csv")
     assert set(csv["host"]) == {"all"} and set(csv["analysis"]) == {"blocked_by_host"}
     iops = csv[csv["metric"] == "read_iops"]
@@ -544,3 +544,47 @@ def test_single_host_report_has_no_per_host_section(spec, tmp_path):
     assert "hosts_mode" not in md.split("## Spec")[0]
     assert " on localhost" not in md.split("## Spec")[0]
     assert "| metric | iodepth | rw | n |" in md
+
+
+def test_intervals_beside_verdicts_are_holm_adjusted_and_descriptive_metrics_labelled(spec, tmp_path):
+    # read_iops is primary (Holm's family, verdicts, adjusted intervals); read_bw_kib,
+    # a rescaling of it, is descriptive: unadjusted interval, verdict "descriptive".
+    plan = make_plan(spec)
+    runs = make_runs(plan)
+    runs.loc[runs["iodepth"] == 8, ["read_iops", "read_bw_kib"]] *= 1.5
+    cmp_spec = compare_spec(spec, metrics=["read_iops", "read_bw_kib"], primary=["read_iops"])
+    html_path, md_path = render_report(cmp_spec, plan, runs, summarize(runs, spec.factor_names, UNITS), HOST_FACTS,
+                                       tmp_path)
+    md, html = md_path.read_text(), html_path.read_text()
+    table = pd.read_csv(tmp_path / "comparisons.csv")
+    iops, bw = table[table["metric"] == "read_iops"], table[table["metric"] == "read_bw_kib"]
+    assert set(iops["verdict"]) == {"better"} and set(bw["verdict"]) == {"descriptive"}
+    assert (iops["ci_low_adj_pct"] <= iops["ci_low_pct"]).all() and bw["ci_low_adj_pct"].isna().all()
+    assert bw["p_value"].isna().all() and bw["p_value_unadjusted"].notna().all()
+    findings = md.split("## Summary of findings")[1].split("\n## ")[0]
+    sentences = [ln for ln in findings.splitlines() if ln.startswith("- ")]
+    assert any("read_iops at rw=randread [Holm-adjusted CI +" in ln for ln in sentences)
+    assert not any("read_bw_kib" in ln for ln in sentences)        # no verdict, so no finding
+    assert "2 comparison(s) of descriptive metrics (read_bw_kib)" in findings
+    row = iops.iloc[0]
+    for text in (md.split("## Comparisons")[1], html.split('<section id="comparisons">')[1]):
+        assert "Holm-adjusted" in text and "descriptive" in text
+        assert f"{row['ci_low_adj_pct']:+.1f} – {row['ci_high_adj_pct']:+.1f}" in text
+        b = bw.iloc[0]
+        assert f"{b['ci_low_pct']:+.1f} – {b['ci_high_pct']:+.1f} (95%, unadjusted)" in text
+
+
+def test_too_few_runs_for_no_difference_is_a_report_warning(spec, tmp_path):
+    # Two runs per side and no effect: the report says insufficient_data, not
+    # "no difference", and warns why.
+    plan = make_plan(spec)
+    runs = make_runs(plan)
+    runs = runs[runs["replicate"] != 3]
+    cmp_spec = compare_spec(spec, metrics=["read_clat_mean_us"],
+                            compare={"factor": "iodepth", "baseline": 1, "by": ["rw", "bs"]})
+    html, md = render(cmp_spec, plan, runs, tmp_path)
+    table = pd.read_csv(tmp_path / "comparisons.csv")
+    assert "no_difference" not in set(table["verdict"]) and "insufficient_data" in set(table["verdict"])
+    warnings_md = md.split("## Summary of findings")[0]
+    assert "Too few runs to show there is no difference" in warnings_md and "only 2 runs" in warnings_md
+    assert "Too few runs to show there is no difference" in html.split('<section id="findings">')[0]

@@ -564,3 +564,17 @@ def test_cli_validate_prints_warnings(tmp_path, capsys):
     assert main(["validate", str(path)]) == 0
     _, err = capsys.readouterr()
     assert f"{path}:5: warning:" in err
+
+
+def test_report_primary_must_be_among_report_metrics(tmp_path):
+    path = write(tmp_path, BASE + "report:\n  metrics: [tps, p99_ms]\n  primary:\n    - tps\n    - iops\n")
+    assert_one_error(path, 13, "report.primary names 'iops'", "not in report.metrics (tps, p99_ms)")
+
+
+def test_report_primary_subset_is_valid_and_absent_means_every_metric(tmp_path):
+    from benchmatrix.analysis import family_metrics
+
+    spec = load_spec(write(tmp_path, BASE + "report:\n  metrics: [tps, p99_ms]\n  primary: [p99_ms]\n"))
+    assert family_metrics(spec) == ["p99_ms"]
+    spec = load_spec(write(tmp_path, BASE + "report:\n  metrics: [tps, p99_ms]\n"))
+    assert family_metrics(spec) == ["tps", "p99_ms"]

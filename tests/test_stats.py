@@ -306,3 +306,11 @@ def test_summary_intervals_cover_the_true_mean_93_to_97_percent(population, n):
     for method, hits in covered.groupby(summary["ci_method"]):
         if len(hits) >= 200:
             assert 0.93 <= hits.mean() <= 0.97, (method, len(hits), hits.mean())
+
+
+def test_welch_test_has_no_p_value_without_any_variation():
+    # Two constant sides: no noise estimate, so no test (p = 0 would be a firm verdict).
+    from benchmatrix.stats import welch_test
+
+    p, _ = welch_test([5.0, 5.0, 5.0], [0.0, 0.0, 1.0], [4, 4, 4], [6.0, 5.0, 6.0], [0.0, 0.0, 0.0], [4, 4, 4])
+    assert np.isnan(p[0]) and np.isnan(p[1]) and 0 < p[2] < 1
