@@ -28,7 +28,7 @@ import random
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from benchmatrix.matrix import Cell
 from benchmatrix.spec import COST_CLASSES, Spec
@@ -80,12 +80,9 @@ class Visit:
 
     Attributes:
         runs: (cell, replicate) pairs in execution order.
-        control_ok: Whether the control cell may run in this visit (a restricted plan
-            never pays a costly reconfiguration for a control run).
     """
 
     runs: list[tuple[Cell, int]]
-    control_ok: bool = True
 
 
 def _knob_state(spec: Spec, factors: dict[str, Any]) -> tuple[Any, ...]:
@@ -155,24 +152,73 @@ def _restricted_visits(spec: Spec, rng: random.Random, share: dict[str, list[int
                     dealt[v].append((cell, rep))
             slots[(okey, ikey)] = dealt
 
-    ctl = spec.control_cell()
-    ctl_key = None if ctl is None else (_plot_key(ctl.factors, outer_f), _plot_key(ctl.factors, inner_f))
     visits: list[Visit] = []
     last: tuple[tuple[str, ...], tuple[str, ...]] | None = None
     for rnd in range(n_visits):
         # Consecutive visits of one whole plot would share a setting the host never
         # left: they would not be independent visits. Only a round boundary can bring
         # that about, and there the first plot is drawn among the others.
-        outers = _shuffle_avoiding(rng, list(plots), last[0] if last and len(plots) > 1 else None)
-        for okey in outers:
-            avoid = last[1] if last and len(plots) == 1 else None
-            for ikey in _shuffle_avoiding(rng, list(plots[okey]), avoid):
-                runs = list(slots[(okey, ikey)][rnd])
-                if not runs:
-                    continue  # only when order.visits exceeds a plot's runs (refused by load_spec)
-                rng.shuffle(runs)
-                visits.append(Visit(runs, control_ok=(okey, ikey) == ctl_key))
-                last = (okey, ikey)
+        for okey, ikey in _plot_round(rng, plots, last):
+            runs = list(slots[(okey, ikey)][rnd])
+            if not runs:
+                continue  # only when order.visits exceeds a plot's runs (refused by load_spec)
+            rng.shuffle(runs)
+            visits.append(Visit(runs))
+            last = (okey, ikey)
+    return visits
+
+
+_PlotKey = tuple[tuple[str, ...], tuple[str, ...]]  # (outer key, inner key) of a whole plot
+
+
+def _plot_round(rng: random.Random, plots: dict[tuple[str, ...], dict[tuple[str, ...], Any]],
+                last: _PlotKey | None) -> Iterator[_PlotKey]:
+    """One round over the whole plots: outer (reboot-class) plots in random order and,
+    inside each, its inner (restart-class) plots in random order.
+
+    The first plot is drawn among those other than ``last`` (the host's current one)
+    when there is a choice. A generator, so the caller's own draws between two plots
+    keep their place in the random stream.
+    """
+    outers = _shuffle_avoiding(rng, list(plots), last[0] if last and len(plots) > 1 else None)
+    for okey in outers:
+        avoid = last[1] if last and len(plots) == 1 else None
+        for ikey in _shuffle_avoiding(rng, list(plots[okey]), avoid):
+            yield okey, ikey
+
+
+def plan_round(spec: Spec, rng: random.Random, runs: list[PlannedRun]) -> list[list[PlannedRun]]:
+    """Order one host's runs of a re-run round like a plan: its visits, in execution order.
+
+    The runs are grouped by whole plot (reboot-class settings outside, restart-class
+    settings inside, as in a restricted plan), so the round pays one reconfiguration
+    per whole-plot setting it touches; the plots and the runs inside each are in
+    random order. A visit is a whole plot of the round in a ``restricted`` plan, a
+    stretch of equal knob settings otherwise (as :func:`plan_visits` defines them).
+
+    Args:
+        rng: The round's random stream.
+        runs: The runs to re-execute, in plan order.
+    """
+    outer_f, inner_f = spec.costly_factors("reboot"), spec.costly_factors("restart")
+    plots: dict[tuple[str, ...], dict[tuple[str, ...], list[PlannedRun]]] = {}
+    for run in runs:
+        inner = plots.setdefault(_plot_key(run.factors, outer_f), {})
+        inner.setdefault(_plot_key(run.factors, inner_f), []).append(run)
+    ordered: list[PlannedRun] = []
+    for okey, ikey in _plot_round(rng, plots, None):
+        group = list(plots[okey][ikey])
+        rng.shuffle(group)
+        ordered += group
+    restricted = spec.order["strategy"] == "restricted"
+    visits: list[list[PlannedRun]] = []
+    prev = None
+    for run in ordered:
+        key = _plot_key(run.factors, outer_f + inner_f) if restricted else _knob_state(spec, run.factors)
+        if not visits or key != prev:
+            visits.append([])
+        visits[-1].append(run)
+        prev = key
     return visits
 
 
@@ -217,10 +263,10 @@ def plan_visits(spec: Spec, host: str, share: dict[str, list[int]] | None = None
 class WarmUps:
     """Which cells are warm on one host.
 
-    ``warmup`` unmeasured runs of a cell go right before its first measured run after
-    any change of the host's knob settings (and at the start): a reconfiguration,
-    including the way back from a control run's setting, cools every cell. Used by
-    the planner and by re-run rounds, so both follow the same rule.
+    ``warmup`` unmeasured runs of a cell go right before its first measured (or
+    control) run after any change of the host's knob settings (and at the start): a
+    reconfiguration cools every cell. Used by the planner for measured and control
+    runs and by re-run rounds, so all follow the same rule.
     """
 
     def __init__(self, spec: Spec):
@@ -254,33 +300,44 @@ def plan_host(spec: Spec, host: str, share: dict[str, list[int]] | None = None) 
 
     Warm-ups: ``warmup`` unmeasured runs of a cell sit immediately before its first
     measured run after every change of the host's knob settings (and at the start).
-    Control runs of ``order.control`` open every visit and recur every
-    ``order.control_every`` measured runs; in a restricted plan only in the visits
-    of the control's own whole plot, where they cost no costly reconfiguration.
+
+    Control runs of ``order.control`` are due at the start and again once
+    ``order.control_every`` measured runs have run since the previous one. A due
+    control runs right after the next measured run whose knob settings are the
+    control's, so it never costs a reconfiguration (in a restricted plan: only in
+    visits of its own whole plot), never runs first after one, and follows the
+    warm-up rule of measured runs: its warm-ups precede it when its cell is cold.
+    Hence at most ``1 + measured // control_every`` control runs per host, all run
+    in the same (warm) condition, and the measured order is that of the plan
+    without a control.
     """
     out: list[PlannedRun] = []
     ctl = spec.control_cell()
+    ctl_state = None if ctl is None else _knob_state(spec, ctl.factors)
     every = spec.order["control_every"]
     warm = WarmUps(spec)
     ctl_count = 0
+    since_ctl = every  # due at the start
 
     def add(cell: Cell, tag: str, rep: int, warmup: bool, control: bool, visit: int) -> None:
         out.append(PlannedRun(0, host, f"{host}-{cell.cell_id}-{tag}", cell.cell_id, rep,
                               warmup, control, visit, "", 1, dict(cell.factors)))
 
+    def add_warmups(cell: Cell, rep: int, visit: int) -> None:
+        for k in warm.needed(cell.cell_id):
+            add(cell, f"w{k}", rep, True, False, visit)
+
     for visit_no, visit in enumerate(plan_visits(spec, host, share), start=1):
-        since_ctl = 0
-        for i, (cell, rep) in enumerate(visit.runs):
-            if ctl is not None and visit.control_ok and (i == 0 or since_ctl >= every):
-                ctl_count += 1
-                add(ctl, f"k{ctl_count}", 0, False, True, visit_no)
-                warm.host_in(ctl.factors)
-                since_ctl = 0
+        for cell, rep in visit.runs:
             warm.host_in(cell.factors)
-            for k in warm.needed(cell.cell_id):
-                add(cell, f"w{k}", rep, True, False, visit_no)
+            add_warmups(cell, rep, visit_no)
             add(cell, f"r{rep}", rep, False, False, visit_no)
             since_ctl += 1
+            if ctl is not None and since_ctl >= every and _knob_state(spec, cell.factors) == ctl_state:
+                add_warmups(ctl, 0, visit_no)
+                ctl_count += 1
+                add(ctl, f"k{ctl_count}", 0, False, True, visit_no)
+                since_ctl = 0
     return out
 
 

@@ -666,7 +666,9 @@ def report_context(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
     plot_notes: list[str] = []
     rendered: list[plots.Plot] = []
     if with_plots:
-        rendered += plots.control_over_time(runs, drift_table, metrics, units, sanity.control_runs(runs))
+        # The drift test's own control runs, so a flagged shift is drawn where it was found.
+        comparable = sanity.control_runs(runs, list(spec.knobs), int(spec.data.get("warmup") or 0))
+        rendered += plots.control_over_time(runs, drift_table, metrics, units, comparable)
         rendered += plots.factor_lines(spec, summary, metrics, units, plot_notes)
         rendered += plots.latency_beside_throughput(spec, summary, metrics, units, labels, plot_notes)
         rendered += plots.run_order(runs, metrics, units, labels)

@@ -2,9 +2,10 @@
 
 A re-run request (``bmx rerun``, or an interrupted run found by ``bmx run``) is a
 *round*: its rows go to ``results/NAME/reruns.csv`` (``round, run_id, attempt,
-reason, requested_at``). Planning appends each round after the planned runs, in a
-seeded random order per host, with warm-ups as the design requires, in batches of
-its own. Earlier attempts are never overwritten: a re-run is attempt N+1.
+reason, requested_at``). Planning appends each round after the planned runs, per
+host grouped by whole plot like a plan and randomized within (seeded), with
+warm-ups as the design requires and visit numbers of its own, in batches of its
+own. Earlier attempts are never overwritten: a re-run is attempt N+1.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from benchmatrix.design import PlannedRun, WarmUps
+from benchmatrix.design import PlannedRun, WarmUps, plan_round
 from benchmatrix.results import atomic_write
 from benchmatrix.spec import Spec
 
@@ -82,13 +83,21 @@ def append_round(exp_dir: Path, requests: Iterable[tuple[str, int]], reason: str
 def plan_reruns(spec: Spec, planned: list[PlannedRun], requests: list[dict[str, Any]]) -> list[PlannedRun]:
     """The runs of every re-run round, to be appended after ``planned``.
 
-    Each round is shuffled per host with the seed, the host and the round number;
+    Each round is planned per host like a plan (:func:`benchmatrix.design.plan_round`):
+    grouped by whole plot, so it adds one reconfiguration per whole-plot setting it
+    touches, in an order drawn from the seed, the host and the round number. Its
+    visits get new numbers after the host's last visit (the plan's, then earlier
+    rounds'), so the analysis groups re-runs by the visits they actually run in.
+    A round starts cold (hosts are put back to their baseline between campaigns):
     ``warmup`` warm-up runs of a cell (new run ids ``...-w<k>-rr<round>``) precede its
-    first re-run in the round and its first one after each knob change. Requests
-    for runs that are no longer in the plan (the spec changed) are dropped.
+    first run in the round and its first one after each knob change. Requests for
+    runs that are no longer in the plan (the spec changed) are dropped.
     """
     base = {r.run_id: r for r in planned if not r.warmup}
     seed = spec.order["seed"]
+    last_visit: dict[str, int] = {}
+    for r in planned:
+        last_visit[r.host] = max(last_visit.get(r.host, 0), r.visit)
     out: list[PlannedRun] = []
     rounds: dict[int, list[dict[str, Any]]] = {}
     for req in requests:
@@ -103,12 +112,15 @@ def plan_reruns(spec: Spec, planned: list[PlannedRun], requests: list[dict[str, 
                 replace(run, attempt=req["attempt"], batch="", round=rnd, factors=dict(run.factors)))
         for host in sorted(by_host):
             runs = sorted(by_host[host], key=lambda r: r.seq)  # plan order before the shuffle
-            random.Random(f"benchmatrix:{seed}:{host}:rerun:{rnd}").shuffle(runs)
+            rng = random.Random(f"benchmatrix:{seed}:{host}:rerun:{rnd}")
             warm = WarmUps(spec)
-            for run in runs:
-                warm.host_in(run.factors)
-                for k in warm.needed(run.cell_id):
-                    out.append(replace(run, run_id=f"{host}-{run.cell_id}-w{k}-rr{rnd}",
-                                       warmup=True, control=False, attempt=1, factors=dict(run.factors)))
-                out.append(run)
+            for visit in plan_round(spec, rng, runs):
+                last_visit[host] = last_visit.get(host, 0) + 1
+                for run in visit:
+                    run.visit = last_visit[host]
+                    warm.host_in(run.factors)
+                    for k in warm.needed(run.cell_id):
+                        out.append(replace(run, run_id=f"{host}-{run.cell_id}-w{k}-rr{rnd}",
+                                           warmup=True, control=False, attempt=1, factors=dict(run.factors)))
+                    out.append(run)
     return out

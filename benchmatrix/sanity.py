@@ -4,8 +4,9 @@
 concerns, so a reader can open their raw output. The checks:
 
 * ``drift``: the control cell (``order.control``) runs again and again through the
-  campaign; its values should not move. Per host and metric, two tests on the
-  control runs in execution order: a **trend** (Kendall's tau of value against
+  campaign; its values should not move. Only comparable control runs count: those
+  that ran warm (:func:`comparable_controls`); cold ones are listed in a notice. Per
+  host and metric, two tests on the control runs in execution order: a **trend** (Kendall's tau of value against
   order) and a **level shift** (Pettitt's rank-based changepoint test: the split
   that maximises the Mann-Whitney statistic between before and after, with a
   permutation p-value for up to ``PERMUTATION_MAX_N`` runs and Pettitt's
@@ -111,11 +112,59 @@ def _num(x: float) -> str:
 
 # ----------------------------------------------------------------- drift
 
-def control_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """The ok control runs (newest ok attempt per run), in execution order."""
+#: Statuses of attempts that never ran the workload: they warm nothing.
+_NOT_RUN = frozenset({"invalid", "unreachable"})
+
+
+def comparable_controls(runs: pd.DataFrame, knobs: Iterable[str], warmup: int) -> pd.Series:
+    """Boolean mask (on ``runs``' index) of the control runs that ran warm.
+
+    Control runs are comparable with each other only when they ran in the same
+    condition: not cold right after a reconfiguration while others ran warm. Per
+    host, in execution order, a knob change (or the host's first run) starts a new
+    stretch; a control run is comparable when, earlier in its stretch, a run of its
+    own cell ran (its warm-ups, a measured run or an earlier control run) or, with
+    ``warmup: 0``, when any run did. Plans since issue 12 make every control run so;
+    older plans opened a visit with a cold control run.
+
+    Args:
+        runs: Rows of ``runs.csv`` (every attempt).
+        knobs: The spec's knob factors (the columns whose change reconfigures a host).
+        warmup: The spec's ``warmup``.
+    """
+    if runs.empty or "control" not in runs.columns:
+        return pd.Series(False, index=runs.index)
+    ordered = _execution_order(runs)
+    status = ordered["status"].astype(str).str.strip().str.lower() if "status" in ordered.columns \
+        else pd.Series("ok", index=ordered.index)
+    ran = ordered.loc[~status.isin(_NOT_RUN).to_numpy()]
+    host = ran["host"].astype(str) if "host" in ran.columns else pd.Series("", index=ran.index)
+    cols = [k for k in knobs if k in ran.columns]
+    state = host.str.cat([ran[k].astype(str) for k in cols], sep="\x1f") if cols else host
+    # Stretch ids: a new stretch at every change of host or knob setting.
+    stretch = (state != state.shift()).cumsum()
+    if warmup > 0:
+        earlier = ran.groupby([stretch.to_numpy(), ran["cell_id"].astype(str).to_numpy()]).cumcount() > 0
+    else:
+        earlier = ran.groupby(stretch.to_numpy()).cumcount() > 0
+    warm = bool_column(ran["control"]) & earlier
+    return warm.reindex(runs.index, fill_value=False).astype(bool)
+
+
+def control_runs(runs: pd.DataFrame, knobs: Iterable[str] | None = None, warmup: int = 0) -> pd.DataFrame:
+    """The ok control runs (newest ok attempt per run), in execution order.
+
+    Args:
+        runs: Rows of ``runs.csv``.
+        knobs: The spec's knob factors: keep only the comparable control runs
+            (:func:`comparable_controls`). None keeps every control run.
+        warmup: The spec's ``warmup`` (with ``knobs``).
+    """
     if runs.empty or "control" not in runs.columns:
         return runs.iloc[0:0]
     mask = bool_column(runs["control"]).to_numpy() & is_ok(runs["status"]).to_numpy()
+    if knobs is not None:
+        mask &= comparable_controls(runs, knobs, warmup).to_numpy()
     ctl = runs.loc[mask]
     if ctl.empty:
         return ctl
@@ -160,7 +209,8 @@ def changepoint(values: np.ndarray) -> tuple[int, float]:
 
 
 def drift(runs: pd.DataFrame, metrics: list[str], alpha: float = 0.05,
-          threshold: float = DEFAULT_DRIFT_THRESHOLD) -> pd.DataFrame:
+          threshold: float = DEFAULT_DRIFT_THRESHOLD, *, knobs: Iterable[str] | None = None,
+          warmup: int = 0) -> pd.DataFrame:
     """Trend and level-shift tests of the control cell, per host and metric.
 
     Args:
@@ -168,6 +218,8 @@ def drift(runs: pd.DataFrame, metrics: list[str], alpha: float = 0.05,
         metrics: Metrics to test.
         alpha: Significance level (after Holm's adjustment over all drift tests).
         threshold: Smallest relative change (fraction) worth a warning.
+        knobs, warmup: The spec's knob factors and ``warmup``: only comparable
+            control runs are tested (:func:`control_runs`).
 
     Returns:
         One row per (host, metric) with n, trend (Kendall's tau, its p-value, the
@@ -176,7 +228,7 @@ def drift(runs: pd.DataFrame, metrics: list[str], alpha: float = 0.05,
     """
     columns = ["host", "metric", "n", "tau", "p_trend", "trend_change", "shift_after", "shift_run_id",
                "p_shift", "shift_change", "p_trend_adj", "p_shift_adj", "trend_flagged", "shift_flagged", "flagged"]
-    ctl = control_runs(runs)
+    ctl = control_runs(runs, knobs, warmup)
     rows = []
     hosts = ctl["host"].astype(str) if "host" in ctl.columns else pd.Series("", index=ctl.index)
     for host, part in ctl.groupby(hosts.to_numpy(), sort=True):
@@ -216,12 +268,26 @@ def drift(runs: pd.DataFrame, metrics: list[str], alpha: float = 0.05,
     return table
 
 
-def drift_warnings(table: pd.DataFrame, runs: pd.DataFrame, control_label: str | None) -> list[dict[str, Any]]:
-    """Warnings (and a notice when there is too little to test) from :func:`drift`."""
+def drift_warnings(table: pd.DataFrame, runs: pd.DataFrame, control_label: str | None, *,
+                   knobs: Iterable[str] | None = None, warmup: int = 0) -> list[dict[str, Any]]:
+    """Warnings (and notices when there is too little to test, or when control runs
+    were left out as not comparable) from :func:`drift`, given the same ``knobs`` and
+    ``warmup``."""
     out = []
-    ctl = control_runs(runs)
+    ctl = control_runs(runs, knobs, warmup)
     if control_label is None:
         return out
+    if knobs is not None:
+        every = control_runs(runs)
+        left = every.loc[~every.index.isin(ctl.index), "run_id"]
+        if len(left):
+            out.append(warning(
+                "drift", "control runs left out of the drift test",
+                f"{len(left)} control run(s) of {control_label} ran cold (the first run after a knob change, or "
+                "without a warm-up of their cell) and are not comparable with the warm ones, so the drift test "
+                "leaves them out. Current plans warm every control run up; a plan made by an older benchmatrix "
+                "did not.",
+                left, severity="notice"))
     if table.empty or table["n"].max() < DRIFT_MIN_RUNS:
         n = 0 if table.empty else int(table["n"].max())
         out.append(warning("drift", "drift not tested",
@@ -781,8 +847,9 @@ def sanity_warnings(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
     labels = _cell_labels(cells)
     eff = effective_runs(runs) if len(runs) else runs
     ctl = spec.control_cell()
-    drift_table = drift(runs, metrics, alpha, threshold) if len(runs) else pd.DataFrame()
-    out = drift_warnings(drift_table, runs, ctl.label() if ctl is not None else None)
+    knobs, warmup = list(spec.knobs), int(spec.data.get("warmup") or 0)
+    drift_table = drift(runs, metrics, alpha, threshold, knobs=knobs, warmup=warmup) if len(runs) else pd.DataFrame()
+    out = drift_warnings(drift_table, runs, ctl.label() if ctl is not None else None, knobs=knobs, warmup=warmup)
     if len(runs):
         out += failure_warnings(runs, labels)
     out += missing_warnings(plan, eff if len(runs) else pd.DataFrame(columns=["run_id"]), labels)

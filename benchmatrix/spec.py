@@ -372,6 +372,23 @@ def _restricted_errors(doc: LocatedDocument, cells: list[Cell], knobs: dict[str,
     return errs
 
 
+def _control_errors(doc: LocatedDocument, cells: list[Cell], knobs: dict[str, Knob]) -> list[SpecError]:
+    """``order.control`` must share its knob levels with some cell: control runs go only
+    right after a measured run in their knob setting (docs/spec.md), else never."""
+    ctl = doc.data["order"].get("control")
+    names = [f for f in doc.data["factors"] if f in knobs]
+    if not ctl or not names:
+        return []
+    states = {tuple(repr(c.factors[f]) for f in names) for c in cells}
+    if tuple(repr(ctl[f]) for f in names) in states:
+        return []
+    where = ", ".join(f"{f}={ctl[f]}" for f in names)
+    return [doc.error(("order", "control"),
+                      f"order.control sets {where}, which no cell of the matrix has: control runs go only where a "
+                      "host already is in their knob setting (so they never cost a reconfiguration), so it would "
+                      "never run")]
+
+
 #: Default seconds one batch (one Ansible call) adds to a campaign, for estimates.
 DEFAULT_BATCH_OVERHEAD_SECONDS = 3.0
 
@@ -468,7 +485,7 @@ def load_spec(path: str | Path, cost_seconds: dict[str, float] | None = None) ->
         cls = cost if isinstance(cost, str) else cost["class"]
         secs = defaults[cls] if isinstance(cost, str) or "seconds" not in cost else float(cost["seconds"])
         knobs[factor] = Knob(factor, k["role"], cls, secs, dict(k.get("vars", {})))
-    errors = _restricted_errors(doc, cells, knobs)
+    errors = _restricted_errors(doc, cells, knobs) or _control_errors(doc, cells, knobs)
     if errors:
         raise SpecErrors(errors)
     # Key order is irrelevant except the factors': it sets the matrix order, hence the plan.

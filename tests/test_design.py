@@ -69,15 +69,15 @@ def stretches(spec: Spec, runs: list[PlannedRun]) -> list[list[PlannedRun]]:
 
 
 def check_warmups_per_stretch(spec: Spec, runs: list[PlannedRun]) -> None:
-    """In every stretch of equal knob settings, each cell's first measured run is
-    immediately preceded by exactly ``warmup`` warm-ups of that cell, and every
-    warm-up sits in such a block."""
+    """In every stretch of equal knob settings, each cell's first measured or control
+    run is immediately preceded by exactly ``warmup`` warm-ups of that cell, and
+    every warm-up sits in such a block."""
     n = spec.data["warmup"]
     for stretch in stretches(spec, runs):
         seen: set[str] = set()
         warm_ok: set[int] = set()
         for i, r in enumerate(stretch):
-            if r.warmup or r.control or r.cell_id in seen:
+            if r.warmup or r.cell_id in seen:
                 continue
             seen.add(r.cell_id)
             before = stretch[max(0, i - n):i]
@@ -91,7 +91,7 @@ def check_warmups_per_stretch(spec: Spec, runs: list[PlannedRun]) -> None:
 
 
 def check_warmups_adjacent(runs: list[PlannedRun], n: int) -> None:
-    """Every warm-up is followed (after the rest of its block) by a measured run of its cell."""
+    """Every warm-up is followed (after the rest of its block) by a measured or control run of its cell."""
     for i, r in enumerate(runs):
         if not r.warmup:
             continue
@@ -101,7 +101,7 @@ def check_warmups_adjacent(runs: list[PlannedRun], n: int) -> None:
             j += 1
         assert j < len(runs), f"{r.run_id} is the last run"
         nxt = runs[j]
-        assert not nxt.control and nxt.cell_id == r.cell_id and nxt.host == r.host
+        assert nxt.cell_id == r.cell_id and nxt.host == r.host
         assert j - i <= n
 
 
@@ -341,44 +341,43 @@ def test_host_order_independent_of_other_hosts(tmp_path):
 
 # ---------------------------------------------------------------- control cell
 
-def test_control_cell_opens_visit_and_recurs(tmp_path):
+def test_control_cell_recurs_every_control_every_measured_runs(tmp_path):
     ctl = {"rw": "read", "bs": "64k", "iodepth": 8}
     spec = make_spec(tmp_path, FACTORS, replicates=3, warmup=1, control=ctl, control_every=3)
     runs = make_plan(spec, ["h1"])
     ctl_id = spec.control_cell().cell_id
     assert ctl_id in {c.cell_id for c in spec.cells}
-    assert runs[0].control
     controls = [r for r in runs if r.control]
     for r in controls:
         assert r.cell_id == ctl_id and r.factors == ctl
         assert not r.warmup and r.replicate == 0
-    # between two control runs: exactly 3 measured runs; after the last, at most 3
-    since = None
+    # Due at the start and after every 3 measured runs; never the first run of the plan.
+    gaps, since = [], 0
     for r in runs:
         if r.control:
-            if since is not None:
-                assert since == 3
+            gaps.append(since)
             since = 0
         elif not r.warmup:
             since += 1
-    assert since <= 3
-    assert len(controls) == -(-len(measured(runs)) // 3)
+    assert gaps == [1] + [3] * (len(gaps) - 1) and since <= 3
+    assert len(controls) == 1 + (len(measured(runs)) - 1) // 3
     # control runs are extra: the control cell's own replicates are all still there
     check_each_cell_replicate_once(spec, runs, ["h1"])
     check_warmups_adjacent(runs, 1)
+    check_warmups_per_stretch(spec, runs)
     assert len({r.run_id for r in runs}) == len(runs)
 
 
-def test_control_cell_opens_every_knob_visit(tmp_path):
+def test_control_runs_only_where_the_host_is_in_its_knob_setting(tmp_path):
     ctl = {"ra": 0, "bs": "4k", "rw": "read"}
     spec = make_spec(tmp_path, KNOB_FACTORS, knobs=RA_KNOB, strategy="sequential", replicates=2,
-                     warmup=0, control=ctl, control_every=100)
+                     warmup=0, control=ctl, control_every=4)
     runs = make_plan(spec, ["h1"])
-    controls = [r for r in runs if r.control]
-    assert len(controls) == 3  # one per visit (ra = 0, 128, 4096)
-    for visit in (1, 2, 3):
-        first = next(r for r in runs if r.visit == visit)
-        assert first.control
+    controls = [i for i, r in enumerate(runs) if r.control]
+    # Sequential order runs ra=0 first (8 measured runs): controls after the 1st and 5th.
+    assert [runs[i].visit for i in controls] == [1, 1]
+    assert all(runs[i - 1].factors["ra"] == 0 and not runs[i - 1].control for i in controls)
+    assert knob_changes(runs, spec) == {"none": 0, "restart": 3, "reboot": 0}
 
 
 def test_no_control_runs_without_control(tmp_path):
@@ -388,10 +387,11 @@ def test_no_control_runs_without_control(tmp_path):
 
 def test_control_with_other_knob_setting_keeps_warmup_rule(tmp_path):
     ctl = {"ra": 0, "bs": "4k", "rw": "read"}
-    spec = make_spec(tmp_path, KNOB_FACTORS, knobs=RA_KNOB, strategy="sequential", replicates=2,
+    spec = make_spec(tmp_path, KNOB_FACTORS, knobs=RA_KNOB, strategy="random", replicates=2,
                      warmup=1, control=ctl, control_every=1)
     runs = make_plan(spec, ["h1"])
     check_warmups_per_stretch(spec, runs)
+    check_warmups_adjacent(runs, 1)
 
 
 # ---------------------------------------------------------------- plan.csv

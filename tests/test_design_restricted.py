@@ -83,8 +83,8 @@ def host_runs(runs: list[PlannedRun], host: str) -> list[PlannedRun]:
 
 
 def check_warmups(spec: Spec, runs: list[PlannedRun]) -> None:
-    """Warm-ups sit right before the measured run they warm, exactly there: before a
-    cell's first measured run after every change of the host's knob settings."""
+    """Warm-ups sit right before the measured or control run they warm, exactly there:
+    before a cell's first run after every change of the host's knob settings."""
     n = spec.data["warmup"]
     knobs = sorted(spec.knobs)
     for host in {r.host for r in runs}:
@@ -95,15 +95,13 @@ def check_warmups(spec: Spec, runs: list[PlannedRun]) -> None:
             if s != state:
                 state, warmed = s, set()
             if r.warmup:
-                # the block of warm-ups ends in a measured run of the same cell
+                # the block of warm-ups ends in a measured or control run of the same cell
                 j = i
                 while seq[j].warmup:
                     assert seq[j].cell_id == r.cell_id and key_of(seq[j], knobs) == s
                     j += 1
-                assert not seq[j].control and seq[j].cell_id == r.cell_id
+                assert seq[j].cell_id == r.cell_id
                 assert j - i <= n
-                continue
-            if r.control:
                 continue
             if r.cell_id not in warmed:
                 warmed.add(r.cell_id)
@@ -187,14 +185,16 @@ def test_worked_example_with_control(tmp_path):
     spec = make_spec(tmp_path, WORKED, knobs=WORKED_KNOBS, replicates=3, warmup=1, control=ctl, control_every=2)
     runs = make_plan(spec, ["h1"])
     controls = [r for r in runs if r.control]
-    # Only the 3 visits of the control's own whole plot: at the start and after 2 and 4 of their 6 runs.
+    # Only in the 3 visits of the control's own whole plot (6 measured runs each): due at
+    # the start and every 2 measured runs, each right after a measured run of that plot.
     assert len(controls) == 9
     assert all(r.factors == ctl and r.replicate == 0 and not r.warmup for r in controls)
     assert reconfigurations(runs, spec) == {"none": 0, "restart": 6, "reboot": 6}
     for v in {r.visit for r in controls}:
-        first = next(r for r in runs if r.visit == v)
-        assert first.control
-    # Control runs of a matching setting add no reconfiguration and so no warm-up.
+        in_visit = [r for r in runs if r.visit == v]
+        assert not in_visit[0].control and sum(r.control for r in in_visit) == 3
+    # Control runs add no reconfiguration; the control's warm-up also warms its matrix cell,
+    # so every cell still gets one warm-up per visit.
     assert sum(r.warmup for r in runs) == 72
     check_warmups(spec, runs)
 
@@ -228,7 +228,8 @@ def test_restricted_without_costly_knobs_is_blocked_by_replicate(tmp_path):
     for v in range(1, 5):
         block = measured([r for r in runs if r.visit == v])
         assert sorted(r.cell_id for r in block) == sorted(c.cell_id for c in spec.cells)
-        assert next(r for r in runs if r.visit == v).control
+    # control_every bounds the control runs: one, after the first measured run.
+    assert [i for i, r in enumerate(r for r in runs if not r.warmup) if r.control] == [1]
     # No reconfiguration between blocks: warm-ups only at the start.
     assert sum(r.warmup for r in runs) == len(spec.cells)
     orders = [[r.cell_id for r in measured(runs) if r.visit == v] for v in range(1, 5)]

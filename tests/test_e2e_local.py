@@ -157,8 +157,12 @@ def test_sigint_during_batch_then_resume(project):
     # The run cut short is kept as an interrupted attempt, and its next attempt is ok.
     cut = [r for r in runs if r["status"] == "interrupted"]
     assert len(cut) <= 1 and all(r["read_iops"] == "" for r in cut)
+    last_visit = max(int(p["visit"]) for p in plan if p["attempt"] == "1" and p["run_id"] in planned)
     for r in cut:
-        assert any(o["run_id"] == r["run_id"] and int(o["attempt"]) == int(r["attempt"]) + 1 for o in ok)
+        nxt = [o for o in ok if o["run_id"] == r["run_id"] and int(o["attempt"]) == int(r["attempt"]) + 1]
+        assert len(nxt) == 1
+        # It ran after the plan, in a visit of its own: the analysis must not group it with the old one.
+        assert int(nxt[0]["visit"]) == last_visit + 1
     assert {r["status"] for r in runs} <= {"ok", "interrupted"}
     recs = records(exp)
     for run_id, started in finished_before.items():

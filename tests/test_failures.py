@@ -89,6 +89,9 @@ def test_failed_cells_status_rerun_failed_and_where(project):
     # The re-runs ran after every planned run.
     last_planned = max(r["ended_at"] for r in runs if r["attempt"] == "1")
     assert all(r["started_at"] >= last_planned for r in runs if r["attempt"] == "2")
+    # ... in a visit of their own after the plan's, which the analysis groups by.
+    planned_visit = max(int(r["visit"]) for r in runs if r["attempt"] == "1")
+    assert {int(r["visit"]) for r in runs if r["attempt"] == "2"} == {planned_visit + 1}
     assert project.bmx("status", str(spec)).returncode == 0
 
     # Re-measure runs one no longer trusts: a new attempt, the old one kept.
@@ -97,6 +100,9 @@ def test_failed_cells_status_rerun_failed_and_where(project):
     runs = read_csv(exp / "runs.csv")
     again = [r for r in runs if r["bs"] == "64k" and r["target"] == "good"]
     assert sorted(int(r["attempt"]) for r in again) == [1, 1, 2, 2]
+    # Visits follow the order the runs actually ran in: every round a later visit.
+    visits = [int(r["visit"]) for r in sorted(runs, key=lambda r: r["started_at"])]
+    assert visits == sorted(visits) and max(visits) == planned_visit + 2
     summary = read_csv(exp / "summary.csv")
     cell = again[0]["cell_id"]
     n = {s["metric"]: s["n"] for s in summary if s["cell_id"] == cell}
