@@ -46,6 +46,9 @@ Optional keys of the manifest itself: ``containment`` ("auto": a cgroup where
 possible, the default; "process_tree": never a cgroup) and ``kill_grace_s`` (seconds
 between SIGTERM and SIGKILL, default 5).
 
+The runner deletes MANIFEST.json once it has read it (it may carry secrets in the runs'
+environments) and keeps its work directory readable by its owner only.
+
 Usage: batch_runner.py MANIFEST.json
        batch_runner.py --stop WORKDIR   (end the runner working there, and its workload)
 """
@@ -876,6 +879,15 @@ def stop(workdir, wait_s=30.0):
     return {"stopped": True, "pid": pid, "forced": forced, "killed": killed}
 
 
+def _owner_only(workdir):
+    """Close a work directory made by an older benchmatrix (0755) to other users."""
+    try:
+        if os.stat(workdir).st_mode & 0o077:
+            os.chmod(workdir, 0o700)
+    except OSError:
+        pass  # not ours to change: the directories Ansible makes are 0700 anyway
+
+
 def main(argv):
     if len(argv) == 3 and argv[1] == "--stop":
         sys.stdout.write(json.dumps(stop(argv[2])) + "\n")
@@ -885,8 +897,11 @@ def main(argv):
         return 2
     with open(argv[1]) as fh:
         manifest = json.load(fh)
+    # The manifest may carry secrets (the runs' environments): no copy stays on the host.
+    os.unlink(argv[1])
     workdir = manifest["workdir"]
     os.makedirs(os.path.join(workdir, "runs"), exist_ok=True)
+    _owner_only(workdir)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _on_signal)
     # Orphans of a run come back to the runner, which finds, ends and reaps them.

@@ -83,6 +83,8 @@ def _run_batch(tmp_path: Path, mode: str, runs: list[dict]) -> tuple[dict, dict[
         "containment": mode, "kill_grace_s": 0.5, "runs": runs}))
     proc = subprocess.run([sys.executable, str(RUNNER), str(manifest)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # The manifest may carry secrets: read once, then gone; the workdir is the owner's only.
+    assert not manifest.exists() and (workdir.stat().st_mode & 0o777) == 0o700
     results = {r["run_id"]: json.loads((workdir / "runs" / r["run_id"] / "1" / "result.json").read_text())
                for r in runs}
     return json.loads(proc.stdout), results
