@@ -153,6 +153,21 @@ def test_a_clean_run_kills_nothing_in_process(tmp_path):
     assert result["outcome"] == "exited" and result["killed"] == [] and result["containment"] == "process_tree"
 
 
+def test_an_orphan_that_left_the_session_is_found_by_its_marker_in_process(tmp_path):
+    # execute() inside this process, which is no subreaper: the setsid child's parent
+    # exits at once, so it is re-parented to init, out of every process tree of ours.
+    pids = tmp_path / "pids"
+    pids.write_text("")
+    run = _run("r1", 1, [sys.executable, "-c", SETSID, str(pids), "0"])
+    result = batch_runner.execute(run, str(tmp_path), containment="process_tree", grace_s=0.5)
+    child = int(pids.read_text().split()[1])
+    assert [k["pid"] for k in result["killed"]] == [child]
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
 def test_stop_kills_the_workload_of_a_runner_killed_outright(tmp_path):
     # A runner killed by SIGKILL leaves its workload: --stop finds it by its cgroup or marker.
     pids = tmp_path / "pids"
