@@ -76,11 +76,46 @@ def _first_line(text: Any, limit: int = 300) -> str:
 
 
 def _failure_message(res: dict[str, Any]) -> str:
-    parts = [res.get("msg"), res.get("stderr"), res.get("module_stderr"), res.get("stdout")]
+    """The first line that says why a task failed.
+
+    Ansible puts it in ``msg`` for most modules, in ``reason`` when a role or file
+    cannot be loaded ("the role 'x' was not found in ..."), in the output of a command,
+    or in the failed items of a loop.
+    """
+    parts = [res.get("msg"), res.get("reason"), res.get("stderr"), res.get("module_stderr"), res.get("stdout")]
     for part in parts:
         if part:
             return _first_line(part)
+    for item in res.get("results") or []:
+        if isinstance(item, dict) and item.get("failed"):
+            why = _failure_message(item)
+            if why != "no message":
+                label = item.get("_ansible_item_label", item.get("item"))
+                return why if label is None else _first_line(f"item {label}: {why}")
     return "no message"
+
+
+def _playbook_error(stdout: str) -> tuple[str, str]:
+    """(message, task) of a playbook that stopped without a failed task event.
+
+    A role that cannot be parsed (a YAML error in its tasks) stops the play with an
+    ``[ERROR]: ...`` block naming the file (``Origin: PATH:LINE:COL``) under the
+    ``TASK [...]`` that included it.
+    """
+    lines = [ln for ln in stdout.splitlines() if ln.strip()]
+    at = next((i for i in range(len(lines) - 1, -1, -1) if "ERROR" in lines[i]), None)
+    if at is None:
+        return (lines[-1] if lines else ""), ""
+    message = lines[at].strip()
+    if message.startswith("[ERROR]:"):
+        message = message[len("[ERROR]:"):].strip()
+    origin = next((ln.strip()[len("Origin:"):].strip() for ln in lines[at + 1:at + 4]
+                   if ln.strip().startswith("Origin:")), "")
+    if origin:
+        message = f"{message} (in {origin})"
+    task = next((ln.strip()[len("TASK ["):].split("]")[0] for ln in reversed(lines[:at])
+                 if ln.strip().startswith("TASK [")), "")
+    return message, task
 
 
 def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str,
@@ -172,10 +207,10 @@ def _run(ansible_runner: Any, playbook: str, project_dir: Path, inventory: Path,
             raise PlaybookFailedError(_failure_message(data.get("res", {})), host=data.get("host", host),
                                       task=data.get("task", ""), log=log_path)
     if runner.status != "successful" or runner.rc != 0:
-        tail = ""
+        tail, task = "", ""
         if stdout_path.exists():
-            lines = [ln for ln in stdout_path.read_text(errors="replace").splitlines() if ln.strip()]
-            tail = next((ln for ln in reversed(lines) if "ERROR" in ln), lines[-1] if lines else "")
+            tail, task = _playbook_error(stdout_path.read_text(errors="replace"))
         raise PlaybookFailedError(f"playbook {playbook} ended with status {runner.status} (rc {runner.rc})"
-                                  + (f": {_first_line(tail)}" if tail else ""), host=host, log=log_path)
+                                  + (f": {_first_line(tail, 500)}" if tail else ""), host=host, task=task,
+                                  log=log_path)
     return PlaybookResult(events, seconds, log_path)

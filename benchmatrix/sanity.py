@@ -38,7 +38,8 @@ concerns, so a reader can open their raw output. The checks:
 * From the run records (:func:`record_notes`): ``knob`` (verified state differs
   from the intended one), ``host_facts`` (a host's facts changed mid-campaign),
   ``fio_overlap`` (jobs of one fio run overlapped in time, e.g. a missing
-  ``stonewall``) and ``tool`` (warnings the parser attached to a run).
+  ``stonewall``), ``tool`` (warnings the parser attached to a run) and ``killed``
+  (processes the batch runner had to kill at a run's timeout or after it ended).
 """
 
 from __future__ import annotations
@@ -706,6 +707,25 @@ def _same(a: Any, b: Any) -> bool:
         return str(a).strip().lower() == str(b).strip().lower()
 
 
+def _killed_note(details: dict[str, Any]) -> str:
+    """What the batch runner had to kill after a run (``details.killed``), or ''."""
+    killed = [k for k in details.get("killed") or [] if isinstance(k, dict)]
+    survivors = [k for k in details.get("survivors") or [] if isinstance(k, dict)]
+    if not killed and not survivors:
+        return ""
+    after = {str(k.get("after")) for k in killed}
+    when = "at the timeout" if "timeout" in after else "interrupted" if "interrupt" in after else \
+        "left running after the workload ended"
+    text = f"{len(killed)} process(es) killed ({when}): " + ", ".join(
+        f"{str(k.get('command', '?')).split(' ')[0]} [{k.get('pid')}] by {k.get('signal')}" for k in killed[:5])
+    if len(killed) > 5:
+        text += f" and {len(killed) - 5} more"
+    if survivors:
+        text += f"; {len(survivors)} survived SIGKILL: " + ", ".join(
+            f"{k.get('command', '?')} [{k.get('pid')}]" for k in survivors[:5])
+    return text
+
+
 def record_notes(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """Findings that only the run records hold, one row per (run attempt, finding).
 
@@ -731,6 +751,9 @@ def record_notes(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         details = rec.get("details") or {}
         for text in details.get("warnings") or []:
             rows.append({**base, "check": "tool", "detail": str(text)})
+        killed_note = _killed_note(details)
+        if killed_note:
+            rows.append({**base, "check": "killed", "detail": killed_note})
         # The fio parser already reports overlaps it can see (with the job file at hand);
         # this derivation from the job timing only covers records where it did not.
         told = any("at the same time" in str(t) or "overlapped" in str(t) for t in details.get("warnings") or [])
@@ -795,6 +818,10 @@ _NOTE_TEXT = {
                     "Jobs of one fio run ran at the same time, so each job's numbers are shares of a contended "
                     "device (the seed's missing stonewall)."),
     "tool": ("warnings from the workload", "The workload's parser attached warnings to these runs."),
+    "killed": ("processes killed after runs",
+               "The batch runner had to kill processes these runs started (at their timeout, or left running "
+               "after the workload ended) before the next run could start: a workload that leaves processes "
+               "behind may disturb its own measurement."),
 }
 
 
@@ -805,7 +832,7 @@ def note_warnings(notes: pd.DataFrame | None) -> list[dict[str, Any]]:
                         f"Knob state, host facts and tool warnings come from the run records; there are too many "
                         f"to scan at report time and {RECORD_NOTES} is absent.", severity="notice")]
     out = []
-    for check in ("knob", "host_facts", "fio_overlap", "tool"):
+    for check in ("knob", "host_facts", "fio_overlap", "tool", "killed"):
         part = notes[notes["check"] == check]
         if part.empty:
             continue

@@ -318,6 +318,8 @@ def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, ma
             p0 = time.monotonic()
             status, reason, metrics, details = _judge(spec, res, stdout, src / "stderr", parse)
             parse_s = time.monotonic() - p0
+            # What the runner had to kill after the workload (a timeout, or leftovers).
+            details.update({k: res[k] for k in ("killed", "survivors", "containment") if res.get(k)})
             if status == "interrupted":
                 resume.append((r.run_id, r.attempt + 1))
             record = _base_record(spec, r, host, batch, cells[r.cell_id], facts) | {

@@ -1,12 +1,16 @@
 """A vault-encrypted inventory variable used by a workload never lands in results/.
 
 Real ansible-vault, real Ansible, real batch runner: the secret reaches the workload
-(its length is the run's metric) and no file under results/ contains it.
+(its length is the run's metric) and no file under results/ contains it. On the host
+(issue 13.10), an unprivileged user cannot read the batch manifest that carried it or
+the run directories, and nothing of the campaign on the host holds it afterwards.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import stat
 import subprocess
 import sys
 import uuid
@@ -24,14 +28,36 @@ factors:
 workload:
   role: workload_command
   vars:
-    argv: [sh, -c, 'printf "len=%s k=%s\\n" "${#BMX_TOKEN}" "$1"', sh, "{{ k }}"]
+    argv: [python3, -c, "{script}", "{{{{ k }}}}"]
   metrics:
-    token_len: {regex: 'len=(?P<value>[0-9]+)', unit: chars}
+    token_len: {{regex: 'len=(?P<value>[0-9]+)', unit: chars}}
+    nobody_manifest_rc: {{regex: 'manifest_rc=(?P<value>[0-9]+)', unit: rc}}
+    nobody_runs_rc: {{regex: 'runs_rc=(?P<value>[0-9]+)', unit: rc}}
 replicates: 1
 """
 
+# The workload, on the host while the batch runs: its parent is the runner, started as
+# `python batch_runner.py MANIFEST`; an unprivileged user tries to read the manifest
+# and list the runs directory beside it.
+PROBE = ("import os, subprocess, sys; "
+         "manifest = open('/proc/%d/cmdline' % os.getppid(), 'rb').read().split(bytes(1))[2].decode(); "
+         "runs = os.path.join(os.path.dirname(os.path.dirname(manifest)), 'runs'); "
+         "nobody = lambda *a: subprocess.run(['runuser', '-u', 'nobody', '--', *a], capture_output=True).returncode; "
+         "print('len=%d k=%s manifest_rc=%d runs_rc=%d' % (len(os.environ['BMX_TOKEN']), sys.argv[1], "
+         "nobody('cat', manifest), nobody('ls', runs)))")
 
-def test_vault_variable_used_by_a_workload_is_absent_from_results(project, tmp_path):
+
+@pytest.fixture
+def host_root():
+    """A batch_runner_root as on a real host: under /var/tmp, every user may reach it."""
+    root = Path("/var/tmp") / f"bmx-test-{uuid.uuid4().hex[:8]}"
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_vault_variable_used_by_a_workload_is_absent_from_results(project, tmp_path, host_root):
+    if shutil.which("runuser") is None or os.geteuid() != 0:
+        pytest.skip("needs root and runuser to try the host's files as the user nobody")
     secret = "s3cr3t-" + uuid.uuid4().hex
     password = tmp_path / "vault-pass"
     password.write_text("benchmatrix-test-vault\n")
@@ -40,10 +66,11 @@ def test_vault_variable_used_by_a_workload_is_absent_from_results(project, tmp_p
                          capture_output=True, text=True, check=True).stdout
     assert secret not in enc
     indented = "".join(f"      {line}\n" for line in enc.strip().splitlines())
-    project.inventory.write_text(project.inventory.read_text() + indented
+    project.inventory.write_text(project.inventory.read_text().replace(str(project.hostwork), str(host_root))
+                                 + indented
                                  + "      workload_command_env: {BMX_TOKEN: \"{{ vault_token }}\"}\n")
     assert secret not in project.inventory.read_text()
-    spec = project.write_spec("secret_case", SPEC)
+    spec = project.write_spec("secret_case", SPEC.format(script=PROBE))
     env = project.env()
     env["ANSIBLE_VAULT_PASSWORD_FILE"] = str(password)
     res = subprocess.run([sys.executable, "-m", "benchmatrix.cli", "run", str(spec), "--cores", "1"],
@@ -55,6 +82,15 @@ def test_vault_variable_used_by_a_workload_is_absent_from_results(project, tmp_p
     assert len(recs) == 2
     # The workload really saw the decrypted secret ...
     assert all(r["metrics"]["token_len"]["value"] == len(secret) for r in recs)
+    # ... the user nobody could read neither the manifest nor the run directories ...
+    assert all(r["metrics"]["nobody_manifest_rc"]["value"] != 0 for r in recs), recs[0]["metrics"]
+    assert all(r["metrics"]["nobody_runs_rc"]["value"] != 0 for r in recs), recs[0]["metrics"]
+    (workdir,) = [p for p in host_root.iterdir() if p.is_dir()]
+    assert stat.S_IMODE(workdir.stat().st_mode) == 0o700
+    # ... and once the results are back, the host keeps no manifest and no copy of the secret.
+    assert list(workdir.glob("batches/*.json")) == []
+    host_leaks = [str(p) for p in host_root.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    assert host_leaks == []
     # ... and no file the campaign kept has it.
     leaks = [str(p) for p in exp.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
     assert leaks == []
