@@ -189,10 +189,10 @@ def detect_step(means: Sequence[float], alpha: float = 0.05) -> Step:
     m1, m2 = float(before.mean()), float(after.mean())
     df = k_all - 2
     var = (((before - m1) ** 2).sum() + ((after - m2) ** 2).sum()) / df
-    half = float(sps.t.ppf(0.5 + CONFIDENCE / 2, df)) * np.sqrt(var * (1 / k + 1 / (k_all - k)))
+    half = float(sps.t.ppf(0.5 + CONFIDENCE / 2, df) * np.sqrt(var * (1 / k + 1 / (k_all - k))))
     low, high = fieller_ratio_ci(m2, m1, var / (k_all - k), var / k, 0.0, df)
     stat = float(split_statistics(x[None, :])[0, k - 1])
-    relative = m2 / m1 - 1 if m1 != 0 else nan
+    relative = float(m2 / m1 - 1) if m1 != 0 else nan
     return Step(bool(detected[0]), k, float(p[0]), stat, m1, m2, m2 - m1, m2 - m1 - half, m2 - m1 + half,
                 relative, float(low[0]) - 1, float(high[0]) - 1, k_all)
 

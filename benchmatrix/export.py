@@ -143,12 +143,13 @@ def long_table(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str
     order = np.lexsort((cols, rows))
     rows, cols = rows[order], cols[order]
     out = base.iloc[rows].reset_index(drop=True)
-    names = np.array(metrics + [None], dtype=object)
-    metric = names[cols]
-    out["metric"] = pd.Series(metric, dtype="string")
-    out["unit"] = pd.Series([units.get(m) if m is not None else None for m in metric], dtype="string")
-    directions = {m: metric_direction(m, declared) for m in metrics}
-    out["direction"] = pd.Series([directions.get(m) if m is not None else None for m in metric], dtype="string")
+    # Per-metric text as categorical codes: one lookup per metric, not per row.
+    codes = np.where(cols >= 0, cols, -1)
+    for col, labels in (("metric", metrics), ("unit", [units.get(m) or "" for m in metrics]),
+                        ("direction", [metric_direction(m, declared) for m in metrics])):
+        uniq = list(dict.fromkeys(labels))
+        remap = np.array([uniq.index(v) for v in labels] + [-1], dtype="int64")
+        out[col] = pd.Categorical.from_codes(remap[codes], categories=uniq).astype("string")
     out["value"] = np.where(cols >= 0, values[rows, np.maximum(cols, 0)] if len(metrics) else np.nan, np.nan)
     return out[columns]
 

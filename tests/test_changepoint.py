@@ -115,3 +115,16 @@ def test_bad_inputs_say_what_is_wrong():
         detect_step([1.0, float("inf"), 2.0])
     with pytest.raises(BenchmatrixError, match="alpha"):
         detect_step([1.0, 2.0, 3.0], alpha=1.5)
+
+
+def test_size_interval_covers_the_true_step_when_the_step_is_clear():
+    # A clear step (10 % at campaign CV 1 %) is always placed right, so the intervals
+    # computed as if the split were known should cover at their nominal 95 %.
+    rng = np.random.default_rng(21)
+    histories = 1000.0 * (1 + 0.01 * rng.standard_normal((1000, 10)))
+    histories[:, 5:] *= 1.10
+    steps = [detect_step(h) for h in histories]
+    assert all(s.detected and s.index == 5 for s in steps)
+    covered = np.mean([s.relative_low <= 0.10 <= s.relative_high for s in steps])
+    covered_abs = np.mean([s.difference_low <= 100.0 <= s.difference_high for s in steps])
+    assert 0.93 <= covered <= 0.97 and 0.93 <= covered_abs <= 0.97
