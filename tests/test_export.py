@@ -190,11 +190,11 @@ name: {name}
 description: export test, {work}x the work per run
 inventory: config/inventory/test.yml
 factors:
-  loops: [200000, 400000]
+  loops: [0, 200000, 400000]          # 0: the command fails (exit 3), a failed cell
 workload:
   role: workload_command
   vars:
-    argv: [python3, -c, "import time; t = time.perf_counter(); sum(range({{{{ loops }}}} * {work}));
+    argv: [python3, -c, "import sys, time; sys.exit(3) if {{{{ loops }}}} == 0 else None; t = time.perf_counter(); sum(range({{{{ loops }}}} * {work}));
            d = time.perf_counter() - t; print('elapsed_ms=%.6f' % (d * 1e3)); print('rate=%.3f' % ({{{{ loops }}}} / d))"]
   metrics:
     elapsed_ms: {{regex: 'elapsed_ms=(?P<value>[0-9.]+)', unit: ms, better: lower}}
@@ -208,7 +208,8 @@ order: {{strategy: random, seed: 5}}
 
 @pytest.fixture(scope="module")
 def campaigns(tmp_path_factory):
-    """Two real campaigns of the same cells: ``export_a`` and ``export_b`` (6x the work)."""
+    """Two real campaigns of the same cells: ``export_a`` and ``export_b`` (6x the work);
+    the cell ``loops=0`` fails in both."""
     from conftest import copy_project
 
     project = copy_project(tmp_path_factory.mktemp("export"))
@@ -216,7 +217,7 @@ def campaigns(tmp_path_factory):
     for name, work in (("export_a", 1), ("export_b", 6)):
         specs[name] = project.write_spec(name, SPEC.format(name=name, work=work))
         res = project.bmx("run", str(specs[name]), "--cores", "1")
-        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        assert res.returncode == 1 and "3 failed" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]
     return project, specs
 
 
@@ -231,13 +232,18 @@ def test_run_writes_the_long_table_that_export_parquet_and_csv_reproduce(campaig
     assert meta["factors"] == ["loops"]
     table = stored.to_pandas()
     runs = pd.read_csv(exp / "runs.csv")
-    assert len(table) == 2 * len(runs) == 12
-    assert set(table["metric"]) == {"elapsed_ms", "rate"}
-    assert dict(zip(table["metric"], table["unit"])) == {"elapsed_ms": "ms", "rate": "ops/s"}
-    assert dict(zip(table["metric"], table["direction"])) == {"elapsed_ms": "lower", "rate": "higher"}
-    assert set(table["loops"]) == {200000, 400000} and set(table["status"]) == {"ok"}
+    # 6 ok runs x 2 metrics, and one row without a metric for each of the 3 failed runs.
+    assert len(runs) == 9 and len(table) == 15
+    failed = table[table["status"] == "failed"]
+    assert len(failed) == 3 and set(failed["loops"]) == {0}
+    assert failed["metric"].isna().all() and failed["value"].isna().all()
+    table_ok = table[table["status"] == "ok"]
+    assert set(table_ok["metric"]) == {"elapsed_ms", "rate"}
+    assert dict(zip(table_ok["metric"], table_ok["unit"])) == {"elapsed_ms": "ms", "rate": "ops/s"}
+    assert dict(zip(table_ok["metric"], table_ok["direction"])) == {"elapsed_ms": "lower", "rate": "higher"}
+    assert set(table["loops"]) == {0, 200000, 400000} and len(table_ok) == 12
     rate = table[table["metric"] == "rate"].set_index("run_id")["value"]
-    assert rate.sort_index().tolist() == runs.set_index("run_id")["rate"].sort_index().tolist()
+    assert rate.sort_index().tolist() == runs.set_index("run_id")["rate"].dropna().sort_index().tolist()
 
     out = project.root / "a.parquet"
     res = project.bmx("export", str(specs["export_a"]), "--format", "parquet", "--out", str(out))
@@ -249,8 +255,8 @@ def test_run_writes_the_long_table_that_export_parquet_and_csv_reproduce(campaig
     res = project.bmx("export", str(specs["export_a"]), "--format", "csv")
     assert res.returncode == 0, res.stderr
     csv = pd.read_csv(exp / "runs_long.csv")
-    assert list(csv.columns) == long_columns(["loops"]) and len(csv) == 12
-    assert csv["value"].tolist() == pytest.approx(table["value"].tolist())
+    assert list(csv.columns) == long_columns(["loops"]) and len(csv) == 15
+    assert csv["value"].tolist() == pytest.approx(table["value"].tolist(), nan_ok=True)
 
 
 @pytest.mark.slow
