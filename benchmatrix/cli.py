@@ -35,6 +35,9 @@ EXAMPLES = {
     "status": "example:\n  bmx status config/experiments/quickstart.yaml\n  bmx status config/experiments/quickstart.yaml --json",
     "rerun": "example:\n  bmx rerun config/experiments/quickstart.yaml --failed\n"
              "  bmx rerun config/experiments/quickstart.yaml --where \"bs == '4k' and status == 'ok'\"",
+    "export": "example:\n  bmx export config/experiments/quickstart.yaml --format parquet\n"
+              "  bmx export config/experiments/quickstart.yaml --format pyperf --out before.json\n"
+              "  bmx export config/experiments/quickstart.yaml --format bmf --out -",
 }
 
 
@@ -578,6 +581,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from benchmatrix.export import export
+
+    path = export(args.spec, project_dir(), args.format, args.out)
+    if path is not None:
+        print(f"export: {path}")
+    return 0
+
+
 # ---------------------------------------------------------------- parser
 
 def build_parser() -> argparse.ArgumentParser:
@@ -631,11 +643,16 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--batch-max-runs", type=int, default=0, help="override config.yaml's batch_max_runs")
     sp.add_argument("--hosts-parallel", type=int, default=0, metavar="N",
                     help="at most N hosts busy at once (default: all)")
+    sp = add("export", "write the campaign as Parquet or CSV (the long table), Bencher Metric Format or pyperf JSON")
+    sp.add_argument("--format", required=True, metavar="FORMAT", help="bmf, pyperf, csv or parquet (docs/export.md)")
+    sp.add_argument("--out", metavar="FILE", help="output file; - for stdout (default: results/NAME/runs_long.parquet, "
+                    "runs_long.csv, bmf.json or pyperf.json)")
     return p
 
 
 COMMANDS = {"validate": cmd_validate, "plan": cmd_plan, "run": cmd_run, "report": cmd_report,
-            "status": cmd_status, "rerun": cmd_rerun, "restore": cmd_restore}
+            "status": cmd_status, "rerun": cmd_rerun, "restore": cmd_restore,
+            "export": cmd_export}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -33,6 +33,7 @@ RESERVED = frozenset({
     "batch", "attempt", "status", "reason", "started_at", "ended_at", "duration_s",
     "metric", "unit", "experiment", "n", "mean", "median", "min", "max", "sd", "cv",
     "ci_low", "ci_high", "ci_method", "exit_code", "log",
+    "schema_version", "campaign", "direction", "value",  # the long table's (docs/export.md)
 })
 #: Variables a workload template may use besides the factors.
 RUN_VARIABLES = frozenset({"experiment", "host", "run_id", "cell_id", "replicate", "warmup"})

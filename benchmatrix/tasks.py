@@ -449,6 +449,9 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, runs_csv: Path, 
     atomic_write(summary_csv, summarize(table, spec.factor_names, units).to_csv(index=False))
     # comparisons.csv and the record-based sanity notes, from the records already in memory.
     write_analysis(exp, spec, table, records, units=units)
+    # The tidy long table (runs_long.parquet) that export, compare and publish read.
+    from benchmatrix.export import write_long_table
+    write_long_table(exp, table, spec.factor_names, units, spec.workload.get("metrics"), spec.name)
 
 
 def load_tables(exp: Path):

@@ -61,6 +61,11 @@ class Project:
 @pytest.fixture
 def project(tmp_path: Path) -> Project:
     """A fresh copy of the project (no results) for one end-to-end test."""
+    return copy_project(tmp_path)
+
+
+def copy_project(tmp_path: Path) -> Project:
+    """Copy the project into ``tmp_path/project`` (module-scoped fixtures use it too)."""
     root = tmp_path / "project"
     root.mkdir()
     for part in PROJECT_PARTS:
