@@ -16,9 +16,35 @@ from typing import Any, Mapping, Sequence
 Level = str | int | float | bool
 
 
+def canonical_level(level: Level) -> Level:
+    """The level as it enters a cell id: a whole float becomes the int it equals.
+
+    ``4096`` and ``4096.0`` are one level (validation refuses listing both), so they
+    must be one cell; ints, strings, booleans and fractional floats are unchanged,
+    hence so are the ids of every cell that has no whole-float level.
+    """
+    if isinstance(level, float) and level.is_integer():
+        return int(level)
+    return level
+
+
+def level_key(level: Any) -> tuple[str, Any]:
+    """A hashable key under which equal levels (see :func:`_same_level`) collide.
+
+    ``1`` and ``1.0`` share a key (Python hashes equal numbers alike); ``True`` and
+    ``1`` do not, nor do ``4`` and ``"4"``.
+    """
+    if isinstance(level, bool):
+        return ("bool", level)
+    if isinstance(level, (int, float)):
+        return ("number", level)
+    return (type(level).__name__, level)
+
+
 def cell_id_of(factors: Mapping[str, Level]) -> str:
     """Stable id of the cell with these factor values (``c`` + 10 hex digits)."""
-    canonical = json.dumps(dict(factors), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    canonical = json.dumps({k: canonical_level(v) for k, v in factors.items()}, sort_keys=True,
+                           separators=(",", ":"), ensure_ascii=True)
     return "c" + hashlib.sha256(canonical.encode()).hexdigest()[:10]
 
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -18,11 +20,11 @@ from typing import Any, Iterator
 
 import jinja2
 import jinja2.meta
-import jinja2.sandbox
 import jsonschema
 
+from benchmatrix import templating
 from benchmatrix.errors import SpecError, SpecErrors
-from benchmatrix.matrix import Cell, Level, cell_id_of, expand, _same_level
+from benchmatrix.matrix import Cell, Level, cell_id_of, expand, level_key, _same_level
 from benchmatrix.yamlload import LocatedDocument, load_located
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -34,6 +36,13 @@ RESERVED = frozenset({
     "metric", "unit", "experiment", "n", "mean", "median", "min", "max", "sd", "cv",
     "ci_low", "ci_high", "ci_method", "exit_code", "log",
 })
+#: Metric names: they become columns of runs.csv and parts of file names (plots).
+METRIC_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+#: Most cells a matrix may have (counted before ``exclude``), and most runs per host.
+MAX_CELLS = 100_000
+MAX_RUNS_PER_HOST = 1_000_000
+#: Most cell x exclude-entry comparisons expansion may make.
+MAX_EXCLUDE_CHECKS = 5_000_000
 #: Variables a workload template may use besides the factors.
 RUN_VARIABLES = frozenset({"experiment", "host", "run_id", "cell_id", "replicate", "warmup"})
 #: Cost classes of a knob change, cheapest first.
@@ -150,10 +159,34 @@ def _apply_defaults(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# JSON Schema counts 3.0 as an integer; a spec's counts must be written as whole numbers
+# (3.0 replicates would crash the planner later).
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)))
+
+
+def _non_finite(value: Any, at: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], float]]:
+    """Every .inf / .nan in the document: no key of a spec means anything with them."""
+    stack = [(value, at)]
+    while stack:
+        v, where = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            yield where, v
+        elif isinstance(v, dict):
+            stack.extend((sub, where + (k,)) for k, sub in v.items())
+        elif isinstance(v, list):
+            stack.extend((sub, where + (i,)) for i, sub in enumerate(v))
+
+
 def _schema_errors(doc: LocatedDocument) -> list[SpecError]:
-    validator = jsonschema.Draft202012Validator(schema())
-    errors = []
+    validator = _Validator(schema())
+    non_finite = dict(_non_finite(doc.data, ()))
+    errors = [doc.error(at, f"{'.'.join(map(str, at))}: {v} is not a finite number") for at, v in non_finite.items()]
     for err in validator.iter_errors(doc.data):
+        if tuple(err.absolute_path) in non_finite:
+            continue  # already said: not a finite number
         where = ".".join(str(p) for p in err.absolute_path) or "spec"
         if err.validator == "additionalProperties":
             extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
@@ -167,6 +200,8 @@ def _schema_errors(doc: LocatedDocument) -> list[SpecError]:
             msg = "must be none, restart, reboot or {class: ..., seconds: ...}"
         elif err.validator == "minItems" and err.instance == []:
             msg = "must not be empty"
+        elif err.validator == "type" and err.validator_value == "integer" and isinstance(err.instance, float):
+            msg = f"must be a whole number, not {err.instance!r}"
         else:
             msg = err.message
         errors.append(doc.error(tuple(err.absolute_path), f"{where}: {msg}"))
@@ -185,8 +220,7 @@ def _templates(value: Any, at: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...
             yield from _templates(v, at + (i,))
 
 
-_ENV = jinja2.sandbox.ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined,
-                                                    autoescape=False, keep_trailing_newline=True)
+_ENV = templating.ENV
 _WHOLE_VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
@@ -194,14 +228,16 @@ def render_vars(value: Any, context: dict[str, Any]) -> Any:
     """Render Jinja2 templates inside ``value`` with a run's context.
 
     A string that is exactly ``{{ name }}`` takes the context value with its type;
-    other templates render to strings. Sandboxed: templates cannot reach Python.
+    other templates render to strings. Sandboxed and bounded (see
+    :mod:`benchmatrix.templating`): templates reach no Python internals and cannot
+    exhaust time or memory.
     """
     if isinstance(value, str):
         m = _WHOLE_VAR.fullmatch(value)
         if m and m.group(1) in context:
             return context[m.group(1)]
         if "{{" in value or "{%" in value:
-            return _ENV.from_string(value).render(context)
+            return templating.render(value, context)
         return value
     if isinstance(value, dict):
         return {k: render_vars(v, context) for k, v in value.items()}
@@ -235,9 +271,12 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
             errs.append(doc.error(("factors", name), f"factor name '{name}' is reserved (it is a column of the result files)"))
         if not levels:
             errs.append(doc.error(("factors", name), f"factor '{name}' has an empty level list"))
+        seen: set[tuple[str, Any]] = set()
         for i, lvl in enumerate(levels):
-            if any(_same_level(lvl, other) for other in levels[:i]):
+            key = level_key(lvl)  # linear: a factor may list many levels
+            if key in seen:
                 errs.append(doc.error(("factors", name, i), f"factor '{name}' lists level '{lvl}' twice"))
+            seen.add(key)
 
     zipped: dict[str, int] = {}
     for gi, group in enumerate(d["zip"]):
@@ -253,6 +292,10 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
         if len(set(lengths.values())) > 1:
             desc = ", ".join(f"{k} has {v}" for k, v in lengths.items())
             errs.append(doc.error(("zip", gi), f"zip group levels differ in length: {desc}"))
+
+    size_error = _size_error(doc, factors, zipped)
+    if size_error:
+        errs.append(size_error)
 
     for ei, entry in enumerate(d["exclude"]):
         for key, want in entry.items():
@@ -313,6 +356,10 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
 
     for path, msg in check_declarations(d["workload"].get("metrics") or {}):
         errs.append(doc.error(("workload", "metrics") + tuple(path), msg))
+    for at, metric in _metric_names(d):
+        problem = metric_name_problem(metric, names)
+        if problem:
+            errs.append(doc.error(at, f"{'.'.join(map(str, at))}: {problem}"))
 
     # Workload templates may use factors and a few run variables only.
     used: set[str] = set()
@@ -333,6 +380,101 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
                                        f"warning: factor '{name}' is used by no knob and no workload variable "
                                        "(fine if it labels a condition changed by hand)")))
     return errs, warns
+
+
+def metric_name_problem(name: Any, factor_names: list[str]) -> str | None:
+    """Why ``name`` cannot be a metric's name, or None when it can.
+
+    A metric becomes a column of runs.csv (beside the factor and run columns) and
+    part of file names (``plots/lines_NAME.svg``), so it is a plain identifier.
+    """
+    if not isinstance(name, str) or not METRIC_RE.match(name) or ".." in name:
+        return (f"invalid metric name {name!r}: use letters, digits, '_', '-' and '.', starting with a letter "
+                "or '_', at most 64 characters (no '/' or '..')")
+    if name in RESERVED:
+        return f"metric name '{name}' is reserved (it is a column of the result files)"
+    if name in factor_names:
+        return f"metric name '{name}' is also a factor's name (both would be columns of runs.csv)"
+    return None
+
+
+def _metric_names(d: dict[str, Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Every metric name the spec declares or refers to, with its document path."""
+    for name in d["workload"].get("metrics") or {}:
+        yield ("workload", "metrics", name), name
+    for name in (d["workload"].get("success") or {}).get("metrics") or {}:
+        yield ("workload", "success", "metrics", name), name
+    report = d.get("report") or {}
+    for i, name in enumerate(report.get("metrics") or []):
+        yield ("report", "metrics", i), name
+    for i, table in enumerate(report.get("tables") or []):
+        yield ("report", "tables", i, "metric"), table["metric"]
+    if report.get("primary") is not None:
+        yield ("report", "primary"), report["primary"]
+
+
+def _size_error(doc: LocatedDocument, factors: dict[str, list[Level]], zipped: dict[str, int]) -> SpecError | None:
+    """The matrix's size, counted before expanding it: too many cells or runs is an error.
+
+    A zip group is one dimension (its first member's length); ``include`` adds
+    cells; ``exclude`` is not subtracted (it needs the expansion this avoids).
+    """
+    d = doc.data
+    dims, groups = [], set()
+    for name, levels in factors.items():
+        if name in zipped:
+            if zipped[name] in groups:
+                continue
+            groups.add(zipped[name])
+        dims.append(len(levels))
+    cells = math.prod(dims) + len(d["include"])
+    shape = " x ".join(map(str, dims))
+    if cells > MAX_CELLS:
+        return doc.error(("factors",), f"the matrix has {cells} cells ({shape}"
+                                       f"{' + %d included' % len(d['include']) if d['include'] else ''}), "
+                                       f"more than the limit of {MAX_CELLS}")
+    runs = cells * (d["replicates"] + d["warmup"])
+    if runs > MAX_RUNS_PER_HOST:
+        return doc.error(("replicates",), f"{cells} cells x ({d['replicates']} replicates + {d['warmup']} warm-up) "
+                                          f"= {runs} runs per host, more than the limit of {MAX_RUNS_PER_HOST}")
+    if cells * len(d["exclude"]) > MAX_EXCLUDE_CHECKS:
+        return doc.error(("exclude",), f"{len(d['exclude'])} exclude entries over {cells} cells are too many "
+                                       f"to check (limit: {MAX_EXCLUDE_CHECKS} comparisons); use fewer entries, "
+                                       "each with lists of levels")
+    return None
+
+
+def _render_errors(doc: LocatedDocument, cells: list[Cell]) -> list[SpecError]:
+    """Render every workload template once per distinct value combination it uses.
+
+    A template that fails for one cell would otherwise fail that cell's batch in
+    the middle of a campaign. Only the factors a template names matter, so each
+    distinct combination of their values is rendered once (bounded by the matrix
+    size limit; in practice far fewer). The first failure per template is reported.
+    """
+    d = doc.data
+    errs: list[SpecError] = []
+    for at, text in _templates(d["workload"]["vars"], ("workload", "vars")):
+        m = _WHOLE_VAR.fullmatch(text)
+        if m:
+            continue  # exactly {{ name }}: the value itself, nothing to render
+        used = sorted(jinja2.meta.find_undeclared_variables(_ENV.parse(text)))
+        done: set[tuple[Any, ...]] = set()
+        for cell in cells:
+            combo = tuple(level_key(cell.factors[n]) for n in used if n in cell.factors)
+            if combo in done:
+                continue
+            done.add(combo)
+            ctx = {**cell.factors, "experiment": d["name"], "host": "localhost", "run_id": "r0",
+                   "cell_id": cell.cell_id, "replicate": 1, "warmup": False}
+            try:
+                templating.render(text, ctx)
+            except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, AttributeError,
+                    LookupError, RecursionError, MemoryError) as exc:
+                errs.append(doc.error(at, f"{'.'.join(map(str, at))} cannot be rendered for cell {cell.label()}: "
+                                          f"{type(exc).__name__}: {exc}"))
+                break
+    return errs
 
 
 def _restricted_errors(doc: LocatedDocument, cells: list[Cell], knobs: dict[str, Knob]) -> list[SpecError]:
@@ -460,7 +602,7 @@ def load_spec(path: str | Path, cost_seconds: dict[str, float] | None = None) ->
         cls = cost if isinstance(cost, str) else cost["class"]
         secs = defaults[cls] if isinstance(cost, str) or "seconds" not in cost else float(cost["seconds"])
         knobs[factor] = Knob(factor, k["role"], cls, secs, dict(k.get("vars", {})))
-    errors = _restricted_errors(doc, cells, knobs)
+    errors = _restricted_errors(doc, cells, knobs) + _render_errors(doc, cells)
     if errors:
         raise SpecErrors(errors)
     # Key order is irrelevant except the factors': it sets the matrix order, hence the plan.
