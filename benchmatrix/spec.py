@@ -428,7 +428,7 @@ def _size_error(doc: LocatedDocument, factors: dict[str, list[Level]], zipped: d
             groups.add(zipped[name])
         dims.append(len(levels))
     cells = math.prod(dims) + len(d["include"])
-    shape = " x ".join(map(str, dims))
+    shape = " x ".join(map(str, dims[:12])) + (f" x ... ({len(dims)} dimensions)" if len(dims) > 12 else "")
     if cells > MAX_CELLS:
         return doc.error(("factors",), f"the matrix has {cells} cells ({shape}"
                                        f"{' + %d included' % len(d['include']) if d['include'] else ''}), "
