@@ -41,6 +41,21 @@ def level_key(level: Any) -> tuple[str, Any]:
     return (type(level).__name__, level)
 
 
+def as_declared(factors: Mapping[str, Sequence[Level]], values: Mapping[str, Level]) -> dict[str, Level]:
+    """``values`` in factor order, each replaced by the declared level it equals, if any.
+
+    An ``include`` entry or ``order.control`` may write ``4096.0`` for the level
+    ``4096``; the cell then carries the declared ``4096``, so plan.csv, knob settings
+    and whole plots see one level, not two spellings of it.
+    """
+    out = {}
+    for name in factors:
+        value = values[name]
+        declared = {level_key(level): level for level in factors[name]}
+        out[name] = declared.get(level_key(value), value)
+    return out
+
+
 def cell_id_of(factors: Mapping[str, Level]) -> str:
     """Stable id of the cell with these factor values (``c`` + 10 hex digits)."""
     canonical = json.dumps({k: canonical_level(v) for k, v in factors.items()}, sort_keys=True,
@@ -134,7 +149,7 @@ def expand(factors: Mapping[str, Sequence[Level]],
             ids.add(cid)
             cells.append(Cell(cid, ordered))
     for entry in include:
-        ordered = {n: entry[n] for n in names}
+        ordered = as_declared(factors, entry)
         cid = cell_id_of(ordered)
         if cid not in ids:
             ids.add(cid)

@@ -24,7 +24,7 @@ import jsonschema
 
 from benchmatrix import templating
 from benchmatrix.errors import SpecError, SpecErrors
-from benchmatrix.matrix import Cell, Level, cell_id_of, expand, level_key, _same_level
+from benchmatrix.matrix import Cell, Level, as_declared, cell_id_of, expand, level_key, _same_level
 from benchmatrix.yamlload import LocatedDocument, load_located
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -124,7 +124,7 @@ class Spec:
         ctl = self.order.get("control")
         if not ctl:
             return None
-        factors = {n: ctl[n] for n in self.factor_names}
+        factors = as_declared(self.data["factors"], ctl)
         return Cell(cell_id_of(factors), factors)
 
     def inventory_path(self, project_dir: str | Path) -> Path:
@@ -486,7 +486,7 @@ def _restricted_errors(doc: LocatedDocument, cells: list[Cell], knobs: dict[str,
     costly = [f for f in d["factors"] if f in knobs and knobs[f].cost_class in COSTLY_CLASSES]
     per_plot: dict[tuple[Any, ...], int] = {}
     for cell in cells:
-        key = tuple(repr(cell.factors[f]) for f in costly)
+        key = tuple(level_key(cell.factors[f]) for f in costly)
         per_plot[key] = per_plot.get(key, 0) + 1
     visits = d["order"].get("visits") or d["replicates"]
     smallest = min(per_plot.values())
@@ -497,7 +497,7 @@ def _restricted_errors(doc: LocatedDocument, cells: list[Cell], knobs: dict[str,
                               f"{smallest * d['replicates']} measured run(s); use at most that many visits"))
     ctl = d["order"].get("control")
     if ctl and costly:
-        key = tuple(repr(ctl[f]) for f in costly)
+        key = tuple(level_key(ctl[f]) for f in costly)
         if key not in per_plot:
             where = ", ".join(f"{f}={ctl[f]}" for f in costly)
             errs.append(doc.error(("order", "control"),

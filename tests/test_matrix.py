@@ -260,6 +260,12 @@ def test_include_of_whole_float_does_not_duplicate_the_int_cell():
     assert not any(c.included for c in cells)
 
 
+def test_included_cell_carries_the_declared_level():
+    cells = expand({"a": [1, 2], "b": ["x"]}, include=[{"a": 1.0, "b": "z"}])
+    assert cells[-1].included and cells[-1].factors == {"a": 1, "b": "z"}
+    assert type(cells[-1].factors["a"]) is int  # plan.csv and knob settings see one spelling
+
+
 def test_level_key_makes_equal_numbers_collide():
     assert level_key(4096) == level_key(4096.0)
     assert level_key(1) != level_key(True)

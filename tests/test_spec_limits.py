@@ -247,6 +247,23 @@ def test_good_metric_names_validate(tmp_path):
     assert "p99_latency-ms.v2" in spec.workload["metrics"]
 
 
+# ---------------------------------------------------------------- same level, same cell (issue 12 item 12)
+
+def test_control_written_as_whole_float_is_the_matrix_cell(tmp_path):
+    text = BASE.replace("a: [1, 2]", "a: [4096, 8192]") + (
+        "knobs:\n  a: {role: knob_x, cost: restart}\n"
+        "order: {strategy: restricted, control: {a: 4096.0, b: x}}\n")
+    spec = load_spec(write(tmp_path, text))
+    ctl = spec.control_cell()
+    assert ctl.cell_id in {c.cell_id for c in spec.cells}
+    assert ctl.factors == {"a": 4096, "b": "x"} and type(ctl.factors["a"]) is int
+
+
+def test_include_of_whole_float_adds_no_cell(tmp_path):
+    spec = load_spec(write(tmp_path, BASE + "include:\n  - {a: 1.0, b: x}\n"))
+    assert len(spec.cells) == 4
+
+
 # ---------------------------------------------------------------- templates of every cell
 
 def test_template_allocating_gigabytes_is_refused(tmp_path):
