@@ -167,13 +167,16 @@ _Validator = jsonschema.validators.extend(
         "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)))
 
 
-def _non_finite(value: Any, at: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], float]]:
-    """Every .inf / .nan in the document: no key of a spec means anything with them."""
+def _unusable(value: Any, at: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], str]]:
+    """Every value no key of a spec can use: .inf / .nan, and strings with a NUL
+    character (no program can take one as an argument; plan.csv would hold it too)."""
     stack = [(value, at)]
     while stack:
         v, where = stack.pop()
         if isinstance(v, float) and not math.isfinite(v):
-            yield where, v
+            yield where, f"{v} is not a finite number"
+        elif isinstance(v, str) and "\x00" in v:
+            yield where, "contains a NUL character (\\0), which no program argument or file name can hold"
         elif isinstance(v, dict):
             stack.extend((sub, where + (k,)) for k, sub in v.items())
         elif isinstance(v, list):
@@ -182,11 +185,11 @@ def _non_finite(value: Any, at: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ..
 
 def _schema_errors(doc: LocatedDocument) -> list[SpecError]:
     validator = _Validator(schema())
-    non_finite = dict(_non_finite(doc.data, ()))
-    errors = [doc.error(at, f"{'.'.join(map(str, at))}: {v} is not a finite number") for at, v in non_finite.items()]
+    unusable = dict(_unusable(doc.data, ()))
+    errors = [doc.error(at, f"{'.'.join(map(str, at))}: {why}") for at, why in unusable.items()]
     for err in validator.iter_errors(doc.data):
-        if tuple(err.absolute_path) in non_finite:
-            continue  # already said: not a finite number
+        if tuple(err.absolute_path) in unusable:
+            continue  # already said why
         where = ".".join(str(p) for p in err.absolute_path) or "spec"
         if err.validator == "additionalProperties":
             extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
@@ -468,7 +471,8 @@ def _render_errors(doc: LocatedDocument, cells: list[Cell]) -> list[SpecError]:
             ctx = {**cell.factors, "experiment": d["name"], "host": "localhost", "run_id": "r0",
                    "cell_id": cell.cell_id, "replicate": 1, "warmup": False}
             try:
-                templating.render(text, ctx)
+                if "\x00" in templating.render(text, ctx):
+                    raise ValueError("the rendered value contains a NUL character")
             except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, AttributeError,
                     LookupError, RecursionError, MemoryError) as exc:
                 errs.append(doc.error(at, f"{'.'.join(map(str, at))} cannot be rendered for cell {cell.label()}: "

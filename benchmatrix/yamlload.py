@@ -246,7 +246,7 @@ class _Converter:
         except Exception as exc:  # noqa: BLE001 -- every constructor failure is a bad value
             tag = node.tag.rsplit(":", 1)[-1]
             raise self.error(node, f"value {node.value[:40]!r} is not a valid !!{tag}: "
-                                   f"{type(exc).__name__}") from None
+                                   f"{type(exc).__name__}: {str(exc)[:80]}") from None
 
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"

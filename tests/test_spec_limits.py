@@ -218,6 +218,17 @@ def test_non_finite_level(tmp_path):
     assert_fast_error(path, 3, "factors.a.1: inf is not a finite number")
 
 
+def test_nul_in_a_level_or_a_rendered_value(tmp_path):
+    path = write(tmp_path, BASE.replace("b: [x, y]", 'b: [x, "y\\0"]'))
+    assert_fast_error(path, 4, "factors.b.1: contains a NUL character")
+    path = write(tmp_path, BASE.replace('"{{ b }}"', "'{{ b ~ \"\\x00\" }}'"))
+    assert_fast_error(path, 8, "cannot be rendered for cell a=1 b=x", "contains a NUL character")
+
+
+def test_integer_too_long_to_read(tmp_path):
+    assert_fast_error(write(tmp_path, BASE + "replicates: " + "9" * 5000 + "\n"), 9, "not a valid !!int", "digits")
+
+
 METRIC = BASE + "  metrics:\n    {name}: {{regex: 'v=(?P<value>[0-9]+)', unit: x}}\n"
 
 
