@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import itertools
 import json
 import math
 import re
@@ -458,8 +457,7 @@ def _render_errors(doc: LocatedDocument, cells: list[Cell]) -> list[SpecError]:
     d = doc.data
     errs: list[SpecError] = []
     for at, text in _templates(d["workload"]["vars"], ("workload", "vars")):
-        m = _WHOLE_VAR.fullmatch(text)
-        if m:
+        if _WHOLE_VAR.fullmatch(text):
             continue  # exactly {{ name }}: the value itself, nothing to render
         used = sorted(jinja2.meta.find_undeclared_variables(_ENV.parse(text)))
         done: set[tuple[Any, ...]] = set()
