@@ -208,6 +208,9 @@ class _Converter:
 
     def convert(self, node: yaml.Node, at: DocPath) -> Any:
         self.values += 1
+        if len(at) > MAX_DEPTH:
+            # Aliases can stack deep structures inside each other beyond what the file shows.
+            raise self.error(node, f"nesting deeper than {MAX_DEPTH} levels once aliases are expanded")
         if self.values > MAX_VALUES:
             raise self.error(node, f"aliases expand to more than {MAX_VALUES} values; refused "
                                    "(an alias bomb, or a spec too large)")

@@ -59,6 +59,12 @@ def test_deep_block_nesting(tmp_path):
     assert_fast_error(path, 2 + 64, "nesting deeper than 64 levels")
 
 
+def test_aliases_stacking_deep_structures(tmp_path):
+    lines = ["name: t"] + [f"d{i}: &d{i} " + "[" * 60 + (f"*d{i - 1}" if i else "1") + "]" * 60 for i in range(30)]
+    path = write(tmp_path, "\n".join(lines) + "\nfactors: {a: [1]}\nworkload: {role: workload_x}\n")
+    assert_fast_error(path, 2, "nesting deeper than 64 levels once aliases are expanded")  # the anchor d0
+
+
 def test_billion_laughs_is_refused_before_it_expands(tmp_path):
     lines = ["name: t", "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
     lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 10)]

@@ -148,6 +148,8 @@ HAND_WRITTEN = {
     "billion_laughs": "name: t\na0: &a0 [lol,lol,lol,lol,lol,lol,lol,lol,lol,lol]\n"
                       + "".join(f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 10))
                       + "factors: {a: [1]}\nworkload: {role: workload_x}\n",
+    "alias_depth_chain": "name: t\n" + "".join(f"d{i}: &d{i} " + "[" * 60 + (f"*d{i - 1}" if i else "1") + "]" * 60 + "\n"
+                                             for i in range(30)) + "factors: {a: [1]}\nworkload: {role: workload_x}\n",
     "replicates_float": BASE + "replicates: 3.0\n",
     "warmup_float": BASE + "warmup: 1.0\n",
     "replicates_1e12": BASE + "replicates: 1000000000000\n",
