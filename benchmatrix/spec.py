@@ -42,6 +42,10 @@ MAX_CELLS = 100_000
 MAX_RUNS_PER_HOST = 1_000_000
 #: Most cell x exclude-entry comparisons expansion may make.
 MAX_EXCLUDE_CHECKS = 5_000_000
+#: Most templates (strings with {{ or {%) in workload.vars, and most renders validation
+#: makes to try them on every cell (beyond it: a warning, not an error).
+MAX_TEMPLATES = 500
+MAX_RENDERS = 50_000
 #: Variables a workload template may use besides the factors.
 RUN_VARIABLES = frozenset({"experiment", "host", "run_id", "cell_id", "replicate", "warmup"})
 #: Cost classes of a knob change, cheapest first.
@@ -256,8 +260,12 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
     names = list(factors)
     known = set(names)
 
+    factor_list = ", ".join(names)  # once: many errors may cite it
+    if len(factor_list) > 200:
+        factor_list = factor_list[:200] + f", ... ({len(names)} factors)"
+
     def unknown(at: tuple[Any, ...], name: Any, what: str) -> None:
-        errs.append(doc.error(at, f"{what} names unknown factor '{name}' (factors: {', '.join(names)})"))
+        errs.append(doc.error(at, f"{what} names unknown factor '{name}' (factors: {factor_list})"))
 
     if not NAME_RE.match(str(d["name"])):
         errs.append(doc.error(("name",), f"invalid experiment name '{d['name']}': use letters, digits, "
@@ -366,7 +374,12 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
     # Workload templates may use factors and a few run variables only.
     used: set[str] = set()
     allowed = known | RUN_VARIABLES
-    for at, text in _templates(d["workload"]["vars"], ("workload", "vars")):
+    templates = list(_templates(d["workload"]["vars"], ("workload", "vars")))
+    if len(templates) > MAX_TEMPLATES:
+        errs.append(doc.error(("workload", "vars"), f"workload.vars holds {len(templates)} templates, more than the "
+                                                     f"limit of {MAX_TEMPLATES}"))
+        templates = []
+    for at, text in templates:
         try:
             names_in = jinja2.meta.find_undeclared_variables(_ENV.parse(text))
         except jinja2.TemplateSyntaxError as exc:
@@ -375,7 +388,7 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
         used |= names_in
         for bad in sorted(names_in - allowed):
             errs.append(doc.error(at, f"{'.'.join(map(str, at))} uses unknown variable '{bad}' "
-                                      f"(factors: {', '.join(names)})"))
+                                      f"(factors: {factor_list})"))
     for name in names:
         if name not in used and name not in d["knobs"]:
             warns.append(str(doc.error(("factors", name),
@@ -446,16 +459,21 @@ def _size_error(doc: LocatedDocument, factors: dict[str, list[Level]], zipped: d
     return None
 
 
-def _render_errors(doc: LocatedDocument, cells: list[Cell]) -> list[SpecError]:
+def _render_errors(doc: LocatedDocument, cells: list[Cell]) -> tuple[list[SpecError], list[str]]:
     """Render every workload template once per distinct value combination it uses.
 
     A template that fails for one cell would otherwise fail that cell's batch in
     the middle of a campaign. Only the factors a template names matter, so each
-    distinct combination of their values is rendered once (bounded by the matrix
-    size limit; in practice far fewer). The first failure per template is reported.
+    distinct combination of their values is rendered once; in practice far fewer
+    than the cells. The first failure per template is reported. Past
+    :data:`MAX_RENDERS` renders the rest is left unchecked, with a warning.
+
+    Returns:
+        The errors and the warnings (``FILE:LINE: warning: ...``).
     """
     d = doc.data
     errs: list[SpecError] = []
+    budget = MAX_RENDERS
     for at, text in _templates(d["workload"]["vars"], ("workload", "vars")):
         if _WHOLE_VAR.fullmatch(text):
             continue  # exactly {{ name }}: the value itself, nothing to render
@@ -465,6 +483,11 @@ def _render_errors(doc: LocatedDocument, cells: list[Cell]) -> list[SpecError]:
             combo = tuple(level_key(cell.factors[n]) for n in used if n in cell.factors)
             if combo in done:
                 continue
+            if budget == 0:
+                return errs, [str(doc.error(at, f"warning: workload templates were tried on the first {MAX_RENDERS} "
+                                                "distinct value combinations only; a template may still fail for "
+                                                "a later cell"))]
+            budget -= 1
             done.add(combo)
             ctx = {**cell.factors, "experiment": d["name"], "host": "localhost", "run_id": "r0",
                    "cell_id": cell.cell_id, "replicate": 1, "warmup": False}
@@ -476,7 +499,7 @@ def _render_errors(doc: LocatedDocument, cells: list[Cell]) -> list[SpecError]:
                 errs.append(doc.error(at, f"{'.'.join(map(str, at))} cannot be rendered for cell {cell.label()}: "
                                           f"{type(exc).__name__}: {exc}"))
                 break
-    return errs
+    return errs, []
 
 
 def _restricted_errors(doc: LocatedDocument, cells: list[Cell], knobs: dict[str, Knob]) -> list[SpecError]:
@@ -604,7 +627,9 @@ def load_spec(path: str | Path, cost_seconds: dict[str, float] | None = None) ->
         cls = cost if isinstance(cost, str) else cost["class"]
         secs = defaults[cls] if isinstance(cost, str) or "seconds" not in cost else float(cost["seconds"])
         knobs[factor] = Knob(factor, k["role"], cls, secs, dict(k.get("vars", {})))
-    errors = _restricted_errors(doc, cells, knobs) + _render_errors(doc, cells)
+    render_errors, render_warnings = _render_errors(doc, cells)
+    warnings += render_warnings
+    errors = _restricted_errors(doc, cells, knobs) + render_errors
     if errors:
         raise SpecErrors(errors)
     # Key order is irrelevant except the factors': it sets the matrix order, hence the plan.

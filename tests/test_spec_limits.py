@@ -313,3 +313,26 @@ def test_template_rendered_once_per_distinct_combination(tmp_path, monkeypatch):
     assert len(spec.cells) == 90_000
     assert len(calls) == 300  # '--a={{ a }}' per level of a; '{{ b }}' is taken as is
     assert time.process_time() - start < 10
+
+
+def test_too_many_templates(tmp_path):
+    argv = ", ".join(f"'{{{{ a }}}}-{i}'" for i in range(501))
+    path = write(tmp_path, BASE.replace('argv: [echo, "{{ a }}", "{{ b }}"]', f"argv: [{argv}]"))
+    assert_fast_error(path, 7, "workload.vars holds 501 templates, more than the limit of 500")
+
+
+def test_render_budget_leaves_a_warning_not_an_error(tmp_path, monkeypatch):
+    from benchmatrix import spec as spec_module
+
+    monkeypatch.setattr(spec_module, "MAX_RENDERS", 1)
+    spec = load_spec(write(tmp_path, BASE.replace('"{{ a }}"', '"-{{ a }}"')))
+    assert [w.split(": ", 1)[1][:60] for w in spec.warnings] == [
+        "warning: workload templates were tried on the first 1 distin"]
+
+
+def test_many_unknown_factor_names_answer_fast(tmp_path):
+    factors = "".join(f"  f{i}: [1]\n" for i in range(8000))
+    exclude = "".join(f"  - {{g{i}: 1}}\n" for i in range(8000))
+    path = write(tmp_path, f"name: t\nfactors:\n{factors}exclude:\n{exclude}workload: {{role: workload_x}}\n")
+    errs = fast_errors(path)
+    assert len(errs) == 8000 and "... (8000 factors)" in errs[0].message
