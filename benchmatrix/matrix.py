@@ -41,19 +41,26 @@ def level_key(level: Any) -> tuple[str, Any]:
     return (type(level).__name__, level)
 
 
-def as_declared(factors: Mapping[str, Sequence[Level]], values: Mapping[str, Level]) -> dict[str, Level]:
+def as_declared(factors: Mapping[str, Sequence[Level]], values: Mapping[str, Level],
+                declared: Mapping[str, Mapping[tuple[str, Any], Level]] | None = None) -> dict[str, Level]:
     """``values`` in factor order, each replaced by the declared level it equals, if any.
 
     An ``include`` entry or ``order.control`` may write ``4096.0`` for the level
     ``4096``; the cell then carries the declared ``4096``, so plan.csv, knob settings
     and whole plots see one level, not two spellings of it.
+
+    Args:
+        factors: Factor name -> declared levels.
+        values: Factor name -> a value, for every factor.
+        declared: :func:`declared_levels` of ``factors``, when the caller maps many entries.
     """
-    out = {}
-    for name in factors:
-        value = values[name]
-        declared = {level_key(level): level for level in factors[name]}
-        out[name] = declared.get(level_key(value), value)
-    return out
+    declared = declared if declared is not None else declared_levels(factors)
+    return {name: declared[name].get(level_key(values[name]), values[name]) for name in factors}
+
+
+def declared_levels(factors: Mapping[str, Sequence[Level]]) -> dict[str, dict[tuple[str, Any], Level]]:
+    """Factor name -> (:func:`level_key` -> declared level), for :func:`as_declared`."""
+    return {name: {level_key(level): level for level in levels} for name, levels in factors.items()}
 
 
 def cell_id_of(factors: Mapping[str, Level]) -> str:
@@ -148,8 +155,9 @@ def expand(factors: Mapping[str, Sequence[Level]],
         if cid not in ids:
             ids.add(cid)
             cells.append(Cell(cid, ordered))
+    declared = declared_levels(factors)
     for entry in include:
-        ordered = as_declared(factors, entry)
+        ordered = as_declared(factors, entry, declared)
         cid = cell_id_of(ordered)
         if cid not in ids:
             ids.add(cid)

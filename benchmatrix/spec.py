@@ -23,7 +23,8 @@ import jsonschema
 
 from benchmatrix import templating
 from benchmatrix.errors import SpecError, SpecErrors
-from benchmatrix.matrix import Cell, Level, as_declared, cell_id_of, expand, level_key, _same_level
+from benchmatrix.matrix import (Cell, Level, _same_level, as_declared, cell_id_of, declared_levels, expand,
+                                level_key)
 from benchmatrix.yamlload import LocatedDocument, load_located
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -307,16 +308,19 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
     if size_error:
         errs.append(size_error)
 
+    declared = declared_levels(factors)
     for ei, entry in enumerate(d["exclude"]):
         for key, want in entry.items():
             if key not in known:
                 unknown(("exclude", ei, key), key, "exclude entry")
                 continue
             for w in (want if isinstance(want, list) else [want]):
-                if not any(_same_level(w, lvl) for lvl in factors[key]):
+                # A set lookup: entries x levels stays linear.
+                if not isinstance(w, (str, int, float)) or level_key(w) not in declared[key]:
+                    levels_text = ", ".join(map(str, factors[key][:20])) + (", ..." if len(factors[key]) > 20 else "")
                     errs.append(doc.error(("exclude", ei, key),
                                           f"exclude entry: '{w}' is not a level of factor '{key}'"
-                                          f" (levels: {', '.join(map(str, factors[key]))})"))
+                                          f" (levels: {levels_text})"))
     for ii, entry in enumerate(d["include"]):
         for key in entry:
             if key not in known:
@@ -360,6 +364,14 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
         for bi, by in enumerate(compare["by"]):
             if by not in known:
                 unknown(("report", "compare", "by", bi), by, "report.compare.by")
+
+    for ti, table in enumerate(d["report"].get("tables") or []):
+        for side in ("rows", "columns"):
+            given = table.get(side) or []
+            for fi, factor in enumerate([given] if isinstance(given, str) else given):
+                if factor not in known:
+                    unknown(("report", "tables", ti, side) + (() if isinstance(given, str) else (fi,)), factor,
+                            f"report.tables.{ti}.{side}")
 
     # Declared metrics: regexes must compile with a `value` group, JSON paths parse.
     from benchmatrix.parsers import check_declarations

@@ -336,3 +336,28 @@ def test_many_unknown_factor_names_answer_fast(tmp_path):
     path = write(tmp_path, f"name: t\nfactors:\n{factors}exclude:\n{exclude}workload: {{role: workload_x}}\n")
     errs = fast_errors(path)
     assert len(errs) == 8000 and "... (8000 factors)" in errs[0].message
+
+
+def test_exclude_value_that_is_no_scalar(tmp_path):
+    assert_fast_error(write(tmp_path, BASE + "exclude:\n  - {a: {x: 1}}\n"), 10, "exclude entry: '{'x': 1}' is not a level")
+
+
+def test_many_exclude_values_against_many_levels_answer_fast(tmp_path):
+    levels = ", ".join(map(str, range(10_000)))
+    wrong = ", ".join(str(-i) for i in range(1, 10_001))
+    path = write(tmp_path, f"name: t\nfactors:\n  a: [{levels}]\nexclude:\n  - {{a: [{wrong}]}}\nworkload: {{role: workload_x}}\n")
+    errs = fast_errors(path)
+    assert len(errs) == 10_000 and errs[0].message.endswith("(levels: 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, "
+                                                            "14, 15, 16, 17, 18, 19, ...)")
+
+
+def test_control_level_must_be_a_scalar(tmp_path):
+    text = BASE + "knobs:\n  a: {role: knob_x, cost: restart}\norder: {strategy: restricted, control: {a: [1], b: x}}\n"
+    assert_fast_error(write(tmp_path, text), 11, "order.control.a: [1] is not of type")
+
+
+def test_report_table_names_unknown_factor(tmp_path):
+    path = write(tmp_path, BASE + "report:\n  tables:\n    - {rows: zz, columns: [b, yy], metric: m}\n")
+    errs = fast_errors(path)
+    assert [e.message.split(" (")[0] for e in errs] == [
+        "report.tables.0.columns names unknown factor 'yy'", "report.tables.0.rows names unknown factor 'zz'"]
