@@ -130,6 +130,23 @@ def generated(rng: random.Random) -> dict[str, str]:
             BASE.replace("a: [1, 2]", f"a: [1, {rng.choice(['[2]', '{k: 2}', 'null'])}]"),
             BASE + f"include:\n  - {{a: 1.0{rng.choice(['', ', c: 3', ', b: [x]'])}}}\n",
         ]))
+    knob = "knobs:\n  a: {role: knob_x, cost: restart}\n"
+    bad_references = [
+        knob + "order: {strategy: restricted, control: {a: [1], b: x}}\n",
+        "order: {control: {a: {k: 1}, b: x}}\n",
+        "order: {control: {a: 1}}\n",
+        "exclude:\n  - {a: {x: 1}}\n",
+        "exclude:\n  - {zz: 1}\n",
+        "zip: [[a, zz]]\n",
+        "zip: [[a, a]]\n",
+        "report:\n  tables: [{rows: zz, metric: m}]\n",
+        "report:\n  compare: {factor: a, baseline: 3}\n",
+        "report:\n  compare: {factor: zz, baseline: 1}\n",
+        "knobs:\n  zz: {role: knob_x}\n",
+        knob + "order: {strategy: restricted, visits: 7}\n",
+    ]
+    for _ in range(15):
+        add("bad_reference", BASE + rng.choice(bad_references))
     return out
 
 
