@@ -86,7 +86,10 @@ def _bounded_concat(items: Iterable[Any]) -> str:
 
 
 def _filter_join(eval_ctx: Any, value: Iterable[Any], d: str = "", attribute: Any = None) -> str:
-    items = list(value) if attribute is None else [getattr(v, str(attribute), "") for v in value]
+    items = list(value)
+    if attribute is not None:  # through the sandbox's getattr, as the built-in filter does
+        getter = jinja2.filters.make_attrgetter(eval_ctx.environment, attribute)
+        items = [getter(v) for v in items]
     total = sum(len(str(v)) for v in items) + len(str(d)) * max(len(items) - 1, 0)
     if total > MAX_SIZE:
         raise _too_big("join", total)

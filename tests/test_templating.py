@@ -68,6 +68,12 @@ def test_growth_helpers_are_gone(name):
         render("{{ %s() }}" % name, CTX)
 
 
+def test_join_by_attribute_stays_in_the_sandbox():
+    assert render("{{ [{'n': 'a'}, {'n': 'b'}]|join(',', attribute='n') }}", CTX) == "a,b"
+    with pytest.raises(jinja2.sandbox.SecurityError):
+        render("{{ [range]|join(attribute='__globals__') }}", CTX)
+
+
 def test_limit_is_inclusive():
     assert len(render("{{ 'x' * n }}", {"n": MAX_SIZE})) == MAX_SIZE
 
