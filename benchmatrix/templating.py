@@ -12,8 +12,8 @@ hours. This environment closes the ways a short template can grow without bound:
 - string methods that pad or reformat (``ljust``, ``zfill``, ``format``, ...) are
   not callable; ``lipsum`` and ``namespace`` (which lets loops accumulate) are gone;
 - every ``for`` loop draws from one iteration budget per render;
-- macros, ``call`` blocks, recursive loops and ``include``/``import``/``extends``
-  are refused when the template is parsed;
+- macros, ``call`` blocks, block assignments, ``filter`` blocks, recursive loops and
+  ``include``/``import``/``extends`` are refused when the template is parsed;
 - the rendered text itself is limited to :data:`MAX_SIZE` characters.
 
 Any violation raises :class:`jinja2.sandbox.SecurityError` (a template error), which
@@ -200,8 +200,12 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 
 def _bound_tree(tree: nodes.Node) -> None:
     """Refuse unbounded constructs and route loops and ``~`` through the bounded filters."""
+    # Block set and filter blocks collect their whole body in memory before any bound
+    # can see it; the rest recurse or load other templates.
     refused = {nodes.Macro: "macros", nodes.CallBlock: "call blocks", nodes.Include: "include",
-               nodes.Import: "import", nodes.FromImport: "import", nodes.Extends: "extends"}
+               nodes.Import: "import", nodes.FromImport: "import", nodes.Extends: "extends",
+               nodes.AssignBlock: "block assignments ({% set %}...{% endset %})",
+               nodes.FilterBlock: "filter blocks"}
     for kind, what in refused.items():
         for node in tree.find_all(kind):
             raise jinja2.TemplateSyntaxError(f"{what} are not allowed in workload variables", node.lineno)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import jinja2
@@ -56,9 +57,11 @@ def test_amplifying_templates_are_refused_fast(template):
     ("{% macro f(s) %}{{ f(s ~ s) }}{% endmacro %}{{ f('x') }}", "macros"),
     ("{% for x in [[1]] recursive %}{{ loop(x) }}{% endfor %}", "recursive loops"),
     ("{% include 'other' %}", "include"),
+    ("{% set x %}{% for i in range(99999) %}{{ 'x' * 1000000 }}{% endfor %}{% endset %}", "block assignments"),
+    ("{% filter upper %}{% for i in range(99999) %}{{ 'x' * 1000000 }}{% endfor %}{% endfilter %}", "filter blocks"),
 ])
 def test_unbounded_constructs_are_refused_when_parsed(template, what):
-    with pytest.raises(jinja2.TemplateSyntaxError, match=f"{what} are not allowed"):
+    with pytest.raises(jinja2.TemplateSyntaxError, match=re.escape(what) + ".* are not allowed"):
         render(template, CTX)
 
 
