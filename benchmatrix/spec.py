@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import re
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -47,6 +48,7 @@ MAX_EXCLUDE_CHECKS = 5_000_000
 #: makes to try them on every cell (beyond it: a warning, not an error).
 MAX_TEMPLATES = 500
 MAX_RENDERS = 50_000
+MAX_RENDER_SECONDS = 5.0
 #: Variables a workload template may use besides the factors.
 RUN_VARIABLES = frozenset({"experiment", "host", "run_id", "cell_id", "replicate", "warmup"})
 #: Cost classes of a knob change, cheapest first.
@@ -478,14 +480,16 @@ def _render_errors(doc: LocatedDocument, cells: list[Cell]) -> tuple[list[SpecEr
     the middle of a campaign. Only the factors a template names matter, so each
     distinct combination of their values is rendered once; in practice far fewer
     than the cells. The first failure per template is reported. Past
-    :data:`MAX_RENDERS` renders the rest is left unchecked, with a warning.
+    :data:`MAX_RENDERS` renders or :data:`MAX_RENDER_SECONDS` of CPU time the rest
+    is left unchecked, with a warning.
 
     Returns:
         The errors and the warnings (``FILE:LINE: warning: ...``).
     """
     d = doc.data
     errs: list[SpecError] = []
-    budget = MAX_RENDERS
+    budget, tried = MAX_RENDERS, 0
+    deadline = time.thread_time() + MAX_RENDER_SECONDS
     for at, text in _templates(d["workload"]["vars"], ("workload", "vars")):
         if _WHOLE_VAR.fullmatch(text):
             continue  # exactly {{ name }}: the value itself, nothing to render
@@ -495,11 +499,11 @@ def _render_errors(doc: LocatedDocument, cells: list[Cell]) -> tuple[list[SpecEr
             combo = tuple(level_key(cell.factors[n]) for n in used if n in cell.factors)
             if combo in done:
                 continue
-            if budget == 0:
-                return errs, [str(doc.error(at, f"warning: workload templates were tried on the first {MAX_RENDERS} "
+            if tried == budget or time.thread_time() > deadline:
+                return errs, [str(doc.error(at, f"warning: workload templates were tried on the first {tried} "
                                                 "distinct value combinations only; a template may still fail for "
                                                 "a later cell"))]
-            budget -= 1
+            tried += 1
             done.add(combo)
             ctx = {**cell.factors, "experiment": d["name"], "host": "localhost", "run_id": "r0",
                    "cell_id": cell.cell_id, "replicate": 1, "warmup": False}

@@ -11,7 +11,9 @@ hours. This environment closes the ways a short template can grow without bound:
   bounded the same way;
 - string methods that pad or reformat (``ljust``, ``zfill``, ``format``, ...) are
   not callable; ``lipsum`` and ``namespace`` (which lets loops accumulate) are gone;
-- every ``for`` loop draws from one iteration budget per render;
+- every ``for`` loop draws from one iteration budget per render, and a render that
+  takes more than :data:`MAX_SECONDS` of CPU time stops at its next loop step,
+  operator or filter;
 - macros, ``call`` blocks, block assignments, ``filter`` blocks, recursive loops and
   ``include``/``import``/``extends`` are refused when the template is parsed;
 - the rendered text itself is limited to :data:`MAX_SIZE` characters.
@@ -25,6 +27,7 @@ from __future__ import annotations
 import contextvars
 import math
 import re
+import time
 from functools import lru_cache
 from typing import Any, Iterable, Iterator
 
@@ -37,6 +40,8 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 MAX_SIZE = 1024 * 1024
 #: Most loop iterations of one render, all loops together.
 MAX_ITERATIONS = 100_000
+#: Most CPU seconds one render may take (checked at loop steps, operators and filters).
+MAX_SECONDS = 1.0
 #: Largest integer a template may compute with ``**`` (in bits).
 MAX_INT_BITS = 4096
 
@@ -47,7 +52,24 @@ _SAFE_STR_METHODS = frozenset({
     "lstrip", "partition", "removeprefix", "removesuffix", "rfind", "rindex", "rpartition",
     "rsplit", "rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title", "upper",
 })
-_BUDGET: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("bmx_jinja_budget", default=None)
+class _Budget:
+    """What one render may still spend: loop iterations and CPU time."""
+
+    def __init__(self) -> None:
+        self.iterations = MAX_ITERATIONS
+        self.deadline = time.thread_time() + MAX_SECONDS
+
+    def check_time(self) -> None:
+        if time.thread_time() > self.deadline:
+            raise SecurityError(f"the template takes more than {MAX_SECONDS:g} s of CPU time to render")
+
+
+_BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("bmx_jinja_budget", default=None)
+
+
+def _budget() -> _Budget:
+    # Outside render() (compile-time constant folding) a fresh budget applies.
+    return _BUDGET.get() or _Budget()
 
 
 def _too_big(what: str, size: float) -> SecurityError:
@@ -64,13 +86,13 @@ def _check_int(value: Any, what: str) -> None:
 
 
 def _bounded_iter(iterable: Any) -> Iterator[Any]:
-    budget = _BUDGET.get()
-    if budget is None:  # compile-time constant folding: a fresh budget
-        budget = [MAX_ITERATIONS]
+    budget = _budget()
     for item in iterable:
-        budget[0] -= 1
-        if budget[0] < 0:
+        budget.iterations -= 1
+        if budget.iterations < 0:
             raise SecurityError(f"the template's loops run more than {MAX_ITERATIONS} iterations")
+        if budget.iterations % 256 == 0:
+            budget.check_time()
         yield item
 
 
@@ -112,6 +134,17 @@ def _filter_sum(environment: Any, iterable: Iterable[Any], attribute: Any = None
         if size > MAX_SIZE:
             raise _too_big("sum", size)
     return jinja2.filters.sync_do_sum(environment, items, attribute, start)
+
+
+def _timed(original: Any) -> Any:
+    """``original`` (a filter) checking the render's CPU deadline before it runs."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _budget().check_time()
+        return original(*args, **kwargs)
+
+    wrapper.jinja_pass_arg = getattr(original, "jinja_pass_arg", None)  # type: ignore[attr-defined]
+    return wrapper
 
 
 def _bounded_filter(name: str, *checked: int) -> Any:
@@ -165,8 +198,9 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         self.filters["batch"] = _bounded_filter("batch", 1)
         self.filters["slice"] = _bounded_filter("slice", 1)
         self.filters["format"] = _bounded_filter("format")
-        self.filters["bmx_iter"] = _bounded_iter
         self.filters["bmx_concat"] = _bounded_concat
+        self.filters = {name: _timed(f) for name, f in self.filters.items()}
+        self.filters["bmx_iter"] = _bounded_iter  # a generator: checks the deadline as it goes
 
     def is_safe_callable(self, obj: Any) -> bool:
         target = getattr(obj, "__wrapped__", obj)  # the sandbox wraps str.format
@@ -174,7 +208,12 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
             return False
         return super().is_safe_callable(obj)
 
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (as Jinja's)
+        _budget().check_time()
+        return super().call(__context, __obj, *args, **kwargs)
+
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        _budget().check_time()
         if operator == "*":
             for seq, times in ((left, right), (right, left)):
                 if isinstance(seq, (str, list, tuple)) and isinstance(times, int):
@@ -244,10 +283,12 @@ def render(source: str, context: dict[str, Any]) -> str:
             exceeded (:class:`jinja2.sandbox.SecurityError`).
     """
     template = compile_template(source)
-    token = _BUDGET.set([MAX_ITERATIONS])
+    budget = _Budget()
+    token = _BUDGET.set(budget)
     try:
         parts, total = [], 0
         for chunk in template.generate(context):
+            budget.check_time()
             total += len(chunk)
             if total > MAX_SIZE:
                 raise _too_big("the rendered text", total)

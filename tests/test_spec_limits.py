@@ -361,3 +361,12 @@ def test_report_table_names_unknown_factor(tmp_path):
     errs = fast_errors(path)
     assert [e.message.split(" (")[0] for e in errs] == [
         "report.tables.0.columns names unknown factor 'yy'", "report.tables.0.rows names unknown factor 'zz'"]
+
+
+def test_render_time_budget_leaves_a_warning(tmp_path, monkeypatch):
+    from benchmatrix import spec as spec_module
+
+    monkeypatch.setattr(spec_module, "MAX_RENDER_SECONDS", 0.0)
+    spec = load_spec(write(tmp_path, BASE.replace('"{{ a }}"', '"-{{ a }}"')))
+    assert [w.split(": ", 1)[1][:60] for w in spec.warnings] == [
+        "warning: workload templates were tried on the first 0 distin"]

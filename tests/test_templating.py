@@ -53,6 +53,14 @@ def test_amplifying_templates_are_refused_fast(template):
     assert time.process_time() - start < 1.0
 
 
+def test_slow_template_stops_after_its_cpu_budget():
+    template = "{% set s = 'x' * 1000000 %}" + "{{ s|list|sort|length }}{{ s.split('y')|length }}" * 40
+    start = time.process_time()
+    with pytest.raises(jinja2.sandbox.SecurityError, match="CPU time"):
+        render(template, CTX)
+    assert time.process_time() - start < 5
+
+
 @pytest.mark.parametrize("template, what", [
     ("{% macro f(s) %}{{ f(s ~ s) }}{% endmacro %}{{ f('x') }}", "macros"),
     ("{% for x in [[1]] recursive %}{{ loop(x) }}{% endfor %}", "recursive loops"),
