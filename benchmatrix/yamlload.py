@@ -75,13 +75,14 @@ def load_located(path: str | Path) -> LocatedDocument:
     """
     path = str(path)
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)  # never more: the path may be a device or a pipe
     except FileNotFoundError:
         raise SpecError(path, 0, "no such file") from None
     except OSError as exc:
         raise SpecError(path, 0, f"cannot read: {exc.strerror or exc}") from None
     if len(raw) > MAX_FILE_BYTES:
-        raise SpecError(path, 1, f"the file has {len(raw)} bytes, more than the limit of {MAX_FILE_BYTES}")
+        raise SpecError(path, 1, f"the file has more than {MAX_FILE_BYTES} bytes, the limit for a spec")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -95,7 +95,11 @@ def test_not_utf8(tmp_path):
 
 def test_oversized_file(tmp_path):
     path = write(tmp_path, BASE + "description: " + "x" * 2_000_000 + "\n")
-    assert_fast_error(path, 1, "more than the limit of 1048576")
+    assert_fast_error(path, 1, "the file has more than 1048576 bytes")
+
+
+def test_endless_file_is_read_no_further_than_the_limit():
+    assert_fast_error(Path("/dev/zero"), 1, "the file has more than 1048576 bytes")
 
 
 @pytest.mark.parametrize("key", ["1", "true", "~", "1.5", "2020-01-01"])
