@@ -27,7 +27,9 @@ class SpecError(BenchmatrixError):
     def __init__(self, path: str, line: int, message: str):
         self.path = str(path)
         self.line = line
-        self.message = message
+        # One line, whatever the spec put into it (a key with a newline, a huge value).
+        message = message.encode("unicode_escape").decode("ascii") if not message.isprintable() else message
+        self.message = message if len(message) <= 400 else message[:400] + "..."
         super().__init__(f"{self.path}:{line}: {message}")
 
 

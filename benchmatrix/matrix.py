@@ -16,9 +16,57 @@ from typing import Any, Mapping, Sequence
 Level = str | int | float | bool
 
 
+def canonical_level(level: Level) -> Level:
+    """The level as it enters a cell id: a whole float becomes the int it equals.
+
+    ``4096`` and ``4096.0`` are one level (validation refuses listing both), so they
+    must be one cell; ints, strings, booleans and fractional floats are unchanged,
+    hence so are the ids of every cell that has no whole-float level.
+    """
+    if isinstance(level, float) and level.is_integer():
+        return int(level)
+    return level
+
+
+def level_key(level: Any) -> tuple[str, Any]:
+    """A hashable key under which equal levels (see :func:`_same_level`) collide.
+
+    ``1`` and ``1.0`` share a key (Python hashes equal numbers alike); ``True`` and
+    ``1`` do not, nor do ``4`` and ``"4"``.
+    """
+    if isinstance(level, bool):
+        return ("bool", level)
+    if isinstance(level, (int, float)):
+        return ("number", level)
+    return (type(level).__name__, level)
+
+
+def as_declared(factors: Mapping[str, Sequence[Level]], values: Mapping[str, Level],
+                declared: Mapping[str, Mapping[tuple[str, Any], Level]] | None = None) -> dict[str, Level]:
+    """``values`` in factor order, each replaced by the declared level it equals, if any.
+
+    An ``include`` entry or ``order.control`` may write ``4096.0`` for the level
+    ``4096``; the cell then carries the declared ``4096``, so plan.csv, knob settings
+    and whole plots see one level, not two spellings of it.
+
+    Args:
+        factors: Factor name -> declared levels.
+        values: Factor name -> a value, for every factor.
+        declared: :func:`declared_levels` of ``factors``, when the caller maps many entries.
+    """
+    declared = declared if declared is not None else declared_levels(factors)
+    return {name: declared[name].get(level_key(values[name]), values[name]) for name in factors}
+
+
+def declared_levels(factors: Mapping[str, Sequence[Level]]) -> dict[str, dict[tuple[str, Any], Level]]:
+    """Factor name -> (:func:`level_key` -> declared level), for :func:`as_declared`."""
+    return {name: {level_key(level): level for level in levels} for name, levels in factors.items()}
+
+
 def cell_id_of(factors: Mapping[str, Level]) -> str:
     """Stable id of the cell with these factor values (``c`` + 10 hex digits)."""
-    canonical = json.dumps(dict(factors), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    canonical = json.dumps({k: canonical_level(v) for k, v in factors.items()}, sort_keys=True,
+                           separators=(",", ":"), ensure_ascii=True)
     return "c" + hashlib.sha256(canonical.encode()).hexdigest()[:10]
 
 
@@ -107,8 +155,9 @@ def expand(factors: Mapping[str, Sequence[Level]],
         if cid not in ids:
             ids.add(cid)
             cells.append(Cell(cid, ordered))
+    declared = declared_levels(factors)
     for entry in include:
-        ordered = {n: entry[n] for n in names}
+        ordered = as_declared(factors, entry, declared)
         cid = cell_id_of(ordered)
         if cid not in ids:
             ids.add(cid)

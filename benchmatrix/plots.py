@@ -20,8 +20,10 @@ a small file and renders in a second.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +57,20 @@ class Plot:
     title: str
     caption: str
     svg: str
+
+
+def safe_file_stem(name: str) -> str:
+    """``name`` as a file stem that stays inside its directory.
+
+    Metric names reach file names (``plots/lines_METRIC.svg``) and may come from a
+    workload's output: anything but letters, digits, ``_``, ``-`` and ``.`` becomes
+    ``_``, a leading dot is dropped, and a name that had to change (or is too long)
+    gets a short hash of the original, so two metrics never share a file.
+    """
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".")
+    if stem == name and len(stem) <= 100:
+        return stem
+    return f"{stem[:90]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def _pyplot():
@@ -151,7 +167,7 @@ def factor_lines(spec: Any, summary: pd.DataFrame, metrics: list[str], units: di
         for ax in axes[:, 0]:
             ax.set_ylabel(metric + _label(units.get(metric, "")))
         fig.tight_layout()
-        out.append(Plot(f"lines_{metric}", f"{metric} against {x}",
+        out.append(Plot(safe_file_stem(f"lines_{metric}"), f"{metric} against {x}",
                         f"Mean of each cell with its 95% confidence band; one line per {line} level."
                         if line else "Mean of each cell with its 95% confidence band.", _svg(fig)))
     return out

@@ -9,7 +9,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 import re
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -18,11 +20,12 @@ from typing import Any, Iterator
 
 import jinja2
 import jinja2.meta
-import jinja2.sandbox
 import jsonschema
 
+from benchmatrix import templating
 from benchmatrix.errors import SpecError, SpecErrors
-from benchmatrix.matrix import Cell, Level, cell_id_of, expand, _same_level
+from benchmatrix.matrix import (Cell, Level, _same_level, as_declared, cell_id_of, declared_levels, expand,
+                                level_key)
 from benchmatrix.yamlload import LocatedDocument, load_located
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -35,6 +38,18 @@ RESERVED = frozenset({
     "ci_low", "ci_high", "ci_method", "exit_code", "log",
     "schema_version", "campaign", "direction", "value",  # the long table's (docs/export.md)
 })
+#: Metric names: they become columns of runs.csv and parts of file names (plots).
+METRIC_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+#: Most cells a matrix may have (counted before ``exclude``), and most runs per host.
+MAX_CELLS = 100_000
+MAX_RUNS_PER_HOST = 1_000_000
+#: Most cell x exclude-entry comparisons expansion may make.
+MAX_EXCLUDE_CHECKS = 5_000_000
+#: Most templates (strings with {{ or {%) in workload.vars, and most renders validation
+#: makes to try them on every cell (beyond it: a warning, not an error).
+MAX_TEMPLATES = 500
+MAX_RENDERS = 50_000
+MAX_RENDER_SECONDS = 5.0
 #: Variables a workload template may use besides the factors.
 RUN_VARIABLES = frozenset({"experiment", "host", "run_id", "cell_id", "replicate", "warmup"})
 #: Cost classes of a knob change, cheapest first.
@@ -116,7 +131,7 @@ class Spec:
         ctl = self.order.get("control")
         if not ctl:
             return None
-        factors = {n: ctl[n] for n in self.factor_names}
+        factors = as_declared(self.data["factors"], ctl)
         return Cell(cell_id_of(factors), factors)
 
     def inventory_path(self, project_dir: str | Path) -> Path:
@@ -151,10 +166,37 @@ def _apply_defaults(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# JSON Schema counts 3.0 as an integer; a spec's counts must be written as whole numbers
+# (3.0 replicates would crash the planner later).
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)))
+
+
+def _unusable(value: Any, at: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], str]]:
+    """Every value no key of a spec can use: .inf / .nan, and strings with a NUL
+    character (no program can take one as an argument; plan.csv would hold it too)."""
+    stack = [(value, at)]
+    while stack:
+        v, where = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            yield where, f"{v} is not a finite number"
+        elif isinstance(v, str) and "\x00" in v:
+            yield where, "contains a NUL character (\\0), which no program argument or file name can hold"
+        elif isinstance(v, dict):
+            stack.extend((sub, where + (k,)) for k, sub in v.items())
+        elif isinstance(v, list):
+            stack.extend((sub, where + (i,)) for i, sub in enumerate(v))
+
+
 def _schema_errors(doc: LocatedDocument) -> list[SpecError]:
-    validator = jsonschema.Draft202012Validator(schema())
-    errors = []
+    validator = _Validator(schema())
+    unusable = dict(_unusable(doc.data, ()))
+    errors = [doc.error(at, f"{'.'.join(map(str, at))}: {why}") for at, why in unusable.items()]
     for err in validator.iter_errors(doc.data):
+        if tuple(err.absolute_path) in unusable:
+            continue  # already said why
         where = ".".join(str(p) for p in err.absolute_path) or "spec"
         if err.validator == "additionalProperties":
             extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
@@ -168,6 +210,8 @@ def _schema_errors(doc: LocatedDocument) -> list[SpecError]:
             msg = "must be none, restart, reboot or {class: ..., seconds: ...}"
         elif err.validator == "minItems" and err.instance == []:
             msg = "must not be empty"
+        elif err.validator == "type" and err.validator_value == "integer" and isinstance(err.instance, float):
+            msg = f"must be a whole number, not {err.instance!r}"
         else:
             msg = err.message
         errors.append(doc.error(tuple(err.absolute_path), f"{where}: {msg}"))
@@ -186,8 +230,7 @@ def _templates(value: Any, at: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...
             yield from _templates(v, at + (i,))
 
 
-_ENV = jinja2.sandbox.ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined,
-                                                    autoescape=False, keep_trailing_newline=True)
+_ENV = templating.ENV
 _WHOLE_VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
@@ -195,14 +238,16 @@ def render_vars(value: Any, context: dict[str, Any]) -> Any:
     """Render Jinja2 templates inside ``value`` with a run's context.
 
     A string that is exactly ``{{ name }}`` takes the context value with its type;
-    other templates render to strings. Sandboxed: templates cannot reach Python.
+    other templates render to strings. Sandboxed and bounded (see
+    :mod:`benchmatrix.templating`): templates reach no Python internals and cannot
+    exhaust time or memory.
     """
     if isinstance(value, str):
         m = _WHOLE_VAR.fullmatch(value)
         if m and m.group(1) in context:
             return context[m.group(1)]
         if "{{" in value or "{%" in value:
-            return _ENV.from_string(value).render(context)
+            return templating.render(value, context)
         return value
     if isinstance(value, dict):
         return {k: render_vars(v, context) for k, v in value.items()}
@@ -219,8 +264,12 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
     names = list(factors)
     known = set(names)
 
+    factor_list = ", ".join(names)  # once: many errors may cite it
+    if len(factor_list) > 200:
+        factor_list = factor_list[:200] + f", ... ({len(names)} factors)"
+
     def unknown(at: tuple[Any, ...], name: Any, what: str) -> None:
-        errs.append(doc.error(at, f"{what} names unknown factor '{name}' (factors: {', '.join(names)})"))
+        errs.append(doc.error(at, f"{what} names unknown factor '{name}' (factors: {factor_list})"))
 
     if not NAME_RE.match(str(d["name"])):
         errs.append(doc.error(("name",), f"invalid experiment name '{d['name']}': use letters, digits, "
@@ -236,9 +285,12 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
             errs.append(doc.error(("factors", name), f"factor name '{name}' is reserved (it is a column of the result files)"))
         if not levels:
             errs.append(doc.error(("factors", name), f"factor '{name}' has an empty level list"))
+        seen: set[tuple[str, Any]] = set()
         for i, lvl in enumerate(levels):
-            if any(_same_level(lvl, other) for other in levels[:i]):
+            key = level_key(lvl)  # linear: a factor may list many levels
+            if key in seen:
                 errs.append(doc.error(("factors", name, i), f"factor '{name}' lists level '{lvl}' twice"))
+            seen.add(key)
 
     zipped: dict[str, int] = {}
     for gi, group in enumerate(d["zip"]):
@@ -255,16 +307,23 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
             desc = ", ".join(f"{k} has {v}" for k, v in lengths.items())
             errs.append(doc.error(("zip", gi), f"zip group levels differ in length: {desc}"))
 
+    size_error = _size_error(doc, factors, zipped)
+    if size_error:
+        errs.append(size_error)
+
+    declared = declared_levels(factors)
     for ei, entry in enumerate(d["exclude"]):
         for key, want in entry.items():
             if key not in known:
                 unknown(("exclude", ei, key), key, "exclude entry")
                 continue
             for w in (want if isinstance(want, list) else [want]):
-                if not any(_same_level(w, lvl) for lvl in factors[key]):
+                # A set lookup: entries x levels stays linear.
+                if not isinstance(w, (str, int, float)) or level_key(w) not in declared[key]:
+                    levels_text = ", ".join(map(str, factors[key][:20])) + (", ..." if len(factors[key]) > 20 else "")
                     errs.append(doc.error(("exclude", ei, key),
                                           f"exclude entry: '{w}' is not a level of factor '{key}'"
-                                          f" (levels: {', '.join(map(str, factors[key]))})"))
+                                          f" (levels: {levels_text})"))
     for ii, entry in enumerate(d["include"]):
         for key in entry:
             if key not in known:
@@ -317,16 +376,33 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
                                   f"report.primary names '{name}', which is not in report.metrics "
                                   f"({', '.join(map(str, shown))}): the primary metrics are a subset of them"))
 
+    for ti, table in enumerate(d["report"].get("tables") or []):
+        for side in ("rows", "columns"):
+            given = table.get(side) or []
+            for fi, factor in enumerate([given] if isinstance(given, str) else given):
+                if factor not in known:
+                    unknown(("report", "tables", ti, side) + (() if isinstance(given, str) else (fi,)), factor,
+                            f"report.tables.{ti}.{side}")
+
     # Declared metrics: regexes must compile with a `value` group, JSON paths parse.
     from benchmatrix.parsers import check_declarations
 
     for path, msg in check_declarations(d["workload"].get("metrics") or {}):
         errs.append(doc.error(("workload", "metrics") + tuple(path), msg))
+    for at, metric in _metric_names(d):
+        problem = metric_name_problem(metric, names)
+        if problem:
+            errs.append(doc.error(at, f"{'.'.join(map(str, at))}: {problem}"))
 
     # Workload templates may use factors and a few run variables only.
     used: set[str] = set()
     allowed = known | RUN_VARIABLES
-    for at, text in _templates(d["workload"]["vars"], ("workload", "vars")):
+    templates = list(_templates(d["workload"]["vars"], ("workload", "vars")))
+    if len(templates) > MAX_TEMPLATES:
+        errs.append(doc.error(("workload", "vars"), f"workload.vars holds {len(templates)} templates, more than the "
+                                                     f"limit of {MAX_TEMPLATES}"))
+        templates = []
+    for at, text in templates:
         try:
             names_in = jinja2.meta.find_undeclared_variables(_ENV.parse(text))
         except jinja2.TemplateSyntaxError as exc:
@@ -335,13 +411,120 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
         used |= names_in
         for bad in sorted(names_in - allowed):
             errs.append(doc.error(at, f"{'.'.join(map(str, at))} uses unknown variable '{bad}' "
-                                      f"(factors: {', '.join(names)})"))
+                                      f"(factors: {factor_list})"))
     for name in names:
         if name not in used and name not in d["knobs"]:
             warns.append(str(doc.error(("factors", name),
                                        f"warning: factor '{name}' is used by no knob and no workload variable "
                                        "(fine if it labels a condition changed by hand)")))
     return errs, warns
+
+
+def metric_name_problem(name: Any, factor_names: list[str]) -> str | None:
+    """Why ``name`` cannot be a metric's name, or None when it can.
+
+    A metric becomes a column of runs.csv (beside the factor and run columns) and
+    part of file names (``plots/lines_NAME.svg``), so it is a plain identifier.
+    """
+    if not isinstance(name, str) or not METRIC_RE.match(name) or ".." in name:
+        return (f"invalid metric name {name!r}: use letters, digits, '_', '-' and '.', starting with a letter "
+                "or '_', at most 64 characters (no '/' or '..')")
+    if name in RESERVED:
+        return f"metric name '{name}' is reserved (it is a column of the result files)"
+    if name in factor_names:
+        return f"metric name '{name}' is also a factor's name (both would be columns of runs.csv)"
+    return None
+
+
+def _metric_names(d: dict[str, Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Every metric name the spec declares or refers to, with its document path."""
+    for name in d["workload"].get("metrics") or {}:
+        yield ("workload", "metrics", name), name
+    for name in (d["workload"].get("success") or {}).get("metrics") or {}:
+        yield ("workload", "success", "metrics", name), name
+    report = d.get("report") or {}
+    for i, name in enumerate(report.get("metrics") or []):
+        yield ("report", "metrics", i), name
+    for i, table in enumerate(report.get("tables") or []):
+        yield ("report", "tables", i, "metric"), table["metric"]
+    if report.get("primary") is not None:
+        yield ("report", "primary"), report["primary"]
+
+
+def _size_error(doc: LocatedDocument, factors: dict[str, list[Level]], zipped: dict[str, int]) -> SpecError | None:
+    """The matrix's size, counted before expanding it: too many cells or runs is an error.
+
+    A zip group is one dimension (its first member's length); ``include`` adds
+    cells; ``exclude`` is not subtracted (it needs the expansion this avoids).
+    """
+    d = doc.data
+    dims, groups = [], set()
+    for name, levels in factors.items():
+        if name in zipped:
+            if zipped[name] in groups:
+                continue
+            groups.add(zipped[name])
+        dims.append(len(levels))
+    cells = math.prod(dims) + len(d["include"])
+    shape = " x ".join(map(str, dims[:12])) + (f" x ... ({len(dims)} dimensions)" if len(dims) > 12 else "")
+    if cells > MAX_CELLS:
+        return doc.error(("factors",), f"the matrix has {cells} cells ({shape}"
+                                       f"{' + %d included' % len(d['include']) if d['include'] else ''}), "
+                                       f"more than the limit of {MAX_CELLS}")
+    runs = cells * (d["replicates"] + d["warmup"])
+    if runs > MAX_RUNS_PER_HOST:
+        return doc.error(("replicates",), f"{cells} cells x ({d['replicates']} replicates + {d['warmup']} warm-up) "
+                                          f"= {runs} runs per host, more than the limit of {MAX_RUNS_PER_HOST}")
+    if cells * len(d["exclude"]) > MAX_EXCLUDE_CHECKS:
+        return doc.error(("exclude",), f"{len(d['exclude'])} exclude entries over {cells} cells are too many "
+                                       f"to check (limit: {MAX_EXCLUDE_CHECKS} comparisons); use fewer entries, "
+                                       "each with lists of levels")
+    return None
+
+
+def _render_errors(doc: LocatedDocument, cells: list[Cell]) -> tuple[list[SpecError], list[str]]:
+    """Render every workload template once per distinct value combination it uses.
+
+    A template that fails for one cell would otherwise fail that cell's batch in
+    the middle of a campaign. Only the factors a template names matter, so each
+    distinct combination of their values is rendered once; in practice far fewer
+    than the cells. The first failure per template is reported. Past
+    :data:`MAX_RENDERS` renders or :data:`MAX_RENDER_SECONDS` of CPU time the rest
+    is left unchecked, with a warning.
+
+    Returns:
+        The errors and the warnings (``FILE:LINE: warning: ...``).
+    """
+    d = doc.data
+    errs: list[SpecError] = []
+    budget, tried = MAX_RENDERS, 0
+    deadline = time.thread_time() + MAX_RENDER_SECONDS
+    for at, text in _templates(d["workload"]["vars"], ("workload", "vars")):
+        if _WHOLE_VAR.fullmatch(text):
+            continue  # exactly {{ name }}: the value itself, nothing to render
+        used = sorted(jinja2.meta.find_undeclared_variables(_ENV.parse(text)))
+        done: set[tuple[Any, ...]] = set()
+        for cell in cells:
+            combo = tuple(level_key(cell.factors[n]) for n in used if n in cell.factors)
+            if combo in done:
+                continue
+            if tried == budget or time.thread_time() > deadline:
+                return errs, [str(doc.error(at, f"warning: workload templates were tried on the first {tried} "
+                                                "distinct value combinations only; a template may still fail for "
+                                                "a later cell"))]
+            tried += 1
+            done.add(combo)
+            ctx = {**cell.factors, "experiment": d["name"], "host": "localhost", "run_id": "r0",
+                   "cell_id": cell.cell_id, "replicate": 1, "warmup": False}
+            try:
+                if "\x00" in templating.render(text, ctx):
+                    raise ValueError("the rendered value contains a NUL character")
+            except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, AttributeError,
+                    LookupError, RecursionError, MemoryError) as exc:
+                errs.append(doc.error(at, f"{'.'.join(map(str, at))} cannot be rendered for cell {cell.label()}: "
+                                          f"{type(exc).__name__}: {exc}"))
+                break
+    return errs, []
 
 
 def _restricted_errors(doc: LocatedDocument, cells: list[Cell], knobs: dict[str, Knob]) -> list[SpecError]:
@@ -353,7 +536,7 @@ def _restricted_errors(doc: LocatedDocument, cells: list[Cell], knobs: dict[str,
     costly = [f for f in d["factors"] if f in knobs and knobs[f].cost_class in COSTLY_CLASSES]
     per_plot: dict[tuple[Any, ...], int] = {}
     for cell in cells:
-        key = tuple(repr(cell.factors[f]) for f in costly)
+        key = tuple(level_key(cell.factors[f]) for f in costly)
         per_plot[key] = per_plot.get(key, 0) + 1
     visits = d["order"].get("visits") or d["replicates"]
     smallest = min(per_plot.values())
@@ -364,7 +547,7 @@ def _restricted_errors(doc: LocatedDocument, cells: list[Cell], knobs: dict[str,
                               f"{smallest * d['replicates']} measured run(s); use at most that many visits"))
     ctl = d["order"].get("control")
     if ctl and costly:
-        key = tuple(repr(ctl[f]) for f in costly)
+        key = tuple(level_key(ctl[f]) for f in costly)
         if key not in per_plot:
             where = ", ".join(f"{f}={ctl[f]}" for f in costly)
             errs.append(doc.error(("order", "control"),
@@ -486,7 +669,9 @@ def load_spec(path: str | Path, cost_seconds: dict[str, float] | None = None) ->
         cls = cost if isinstance(cost, str) else cost["class"]
         secs = defaults[cls] if isinstance(cost, str) or "seconds" not in cost else float(cost["seconds"])
         knobs[factor] = Knob(factor, k["role"], cls, secs, dict(k.get("vars", {})))
-    errors = _restricted_errors(doc, cells, knobs) or _control_errors(doc, cells, knobs)
+    render_errors, render_warnings = _render_errors(doc, cells)
+    warnings += render_warnings
+    errors = (_restricted_errors(doc, cells, knobs) or _control_errors(doc, cells, knobs)) + render_errors
     if errors:
         raise SpecErrors(errors)
     # Key order is irrelevant except the factors': it sets the matrix order, hence the plan.

@@ -6,7 +6,7 @@ import re
 
 from hypothesis import given, strategies as st
 
-from benchmatrix.matrix import Cell, cell_id_of, expand, matches
+from benchmatrix.matrix import Cell, cell_id_of, expand, level_key, matches
 
 
 def values(cells: list[Cell]) -> list[dict]:
@@ -229,6 +229,47 @@ def test_cell_id_is_deterministic_across_processes():
     import json
     canonical = json.dumps({"a": 1, "b": "x"}, sort_keys=True, separators=(",", ":"))
     assert cell_id_of({"b": "x", "a": 1}) == "c" + hashlib.sha256(canonical.encode()).hexdigest()[:10]
+
+
+# ---------------------------------------------------------------- same level, same cell (issue 12 item 12)
+
+def test_whole_float_level_has_the_cell_id_of_the_int():
+    assert cell_id_of({"bs": 4096.0, "rw": "read"}) == cell_id_of({"bs": 4096, "rw": "read"})
+    assert cell_id_of({"n": -0.0}) == cell_id_of({"n": 0})
+
+
+def test_plain_level_ids_are_unchanged():
+    # Pinned values of the canonical form before numeric normalisation: ints, strings,
+    # bools and fractional floats keep their ids (finished results keep their cell).
+    import hashlib
+    import json
+    for factors in ({"a": 1, "b": "x"}, {"f": 0.5, "t": True}, {"big": 10**20, "s": "4096.0"}):
+        canonical = json.dumps(factors, sort_keys=True, separators=(",", ":"))
+        assert cell_id_of(factors) == "c" + hashlib.sha256(canonical.encode()).hexdigest()[:10]
+
+
+def test_fractional_and_bool_levels_stay_distinct():
+    assert cell_id_of({"n": 1.5}) != cell_id_of({"n": 1})
+    assert cell_id_of({"n": 1.0}) != cell_id_of({"n": True})
+    assert cell_id_of({"n": 4096.0}) != cell_id_of({"n": "4096"})
+
+
+def test_include_of_whole_float_does_not_duplicate_the_int_cell():
+    cells = expand({"a": [1, 2], "b": ["x"]}, include=[{"a": 1.0, "b": "x"}])
+    assert len(cells) == 2
+    assert not any(c.included for c in cells)
+
+
+def test_included_cell_carries_the_declared_level():
+    cells = expand({"a": [1, 2], "b": ["x"]}, include=[{"a": 1.0, "b": "z"}])
+    assert cells[-1].included and cells[-1].factors == {"a": 1, "b": "z"}
+    assert type(cells[-1].factors["a"]) is int  # plan.csv and knob settings see one spelling
+
+
+def test_level_key_makes_equal_numbers_collide():
+    assert level_key(4096) == level_key(4096.0)
+    assert level_key(1) != level_key(True)
+    assert level_key(4) != level_key("4")
 
 
 level = st.one_of(st.integers(-5, 5), st.booleans(), st.sampled_from(["a", "b", "4", "true"]))
