@@ -25,7 +25,7 @@ import jsonschema
 from benchmatrix import templating
 from benchmatrix.errors import SpecError, SpecErrors
 from benchmatrix.matrix import (Cell, Level, _same_level, as_declared, cell_id_of, declared_levels, expand,
-                                level_key)
+                                level_key, matches)
 from benchmatrix.yamlload import LocatedDocument, load_located
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -447,8 +447,8 @@ def _metric_names(d: dict[str, Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
         yield ("report", "metrics", i), name
     for i, table in enumerate(report.get("tables") or []):
         yield ("report", "tables", i, "metric"), table["metric"]
-    if report.get("primary") is not None:
-        yield ("report", "primary"), report["primary"]
+    for i, name in enumerate(report.get("primary") or []):
+        yield ("report", "primary", i), name
 
 
 def _size_error(doc: LocatedDocument, factors: dict[str, list[Level]], zipped: dict[str, int]) -> SpecError | None:
@@ -563,8 +563,8 @@ def _control_errors(doc: LocatedDocument, cells: list[Cell], knobs: dict[str, Kn
     names = [f for f in doc.data["factors"] if f in knobs]
     if not ctl or not names:
         return []
-    states = {tuple(repr(c.factors[f]) for f in names) for c in cells}
-    if tuple(repr(ctl[f]) for f in names) in states:
+    setting = {f: ctl[f] for f in names}
+    if any(matches(c.factors, setting) for c in cells):
         return []
     where = ", ".join(f"{f}={ctl[f]}" for f in names)
     return [doc.error(("order", "control"),
