@@ -6,7 +6,9 @@ knob (the read-ahead of a loop device the test creates), real Snakemake and Ansi
 * the host is back at its baseline after the campaign, after an interrupt, and after
   ``bmx restore``;
 * ``bmx status`` exits 1 with failed runs and 3 with pending ones, and the report
-  counts the same states.
+  counts the same states;
+* a ``bmx report`` between an interrupt and the resume does not stop ``bmx run`` from
+  running the rest (it once saw "nothing to be done" and left the runs pending).
 """
 
 from __future__ import annotations
@@ -132,12 +134,14 @@ def test_interrupt_restores_the_host_and_leaves_runs_pending(project, loop):
     md = (project.exp("st_interrupt") / "report.md").read_text()
     assert "partial results: 3 of 6 runs pending, 0 failed" in md
 
-    # Resume: every run ok once, the interrupted attempt kept, the host restored again.
+    # Resume (after that report): every run ok once, the interrupted attempt kept, the
+    # host restored again.
     res = project.bmx("run", str(spec), "--cores", "1")
     assert res.returncode == 0, res.stdout + res.stderr
     runs = read_csv(project.exp("st_interrupt") / "runs.csv")
     assert sorted({r["run_id"] for r in runs if r["status"] == "ok"}) == \
-        sorted({p["run_id"] for p in read_csv(project.exp("st_interrupt") / "plan.csv")})
+        sorted({p["run_id"] for p in read_csv(project.exp("st_interrupt") / "plan.csv")}), \
+        ([(r["run_id"], r["attempt"], r["status"], r["reason"]) for r in runs], res.stdout, res.stderr)
     assert {r["status"] for r in runs} <= {"ok", "interrupted"}
     assert ra.read_text().strip() == BASELINE
     code, js = status_json(project, spec)
