@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,18 @@ def test_invalid_knob_status_exit_1_and_bmx_restore(project, loop):
     assert {f["status"] for f in js["failed"]} == {"invalid"}
     md = (exp / "report.md").read_text()
     assert "2 of 4 measured runs done; 2 failed, 0 pending." in md
+    # The timeline shows the campaign's real times (pandas 3 once made them 1970 and
+    # microseconds): first start, last end and elapsed as runs.csv has them.
+    runs = [r for r in read_csv(exp / "runs.csv") if r["started_at"]]   # invalid runs never started
+    assert len(runs) == 2
+    first = min(datetime.fromisoformat(r["started_at"]) for r in runs)
+    last = max(datetime.fromisoformat(r["ended_at"]) for r in runs)
+    # The per-host table comes first; the per-batch table's lines start alike.
+    line = next(ln for ln in md.split("## Execution timeline")[1].splitlines() if ln.startswith("| localhost |"))
+    cols = [c.strip() for c in line.strip("|").split("|")]
+    assert cols[1:3] == [first.isoformat(timespec="seconds"), last.isoformat(timespec="seconds")], line
+    assert float(cols[3]) == pytest.approx((last - first).total_seconds(), abs=0.01), line
+    assert cols[4:] == ["4", "2", "2"], line
 
     # A host left reconfigured (by hand here; a SIGKILL or a power cut in real life).
     ra.write_text("1024\n")
