@@ -317,6 +317,21 @@ def _last_error_line(path: Path) -> str:
     return lines[-1] if lines else ""
 
 
+def _collected_early(exp: Path) -> bool:
+    """runs.csv exists although a batch of plan.csv has not finished.
+
+    ``bmx report`` after an interrupt writes runs.csv; Snakemake does not re-create a
+    missing intermediate file (a batch marker) of an up-to-date output, so the next
+    ``bmx run`` would see nothing to do and leave the rest of the campaign pending.
+    """
+    from benchmatrix.workflow import batches
+
+    if not (exp / "runs.csv").is_file() or not (exp / "plan.csv").is_file():
+        return False
+    order, _ = batches(exp / "plan.csv")
+    return any(not (exp / "batches" / f"{b}.done").is_file() for b in order)
+
+
 def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: Any,
                     t0: float) -> tuple[int, bool, list[tuple[str, str]]]:
     """One Snakemake invocation: returns (exit status, interrupted, failed jobs (rule, log))."""
@@ -328,6 +343,7 @@ def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, 
     cmd = [sys.executable, "-m", "snakemake", target, "--snakefile", str(proj / "Snakefile"),
            "--directory", str(proj), "--cores", str(max(args.cores, slots)), "--nolock",
            "--resources", f"host_slots={slots}",
+           *(["--forcerun", "collect"] if _collected_early(exp) else []),
            "--config", f"spec={_spec_arg(args.spec, proj)}"]
     if args.batch_max_runs:
         cmd.append(f"batch_max_runs={args.batch_max_runs}")

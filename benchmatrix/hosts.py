@@ -22,7 +22,9 @@ def resolve_hosts(inventory: Path, pattern: str) -> list[str]:
     if not Path(inventory).is_file():
         raise PlanError(f"{inventory}: inventory file not found")
     manager = InventoryManager(loader=DataLoader(), sources=[str(inventory)])
-    hosts = sorted(h.name for h in manager.get_hosts(pattern=pattern))
+    # ansible-core 2.19 names hosts with tagged str subclasses, which YAML cannot dump
+    # into a later call's extra variables (`bmx restore` failed so): plain str only.
+    hosts = sorted(str(h.name) for h in manager.get_hosts(pattern=pattern))
     if not hosts:
         raise PlanError(f"{inventory}: host pattern '{pattern}' matches no host")
     for name in hosts:

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import base64
 import math
-import os
-import secrets
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
@@ -32,8 +30,10 @@ import numpy as np
 import pandas as pd
 
 from benchmatrix import analysis, plots, sanity
+from benchmatrix.results import atomic_write
 from benchmatrix.stats import (bool_column, effective_runs, execution_order, is_ok, run_hosts, start_ns,
                                summarize_by_host, with_start_ns)
+from benchmatrix.status import STATES, decide
 
 #: Placeholder shown for a missing value.
 MISSING = "–"
@@ -55,7 +55,7 @@ HOST_ROWS = 2000
 TEMPLATES = ("report.html.j2", "report.md.j2")
 
 _KINDS = ("measured", "warm-up", "control")
-_STATES = ("ok", "failed", "pending")
+_STATES = STATES
 
 
 # ----------------------------------------------------------------- template filters
@@ -158,7 +158,11 @@ def _kind(warmup: pd.Series, control: pd.Series) -> pd.Series:
 
 
 def _run_states(plan: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per run_id (planned or executed): cell_id, host, kind, state."""
+    """One row per run_id (planned or executed): cell_id, host, kind, state.
+
+    The state comes from :func:`benchmatrix.status.decide`, the rule ``bmx status``
+    uses too, so the two never disagree (an interrupted run or a requested re-run
+    not yet run is pending in both)."""
     planned = plan.drop_duplicates("run_id", keep="first")
     planned = pd.DataFrame({"run_id": planned["run_id"], "cell_id": planned["cell_id"],
                             "host": planned["host"], "kind": _kind(planned["warmup"], planned["control"])})
@@ -167,10 +171,8 @@ def _run_states(plan: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     extra = pd.DataFrame({"run_id": executed["run_id"], "cell_id": executed["cell_id"],
                           "host": executed["host"], "kind": _kind(executed["warmup"], executed["control"])})
     ids = pd.concat([planned, extra], ignore_index=True)
-    ok_ids = runs.loc[is_ok(runs["status"]).to_numpy(), "run_id"]
-    has_ok = ids["run_id"].isin(ok_ids).to_numpy()
-    attempted = ids["run_id"].isin(runs["run_id"]).to_numpy()
-    ids["state"] = np.select([has_ok, attempted], ["ok", "failed"], "pending")
+    decided = decide(plan, runs)
+    ids["state"] = ids["run_id"].astype(str).map(dict(zip(decided["run_id"], decided["state"])))
     return ids
 
 
@@ -325,7 +327,8 @@ def _labels(frame: pd.DataFrame, cells: pd.DataFrame) -> pd.Series:
     return frame["cell_id"].map(cells.set_index("cell_id")["label"]).astype(object)
 
 
-def _failed(runs: pd.DataFrame, cells: pd.DataFrame) -> dict[str, Any]:
+def _failed(runs: pd.DataFrame, cells: pd.DataFrame, states: pd.DataFrame) -> dict[str, Any]:
+    """Every attempt that did not end ok, with the state its run is in now."""
     ok = is_ok(runs["status"]).to_numpy()
     bad = runs[~ok]
     if bad.empty:
@@ -340,6 +343,7 @@ def _failed(runs: pd.DataFrame, cells: pd.DataFrame) -> dict[str, Any]:
         "cell_id": bad["cell_id"], "label": _labels(bad, cells), "status": bad["status"],
         "reason": bad["reason"], "kind": _kind(bad["warmup"], bad["control"]),
         "recovered": bad["run_id"].isin(ok_ids),
+        "state": bad["run_id"].astype(str).map(dict(zip(states["run_id"].astype(str), states["state"]))),
         "stderr": run_path + "/stderr", "stdout": run_path + "/stdout",
         "batch_log": ("logs/ansible/" + batch + ".log").where(bad["batch"].notna(), None),
     })
@@ -700,7 +704,7 @@ def report_context(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
         "control_plot": control_plot,
         "plots": plot_list,
         "plot_notes": plot_notes,
-        "failed": _failed(runs, cells),
+        "failed": _failed(runs, cells, states),
         "executed": _executed(runs, cells),
         "timeline": _timeline(runs),
         "collapse_order_rows": COLLAPSE_ORDER_ROWS,
@@ -709,22 +713,6 @@ def report_context(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
                        "alpha": alpha},
         "missing": MISSING,
     }
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    # Readers (a browser, a CI artifact upload) must never see a half-written report.
-    # os.open with mode 0o666 keeps the umask's permissions, unlike mkstemp's 0600.
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def template_dir_of(spec: Any, override: str | Path | None = None) -> Path | None:
@@ -784,7 +772,7 @@ def render_report(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd
     if context["plots"]:
         plot_dir.mkdir(exist_ok=True)
     for plot in context["plots"]:
-        _write_atomic(out_dir / plot["file"], plot["svg"])
+        atomic_write(out_dir / plot["file"], plot["svg"])
     if plot_dir.is_dir():
         # Plots of an earlier render that this one did not draw would mislead the Markdown.
         keep = {Path(p["file"]).name for p in context["plots"]}
@@ -792,7 +780,7 @@ def render_report(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd
             if stale.name not in keep:
                 stale.unlink(missing_ok=True)
     table = context["comparisons"]["table"]
-    _write_atomic(out_dir / "comparisons.csv", table.to_csv(index=False))
+    atomic_write(out_dir / "comparisons.csv", table.to_csv(index=False))
     for name, text in rendered.items():
-        _write_atomic(out_dir / name, text)
+        atomic_write(out_dir / name, text)
     return out_dir / "report.html", out_dir / "report.md"

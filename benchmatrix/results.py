@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -21,22 +21,35 @@ STATUSES = ("ok", "failed", "timeout", "unreachable", "invalid", "interrupted")
 
 
 def atomic_write(path: str | Path, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` through a synced temporary file and a rename."""
+    """Write ``data`` to ``path`` through a synced temporary file and a rename.
+
+    Readers (``bmx status``, a browser, a colleague's script) never see a half-written
+    file, and a failed write (a full disk) leaves the previous version intact with no
+    temporary file behind. The file gets the permissions of any new file under the
+    user's umask (0644 under umask 022, 0640 under 027), so results are as readable by
+    the team as the directory they sit in; ``tempfile.mkstemp`` would make every one
+    0600. Text is written as UTF-8 with ``\\n`` line ends.
+
+    Args:
+        path: The file to create or replace; its directory is created if needed.
+        data: The whole content, text or bytes.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    # O_EXCL on a random name: never follows or reuses another writer's file. Mode 0o666
+    # is filtered by the umask exactly as open() does for any new file.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with os.fdopen(fd, mode) as fh:
+        fh = os.fdopen(fd, "wb") if isinstance(data, bytes) else \
+            os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        with fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        tmp.unlink(missing_ok=True)
         raise
 
 

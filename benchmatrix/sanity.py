@@ -54,6 +54,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from benchmatrix.stats import bool_column, effective_runs, execution_order, holm, is_ok, run_hosts
+from benchmatrix.status import State, decide
 
 #: Defaults of the spec's report keys.
 DEFAULT_CV_THRESHOLD = 0.05
@@ -649,15 +650,17 @@ def host_effect_warnings(comparisons: pd.DataFrame | None, by: list[str]) -> lis
                     "machine.", items=shown, more=more)]
 
 
-def failure_warnings(runs: pd.DataFrame, labels: dict[str, str]) -> list[dict[str, Any]]:
-    """Failed attempts that never recovered, and runs executed more than once."""
+def failure_warnings(runs: pd.DataFrame, labels: dict[str, str],
+                     plan: pd.DataFrame | None = None) -> list[dict[str, Any]]:
+    """Failed runs (by the run-state rule of :func:`benchmatrix.status.decide`: no ok
+    attempt, nothing waiting to run) and runs executed more than once."""
     if runs.empty:
         return []
     out = []
-    ok = is_ok(runs["status"]).to_numpy()
-    bad = runs.loc[~ok]
-    lost = bad[~bad["run_id"].isin(runs.loc[ok, "run_id"])].drop_duplicates("run_id", keep="last") \
-        if len(bad) else bad
+    # The one run-state rule (benchmatrix.status): an interrupted run is pending, not failed.
+    decided = decide(plan if plan is not None and len(plan) else None, runs)
+    failed_ids = decided.loc[decided["state"] == State.FAILED.value, "run_id"]
+    lost = runs[runs["run_id"].astype(str).isin(failed_ids).to_numpy()].drop_duplicates("run_id", keep="last")
     if len(lost):
         items = [f"{r.run_id} ({labels.get(r.cell_id, r.cell_id)}): {r.status}"
                  + (f" – {r.reason}" if isinstance(r.reason, str) and r.reason else "")
@@ -878,7 +881,7 @@ def sanity_warnings(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
     drift_table = drift(runs, metrics, alpha, threshold, knobs=knobs, warmup=warmup) if len(runs) else pd.DataFrame()
     out = drift_warnings(drift_table, runs, ctl.label() if ctl is not None else None, knobs=knobs, warmup=warmup)
     if len(runs):
-        out += failure_warnings(runs, labels)
+        out += failure_warnings(runs, labels, plan)
     out += missing_warnings(plan, eff if len(runs) else pd.DataFrame(columns=["run_id"]), labels)
     multi = len(run_hosts(runs)) > 1 if len(runs) else False
     mode = str(spec.data.get("hosts_mode") or "replicate")

@@ -115,7 +115,8 @@ def effective_runs(runs: pd.DataFrame) -> pd.DataFrame:
 
 def start_ns(frame: pd.DataFrame, column: str = "started_at") -> np.ndarray:
     """Start times as int64 nanoseconds since the epoch, missing ones as the largest
-    int64 (so they sort last).
+    int64 (so they sort last). ``column`` may name another ISO time column
+    (``ended_at``).
 
     Parsing a million ISO timestamps takes about half a second, so a frame may
     carry the parsed values in a ``_start_ns`` column (see
@@ -126,7 +127,11 @@ def start_ns(frame: pd.DataFrame, column: str = "started_at") -> np.ndarray:
     if column not in frame.columns:
         return np.full(len(frame), np.iinfo("int64").max, dtype="int64")
     parsed = pd.to_datetime(frame[column], utc=True, errors="coerce", format="ISO8601")
-    values = parsed.array.asi8 if hasattr(parsed.array, "asi8") else parsed.astype("int64").to_numpy()
+    # pandas 3 infers the resolution from the text (microseconds for ISO times with a
+    # fraction, seconds without): the integers mean nanoseconds only after an explicit
+    # conversion, without which a 42 s campaign reads as 0.042 s in 1970.
+    parsed = parsed.astype("datetime64[ns, UTC]")
+    values = parsed.array.asi8
     return np.where(parsed.isna().to_numpy(), np.iinfo("int64").max, values).astype("int64")
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmatrix import report
+from benchmatrix import report, results
 from benchmatrix.report import format_number, format_percent, render_report, report_context
 from benchmatrix.spec import load_spec
 from benchmatrix.stats import summarize
@@ -171,7 +171,7 @@ def test_failed_runs_table_and_recovered_attempts(spec, tmp_path):
     assert "| failed | exit code 1 |" in line
     assert spec.cells[0].label() in line
     recovered = md_line(md.split("## Failed runs")[1], retry["run_id"].iloc[0])
-    assert "| yes | `runs/" in recovered and "unreachable" in recovered
+    assert "| ok | `runs/" in recovered and "unreachable" in recovered
     assert "0 of 32 runs pending, 1 failed" in md
 
 
@@ -309,7 +309,7 @@ def test_failed_render_keeps_the_old_report(spec, tmp_path, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(report.os, "replace", boom)
+    monkeypatch.setattr(results.os, "replace", boom)
     with pytest.raises(RuntimeError):
         render(spec, plan, make_runs(plan), tmp_path)
     assert (tmp_path / "report.html").read_text() == "previous"
