@@ -362,12 +362,24 @@ def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None) -> C
     for f in factor_names:
         col = f"factor_{f}" if f in TAIL_COLUMNS or f == "cell_id" else f
         table[col] = [levels.get(c, {}).get(f, "") for c in table["cell_id"]]
-    result.table = table.reindex(columns=compare_columns(factor_names)).sort_values(
-        ["metric", "host", "cell_id"], kind="stable").reset_index(drop=True)
+    table = table.reindex(columns=compare_columns(factor_names))
+    # Metrics in the spec's order, then hosts, then cells by their levels (numbers as numbers).
+    order = {m: i for i, m in enumerate(metrics)}
+    keys = [(order.get(r[0], len(order)), r[1], *(_sort_key(v) for v in r[2:]), r[-1])
+            for r in table[["metric", "host", *compare_columns(factor_names)[1:1 + len(factor_names)], "cell_id"]]
+            .itertuples(index=False)]
+    result.table = table.iloc[sorted(range(len(table)), key=keys.__getitem__)].reset_index(drop=True)
     if result.descriptive:
         result.notes.append(f"verdicts and Holm's adjustment cover {', '.join(family) or 'none'}; descriptive "
                             f"(unadjusted 95 % intervals, no verdict): {', '.join(result.descriptive)}")
     return result
+
+
+def _sort_key(value: Any) -> tuple[int, float, str]:
+    try:
+        return (0, float(value), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(value))
 
 
 def _pairs(runs: pd.DataFrame) -> set[tuple[str, str]]:

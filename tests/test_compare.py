@@ -10,7 +10,7 @@ import pytest
 
 from benchmatrix.analysis import adjusted_levels
 from benchmatrix.campaigns import Campaign
-from benchmatrix.compare import (CampaignComparison, Side, compare_frames, provenance,
+from benchmatrix.compare import (CampaignComparison, Side, compare_campaigns, compare_frames, provenance,
                                  write_comparison)
 from benchmatrix.stats import holm
 
@@ -141,3 +141,45 @@ def test_a_campaign_that_cannot_be_found_exits_2_with_one_line(tmp_path, monkeyp
     assert cli.main(["compare", "old", "now"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "has no runs.csv yet" in err
+
+
+def _campaign_dir(path, cid, values, kernel, argv="bench"):
+    """A campaign directory as collect leaves it: plan.csv, runs.csv, records, spec.json, facts."""
+    from benchmatrix.results import write_record
+
+    spec = {"workload": {"role": "workload_command", "vars": {"argv": [argv]},
+                         "metrics": {"tps": {"regex": "x", "better": "higher", "unit": "tx/s"}}},
+            "report": {"metrics": ["tps"]}}
+    path.mkdir(parents=True)
+    (path / "campaign.json").write_text(json.dumps({"id": cid, "created_at": "2026-01-01T00:00:00+00:00"}))
+    (path / "spec.json").write_text(json.dumps(spec))
+    (path / "hosts" / "h1").mkdir(parents=True)
+    (path / "hosts" / "h1" / "facts.json").write_text(json.dumps({"kernel": kernel, "cpu_model": "EPYC"}))
+    frame = runs(values)
+    plan = ["seq,host,run_id,cell_id,replicate,warmup,control,visit,batch,attempt,x"]
+    for i, r in enumerate(frame.itertuples(), start=1):
+        plan.append(f"{i},h1,{r.run_id},{r.cell_id},{i},false,false,1,b1,1,{r.x}")
+        write_record(path, {"run_id": r.run_id, "attempt": 1, "status": "ok", "cell_id": r.cell_id, "host": "h1",
+                            "warmup": False, "control": False, "workload": {"role": "workload_command",
+                                                                            "argv": [argv, r.x]},
+                            "knobs": {}, "metrics": {"tps": {"value": r.tps, "unit": "tx/s"}}})
+    (path / "plan.csv").write_text("\n".join(plan) + "\n")
+    frame.to_csv(path / "runs.csv", index=False)
+    return Campaign(cid, path)
+
+
+def test_compare_campaigns_names_the_environment_change_in_the_verdicts(tmp_path):
+    a = _campaign_dir(tmp_path / "a", "aaa000000001", {("c2", "2"): BASE, ("c1", "1"): BASE}, "6.1")
+    b = _campaign_dir(tmp_path / "b", "bbb000000001", {("c2", "2"): BASE, ("c1", "1"): [v * 0.9 for v in BASE]},
+                      "6.6")
+    result = compare_campaigns(a, b)
+    t = result.table
+    assert result.exit_code == 1 and list(t["x"]) == ["1", "2"] and list(t["verdict"]) == ["worse", "no_difference"]
+    assert set(t["environment"]) == {"kernel 6.1 -> 6.6"} and t["unit"].tolist() == ["tx/s", "tx/s"]
+    md = write_comparison(result, tmp_path / "out")["compare.md"].read_text()
+    assert "| tps (tx/s) | x=1 | 5 | 5 | 100.0 | 90.00 | -10.0 |" in md and "worse (kernel 6.1 -> 6.6)" in md
+    c = _campaign_dir(tmp_path / "c", "ccc000000001", {("c1", "1"): BASE}, "6.6", argv="other")
+    refused = compare_campaigns(a, c)
+    assert refused.exit_code == 2 and {d["what"] for d in refused.measurement} == {
+        "workload.vars", "workload (role, argv, before_run)"}
+    assert refused.only_a == [("c2", "h1")]
