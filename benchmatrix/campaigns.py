@@ -343,24 +343,61 @@ def mark_progress(exp_dir: str | Path, runs: list[Any] | None = None,
     return update_meta(exp_dir, hosts=hosts or None, ended_at=ended)
 
 
+def run_counts(path: str | Path, from_records: bool = True) -> dict[str, int]:
+    """Measured runs of a campaign (warm-ups and control runs aside): planned, ok,
+    failed (any final state but ok) and pending, as ``bmx status`` decides.
+
+    Args:
+        path: The campaign directory.
+        from_records: Read every record (exact even after an interrupt); otherwise
+            plan.csv and runs.csv only, which collect wrote at the campaign's end (fast:
+            what a kept campaign, or a site of hundreds of them, uses).
+    """
+    import pandas as pd
+
+    from benchmatrix.status import FAILED_STATES, run_states
+    from benchmatrix.stats import bool_column
+
+    path = Path(path)
+    counts = {"planned": 0, "ok": 0, "failed": 0, "pending": 0}
+    if not (path / "plan.csv").is_file():
+        return counts
+    if from_records or not (path / "runs.csv").is_file() or not (path / "runs.csv").stat().st_size:
+        for st in run_states(path):
+            if not (st.run.warmup or st.run.control):
+                counts["planned"] += 1
+                counts["failed" if st.state in FAILED_STATES else "ok" if st.state == "ok" else "pending"] += 1
+        return counts
+    plan = pd.read_csv(path / "plan.csv", usecols=["run_id", "attempt", "warmup", "control"], dtype=str)
+    runs = pd.read_csv(path / "runs.csv", usecols=["run_id", "attempt", "status"], dtype=str)
+    plan = plan[~(bool_column(plan["warmup"]) | bool_column(plan["control"])).to_numpy()]
+    runs = runs[runs["run_id"].isin(set(plan["run_id"]))]
+    runs = runs.assign(attempt=pd.to_numeric(runs["attempt"], errors="coerce"))
+    recorded = set(zip(runs["run_id"], runs["attempt"]))
+    missing = {rid for rid, att in zip(plan["run_id"], pd.to_numeric(plan["attempt"], errors="coerce"))
+               if (rid, att) not in recorded}
+    ok = set(runs.loc[runs["status"].str.strip().str.lower() == "ok", "run_id"])
+    newest = runs.sort_values("attempt", kind="stable").drop_duplicates("run_id", keep="last")
+    interrupted = set(newest.loc[newest["status"] == "interrupted", "run_id"])
+    for rid in plan["run_id"].drop_duplicates():
+        counts["planned"] += 1
+        counts["ok" if rid in ok else "pending" if rid in missing or rid in interrupted else "failed"] += 1
+    return counts
+
+
 def campaign_rows(exp_dir: str | Path) -> list[dict[str, Any]]:
     """One row per campaign for ``bmx campaigns`` (oldest first): id, label, started_at,
-    ended_at, hosts, spec_digest, runs planned/ok/failed/pending, current, path."""
+    ended_at, hosts, spec_digest, runs planned/ok/failed/pending, current, path.
+
+    The current campaign's counts come from its records, a kept one's from its tables.
+    """
     from benchmatrix.design import read_plan
-    from benchmatrix.status import FAILED_STATES, run_states
 
     out = []
     for c in list_campaigns(exp_dir):
-        counts = {"planned": 0, "ok": 0, "failed": 0, "pending": 0}
-        if (c.path / "plan.csv").is_file():
-            for st in run_states(c.path):
-                if st.run.warmup or st.run.control:
-                    continue
-                counts["planned"] += 1
-                counts["failed" if st.state in FAILED_STATES else "ok" if st.state == "ok" else "pending"] += 1
-            hosts = c.meta.get("hosts") or sorted({r.host for r in read_plan(c.path / "plan.csv")[0]})
-        else:
-            hosts = c.meta.get("hosts") or []
+        counts = run_counts(c.path, from_records=c.current)
+        hosts = c.meta.get("hosts") or ([] if not (c.path / "plan.csv").is_file()
+                                        else sorted({r.host for r in read_plan(c.path / "plan.csv")[0]}))
         out.append({"id": c.id, "label": c.label, "started_at": c.started_at, "ended_at": c.ended_at,
                     "hosts": list(hosts), "spec_digest": str(c.meta.get("spec_digest") or ""),
                     "runs": counts, "current": c.current, "path": str(c.path)})

@@ -270,3 +270,15 @@ def test_compare_refuses_an_edited_workload_with_a_table_of_what_differs(kept):
     assert set(prov.loc[prov["kind"] == "measurement", "what"]) == {"workload.vars",
                                                                     "workload (role, argv, before_run)"}
     assert "Not comparable" in (out_dir / "compare.md").read_text()
+
+
+def test_counts_from_the_tables_agree_with_the_records(tmp_path):
+    import pandas as pd
+
+    exp = _campaign(tmp_path / "x", "cur000000001", runs_ok=3, pending=2)
+    write_record(exp, {"run_id": "h1-c1-r4", "attempt": 1, "status": "timeout", "cell_id": "c1", "host": "h1"})
+    rows = [{"run_id": f"h1-c1-r{i}", "attempt": 1, "status": "ok"} for i in (1, 2, 3)]
+    pd.DataFrame(rows + [{"run_id": "h1-c1-r4", "attempt": 1, "status": "timeout"}]).to_csv(exp / "runs.csv",
+                                                                                            index=False)
+    expected = {"planned": 5, "ok": 3, "failed": 1, "pending": 1}
+    assert cmod.run_counts(exp) == expected == cmod.run_counts(exp, from_records=False)
