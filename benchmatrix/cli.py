@@ -194,7 +194,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     exp = exp_dir_of(proj, spec)
     out = exp / "plan.csv"
     with experiment_lock(exp):
-        _start_campaign(exp, spec, None)
+        _start_campaign(exp, spec, None, sys.stderr)
         runs = plan(args.spec, proj, out, max_runs)
     # Re-run rounds appended after the planned runs are not part of the design compared here.
     planned = [r for r in runs if getattr(r, "round", 0) == 0]
@@ -445,16 +445,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _execute(args, spec, proj, exp, lock)
 
 
-def _start_campaign(exp: Path, spec: Any, label: str | None) -> None:
-    """Keep a finished campaign and start a new one where due (docs/campaigns.md)."""
+def _start_campaign(exp: Path, spec: Any, label: str | None, out: Any = None) -> None:
+    """Keep a finished campaign and start a new one where due (docs/campaigns.md);
+    say so on ``out`` (stdout; ``bmx plan`` passes stderr, its stdout may be JSON)."""
     from benchmatrix.campaigns import read_meta, start_campaign
 
     what, kept = start_campaign(exp, spec, label)
     if kept is not None:
-        print(f"bmx: campaign {kept.name} kept in {kept.path}", flush=True)
+        print(f"bmx: campaign {kept.name} kept in {kept.path}", file=out, flush=True)
     meta = read_meta(exp)
-    if what != "continue" or label:
-        print(f"bmx: campaign {meta.get('label') or meta.get('id')} ({meta.get('id')})", flush=True)
+    if kept is not None or what == "relabel" or label:
+        print(f"bmx: campaign {meta.get('label') or meta.get('id')} ({meta.get('id')})", file=out, flush=True)
 
 
 def _status_table(status: dict[str, Any], factor_names: list[str]) -> str:
