@@ -29,12 +29,17 @@ EXAMPLES = {
     "plan": "example:\n  bmx plan config/experiments/quickstart.yaml\n  bmx plan config/experiments/quickstart.yaml --json\n"
             "  bmx plan config/experiments/ht_cores.yaml --detect 3% --cv 0.04\n"
             "  bmx plan config/experiments/quickstart.yaml --detect 5% --pilot results/quickstart",
-    "run": "example:\n  bmx run config/experiments/quickstart.yaml\n  bmx run config/experiments/quickstart.yaml --cores 4",
+    "run": "example:\n  bmx run config/experiments/quickstart.yaml\n  bmx run config/experiments/quickstart.yaml --cores 4\n"
+           "  bmx run config/experiments/quickstart.yaml --campaign kernel-6.6",
     "report": "example:\n  bmx report config/experiments/quickstart.yaml",
     "restore": "example:\n  bmx restore config/experiments/readahead_scan.yaml",
     "status": "example:\n  bmx status config/experiments/quickstart.yaml\n  bmx status config/experiments/quickstart.yaml --json",
     "rerun": "example:\n  bmx rerun config/experiments/quickstart.yaml --failed\n"
              "  bmx rerun config/experiments/quickstart.yaml --where \"bs == '4k' and status == 'ok'\"",
+    "campaigns": "example:\n  bmx campaigns config/experiments/quickstart.yaml\n"
+                 "  bmx campaigns config/experiments/quickstart.yaml --json",
+    "compare": "example:\n  bmx compare kernel-6.1 kernel-6.6 --spec config/experiments/quickstart.yaml\n"
+               "  bmx compare results/quickstart/campaigns/3f2a9c1b7d0e results/quickstart",
     "export": "example:\n  bmx export config/experiments/quickstart.yaml --format parquet\n"
               "  bmx export config/experiments/quickstart.yaml --format pyperf --out before.json\n"
               "  bmx export config/experiments/quickstart.yaml --format bmf --out -",
@@ -189,6 +194,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     exp = exp_dir_of(proj, spec)
     out = exp / "plan.csv"
     with experiment_lock(exp):
+        _start_campaign(exp, spec, None, sys.stderr)
         runs = plan(args.spec, proj, out, max_runs)
     # Re-run rounds appended after the planned runs are not part of the design compared here.
     planned = [r for r in runs if getattr(r, "round", 0) == 0]
@@ -450,8 +456,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(w, file=sys.stderr)
     exp = exp_dir_of(proj, spec)
     with experiment_lock(exp) as lock:
+        _start_campaign(exp, spec, args.campaign)
         (exp / "logs").mkdir(parents=True, exist_ok=True)
         return _execute(args, spec, proj, exp, lock)
+
+
+def _start_campaign(exp: Path, spec: Any, label: str | None, out: Any = None) -> None:
+    """Keep a finished campaign and start a new one where due (docs/campaigns.md);
+    say so on ``out`` (stdout; ``bmx plan`` passes stderr, its stdout may be JSON)."""
+    from benchmatrix.campaigns import read_meta, start_campaign
+
+    what, kept = start_campaign(exp, spec, label)
+    if kept is not None:
+        print(f"bmx: campaign {kept.name} kept in {kept.path}", file=out, flush=True)
+    meta = read_meta(exp)
+    if kept is not None or what == "relabel" or label:
+        print(f"bmx: campaign {meta.get('label') or meta.get('id')} ({meta.get('id')})", file=out, flush=True)
 
 
 def _status_table(status: dict[str, Any], factor_names: list[str]) -> str:
@@ -597,6 +617,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_campaigns(args: argparse.Namespace) -> int:
+    from benchmatrix.campaigns import campaign_rows, campaigns_table
+    from benchmatrix.spec import load_spec
+    from benchmatrix.tasks import exp_dir_of
+
+    rows = campaign_rows(exp_dir_of(project_dir(), load_spec(args.spec)))
+    print(json.dumps(rows, indent=2) if args.json else campaigns_table(rows))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from benchmatrix.compare import compare_main
+
+    try:
+        return compare_main(args.a, args.b, project_dir(), args.spec, args.out, args.json)
+    except BenchmatrixError as exc:
+        exc.exit_code = 2  # a CI job reads 1 as "worse": whatever stops a comparison is "not comparable"
+        raise
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from benchmatrix.export import export
 
@@ -644,6 +684,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--batch-max-runs", type=int, default=0, help="override config.yaml's batch_max_runs")
     sp.add_argument("--hosts-parallel", type=int, default=0, metavar="N",
                     help="at most N hosts busy at once (default: all); each host runs in plan order")
+    sp.add_argument("--campaign", metavar="LABEL", help="start a new campaign with this label (the finished "
+                    "one is kept in results/NAME/campaigns/ID/; docs/campaigns.md)")
     sp = add("report", "collect whatever runs exist into runs.csv and summary.csv and render report.html and report.md")
     sp.add_argument("--templates", type=Path, default=None, metavar="DIR",
                     help="directory of Jinja2 templates overriding the report's (see docs/report.md)")
@@ -663,12 +705,25 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--format", required=True, metavar="FORMAT", help="bmf, pyperf, csv or parquet (docs/export.md)")
     sp.add_argument("--out", metavar="FILE", help="output file; - for stdout (default: results/NAME/runs_long.parquet, "
                     "runs_long.csv, bmf.json or pyperf.json)")
+    sp = add("campaigns", "list the experiment's campaigns: id, label, start, end, hosts, runs ok/failed")
+    sp.add_argument("--json", action="store_true", help="print the campaigns as JSON")
+    sp = sub.add_parser("compare", help=HELP_COMPARE, description=HELP_COMPARE, epilog=EXAMPLES["compare"],
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sp.add_argument("a", metavar="A", help="the baseline campaign: id, unique id prefix, label or directory")
+    sp.add_argument("b", metavar="B", help="the campaign compared with A")
+    sp.add_argument("--spec", metavar="SPEC", help="resolve A and B among this experiment's campaigns")
+    sp.add_argument("--out", type=Path, metavar="DIR", help="where to write compare.csv, compare.md and "
+                    "compare.html (default results/NAME/compare/A_vs_B/)")
+    sp.add_argument("--json", action="store_true", help="print the comparison as JSON")
     return p
 
 
+HELP_COMPARE = ("compare two campaigns cell by cell: relative difference B vs A with CIs, Holm-adjusted verdicts; "
+                "exit 0 no worse, 1 something worse, 2 not comparable")
+
 COMMANDS = {"validate": cmd_validate, "plan": cmd_plan, "run": cmd_run, "report": cmd_report,
             "status": cmd_status, "rerun": cmd_rerun, "restore": cmd_restore,
-            "export": cmd_export}
+            "export": cmd_export, "campaigns": cmd_campaigns, "compare": cmd_compare}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -120,10 +120,16 @@ class RunState:
         return self.attempts[-1] if self.attempts else None
 
 
-def run_states(exp_dir: Path) -> list[RunState]:
-    """One :class:`RunState` per run id of plan.csv, in plan order."""
-    runs, _ = read_plan(Path(exp_dir) / "plan.csv")
-    records = load_records(exp_dir, runs)
+def run_states(exp_dir: Path, runs: list[PlannedRun] | None = None,
+               records: list[dict[str, Any]] | None = None) -> list[RunState]:
+    """One :class:`RunState` per run id of plan.csv, in plan order.
+
+    ``runs`` and ``records`` (the plan and its records) are read when not given.
+    """
+    if runs is None:
+        runs, _ = read_plan(Path(exp_dir) / "plan.csv")
+    if records is None:
+        records = load_records(exp_dir, runs)
     by_run: dict[str, list[dict[str, Any]]] = {}
     for rec in records:
         by_run.setdefault(rec["run_id"], []).append(rec)

@@ -22,6 +22,7 @@ import jinja2
 
 import benchmatrix
 from benchmatrix.ansible import run_playbook
+from benchmatrix.campaigns import SPEC_FILE, mark_progress, update_meta
 from benchmatrix.design import PlannedRun, assign_batches, make_plan, plan_csv_text, read_plan
 from benchmatrix.errors import (AnsibleError, BenchmatrixError, HostUnreachableError, Interrupted, ParseError,
                                PlanError)
@@ -48,17 +49,20 @@ def iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="microseconds")
 
 
-def campaign_id(exp: Path) -> str:
+def campaign_id(exp: Path, label: str | None = None, spec_digest: str | None = None) -> str:
     """The id of the campaign whose results live in ``exp`` (made on first use).
 
     It names the batch runner's work directory on the hosts, so that raw outputs a
     deleted or other results directory left there are never taken for this one's.
+    A new campaign also gets ``label`` and ``spec_digest`` when given (an existing
+    one keeps its campaign.json; see :mod:`benchmatrix.campaigns`).
     """
     path = Path(exp) / "campaign.json"
     if path.is_file():
         return json.loads(path.read_text())["id"]
     cid = uuid.uuid4().hex[:12]
-    atomic_write(path, json.dumps({"id": cid, "created_at": iso(time.time())}) + "\n")
+    meta = {"id": cid, "created_at": iso(time.time()), "label": label or None, "spec_digest": spec_digest}
+    atomic_write(path, json.dumps({k: v for k, v in meta.items() if v is not None}) + "\n")
     return cid
 
 
@@ -71,7 +75,11 @@ def plan(spec_path: str, project_dir: Path, out: Path, batch_max_runs: int) -> l
     hosts = resolve_hosts(spec.inventory_path(project_dir), spec.data["hosts"])
     runs = make_plan(spec, hosts, batch_max_runs)
     exp = exp_dir_of(project_dir, spec)
-    campaign_id(exp)  # made here, before any batch job of any host needs it
+    campaign_id(exp, spec_digest=spec.digest)  # made here, before any batch job of any host needs it
+    # The campaign is of the spec it was last planned with; its measurement keys are
+    # kept beside it, so that bmx compare can tell an edited workload from a new kernel.
+    update_meta(exp, spec_digest=spec.digest)
+    atomic_write(exp / SPEC_FILE, json.dumps(spec.data, sort_keys=True, default=str, indent=1) + "\n")
     requests = read_reruns(exp)
     if requests:
         runs += plan_reruns(spec, runs, requests)
@@ -452,6 +460,8 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, runs_csv: Path, 
     # The tidy long table (runs_long.parquet) that export, compare and publish read.
     from benchmatrix.export import write_long_table
     write_long_table(exp, table, spec.factor_names, units, spec.workload.get("metrics"), spec.name)
+    # campaign.json: its hosts, and ended_at once no planned run is pending.
+    mark_progress(exp, runs, records)
 
 
 def load_tables(exp: Path):
