@@ -478,18 +478,19 @@ def _finite(x: Any) -> bool:
 def write_comparison(result: CampaignComparison, out: Path | None = None) -> dict[str, Path]:
     """Write compare.csv, provenance.csv, compare.md and compare.html into ``out``
     (default :func:`default_out`), each atomically. Returns name -> path."""
-    from benchmatrix.report import _environment, _write_atomic
+    from benchmatrix.report import _environment
+    from benchmatrix.results import atomic_write
 
     out = Path(out) if out is not None else default_out(result)
     out.mkdir(parents=True, exist_ok=True)
     paths = {n: out / n for n in ("compare.csv", "provenance.csv", "compare.md", "compare.html")}
-    _write_atomic(paths["compare.csv"], result.table.to_csv(index=False))
+    atomic_write(paths["compare.csv"], result.table.to_csv(index=False))
     prov = pd.DataFrame(result.measurement + result.environment, columns=PROVENANCE_COLUMNS)
-    _write_atomic(paths["provenance.csv"], prov.to_csv(index=False))
+    atomic_write(paths["provenance.csv"], prov.to_csv(index=False))
     env = _environment()
     ctx = context(result)
-    _write_atomic(paths["compare.md"], env.get_template("compare.md.j2").render(ctx))
-    _write_atomic(paths["compare.html"], env.get_template("compare.html.j2").render(ctx))
+    atomic_write(paths["compare.md"], env.get_template("compare.md.j2").render(ctx))
+    atomic_write(paths["compare.html"], env.get_template("compare.html.j2").render(ctx))
     return paths
 
 
