@@ -38,6 +38,7 @@ EXAMPLES = {
     "export": "example:\n  bmx export config/experiments/quickstart.yaml --format parquet\n"
               "  bmx export config/experiments/quickstart.yaml --format pyperf --out before.json\n"
               "  bmx export config/experiments/quickstart.yaml --format bmf --out -",
+    "publish": "example:\n  bmx publish --to site/\n  bmx publish --to /srv/www/bench --results results/",
 }
 
 
@@ -590,6 +591,15 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_publish(args: argparse.Namespace) -> int:
+    from benchmatrix.publish import publish
+
+    counts = publish(args.results, args.to)
+    print(f"publish: {counts['experiments']} experiment(s), {counts['campaigns']} campaign(s), "
+          f"{counts['steps']} step(s) in histories: {Path(args.to) / 'index.html'}")
+    return 0
+
+
 # ---------------------------------------------------------------- parser
 
 def build_parser() -> argparse.ArgumentParser:
@@ -647,12 +657,19 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--format", required=True, metavar="FORMAT", help="bmf, pyperf, csv or parquet (docs/export.md)")
     sp.add_argument("--out", metavar="FILE", help="output file; - for stdout (default: results/NAME/runs_long.parquet, "
                     "runs_long.csv, bmf.json or pyperf.json)")
+    sp = sub.add_parser("publish", help="write every experiment's campaigns, history and downloads as a static site",
+                        description="write every experiment's campaigns, history and downloads as a static site "
+                                    "(no server, no external request; docs/publish.md)",
+                        epilog=EXAMPLES["publish"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    sp.add_argument("--to", required=True, metavar="DIR", help="site directory: new, empty, or an earlier site "
+                    "(replaced whole)")
+    sp.add_argument("--results", default="results", metavar="DIR", help="results directory (default: results)")
     return p
 
 
 COMMANDS = {"validate": cmd_validate, "plan": cmd_plan, "run": cmd_run, "report": cmd_report,
             "status": cmd_status, "rerun": cmd_rerun, "restore": cmd_restore,
-            "export": cmd_export}
+            "export": cmd_export, "publish": cmd_publish}
 
 
 def main(argv: list[str] | None = None) -> int:
