@@ -436,13 +436,15 @@ def _build(experiments: list[tuple[Path, list[Campaign]]], site: Path) -> dict[s
             history.long.to_csv(site / slug / "history.csv", index=False)
             history.steps.to_csv(site / slug / "steps.csv", index=False)
             found = history.steps[history.steps["detected"]]
-            found = found.assign(size=found["relative_pct"].abs()).sort_values("size", ascending=False)
+            # Most credible first: the smallest p, then the largest change.
+            found = found.assign(size=-found["relative_pct"].abs()).sort_values(["p_value", "size"], kind="stable")
             steps_shown = found.to_dict("records")
             n_steps += len(found)
             series = history.steps.head(MAX_SERIES_ROWS).to_dict("records")
             _write(site / slug / "history.html", env.get_template("history.html.j2").render(
                 name=name, campaigns=[p.campaign for p in pages], steps=steps_shown, series=series,
-                series_total=len(history.steps), plots=history.plots, alpha=ALPHA, min_campaigns=MIN_CAMPAIGNS))
+                series_total=len(history.steps), tested=int(history.steps["tested"].sum()), plots=history.plots,
+                alpha=ALPHA, min_campaigns=MIN_CAMPAIGNS))
         latest = pages[-1]
         _write(site / slug / "index.html", env.get_template("experiment.html.j2").render(
             name=name, pages=list(reversed(pages)), compares=compares, history=history is not None,

@@ -106,6 +106,7 @@ def test_history_shows_a_planted_step_and_none_in_flat_cells(tmp_path):
     table = page[page.index('id="step-table"'):page.index("</table>", page.index('id="step-table"'))]
     assert table.count("<tr>") == 2                     # the header and the one step
     assert "threads=2, mode=on" in table and "week4" in table and re.search(r"\+[5-9]\.\d %|\+10\.\d %", table)
+    assert "4 series tested: even with no change at all, about 0.2 of them" in page
     assert page.count("<svg") == 1                      # one plot per metric, inline
     history = pd.read_csv(tmp_path / "site" / "scan" / "history.csv")
     assert len(history) == 8 * 4 and list(history["campaign_label"].unique()) == [f"week{k}" for k in range(8)]
