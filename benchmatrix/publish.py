@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmatrix.campaigns import CAMPAIGNS_DIR, Campaign, list_campaigns
+from benchmatrix.campaigns import Campaign, list_campaigns
 from benchmatrix.changepoint import MIN_CAMPAIGNS, detect_step, detect_steps
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.plots import _pyplot, _svg, safe_file_stem
@@ -220,7 +220,6 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA) -> History | 
     labels = _cell_labels(long, stat_cols)
     means = long.pivot_table(index=["metric", "cell_id"], columns="position", values="mean", aggfunc="last")
     positions = list(means.columns)
-    names = {p.campaign.id: p.campaign.name for p in pages}
     pos_name = {k: pages[k].campaign.name for k in positions}
     x = means.to_numpy(dtype="float64")
     finite = np.isfinite(x)
@@ -256,17 +255,16 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA) -> History | 
                        relative_high_pct=step.relative_high * 100)
         rows.append(rec)
     steps = pd.DataFrame(rows)
+    plots = [_history_plot(long, steps, metric, positions, [pos_name[k] for k in positions], means.loc[metric])
+             for metric in list(dict.fromkeys(steps["metric"]))[:MAX_PLOT_METRICS]]
     keep = ["campaign", "campaign_name", "started_at", "cell_id",
             *[c for c in long.columns if c not in stat_cols], "metric", "unit", "n", "mean", "ci_low", "ci_high"]
     long = long[keep].rename(columns={"campaign_name": "campaign_label"})
-    long["campaign_label"] = long["campaign"].map(names)
-    plots = [_history_plot(long, steps, metric, [pos_name[k] for k in positions], means.loc[metric])
-             for metric in list(dict.fromkeys(steps["metric"]))[:MAX_PLOT_METRICS]]
     return History(long, steps, plots)
 
 
-def _history_plot(long: pd.DataFrame, steps: pd.DataFrame, metric: str, campaign_names: list[str],
-                  means: pd.DataFrame) -> dict[str, str]:
+def _history_plot(long: pd.DataFrame, steps: pd.DataFrame, metric: str, positions: list[int],
+                  campaign_names: list[str], means: pd.DataFrame) -> dict[str, str]:
     """One metric over campaigns: each shown cell's mean and 95 % interval relative
     to its first campaign, and the band all cells span (10-90 %)."""
     plt = _pyplot()
@@ -299,11 +297,12 @@ def _history_plot(long: pd.DataFrame, steps: pd.DataFrame, metric: str, campaign
     sub = long[long["metric"] == metric]
     cell_index = {c: i for i, c in enumerate(means.index)}
     label_of = dict(zip(mine["cell_id"], mine["cell"]))
-    pos = {n: i for i, n in enumerate(campaign_names)}
+    # Campaigns are placed by their position, not their label: two campaigns may share a label.
+    pos = {k: i for i, k in enumerate(positions)}
     for cell in shown:
         rows = sub[sub["cell_id"] == cell]
         base = first[cell_index[cell]]
-        cx = rows["campaign_label"].map(pos).to_numpy(dtype="float64")
+        cx = rows["position"].map(pos).to_numpy(dtype="float64")
         y = (rows["mean"].to_numpy(dtype="float64") / base - 1) * 100
         lo_e = y - (rows["ci_low"].to_numpy(dtype="float64") / base - 1) * 100
         hi_e = (rows["ci_high"].to_numpy(dtype="float64") / base - 1) * 100 - y
@@ -379,7 +378,8 @@ def publish(results: str | Path, to: str | Path) -> dict[str, int]:
         raise BenchmatrixError(f"{results}: no results directory; run 'bmx run SPEC' first or pass --results")
     _check_target(to, results)
     experiments = []
-    for exp_dir in sorted(p for p in results.iterdir() if p.is_dir() and not (p / SITE_MARKER).exists()):
+    for exp_dir in sorted(p for p in results.iterdir()
+                          if p.is_dir() and not p.name.startswith(".") and not (p / SITE_MARKER).exists()):
         campaigns = experiment_campaigns(exp_dir)
         if campaigns:
             experiments.append((exp_dir, campaigns))
@@ -427,7 +427,9 @@ def _build(experiments: list[tuple[Path, list[Campaign]]], site: Path) -> dict[s
         if cdir.is_dir():
             for sub in sorted(p for p in cdir.iterdir() if (p / "compare.html").is_file()):
                 cslug = safe_file_stem(sub.name)
-                shutil.copytree(sub, site / slug / "compare" / cslug, copy_function=shutil.copyfile)
+                # Links are left out: one could point anywhere on this machine.
+                shutil.copytree(sub, site / slug / "compare" / cslug, copy_function=shutil.copyfile,
+                                ignore=lambda d, names: [n for n in names if os.path.islink(os.path.join(d, n))])
                 compares.append({"name": sub.name, "href": f"compare/{cslug}/compare.html",
                                  "csv": f"compare/{cslug}/compare.csv" if (sub / "compare.csv").is_file() else ""})
         history = build_history(pages)
@@ -459,4 +461,4 @@ def _build(experiments: list[tuple[Path, list[Campaign]]], site: Path) -> dict[s
 
 
 __all__ = ["CSP", "SITE_MARKER", "CampaignPage", "History", "build_history", "campaign_page",
-           "experiment_campaigns", "publish", "CAMPAIGNS_DIR"]
+           "experiment_campaigns", "publish"]
