@@ -338,3 +338,60 @@ def test_publish_100_campaigns_of_1000_cells_in_under_a_minute(tmp_path):
     steps = pd.read_csv(tmp_path / "site" / "big" / "steps.csv")
     assert "c0007" in set(steps.loc[steps["detected"], "cell_id"])
     assert steps["detected"].mean() < 0.1                    # about alpha of the flat cells
+
+
+# ------------------------------------------------------------------ real campaigns
+
+REAL_SPEC = """\
+name: e2e_publish
+description: two real campaigns for the site
+inventory: config/inventory/test.yml
+factors:
+  bs: [4k, 64k]
+workload:
+  role: workload_fio
+  vars: {rw: read, bs: "{{ bs }}", ioengine: psync, size: 8m, runtime: 300ms, time_based: 1}
+  timeout: 60
+replicates: 2
+warmup: 1
+order: {strategy: random, seed: 3}
+"""
+
+
+@pytest.mark.slow
+def test_publish_two_real_campaigns(project):
+    """Real fio campaigns through bmx run. The first is moved to campaigns/ID/ by hand, as
+    campaign keeping (bmx run --campaign, another module) does, before the second runs."""
+    spec = project.write_spec("e2e_publish", REAL_SPEC)
+    exp = project.exp("e2e_publish")
+    first = project.bmx("run", str(spec), "--cores", "1")
+    assert first.returncode == 0, first.stderr[-2000:]
+    first_id = json.loads((exp / "campaign.json").read_text())["id"]
+    keep = exp / "campaigns" / first_id
+    keep.mkdir(parents=True)
+    for item in list(exp.iterdir()):
+        if item.name != "campaigns":
+            item.rename(keep / item.name)
+    second = project.bmx("run", str(spec), "--cores", "1")
+    assert second.returncode == 0, second.stderr[-2000:]
+    second_id = json.loads((exp / "campaign.json").read_text())["id"]
+    assert second_id != first_id
+
+    res = project.bmx("publish", "--to", str(project.root / "site"))
+    assert res.returncode == 0, res.stderr
+    assert "1 experiment(s), 2 campaign(s)" in res.stdout
+    site = project.root / "site"
+    index = (site / "index.html").read_text()
+    row = re.search(r"<tr><td><a href=\"e2e_publish/index.html\">.*?</tr>", index, flags=re.S).group(0)
+    cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S)]
+    assert cells[1] == "2" and cells[2] == second_id and cells[4] == "localhost"
+    assert cells[5:8] == ["2", "6", "0"]                     # 2 cells; 2 x (2 + 1 warm-up) runs ok, none failed
+    for cid in (first_id, second_id):
+        for f in ("report.html", "summary.csv", "runs.csv", "runs_long.parquet"):
+            assert (site / "e2e_publish" / "campaigns" / cid / f).is_file(), (cid, f)
+    history = pd.read_csv(site / "e2e_publish" / "history.csv")
+    assert set(history["campaign"]) == {first_id, second_id} and set(history["bs"]) == {"4k", "64k"}
+    assert len(history) == 2 * 2 * history["metric"].nunique()          # campaigns x cells x metrics
+    assert "Too few campaigns for the step test" in (site / "e2e_publish" / "history.html").read_text()
+    _, broken = crawl(site)
+    assert not broken, broken
