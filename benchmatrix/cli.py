@@ -594,7 +594,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_publish(args: argparse.Namespace) -> int:
     from benchmatrix.publish import publish
 
-    counts = publish(args.results, args.to)
+    # Like every other command, the results of the project bmx runs in (BMX_PROJECT_DIR).
+    results = args.results if args.results is not None else project_dir() / "results"
+    counts = publish(results, args.to)
     print(f"publish: {counts['experiments']} experiment(s), {counts['campaigns']} campaign(s), "
           f"{counts['steps']} step(s) in histories: {Path(args.to) / 'index.html'}")
     return 0
@@ -663,7 +665,8 @@ def build_parser() -> argparse.ArgumentParser:
                         epilog=EXAMPLES["publish"], formatter_class=argparse.RawDescriptionHelpFormatter)
     sp.add_argument("--to", required=True, metavar="DIR", help="site directory: new, empty, or an earlier site "
                     "(replaced whole)")
-    sp.add_argument("--results", default="results", metavar="DIR", help="results directory (default: results)")
+    sp.add_argument("--results", type=Path, default=None, metavar="DIR",
+                    help="results directory (default: the project's results/)")
     return p
 
 

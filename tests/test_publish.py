@@ -179,6 +179,10 @@ def test_publish_replaces_its_own_site_and_refuses_other_directories(tmp_path):
     with pytest.raises(BenchmatrixError, match="not empty and not a site bmx publish wrote"):
         publish(results, other)
     assert (other / "keep.txt").read_text() == "mine"
+    (results / "scan" / "summary.csv").write_text('cell_id,metric,mean\n"t1_on,tps\n')
+    with pytest.raises(BenchmatrixError, match=r"results/scan/summary.csv: not a readable CSV table"):
+        publish(results, site)
+    assert (site / "index.html").is_file()                        # the earlier site is intact
     with pytest.raises(BenchmatrixError, match="must lie outside the results directory"):
         publish(results, results / "site")
     with pytest.raises(BenchmatrixError, match="no experiment with a campaign"):
