@@ -202,12 +202,13 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA) -> History | 
         None when fewer than two campaigns have a summary.
     """
     frames = []
+    # "#name" and "#pos" (the campaign's place in time) cannot clash with a factor: no factor name has a "#".
     for k, page in enumerate(pages):
         s = page.summary
         if s.empty or not {"cell_id", "metric", "mean"} <= set(s.columns):
             continue
-        frames.append(s.assign(campaign=page.campaign.id, campaign_name=page.campaign.name,
-                               started_at=page.campaign.started_at, position=k))
+        frames.append(s.assign(campaign=page.campaign.id, started_at=page.campaign.started_at,
+                               **{"#name": page.campaign.name, "#pos": k}))
     if len(frames) < 2:
         return None
     long = pd.concat(frames, ignore_index=True, sort=False)
@@ -216,9 +217,9 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA) -> History | 
             long[col] = np.nan
     long["unit"] = long["unit"].fillna("").astype(str)
     stat_cols = {"cell_id", "metric", "unit", "n", "mean", "median", "min", "max", "sd", "cv", "ci_low",
-                 "ci_high", "ci_method", "campaign", "campaign_name", "started_at", "position"}
+                 "ci_high", "ci_method", "campaign", "#name", "started_at", "#pos"}
     labels = _cell_labels(long, stat_cols)
-    means = long.pivot_table(index=["metric", "cell_id"], columns="position", values="mean", aggfunc="last")
+    means = long.pivot_table(index=["metric", "cell_id"], columns="#pos", values="mean", aggfunc="last")
     positions = list(means.columns)
     pos_name = {k: pages[k].campaign.name for k in positions}
     x = means.to_numpy(dtype="float64")
@@ -226,17 +227,15 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA) -> History | 
     count = finite.sum(axis=1)
     detected = np.zeros(len(x), dtype=bool)
     p_value = np.full(len(x), np.nan)
-    index = np.full(len(x), -1)
     full = count == len(positions)
     if full.any() and len(positions) >= MIN_CAMPAIGNS:
         # Every series with every campaign: one vectorised test (the common case, and fast).
-        d, i, p = detect_steps(x[full], alpha)
-        detected[full], index[full], p_value[full] = d, i, p
+        d, _, p = detect_steps(x[full], alpha)
+        detected[full], p_value[full] = d, p
     for row in np.flatnonzero(~full & (count >= MIN_CAMPAIGNS)):
         # A cell missing from some campaigns: its own shorter series.
         step = detect_step(x[row][finite[row]], alpha)
         detected[row], p_value[row] = step.detected, step.p_value
-        index[row] = step.index if step.index is not None else -1
     units = long.drop_duplicates(["metric"], keep="last").set_index("metric")["unit"]
     rows = []
     for row, (metric, cell) in enumerate(means.index):
@@ -257,9 +256,9 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA) -> History | 
     steps = pd.DataFrame(rows)
     plots = [_history_plot(long, steps, metric, positions, [pos_name[k] for k in positions], means.loc[metric])
              for metric in list(dict.fromkeys(steps["metric"]))[:MAX_PLOT_METRICS]]
-    keep = ["campaign", "campaign_name", "started_at", "cell_id",
+    keep = ["campaign", "#name", "started_at", "cell_id",
             *[c for c in long.columns if c not in stat_cols], "metric", "unit", "n", "mean", "ci_low", "ci_high"]
-    long = long[keep].rename(columns={"campaign_name": "campaign_label"})
+    long = long[keep].rename(columns={"#name": "campaign_label"})
     return History(long, steps, plots)
 
 
@@ -302,7 +301,7 @@ def _history_plot(long: pd.DataFrame, steps: pd.DataFrame, metric: str, position
     for cell in shown:
         rows = sub[sub["cell_id"] == cell]
         base = first[cell_index[cell]]
-        cx = rows["position"].map(pos).to_numpy(dtype="float64")
+        cx = rows["#pos"].map(pos).to_numpy(dtype="float64")
         y = (rows["mean"].to_numpy(dtype="float64") / base - 1) * 100
         lo_e = y - (rows["ci_low"].to_numpy(dtype="float64") / base - 1) * 100
         hi_e = (rows["ci_high"].to_numpy(dtype="float64") / base - 1) * 100 - y
