@@ -123,6 +123,27 @@ def test_flat_history_shows_no_step(tmp_path):
     assert not pd.read_csv(tmp_path / "site" / "flat" / "steps.csv")["detected"].any()
 
 
+def test_a_cell_missing_from_some_campaigns_is_tested_on_those_it_has(tmp_path):
+    exp = tmp_path / "results" / "gaps"
+    for k in range(5):
+        cells = dict(CELLS)
+        if k == 2:
+            del cells["t1_on"]                     # not measured in one campaign
+        if k >= 3:
+            cells["t2_off"] = 1500.0 * 1.3          # a step...
+        if k < 3:
+            del cells["t2_off"]                    # ... in a cell new since campaign 3: 2 campaigns only
+        make_campaign(exp / "campaigns" / f"c{k}" if k < 4 else exp, f"g{k}", f"2026-04-0{k + 1}T00:00:00Z",
+                      cells, seed=40 + k)
+    publish(tmp_path / "results", tmp_path / "site")
+    steps = pd.read_csv(tmp_path / "site" / "gaps" / "steps.csv").set_index("cell_id")
+    assert steps.loc["t1_on", "campaigns"] == 4 and steps.loc["t1_on", "tested"]
+    assert steps.loc["t2_off", "campaigns"] == 2 and not steps.loc["t2_off", "tested"]
+    assert not steps.loc["t2_off", "detected"] and steps.loc[["t1_off", "t2_on"], "tested"].all()
+    page = (tmp_path / "site" / "gaps" / "history.html").read_text()
+    assert re.search(r"threads=2, mode=off</td><td>tps</td><td class=\"num\">2</td>.*?not tested", page, flags=re.S)
+
+
 def test_two_campaigns_get_a_history_without_a_step_test(tmp_path):
     exp = tmp_path / "results" / "pair"
     make_campaign(exp / "campaigns" / "a", "a1", "2026-01-01T00:00:00Z", CELLS)
