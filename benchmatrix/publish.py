@@ -220,6 +220,11 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA) -> History | 
                  "ci_high", "ci_method", "campaign", "#name", "started_at", "#pos"}
     labels = _cell_labels(long, stat_cols)
     means = long.pivot_table(index=["metric", "cell_id"], columns="#pos", values="mean", aggfunc="last")
+    # The summaries' order (cells by their factors' levels, metrics as declared), not the ids' sort order.
+    keys = long[["metric", "cell_id"]]
+    order = keys.assign(m=pd.factorize(keys["metric"])[0], c=pd.factorize(keys["cell_id"])[0])
+    order = order.drop_duplicates(["metric", "cell_id"]).sort_values(["m", "c"], kind="stable")
+    means = means.reindex(pd.MultiIndex.from_frame(order[["metric", "cell_id"]]))
     positions = list(means.columns)
     pos_name = {k: pages[k].campaign.name for k in positions}
     x = means.to_numpy(dtype="float64")
@@ -318,7 +323,8 @@ def _history_plot(long: pd.DataFrame, steps: pd.DataFrame, metric: str, position
                        rotation=45, ha="right")
     ax.set_xlabel("campaign (oldest first)")
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+        # Below the axes, not beside them: the plot keeps the page's full width on a phone.
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=2, frameon=False)
     svg = _svg(fig)
     # The RDF block names external vocabularies by URL; the page needs none of it.
     svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.S)

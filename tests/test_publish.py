@@ -96,6 +96,7 @@ def test_history_shows_a_planted_step_and_none_in_flat_cells(tmp_path):
     counts = publish(results, tmp_path / "site")
     assert counts == {"experiments": 1, "campaigns": 8, "steps": 1}
     steps = pd.read_csv(tmp_path / "site" / "scan" / "steps.csv")
+    assert list(steps["cell_id"]) == list(CELLS)              # the summaries' order, not sorted ids
     found = steps[steps["detected"]]
     assert list(found["cell_id"]) == ["t2_on"]
     row = found.iloc[0]
