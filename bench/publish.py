@@ -78,7 +78,8 @@ def main() -> int:
     print(table(["campaigns", "cells", "metrics", "publish s", "peak MiB", "site MiB", "steps", "series"],
                 [[r["campaigns"], r["cells"], r["metrics"], r["wall_s"], r["peak_rss_mib"], r["site_mib"],
                   r["steps"], r["series"]] for r in rows]))
-    print(f"results: {write_result('publish', {'rows': rows})}")
+    path = write_result("publish_quick" if args.quick else "publish", {"rows": rows})
+    print(f"wrote {path}")
     return 0
 
 
