@@ -53,6 +53,9 @@ DOWNLOADS = ("summary.csv", "runs.csv", "runs_long.parquet", "comparisons.csv")
 MAX_PLOT_CELLS = 8
 #: Metrics that get a history plot each (in summary order).
 MAX_PLOT_METRICS = 12
+#: Largest history whose means are also shown as a cell x campaign table per metric.
+MAX_TABLE_CELLS = 50
+MAX_TABLE_CAMPAIGNS = 30
 #: Rows of the all-series table on a history page; the rest are in steps.csv.
 MAX_SERIES_ROWS = 5000
 #: Change-point test false-alarm rate per series.
@@ -171,11 +174,16 @@ class History:
         long: One row per campaign, cell and metric (the history.csv table).
         steps: One row per cell and metric: the change-point verdict (steps.csv).
         plots: ``{"metric", "title", "caption", "svg"}`` per plotted metric.
+        tables: Per metric, every cell's mean and 95 % interval in each campaign
+            (``{"metric", "unit", "campaigns", "rows": [{"cell", "values"}]}``, a
+            value ``(mean, ci_low, ci_high)`` or None); empty when there are more
+            than :data:`MAX_TABLE_CELLS` cells or :data:`MAX_TABLE_CAMPAIGNS` campaigns.
     """
 
     long: pd.DataFrame
     steps: pd.DataFrame
     plots: list[dict[str, str]]
+    tables: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _cell_labels(long: pd.DataFrame, stats_cols: set[str]) -> pd.Series:
@@ -264,7 +272,31 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA) -> History | 
     keep = ["campaign", "#name", "started_at", "cell_id",
             *[c for c in long.columns if c not in stat_cols], "metric", "unit", "n", "mean", "ci_low", "ci_high"]
     long = long[keep].rename(columns={"#name": "campaign_label"})
-    return History(long, steps, plots)
+    return History(long, steps, plots, _mean_tables(long, steps, [pos_name[k] for k in positions]))
+
+
+def _mean_tables(long: pd.DataFrame, steps: pd.DataFrame, campaign_names: list[str]) -> list[dict[str, Any]]:
+    """Each metric's means with intervals, cells by campaigns (small histories only)."""
+    n_cells = steps.groupby("metric")["cell_id"].nunique().max()
+    if len(campaign_names) > MAX_TABLE_CAMPAIGNS or n_cells > MAX_TABLE_CELLS:
+        return []
+    ids = long["campaign"].drop_duplicates().tolist()
+    tables = []
+    for metric, mine in steps.groupby("metric", sort=False):
+        sub = long[long["metric"] == metric].set_index(["cell_id", "campaign"])
+        rows = []
+        for cell, label in zip(mine["cell_id"], mine["cell"]):
+            values = []
+            for cid in ids:
+                if (cell, cid) in sub.index:
+                    r = sub.loc[(cell, cid)]
+                    r = r.iloc[-1] if isinstance(r, pd.DataFrame) else r
+                    values.append((r["mean"], r["ci_low"], r["ci_high"]))
+                else:
+                    values.append(None)
+            rows.append({"cell": label, "values": values})
+        tables.append({"metric": metric, "unit": mine["unit"].iloc[0], "campaigns": campaign_names, "rows": rows})
+    return tables
 
 
 def _history_plot(long: pd.DataFrame, steps: pd.DataFrame, metric: str, positions: list[int],
@@ -451,6 +483,7 @@ def _build(experiments: list[tuple[Path, list[Campaign]]], site: Path) -> dict[s
             _write(site / slug / "history.html", env.get_template("history.html.j2").render(
                 name=name, campaigns=[p.campaign for p in pages], steps=steps_shown, series=series,
                 series_total=len(history.steps), tested=int(history.steps["tested"].sum()), plots=history.plots,
+                tables=history.tables, max_cells=MAX_TABLE_CELLS, max_campaigns=MAX_TABLE_CAMPAIGNS,
                 alpha=ALPHA, min_campaigns=MIN_CAMPAIGNS))
         latest = pages[-1]
         _write(site / slug / "index.html", env.get_template("experiment.html.j2").render(

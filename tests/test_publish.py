@@ -24,6 +24,7 @@ import pytest
 
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.publish import CSP, SITE_MARKER, publish
+from benchmatrix.report import format_number
 
 ROOT = Path(__file__).resolve().parent.parent
 #: CSS pixels of a phone's viewport (an iPhone 12-15).
@@ -108,6 +109,11 @@ def test_history_shows_a_planted_step_and_none_in_flat_cells(tmp_path):
     assert table.count("<tr>") == 2                     # the header and the one step
     assert "threads=2, mode=on" in table and "week4" in table and re.search(r"\+[5-9]\.\d %|\+10\.\d %", table)
     assert "4 series tested: even with no change at all, about 0.2 of them" in page
+    means = page[page.index('<table class="means">'):]
+    means = means[:means.index("</table>")]
+    assert means.count("<tr>") == 1 + 4 and means.count("<br>") == 4 * 8    # every cell in every campaign
+    first = pd.read_csv(tmp_path / "site" / "scan" / "history.csv").iloc[0]
+    assert f"{format_number(first['mean'])}<br>" in means and "week7</th>" in means
     assert page.count("<svg") == 1                      # one plot per metric, inline
     history = pd.read_csv(tmp_path / "site" / "scan" / "history.csv")
     assert len(history) == 8 * 4 and list(history["campaign_label"].unique()) == [f"week{k}" for k in range(8)]
@@ -364,6 +370,7 @@ def test_publish_100_campaigns_of_1000_cells_in_under_a_minute(tmp_path):
     steps = pd.read_csv(tmp_path / "site" / "big" / "steps.csv")
     assert "c0007" in set(steps.loc[steps["detected"], "cell_id"])
     assert steps["detected"].mean() < 0.1                    # about alpha of the flat cells
+    assert "More than 50 cells or 30 campaigns" in (tmp_path / "site" / "big" / "history.html").read_text()
 
 
 # ------------------------------------------------------------------ real campaigns
