@@ -43,6 +43,7 @@ EXAMPLES = {
     "export": "example:\n  bmx export config/experiments/quickstart.yaml --format parquet\n"
               "  bmx export config/experiments/quickstart.yaml --format pyperf --out before.json\n"
               "  bmx export config/experiments/quickstart.yaml --format bmf --out -",
+    "publish": "example:\n  bmx publish --to site/\n  bmx publish --to /srv/www/bench --results results/",
 }
 
 
@@ -646,6 +647,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_publish(args: argparse.Namespace) -> int:
+    from benchmatrix.publish import publish
+
+    # Like every other command, the results of the project bmx runs in (BMX_PROJECT_DIR).
+    results = args.results if args.results is not None else project_dir() / "results"
+    counts = publish(results, args.to)
+    print(f"publish: {counts['experiments']} experiment(s), {counts['campaigns']} campaign(s), "
+          f"{counts['steps']} step(s) in histories: {Path(args.to) / 'index.html'}")
+    return 0
+
+
 # ---------------------------------------------------------------- parser
 
 def build_parser() -> argparse.ArgumentParser:
@@ -715,6 +727,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", type=Path, metavar="DIR", help="where to write compare.csv, compare.md and "
                     "compare.html (default results/NAME/compare/A_vs_B/)")
     sp.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    sp = sub.add_parser("publish", help="write every experiment's campaigns, history and downloads as a static site",
+                        description="write every experiment's campaigns, history and downloads as a static site "
+                                    "(no server, no external request; docs/publish.md)",
+                        epilog=EXAMPLES["publish"], formatter_class=argparse.RawDescriptionHelpFormatter)
+    sp.add_argument("--to", required=True, metavar="DIR", help="site directory: new, empty, or an earlier site "
+                    "(replaced whole)")
+    sp.add_argument("--results", type=Path, default=None, metavar="DIR",
+                    help="results directory (default: the project's results/)")
     return p
 
 
@@ -723,7 +743,7 @@ HELP_COMPARE = ("compare two campaigns cell by cell: relative difference B vs A 
 
 COMMANDS = {"validate": cmd_validate, "plan": cmd_plan, "run": cmd_run, "report": cmd_report,
             "status": cmd_status, "rerun": cmd_rerun, "restore": cmd_restore,
-            "export": cmd_export, "campaigns": cmd_campaigns, "compare": cmd_compare}
+            "export": cmd_export, "campaigns": cmd_campaigns, "compare": cmd_compare, "publish": cmd_publish}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """The benchmarks in bench/ still run: their --quick variants, results in tmp_path.
 
-Only the cheap ones (no peers to install, no root): scale, report and overhead's
-bare-versus-bmx smoke run. The published figures come from the full runs
+Only the cheap ones (no peers to install, no root): scale, report, publish and
+overhead's bare-versus-bmx smoke run. The published figures come from the full runs
 (bench/README.md).
 """
 
@@ -53,3 +53,10 @@ def test_overhead_quick(tmp_path):
     phases = data["workloads"]["cpu"]["bmx_phases_median"]
     # Every second of the campaign is attributed to a phase.
     assert abs(phases["unaccounted"]) < 0.05, phases
+
+
+def test_publish_quick(tmp_path):
+    data = run_bench("publish.py", tmp_path)
+    (row,) = data["rows"]
+    assert (row["campaigns"], row["cells"], row["series"]) == (5, 50, 50)
+    assert row["wall_s"] > 0 and row["site_mib"] > 0 and row["steps"] >= 1     # the planted step at least

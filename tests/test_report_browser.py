@@ -177,6 +177,14 @@ class DevTools:
             if event.get("method") == method:
                 return event
 
+    def page_session(self) -> str:
+        """A new tab with the network, runtime, log and page events on: its session id."""
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Network", "Runtime", "Log", "Page"):
+            self.send(f"{domain}.enable", session=session)
+        return session
+
     def close(self) -> None:
         try:
             self.send("Browser.close", timeout=5)
@@ -196,10 +204,7 @@ def test_html_report_in_headless_chromium(tmp_path):
     html = campaign(tmp_path)
     browser = DevTools(binary, tmp_path / "profile")
     try:
-        target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
-        session = browser.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-        for domain in ("Network", "Runtime", "Log", "Page"):
-            browser.send(f"{domain}.enable", session=session)
+        session = browser.page_session()
         browser.send("Page.navigate", {"url": html.as_uri()}, session=session)
         browser.wait_for("Page.loadEventFired")
 
