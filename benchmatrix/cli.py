@@ -502,29 +502,34 @@ def select_reruns(exp: Path, factor_names: list[str], failed: bool, where: str |
     """(run_id, next attempt) of the runs ``bmx rerun`` selects.
 
     ``failed`` picks every run whose state is failed, timeout, unreachable or invalid;
-    ``where`` is a pandas query over one row per run (its newest attempt) with the
-    factor columns and run_id, cell_id, host, status, attempt, replicate, warmup.
-    """
-    import pandas as pd
+    ``where`` is an expression of :mod:`benchmatrix.where` over one row per run (its
+    newest attempt): the factor columns, run_id, cell_id, host, status, attempt,
+    replicate, warmup, control and the metrics of that attempt.
 
+    Raises:
+        benchmatrix.where.WhereError: ``where`` is outside the language (one line).
+    """
     from benchmatrix.status import FAILED_STATES, run_states
+    from benchmatrix.where import Where
 
     states = [s for s in run_states(exp) if s.attempts]
     picked = []
     if failed:
         picked += [s for s in states if s.state in FAILED_STATES]
     if where:
-        rows = [{**{f: s.run.factors.get(f) for f in factor_names}, "run_id": s.run.run_id,
-                 "cell_id": s.run.cell_id, "host": s.run.host, "status": s.state,
-                 "attempt": s.latest["attempt"], "replicate": s.run.replicate, "warmup": s.run.warmup,
-                 "control": s.run.control} for s in states]
-        table = pd.DataFrame(rows)
-        if table.empty:
-            return []
-        try:
-            hit = set(table.query(where, engine="python")["run_id"])
-        except Exception as exc:  # pandas raises many kinds for a bad expression
-            raise BenchmatrixError(f"--where {where!r}: {type(exc).__name__}: {exc}") from None
+        rows = []
+        for s in states:
+            row = {"run_id": s.run.run_id, "cell_id": s.run.cell_id, "host": s.run.host, "status": s.state,
+                   "attempt": s.latest["attempt"], "replicate": s.run.replicate, "warmup": s.run.warmup,
+                   "control": s.run.control}
+            # Metrics first, so that a factor or a run column of the same name wins.
+            metrics = {k: (m or {}).get("value") for k, m in (s.latest.get("metrics") or {}).items()}
+            rows.append({**metrics, **{f: s.run.factors.get(f) for f in factor_names}, **row})
+        columns = set(factor_names) | {"run_id", "cell_id", "host", "status", "attempt", "replicate",
+                                       "warmup", "control"}
+        columns |= {k for r in rows for k in r}
+        expr = Where(where, columns)  # parsed before anything is selected: a bad one never half-runs
+        hit = {r["run_id"] for r in rows if expr.matches(r)}
         picked += [s for s in states if s.run.run_id in hit and s not in picked]
     # Warm-ups are never re-run on their own: the planner adds the ones a re-run needs.
     return [(s.run.run_id, max(a["attempt"] for a in s.attempts) + 1) for s in picked if not s.run.warmup]
@@ -619,8 +624,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("rerun", "re-execute failed or selected runs as new attempts (earlier attempts are kept)")
     sp.add_argument("--failed", action="store_true", help="every run whose newest attempt failed, timed out, "
                     "was unreachable or invalid")
-    sp.add_argument("--where", metavar="EXPR", help="runs selected by a pandas query over factors, status, "
-                    "host, run_id, cell_id, attempt, e.g. \"bs == '4k' and status == 'ok'\"")
+    sp.add_argument("--where", metavar="EXPR", help="runs selected by an expression over factors, metrics, status, "
+                    "host, run_id, cell_id, attempt, replicate: comparisons, in, and/or/not, e.g. \"bs == '4k' and status == 'ok'\"")
     sp.add_argument("--cores", type=int, default=max(os.cpu_count() or 1, 1), help="Snakemake jobs at once")
     sp.add_argument("--batch-max-runs", type=int, default=0, help="override config.yaml's batch_max_runs")
     sp.add_argument("--hosts-parallel", type=int, default=0, metavar="N",
