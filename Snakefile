@@ -24,6 +24,11 @@ wildcard_constraints:
     host=r"[A-Za-z0-9][A-Za-z0-9._-]*",
 
 
+# Whatever failed, no host stays reconfigured: restore every host a batch touched.
+onerror:
+    bmx.on_error(SPEC)
+
+
 include: "workflow/rules/plan.smk"
 include: "workflow/rules/execute.smk"
 include: "workflow/rules/report.smk"

@@ -7,6 +7,7 @@ raises typed errors; the ``*_main`` wrappers print the one-line message and exit
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import shutil
 import signal
@@ -208,7 +209,49 @@ def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, ma
 
     Runs that already have a record are left out; if none is left, no Ansible call
     is made. The marker (the Snakemake output) is written last.
+
+    Whatever makes the job fail after Ansible touched the host (a template error, a
+    missing archive, any OSError such as a full disk), the host's knobs are put back
+    to their baseline before the error propagates: its later batches cannot run (they
+    wait on this one's marker), so its campaign-end restore would never come.
+
+    Raises:
+        BenchmatrixError: one line; an OSError becomes one naming the path (and the
+            free space when the disk is full).
     """
+    touched: dict[str, Any] = {}
+    try:
+        return _execute_batch(spec_path, project_dir, plan_path, batch, marker, touched, facts_path)
+    except Interrupted:
+        raise  # the interrupt path already stopped the runner and restored the host
+    except Exception as exc:
+        if "host" in touched:
+            _restore_quietly(touched["spec"], project_dir, touched["host"])
+        if isinstance(exc, OSError):
+            raise BenchmatrixError(f"batch {batch}: {describe_os_error(exc)}") from None
+        raise
+
+
+def describe_os_error(exc: OSError) -> str:
+    """One line for an OSError: the path, the reason, and the free space when full."""
+    path = exc.filename or ""
+    msg = f"cannot write {path}: {exc.strerror or exc}" if path else f"{exc.strerror or exc}"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        probe = Path(path or ".").resolve()
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        try:
+            usage = shutil.disk_usage(probe)
+            msg += (f" ({usage.free / 2**20:.1f} MiB free of {usage.total / 2**20:.1f} MiB on the file system "
+                    f"of {probe}; free some space and run again: finished runs are kept)")
+        except OSError:
+            pass
+    return msg
+
+
+def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, marker: Path,
+                   touched: dict[str, Any], facts_path: Path | None = None) -> dict[str, Any]:
+    """The body of :func:`run_batch`; fills ``touched`` once Ansible may change the host."""
     spec = load_spec(spec_path)
     exp = exp_dir_of(project_dir, spec)
     runs, _ = read_plan(plan_path)
@@ -244,6 +287,7 @@ def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, ma
         staging.mkdir(parents=True)
         t0 = time.time()
         batch_log = exp / "logs" / "ansible" / f"{batch}.log"
+        touched.update(spec=spec, host=host)
         try:
             result = run_playbook(
                 "run_batch.yml", project_dir=Path(project_dir) / "playbooks",
@@ -400,11 +444,48 @@ def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = No
     return summary
 
 
-def _restore_quietly(spec: Spec, project_dir: Path, host: str) -> None:
+def _restore_quietly(spec: Spec, project_dir: Path, host: str) -> bool:
+    """Restore ``host`` after a failure or an interrupt; a failure to do so is reported, not raised."""
     try:
-        restore_host(spec, project_dir, host)
-    except BenchmatrixError as exc:
+        done = restore_host(spec, project_dir, host)
+    except (BenchmatrixError, OSError) as exc:
         sys.stderr.write(f"benchmatrix: could not restore {host}'s baseline: {exc}\n")
+        return False
+    knobs = ", ".join(f"{f}={k['actual']}" for f, k in done["knobs"].items())
+    sys.stderr.write(f"benchmatrix: host {host} is back at its baseline{' (' + knobs + ')' if knobs else ''}\n")
+    return True
+
+
+def restore_touched_hosts(spec: Spec, project_dir: Path) -> list[str]:
+    """After a failed workflow: restore every host a batch touched since its last restore.
+
+    A host counts as touched when it has a recorded baseline (some knob was changed)
+    and one of its batch jobs started (its Snakemake log) after its last restore
+    (``restored.json``). Called from the Snakefile's ``onerror``, so that both
+    ``bmx run`` and a plain ``snakemake`` leave no host reconfigured, whatever failed.
+
+    Returns:
+        The hosts it restored.
+    """
+    from benchmatrix.workflow import batches
+
+    exp = exp_dir_of(project_dir, spec)
+    plan_path = exp / "plan.csv"
+    if not plan_path.is_file():
+        return []
+    order, host_of = batches(plan_path)
+    done = []
+    for host in sorted(set(host_of.values())):
+        if not (exp / "hosts" / host / "baseline.json").is_file():
+            continue
+        started = [p.stat().st_mtime for b in order if host_of[b] == host
+                   for p in [exp / "logs" / "batches" / f"{b}.log"] if p.is_file()]
+        restored = exp / "hosts" / host / "restored.json"
+        if started and restored.is_file() and restored.stat().st_mtime >= max(started):
+            continue
+        if _restore_quietly(spec, project_dir, host):
+            done.append(host)
+    return done
 
 
 def stop_runner(spec: Spec, project_dir: Path, host: str) -> None:

@@ -118,3 +118,10 @@ class InputFunctions:
         """Every batch marker of the plan (the collect rule's input)."""
         order, _ = batches(self._plan(wildcards))
         return [f"results/{wildcards.experiment}/batches/{b}.done" for b in order]
+
+
+def on_error(spec: Spec) -> None:
+    """The Snakefile's ``onerror``: put back every host a failed workflow left reconfigured."""
+    from benchmatrix.tasks import restore_touched_hosts
+
+    restore_touched_hosts(spec, Path.cwd())
