@@ -69,34 +69,28 @@ def _spec_arg(spec: str, proj: Path) -> str:
 
 
 @contextmanager
-def experiment_lock(exp_dir: Path) -> Iterator[Any]:
-    """Hold the experiment's lock for one bmx run; refuse if another process has it.
+def experiment_lock(exp_dir: Path, what: str = "bmx", spec: str = "",
+                    stop_orphan: bool = False) -> Iterator[Any]:
+    """Hold the experiment's lock for one bmx command; refuse if another process has it.
 
-    The lock is an flock, so a killed bmx releases it with its process: a stale
-    lock file is never an obstacle. Children given the file descriptor keep the
-    lock while they live, so an orphaned Snakemake still counts as running.
+    The lock is an flock (:mod:`benchmatrix.lock`), so a killed bmx releases it
+    with its process: a stale lock file is never an obstacle. Children given the
+    file descriptor keep the lock while they live; when such a child outlived its
+    bmx (an orphan), the refusal says so, and ``stop_orphan`` stops it first.
     """
-    exp_dir.mkdir(parents=True, exist_ok=True)
-    path = exp_dir / ".bmx.lock"
-    fh = open(path, "a+")
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        fh.seek(0)
-        other = fh.read().strip() or "unknown"
-        fh.close()
-        raise LockError(f"experiment {exp_dir.name} is in use by another bmx process ({other}); "
-                        f"wait for it or stop it first") from None
-    fh.seek(0)
-    fh.truncate()
-    fh.write(f"pid {os.getpid()} on {os.uname().nodename} since {time.strftime('%Y-%m-%d %H:%M:%S')}")
-    fh.flush()
+    from benchmatrix import lock
+
+    hint = f"'bmx run {spec} --stop-orphan'" if spec else ""
+    if stop_orphan:
+        stopped = lock.stop_orphans(exp_dir)
+        if stopped:
+            print(f"bmx: stopped the orphan holding {exp_dir.name} (pid {', '.join(map(str, stopped))}); "
+                  "finished runs are kept", file=sys.stderr, flush=True)
+    fh = lock.acquire(exp_dir, what, hint)
     try:
         yield fh
     finally:
-        fh.seek(0)
-        fh.truncate()
-        fh.close()
+        lock.release(fh)
 
 
 # ---------------------------------------------------------------- commands
@@ -185,7 +179,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     detect = _detect_inputs(args, spec, proj)
     exp = exp_dir_of(proj, spec)
     out = exp / "plan.csv"
-    with experiment_lock(exp):
+    with experiment_lock(exp, "bmx plan", args.spec):
         runs = plan(args.spec, proj, out, max_runs)
     # Re-run rounds appended after the planned runs are not part of the design compared here.
     planned = [r for r in runs if getattr(r, "round", 0) == 0]
@@ -282,14 +276,17 @@ _ERROR_RULE = re.compile(r"^Error in rule (\w+):")
 _LOG_LINE = re.compile(r"^\s+log: (\S+)")
 
 
-def _die_with_parent() -> None:
-    """In the Snakemake child: get SIGINT when bmx dies, even by SIGKILL (Linux)."""
-    try:
-        import ctypes
+def _snakemake_child_setup() -> None:
+    """In the Snakemake child, before exec: take SIGINT by default again.
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGINT)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    A bmx started with SIGINT ignored (``nohup bmx run ... &``, a non-interactive
+    shell's background job) would hand that on, and Snakemake could then never be
+    stopped by the SIGINT that bmx forwards or that the workflow sends its own
+    group when bmx dies (benchmatrix.workflow.die_with_bmx). That watcher replaces
+    PR_SET_PDEATHSIG, which only signalled Snakemake itself: Snakemake then waited
+    for its in-flight batch job, whose runner went on measuring.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _fmt_s(seconds: float) -> str:
@@ -311,6 +308,8 @@ def _last_error_line(path: Path) -> str:
 def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: Any,
                     t0: float) -> tuple[int, bool, list[tuple[str, str]]]:
     """One Snakemake invocation: returns (exit status, interrupted, failed jobs (rule, log))."""
+    from benchmatrix.lock import LOCK_FD_ENV, note_child
+
     target = f"results/{spec.name}/report.html"
     # The target comes first: --config takes every following word as a KEY=VALUE.
     # Batch jobs wait on their hosts, not on this machine's CPUs: allow one job per
@@ -329,9 +328,13 @@ def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, 
     with open(log_path, "a") as log:
         # Snakemake runs in its own process group so that one Ctrl-C reaches it, its
         # jobs and the batch runners exactly once, forwarded by the handler below.
+        # The workflow knows the inherited lock by BMX_LOCK_FD (it takes the lock itself
+        # otherwise), and watches BMX_PARENT_PID: when bmx dies, it interrupts itself.
+        env = {**os.environ, LOCK_FD_ENV: str(lock.fileno()), "BMX_PARENT_PID": str(os.getpid())}
         proc = subprocess.Popen(cmd, cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, bufsize=1, start_new_session=True,
-                                pass_fds=(lock.fileno(),), preexec_fn=_die_with_parent)
+                                text=True, bufsize=1, start_new_session=True, env=env,
+                                pass_fds=(lock.fileno(),), preexec_fn=_snakemake_child_setup)
+        note_child(lock, proc.pid)
 
         def forward(signum: int, frame: Any) -> None:
             if not interrupted:
@@ -424,7 +427,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for w in spec.warnings:
         print(w, file=sys.stderr)
     exp = exp_dir_of(proj, spec)
-    with experiment_lock(exp) as lock:
+    with experiment_lock(exp, "bmx run", args.spec, args.stop_orphan) as lock:
         (exp / "logs").mkdir(parents=True, exist_ok=True)
         return _execute(args, spec, proj, exp, lock)
 
@@ -485,7 +488,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
         print(f"bmx: no baseline recorded for {spec.name}: no host was reconfigured")
         return 0
     code = 0
-    with experiment_lock(exp):
+    with experiment_lock(exp, "bmx restore", args.spec):
         for host in hosts:
             try:
                 done = restore_host(spec, proj, host, exp / "hosts" / host / "restored.json")
@@ -547,7 +550,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     exp = exp_dir_of(proj, spec)
     if not (exp / "plan.csv").is_file():
         raise BenchmatrixError(f"{exp / 'plan.csv'}: no plan yet; run 'bmx run {args.spec}' first")
-    with experiment_lock(exp) as lock:
+    with experiment_lock(exp, "bmx rerun", args.spec, args.stop_orphan) as lock:
         picks = select_reruns(exp, spec.factor_names, args.failed, args.where)
         if not picks:
             print("bmx: no run matches; nothing to re-run")
@@ -615,6 +618,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--batch-max-runs", type=int, default=0, help="override config.yaml's batch_max_runs")
     sp.add_argument("--hosts-parallel", type=int, default=0, metavar="N",
                     help="at most N hosts busy at once (default: all); each host runs in plan order")
+    sp.add_argument("--stop-orphan", action="store_true",
+                    help="first stop a Snakemake left running by a killed bmx that still locks the experiment")
     sp = add("report", "collect whatever runs exist into runs.csv and summary.csv and render report.html and report.md")
     sp.add_argument("--templates", type=Path, default=None, metavar="DIR",
                     help="directory of Jinja2 templates overriding the report's (see docs/report.md)")
@@ -630,6 +635,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--batch-max-runs", type=int, default=0, help="override config.yaml's batch_max_runs")
     sp.add_argument("--hosts-parallel", type=int, default=0, metavar="N",
                     help="at most N hosts busy at once (default: all)")
+    sp.add_argument("--stop-orphan", action="store_true",
+                    help="first stop a Snakemake left running by a killed bmx that still locks the experiment")
     return p
 
 

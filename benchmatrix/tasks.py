@@ -13,11 +13,13 @@ import shutil
 import signal
 import sys
 import tarfile
+import threading
 import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import jinja2
 
@@ -289,17 +291,18 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
         batch_log = exp / "logs" / "ansible" / f"{batch}.log"
         touched.update(spec=spec, host=host)
         try:
-            result = run_playbook(
-                "run_batch.yml", project_dir=Path(project_dir) / "playbooks",
-                inventory=spec.inventory_path(project_dir), host=host,
-                data={"bmx_runs": bmx_runs, "bmx_knobs": _knob_items(spec, cells[todo[0].cell_id])},
-                extravars={"bmx_host": host, "bmx_workload_role": wl["role"], "bmx_experiment": spec.name,
-                           "bmx_campaign": campaign_id(exp),
-                           "batch_runner_source": str(PACKAGE_DIR / "batch_runner.py"),
-                           "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False)),
-                           "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),
-                           "batch_runner_timeout": int(sum(wl["timeout"] + 30 for _ in todo) + 60)},
-                log=batch_log)
+            with _lease(spec, project_dir, host, batch):
+                result = run_playbook(
+                    "run_batch.yml", project_dir=Path(project_dir) / "playbooks",
+                    inventory=spec.inventory_path(project_dir), host=host,
+                    data={"bmx_runs": bmx_runs, "bmx_knobs": _knob_items(spec, cells[todo[0].cell_id])},
+                    extravars={"bmx_host": host, "bmx_workload_role": wl["role"], "bmx_experiment": spec.name,
+                               "bmx_campaign": campaign_id(exp),
+                               "batch_runner_source": str(PACKAGE_DIR / "batch_runner.py"),
+                               "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False)),
+                               "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),
+                               "batch_runner_timeout": int(sum(wl["timeout"] + 30 for _ in todo) + 60)},
+                    log=batch_log)
         except (KeyboardInterrupt, Interrupted):
             stop_runner(spec, project_dir, host)
             _restore_quietly(spec, project_dir, host)
@@ -390,6 +393,61 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
         shutil.rmtree(staging, ignore_errors=True)
     atomic_write(marker, json.dumps(summary) + "\n")
     return summary
+
+
+DEFAULT_LEASE_SECONDS = 300
+
+
+def lease_seconds(project_dir: Path) -> float:
+    """config.yaml's ``runner_lease_seconds`` (default 300; 0 turns the lease off)."""
+    import yaml
+
+    path = Path(project_dir) / "config" / "config.yaml"
+    try:
+        value = (yaml.safe_load(path.read_text()) or {}).get("runner_lease_seconds", DEFAULT_LEASE_SECONDS)
+    except (OSError, yaml.YAMLError, AttributeError):
+        return DEFAULT_LEASE_SECONDS
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise BenchmatrixError(f"{path}: runner_lease_seconds must be a number of seconds >= 0 "
+                               f"(0 turns the lease off), not {value!r}")
+    return float(value)
+
+
+@contextmanager
+def _lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[None]:
+    """Renew the controller's lease on the batch while it runs on ``host``.
+
+    The batch runner stops before its next run once the lease is older than
+    ``runner_lease_seconds``: when the whole controller is gone (machine lost, every
+    process killed), nothing is left measuring on the host for hours. A thread renews
+    it every quarter lease through a small playbook; a failed renewal is retried.
+    """
+    seconds = lease_seconds(project_dir)
+    if not seconds:
+        yield
+        return
+    exp = exp_dir_of(project_dir, spec)
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.is_set():
+            try:
+                run_playbook("renew_lease.yml", project_dir=Path(project_dir) / "playbooks",
+                             inventory=spec.inventory_path(project_dir), host=host,
+                             extravars={"bmx_host": host, "bmx_experiment": spec.name,
+                                        "bmx_campaign": campaign_id(exp), "batch_runner_batch": batch,
+                                        "batch_runner_lease_seconds": int(max(seconds, 1))},
+                             log=exp / "logs" / "ansible" / f"lease-{batch}.log", timeout=int(seconds) + 60)
+            except (BenchmatrixError, OSError):
+                pass  # e.g. the batch's directory is not made yet: the next renewal comes soon
+            stop.wait(seconds / 4)
+
+    thread = threading.Thread(target=renew, name=f"lease-{batch}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
 
 
 def _knob_items(spec: Spec, factors: dict[str, Any]) -> list[dict[str, Any]]:
