@@ -294,6 +294,19 @@ def _fmt_s(seconds: float) -> str:
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
+def _disk_hint(exp: Path) -> str:
+    """What to say about a job that left no message: often a full disk ate its log."""
+    import shutil
+
+    try:
+        free = shutil.disk_usage(exp).free
+    except OSError:
+        return "no message"
+    if free < 4 << 20:
+        return f"no message; only {free / 2**20:.1f} MiB free on the file system of {exp}"
+    return "no message"
+
+
 def _last_error_line(path: Path) -> str:
     try:
         lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
@@ -306,9 +319,16 @@ def _last_error_line(path: Path) -> str:
 
 
 def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: Any,
-                    t0: float) -> tuple[int, bool, list[tuple[str, str]]]:
-    """One Snakemake invocation: returns (exit status, interrupted, failed jobs (rule, log))."""
+                    t0: float) -> tuple[int, bool, list[tuple[str, str, str]], str]:
+    """One Snakemake invocation.
+
+    Returns:
+        (exit status, interrupted, failed jobs as (rule, log, the job's last
+        ``benchmatrix:`` line seen on the stream), why bmx stopped the campaign itself
+        ("" when it did not: a full disk makes it stop cleanly rather than fail on)).
+    """
     from benchmatrix.lock import LOCK_FD_ENV, note_child
+    from benchmatrix.tasks import describe_os_error
 
     target = f"results/{spec.name}/report.html"
     # The target comes first: --config takes every following word as a KEY=VALUE.
@@ -322,9 +342,11 @@ def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, 
     if args.batch_max_runs:
         cmd.append(f"batch_max_runs={args.batch_max_runs}")
     log_path = exp / "logs" / "snakemake.log"
-    failed: list[tuple[str, str]] = []
+    failed: list[tuple[str, str, str]] = []
     pending_rule = None
     interrupted: list[int] = []
+    stopped: list[str] = []  # why bmx stopped Snakemake itself (a full disk)
+    last_msg = ""
     with open(log_path, "a") as log:
         # Snakemake runs in its own process group so that one Ctrl-C reaches it, its
         # jobs and the batch runners exactly once, forwarded by the handler below.
@@ -344,12 +366,30 @@ def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, 
                 except ProcessLookupError:
                     pass
 
+        def stop(reason: str) -> None:
+            # Like Ctrl-C: each batch job stops its runner and restores its host.
+            if not stopped and not interrupted:
+                stopped.append(reason)
+                print(f"bmx: {reason}; stopping the campaign", file=sys.stderr, flush=True)
+                try:
+                    os.killpg(proc.pid, signal.SIGINT)
+                except ProcessLookupError:
+                    pass
+
         old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+        logging = True
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
-                log.write(line)
-                log.flush()
+                if logging:
+                    try:
+                        log.write(line)
+                        log.flush()
+                    except OSError as exc:  # keep reading: a blocked pipe would hang Snakemake
+                        logging = False
+                        stop(describe_os_error(exc, log_path))
+                if line.startswith("benchmatrix:"):
+                    last_msg = line.strip()
                 m = _PROGRESS.match(line)
                 if m and not interrupted:
                     done, total = int(m.group(1)), int(m.group(2))
@@ -363,13 +403,20 @@ def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, 
                     pending_rule = m.group(1)
                 m = _LOG_LINE.match(line)
                 if m and pending_rule:
-                    failed.append((pending_rule, m.group(1)))
+                    msg = _last_error_line(proj / m.group(1)) or last_msg
+                    failed.append((pending_rule, m.group(1), msg))
                     pending_rule = None
+                    if "No space left on device" in msg:
+                        stop(msg.removeprefix("benchmatrix: "))
             rc = proc.wait()
         finally:
             for sig, handler in old.items():
                 signal.signal(sig, handler)
-    return rc, bool(interrupted), failed
+            try:
+                log.close()
+            except OSError:
+                pass  # a full disk: the reason is already printed
+    return rc, bool(interrupted), failed, stopped[0] if stopped else ""
 
 
 def _execute(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: Any) -> int:
@@ -388,7 +435,14 @@ def _execute(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: A
     # attempt): one more pass executes them. Bounded, in case runs keep ending that way.
     for _ in range(3):
         before = reruns_digest(exp)
-        rc, interrupted, failed = _snakemake_pass(args, spec, proj, exp, lock, t0)
+        rc, interrupted, failed, stopped = _snakemake_pass(args, spec, proj, exp, lock, t0)
+        if stopped:
+            for rule, log_file, msg in failed:
+                if stopped not in msg:  # the reason itself was printed when bmx stopped
+                    print(f"bmx: job {rule} failed: {msg} (log: {log_file})", file=sys.stderr)
+            print(f"bmx: stopped; every finished run is kept (on its host until fetched). "
+                  f"Free some space, then resume with: bmx run {args.spec}", file=sys.stderr)
+            return 1
         if interrupted:
             print(f"bmx: interrupted; every finished run is kept. Resume with: bmx run {args.spec}",
                   file=sys.stderr)
@@ -397,9 +451,8 @@ def _execute(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: A
             break
         print("bmx: resuming the runs that an interrupt cut short", flush=True)
     if rc != 0:
-        for rule, log_file in failed:
-            msg = _last_error_line(proj / log_file)
-            print(f"bmx: job {rule} failed: {msg} (log: {log_file})", file=sys.stderr)
+        for rule, log_file, msg in failed:
+            print(f"bmx: job {rule} failed: {msg or _disk_hint(exp)} (log: {log_file})", file=sys.stderr)
         if not failed:
             print(f"bmx: snakemake failed (exit {rc}); see {log_path}", file=sys.stderr)
         return 1
@@ -659,9 +712,11 @@ def main(argv: list[str] | None = None) -> int:
         print("bmx: interrupted", file=sys.stderr)
         return 130
     except OSError as exc:
-        # A full disk or an unwritable results directory: one line, no traceback.
-        where = f" {exc.filename}" if exc.filename else ""
-        print(f"bmx: cannot write or read{where}: {exc.strerror or exc}", file=sys.stderr)
+        # A full disk or an unwritable results directory: one line, no traceback,
+        # naming the path and, for a full disk, the space left.
+        from benchmatrix.tasks import describe_os_error
+
+        print(f"bmx: {describe_os_error(exc, Path.cwd())}", file=sys.stderr)
         return 1
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import os
 import shutil
 import signal
 import sys
@@ -221,31 +222,58 @@ def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, ma
         BenchmatrixError: one line; an OSError becomes one naming the path (and the
             free space when the disk is full).
     """
-    touched: dict[str, Any] = {}
+    touched: dict[str, Any] = {"partial": []}
     try:
         return _execute_batch(spec_path, project_dir, plan_path, batch, marker, touched, facts_path)
     except Interrupted:
         raise  # the interrupt path already stopped the runner and restored the host
     except Exception as exc:
+        msg = ""
+        if isinstance(exc, OSError):  # described before the cleanup frees space
+            where = None if exc.filename else exp_dir_of(project_dir, touched["spec"]) if "spec" in touched else None
+            msg = f"batch {batch}: {describe_os_error(exc, where)}"
+        _remove_partial(touched)
         if "host" in touched:
             _restore_quietly(touched["spec"], project_dir, touched["host"])
-        if isinstance(exc, OSError):
-            raise BenchmatrixError(f"batch {batch}: {describe_os_error(exc)}") from None
+        if msg:
+            raise BenchmatrixError(msg) from None
         raise
 
 
-def describe_os_error(exc: OSError) -> str:
-    """One line for an OSError: the path, the reason, and the free space when full."""
-    path = exc.filename or ""
-    msg = f"cannot write {path}: {exc.strerror or exc}" if path else f"{exc.strerror or exc}"
+def _remove_partial(touched: dict[str, Any]) -> None:
+    """After a failed batch job: remove its staging directory and every run directory it
+    began to fill without writing the record (a full disk leaves truncated copies).
+
+    The runs' results stay on the host, so the next execution of the batch fetches them.
+    """
+    if "staging" in touched:
+        shutil.rmtree(touched["staging"], ignore_errors=True)
+        try:
+            touched["staging"].parent.rmdir()  # .staging itself, unless another batch uses it
+        except OSError:
+            pass
+    for dest in touched["partial"]:
+        if not (dest / "record.json").is_file():
+            shutil.rmtree(dest, ignore_errors=True)
+
+
+def describe_os_error(exc: OSError, where: Path | None = None) -> str:
+    """One line for an OSError: the path, the reason, and the free space when full.
+
+    Args:
+        where: The directory to name when the error carries no file name (a failed
+            write() names none).
+    """
+    reason = exc.strerror or str(exc)
+    msg = f"{exc.filename}: {reason}" if exc.filename else f"writing under {where}: {reason}" if where else reason
+    path = exc.filename or (str(where) if where else "")
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         probe = Path(path or ".").resolve()
         while not probe.exists() and probe != probe.parent:
             probe = probe.parent
         try:
             usage = shutil.disk_usage(probe)
-            msg += (f" ({usage.free / 2**20:.1f} MiB free of {usage.total / 2**20:.1f} MiB on the file system "
-                    f"of {probe}; free some space and run again: finished runs are kept)")
+            msg += f" ({usage.free / 2**20:.1f} MiB free of {usage.total / 2**20:.1f} MiB on the file system of {probe})"
         except OSError:
             pass
     return msg
@@ -285,6 +313,7 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
                              "vars": rendered, "factors": cells[r.cell_id],
                              "collect": list(spec.data.get("collect") or [])})
         staging = exp / ".staging" / batch  # the fetched archive, unpacked; removed after
+        touched["staging"] = staging
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         t0 = time.time()
@@ -337,8 +366,12 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
             atomic_write(marker, json.dumps(summary) + "\n")
             return summary
         archive = staging / f"{batch}.tar.gz"
-        with tarfile.open(archive) as tar:
-            tar.extractall(staging, filter="data")
+        try:
+            with tarfile.open(archive) as tar:
+                tar.extractall(staging, filter="data")
+        except OSError as exc:
+            exc.filename = exc.filename or str(staging)  # a failed write() names no file
+            raise
         parse = _parser_for(wl["role"])
         workload_total = 0.0
         results = {}
@@ -355,6 +388,7 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
                 continue
             src = staging / "runs" / r.run_id / str(r.attempt)
             dest = run_dir(exp, r.run_id, r.attempt)
+            touched["partial"].append(dest)
             dest.mkdir(parents=True, exist_ok=True)
             for name in ("stdout", "stderr", "counters.json", "inputs"):  # the extras only when the run has them
                 if (src / name).is_dir():
@@ -622,6 +656,14 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def _same_file(fd1: int, fd2: int) -> bool:
+    try:
+        a, b = os.fstat(fd1), os.fstat(fd2)
+    except OSError:
+        return False
+    return (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)
+
+
 def _main(fn: Callable[[argparse.Namespace], Any], parser: argparse.ArgumentParser, argv: list[str]) -> int:
     args = parser.parse_args(argv)
     # SIGTERM (Snakemake cancelling a job) cleans up like Ctrl-C.
@@ -631,8 +673,13 @@ def _main(fn: Callable[[argparse.Namespace], Any], parser: argparse.ArgumentPars
     except KeyboardInterrupt:
         sys.stderr.write("benchmatrix: interrupted\n")
         return 130
-    except BenchmatrixError as exc:
-        sys.stderr.write(f"benchmatrix: {exc}\n")
+    except (BenchmatrixError, OSError) as exc:
+        line = f"benchmatrix: {describe_os_error(exc) if isinstance(exc, OSError) else exc}\n"
+        sys.stderr.write(line)
+        if not isinstance(exc, Interrupted) and not _same_file(1, 2):
+            # Also on stdout, which reaches the terminal (bmx) when the job's log cannot:
+            # a full disk swallows the log's last line.
+            sys.stdout.write(line)
         return exc.exit_code if isinstance(exc, Interrupted) else 1
     return 0
 

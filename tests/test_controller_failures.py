@@ -256,3 +256,57 @@ def test_the_host_runner_stops_when_the_whole_controller_is_gone(project):
     time.sleep(4)
     assert len(list(project.host_runs().glob("*/1/result.json"))) == done
     assert_complete(project, spec, "lease_case")
+
+
+BIG_SPEC = """\
+name: {name}
+inventory: config/inventory/test.yml
+factors:
+  x: [1, 2]
+workload:
+  role: workload_command
+  vars:
+    argv: [{py}, -c, "print('value = {{{{ x }}}}'); print('y' * 1500000)"]
+  metrics:
+    value: {{regex: 'value = (?P<value>[0-9.]+)', unit: count, better: higher}}
+  timeout: 60
+replicates: 3
+warmup: 0
+order: {{strategy: sequential}}
+"""
+
+
+@pytest.fixture
+def tiny_results(project):
+    """results/ on a 5 MiB tmpfs the test mounts (root only), unmounted in teardown."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mnt = project.root / "results"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=5m", "tmpfs", str(mnt)], check=True)
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_full_disk_stops_cleanly_names_the_path_and_resumes(project, tiny_results):
+    """13.8: six runs of 1.5 MB output each cannot fit in a 5 MiB results directory.
+    bmx says which path and how much space is left, stops, releases the lock, leaves
+    no staging or partial run directory; after space is freed, nothing is lost."""
+    spec = project.write_spec("full_disk", BIG_SPEC.format(name="full_disk", py=sys.executable))
+    res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 1, res.stdout + res.stderr
+    err = res.stderr
+    assert "No space left on device" in err and str(tiny_results) in err and "MiB free" in err, err
+    assert "job run_batch failed:  (" not in err, "an empty message"
+    assert "Traceback" not in err
+    exp = project.exp("full_disk")
+    assert not any((exp / ".staging").glob("*")), "a staging directory was left behind"
+    for run in (exp / "runs").glob("*/*"):
+        assert (run / "record.json").is_file(), f"{run}: a partial run directory was left behind"
+    assert not lock_text(project, "full_disk"), "the lock is still held"
+
+    subprocess.run(["mount", "-o", "remount,size=64m", str(tiny_results)], check=True)
+    assert_complete(project, spec, "full_disk")
+    host_runs = {p.parent.parent.name for p in project.host_runs().glob("*/*/result.json")}
+    assert len(host_runs) == 6, "a run was measured twice or lost"
+    assert all(p.parent.name == "1" for p in project.host_runs().glob("*/*/result.json"))
