@@ -140,13 +140,18 @@ def release(fh: IO[str]) -> None:
         fh.close()
 
 
-def is_inherited(fd: int, path: Path) -> bool:
-    """Whether descriptor ``fd`` of this process is the lock file at ``path`` (bmx passed it on)."""
+def same_file(a: int | Path, b: int | Path) -> bool:
+    """Whether two open descriptors or paths are the same file (False when one is not there)."""
     try:
-        a, b = os.fstat(fd), os.stat(path)
+        sa, sb = os.stat(a), os.stat(b)
     except OSError:
         return False
-    return (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)
+    return (sa.st_ino, sa.st_dev) == (sb.st_ino, sb.st_dev)
+
+
+def is_inherited(fd: int, path: Path) -> bool:
+    """Whether descriptor ``fd`` of this process is the lock file at ``path`` (bmx passed it on)."""
+    return same_file(fd, path)
 
 
 def _signal(target: int, sig: int) -> None:

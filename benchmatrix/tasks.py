@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import errno
 import json
-import os
 import shutil
 import signal
 import sys
@@ -30,6 +29,7 @@ from benchmatrix.design import PlannedRun, assign_batches, make_plan, plan_csv_t
 from benchmatrix.errors import (AnsibleError, BenchmatrixError, HostUnreachableError, Interrupted, ParseError,
                                PlanError)
 from benchmatrix.hosts import resolve_hosts
+from benchmatrix.lock import same_file
 from benchmatrix.reruns import append_round, plan_reruns, read_reruns
 from benchmatrix.results import atomic_write, load_records, record_path, run_dir, runs_rows, write_record
 from benchmatrix.spec import Spec, load_spec, render_vars
@@ -656,14 +656,6 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _same_file(fd1: int, fd2: int) -> bool:
-    try:
-        a, b = os.fstat(fd1), os.fstat(fd2)
-    except OSError:
-        return False
-    return (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)
-
-
 def _main(fn: Callable[[argparse.Namespace], Any], parser: argparse.ArgumentParser, argv: list[str]) -> int:
     args = parser.parse_args(argv)
     # SIGTERM (Snakemake cancelling a job) cleans up like Ctrl-C.
@@ -676,7 +668,7 @@ def _main(fn: Callable[[argparse.Namespace], Any], parser: argparse.ArgumentPars
     except (BenchmatrixError, OSError) as exc:
         line = f"benchmatrix: {describe_os_error(exc) if isinstance(exc, OSError) else exc}\n"
         sys.stderr.write(line)
-        if not isinstance(exc, Interrupted) and not _same_file(1, 2):
+        if not isinstance(exc, Interrupted) and not same_file(1, 2):
             # Also on stdout, which reaches the terminal (bmx) when the job's log cannot:
             # a full disk swallows the log's last line.
             sys.stdout.write(line)

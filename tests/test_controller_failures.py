@@ -27,7 +27,7 @@ factors:
 {knobs}workload:
   role: workload_command
   vars:
-    argv: [{py}, -c, "import time; time.sleep({sleep}); print('value = 1', '{{{{ {factor} }}}}')"]
+    argv: [{py}, -c, "import time; time.sleep({sleep}); print('value = 1', '{{{{ {factor} }}}}'){tail}"]
   metrics:
     value: {{regex: 'value = (?P<value>[0-9.]+)', unit: count, better: higher}}
   timeout: 60
@@ -49,7 +49,7 @@ def write_spec(project, name, sleep=0, replicates=1):
     knob.write_text("base\n")
     spec = project.write_spec(name, SPEC.format(name=name, factor="mode", levels="a, b",
                                                 knobs=KNOB.format(knob=knob, root=root), py=sys.executable,
-                                                sleep=sleep, replicates=replicates))
+                                                sleep=sleep, replicates=replicates, tail=""))
     return spec, knob
 
 
@@ -85,10 +85,11 @@ def test_a_batch_job_that_dies_still_restores_its_host(project):
     assert sorted(r["status"] for r in read_csv(exp / "runs.csv")) == ["ok", "ok"]
 
 
-def plain_spec(project, name, sleep, replicates):
-    """A knob-less campaign: one batch of 2 x replicates runs of ``sleep`` seconds each."""
+def plain_spec(project, name, sleep, replicates, tail=""):
+    """A knob-less campaign: one batch of 2 x replicates runs of ``sleep`` seconds each
+    (``tail``: more Python statements for the workload)."""
     return project.write_spec(name, SPEC.format(name=name, factor="x", levels="1, 2", knobs="", py=sys.executable,
-                                                sleep=sleep, replicates=replicates))
+                                                sleep=sleep, replicates=replicates, tail=tail))
 
 
 def wait_for(pred, timeout, what, proc=None):
@@ -258,24 +259,6 @@ def test_the_host_runner_stops_when_the_whole_controller_is_gone(project):
     assert_complete(project, spec, "lease_case")
 
 
-BIG_SPEC = """\
-name: {name}
-inventory: config/inventory/test.yml
-factors:
-  x: [1, 2]
-workload:
-  role: workload_command
-  vars:
-    argv: [{py}, -c, "print('value = {{{{ x }}}}'); print('y' * 1500000)"]
-  metrics:
-    value: {{regex: 'value = (?P<value>[0-9.]+)', unit: count, better: higher}}
-  timeout: 60
-replicates: 3
-warmup: 0
-order: {{strategy: sequential}}
-"""
-
-
 @pytest.fixture
 def tiny_results(project):
     """results/ on a 5 MiB tmpfs the test mounts (root only), unmounted in teardown."""
@@ -292,7 +275,7 @@ def test_a_full_disk_stops_cleanly_names_the_path_and_resumes(project, tiny_resu
     """13.8: six runs of 1.5 MB output each cannot fit in a 5 MiB results directory.
     bmx says which path and how much space is left, stops, releases the lock, leaves
     no staging or partial run directory; after space is freed, nothing is lost."""
-    spec = project.write_spec("full_disk", BIG_SPEC.format(name="full_disk", py=sys.executable))
+    spec = plain_spec(project, "full_disk", sleep=0, replicates=3, tail="; print('y' * 1500000)")
     res = project.bmx("run", str(spec), "--cores", "1")
     assert res.returncode == 1, res.stdout + res.stderr
     err = res.stderr
