@@ -8,7 +8,6 @@ runs or jobs, 130 after Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import re
@@ -22,7 +21,7 @@ from typing import Any, Iterator
 from contextlib import contextmanager
 
 from benchmatrix import __version__
-from benchmatrix.errors import BenchmatrixError, LockError, SpecErrors
+from benchmatrix.errors import BenchmatrixError, SpecErrors
 
 EXAMPLES = {
     "validate": "example:\n  bmx validate config/experiments/quickstart.yaml",
