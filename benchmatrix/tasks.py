@@ -289,6 +289,8 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
     if not mine:
         raise PlanError(f"{plan_path}: no runs in batch {batch}; re-plan with 'bmx plan'")
     host = mine[0].host
+    if (exp / "hosts" / host / "baseline.json").is_file():
+        touched.update(spec=spec, host=host)  # an earlier batch reconfigured the host
     todo = [r for r in mine if not record_path(exp, r.run_id, r.attempt).is_file()]
     summary: dict[str, Any] = {"batch": batch, "host": host, "runs": len(mine), "executed": 0,
                                "already_done": len(mine) - len(todo)}
@@ -318,7 +320,7 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
         staging.mkdir(parents=True)
         t0 = time.time()
         batch_log = exp / "logs" / "ansible" / f"{batch}.log"
-        touched.update(spec=spec, host=host)
+        touched.update(spec=spec, host=host)  # from here on, Ansible may change the host
         try:
             with _lease(spec, project_dir, host, batch):
                 result = run_playbook(

@@ -293,3 +293,25 @@ def test_a_full_disk_stops_cleanly_names_the_path_and_resumes(project, tiny_resu
     host_runs = {p.parent.parent.name for p in project.host_runs().glob("*/*/result.json")}
     assert len(host_runs) == 6, "a run was measured twice or lost"
     assert all(p.parent.name == "1" for p in project.host_runs().glob("*/*/result.json"))
+
+
+def test_a_template_error_in_a_later_batch_restores_the_host(project):
+    """13.9: the second batch's workload variables cannot be rendered for one run (a
+    template that only fails at run time, for that run id) after the first batch set
+    the knob: the batch job fails before any Ansible call of its own, and the host is
+    put back all the same."""
+    spec, knob = write_spec(project, "template_case")
+    assert project.bmx("plan", str(spec)).returncode == 0
+    plan = read_csv(project.exp("template_case") / "plan.csv")
+    bad = plan[-1]["run_id"]
+    text = spec.read_text().replace('''{{ mode }}')"]''', f'''{{{{ mode }}}}')", "{{{{ (1 // 0) if run_id == '{bad}' else 1 }}}}"]''')
+    assert text != spec.read_text()
+    spec.write_text(text)
+    res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert bad in res.stderr and "ZeroDivisionError" in res.stderr, res.stderr
+    assert knob.read_text().strip() == "base", "the host was left reconfigured"
+    # At once, by the failing job itself (its host's later batches can never come),
+    # not only when the whole workflow ends (the Snakefile's onerror).
+    log = project.exp("template_case") / "logs" / "batches" / f"{plan[-1]['batch']}.log"
+    assert "benchmatrix: host localhost is back at its baseline (mode=base)" in log.read_text()
