@@ -125,13 +125,26 @@ class InputFunctions:
 
 
 def on_error(spec: Spec) -> None:
-    """The Snakefile's ``onerror``: put back every host a failed workflow left reconfigured."""
+    """The Snakefile's ``onerror``: put back every host a failed workflow left reconfigured.
+
+    Only a workflow holding the experiment lock does: a refused one must never
+    restore hosts under the campaign that holds it.
+    """
     from benchmatrix.tasks import restore_touched_hosts
 
-    restore_touched_hosts(spec, Path.cwd())
+    if _HELD or _inherited_lock(spec):
+        restore_touched_hosts(spec, Path.cwd())
 
 
 _HELD: list[Any] = []  # the lock a plain `snakemake` takes, held until the process ends
+
+
+def _inherited_lock(spec: Spec) -> bool:
+    """Whether bmx handed this Snakemake the experiment's lock (``BMX_LOCK_FD``)."""
+    from benchmatrix import lock
+
+    fd = os.environ.get(lock.LOCK_FD_ENV, "")
+    return fd.isdigit() and lock.is_inherited(int(fd), Path("results") / spec.name / lock.LOCK_NAME)
 
 
 def hold_experiment_lock(spec: Spec) -> None:
@@ -144,12 +157,10 @@ def hold_experiment_lock(spec: Spec) -> None:
     from benchmatrix import lock
     from benchmatrix.errors import LockError
 
-    exp = Path("results") / spec.name
-    fd = os.environ.get(lock.LOCK_FD_ENV, "")
-    if fd.isdigit() and lock.is_inherited(int(fd), exp / lock.LOCK_NAME):
+    if _inherited_lock(spec):
         return
     try:
-        _HELD.append(lock.acquire(exp, "snakemake", f"'bmx run {spec.path} --stop-orphan'"))
+        _HELD.append(lock.acquire(Path("results") / spec.name, "snakemake", f"'bmx run {spec.path} --stop-orphan'"))
     except LockError as exc:
         sys.stderr.write(f"benchmatrix: {exc}\n")
         raise SystemExit(exc.exit_code) from None

@@ -135,7 +135,7 @@ def plain_snakemake(project, spec, timeout=300):
 
 def test_snakemake_beside_bmx_run_is_refused_and_overwrites_nothing(project):
     """13.7: `snakemake --config spec=...` takes the experiment lock like `bmx run`."""
-    spec = plain_spec(project, "both_ways", sleep=1, replicates=2)
+    spec = plain_spec(project, "both_ways", sleep=3, replicates=2)  # bmx busy long enough
     first = project.popen_bmx("run", str(spec), "--cores", "1")
     try:
         wait_for(lambda: "snakemake pid" in lock_text(project, "both_ways"), 120, "bmx's lock", first)
