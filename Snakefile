@@ -14,6 +14,8 @@ configfile: "config/config.yaml"
 
 # Validation: a bad spec stops here with FILE:LINE messages and exit status 2.
 SPEC = bmx.spec_from_config(config)
+# Under `bmx run`: stop this Snakemake and its jobs when bmx dies, even by SIGKILL.
+bmx.die_with_bmx(SPEC)
 PY = sys.executable
 FN = bmx.InputFunctions(checkpoints, SPEC)
 
@@ -22,6 +24,16 @@ wildcard_constraints:
     experiment=bmx.name_pattern(SPEC),
     batch=bmx.BATCH_PATTERN,
     host=r"[A-Za-z0-9][A-Za-z0-9._-]*",
+
+
+# One lock for every way in: a plain `snakemake` takes results/NAME/.bmx.lock like `bmx run`.
+onstart:
+    bmx.hold_experiment_lock(SPEC)
+
+
+# Whatever failed, no host stays reconfigured: restore every host a batch touched.
+onerror:
+    bmx.on_error(SPEC)
 
 
 include: "workflow/rules/plan.smk"

@@ -917,6 +917,26 @@ def _owner_only(workdir):
         pass  # not ours to change: the directories Ansible makes are 0700 anyway
 
 
+def _lease_expired(workdir, batch, restart=False):
+    """Whether the controller's lease on the batch ran out (the controller is gone).
+
+    The controller rewrites ``batches/BATCH.lease`` ("SECONDS TIMESTAMP") while the
+    batch runs; without the file there is no lease (an older controller). ``restart``
+    (at the runner's start) dates a lease left by an earlier execution of the batch
+    from now.
+    """
+    path = os.path.join(workdir, "batches", batch + ".lease")
+    try:
+        if restart:
+            os.utime(path)
+        with open(path) as fh:
+            seconds = float(fh.read().split()[0])
+        age = time.time() - os.path.getmtime(path)
+    except (OSError, ValueError, IndexError):
+        return False
+    return seconds > 0 and age > seconds
+
+
 def main(argv):
     if len(argv) == 3 and argv[1] == "--stop":
         sys.stdout.write(json.dumps(stop(argv[2])) + "\n")
@@ -944,11 +964,16 @@ def main(argv):
     summary = {"batch": manifest["batch"], "executed": [], "skipped": [], "interrupted": None}
     try:
         lock = _acquire_lock(workdir)
+        _lease_expired(workdir, manifest["batch"], restart=True)
         for run in manifest["runs"]:
             done = os.path.join(workdir, "runs", run["run_id"], str(run["attempt"]), "result.json")
             if os.path.isfile(done):
                 summary["skipped"].append(run["run_id"])
                 continue
+            if _lease_expired(workdir, manifest["batch"]):
+                summary["interrupted"] = "the controller stopped renewing its lease: stopped before the next run"
+                sys.stdout.write(json.dumps(summary) + "\n")
+                return 130
             execute(run, workdir, containment, grace_s)
             summary["executed"].append(run["run_id"])
         summary["archive"] = _archive(manifest, workdir)

@@ -8,7 +8,6 @@ runs or jobs, 130 after Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import re
@@ -22,7 +21,7 @@ from typing import Any, Iterator
 from contextlib import contextmanager
 
 from benchmatrix import __version__
-from benchmatrix.errors import BenchmatrixError, LockError, SpecErrors
+from benchmatrix.errors import BenchmatrixError, SpecErrors
 
 EXAMPLES = {
     "validate": "example:\n  bmx validate config/experiments/quickstart.yaml",
@@ -78,34 +77,28 @@ def _spec_arg(spec: str, proj: Path) -> str:
 
 
 @contextmanager
-def experiment_lock(exp_dir: Path) -> Iterator[Any]:
-    """Hold the experiment's lock for one bmx run; refuse if another process has it.
+def experiment_lock(exp_dir: Path, what: str = "bmx", spec: str = "",
+                    stop_orphan: bool = False) -> Iterator[Any]:
+    """Hold the experiment's lock for one bmx command; refuse if another process has it.
 
-    The lock is an flock, so a killed bmx releases it with its process: a stale
-    lock file is never an obstacle. Children given the file descriptor keep the
-    lock while they live, so an orphaned Snakemake still counts as running.
+    The lock is an flock (:mod:`benchmatrix.lock`), so a killed bmx releases it
+    with its process: a stale lock file is never an obstacle. Children given the
+    file descriptor keep the lock while they live; when such a child outlived its
+    bmx (an orphan), the refusal says so, and ``stop_orphan`` stops it first.
     """
-    exp_dir.mkdir(parents=True, exist_ok=True)
-    path = exp_dir / ".bmx.lock"
-    fh = open(path, "a+")
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        fh.seek(0)
-        other = fh.read().strip() or "unknown"
-        fh.close()
-        raise LockError(f"experiment {exp_dir.name} is in use by another bmx process ({other}); "
-                        f"wait for it or stop it first") from None
-    fh.seek(0)
-    fh.truncate()
-    fh.write(f"pid {os.getpid()} on {os.uname().nodename} since {time.strftime('%Y-%m-%d %H:%M:%S')}")
-    fh.flush()
+    from benchmatrix import lock
+
+    hint = f"'bmx run {spec} --stop-orphan'" if spec else ""
+    if stop_orphan:
+        stopped = lock.stop_orphans(exp_dir)
+        if stopped:
+            print(f"bmx: stopped the orphan holding {exp_dir.name} (pid {', '.join(map(str, stopped))}); "
+                  "finished runs are kept", file=sys.stderr, flush=True)
+    fh = lock.acquire(exp_dir, what, hint)
     try:
         yield fh
     finally:
-        fh.seek(0)
-        fh.truncate()
-        fh.close()
+        lock.release(fh)
 
 
 # ---------------------------------------------------------------- commands
@@ -194,7 +187,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     detect = _detect_inputs(args, spec, proj)
     exp = exp_dir_of(proj, spec)
     out = exp / "plan.csv"
-    with experiment_lock(exp):
+    with experiment_lock(exp, "bmx plan", args.spec):
         _start_campaign(exp, spec, None, sys.stderr)
         runs = plan(args.spec, proj, out, max_runs)
     # Re-run rounds appended after the planned runs are not part of the design compared here.
@@ -298,19 +291,35 @@ _ERROR_RULE = re.compile(r"^Error in rule (\w+):")
 _LOG_LINE = re.compile(r"^\s+log: (\S+)")
 
 
-def _die_with_parent() -> None:
-    """In the Snakemake child: get SIGINT when bmx dies, even by SIGKILL (Linux)."""
-    try:
-        import ctypes
+def _snakemake_child_setup() -> None:
+    """In the Snakemake child, before exec: take SIGINT by default again.
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGINT)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    A bmx started with SIGINT ignored (``nohup bmx run ... &``, a non-interactive
+    shell's background job) would hand that on, and Snakemake could then never be
+    stopped by the SIGINT that bmx forwards or that the workflow sends its own
+    group when bmx dies (benchmatrix.workflow.die_with_bmx). That watcher replaces
+    PR_SET_PDEATHSIG, which only signalled Snakemake itself: Snakemake then waited
+    for its in-flight batch job, whose runner went on measuring.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _fmt_s(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def _disk_hint(exp: Path) -> str:
+    """What to say about a job that left no message: often a full disk ate its log."""
+    import shutil
+
+    try:
+        free = shutil.disk_usage(exp).free
+    except OSError:
+        return "no message"
+    if free < 4 << 20:
+        return f"no message; only {free / 2**20:.1f} MiB free on the file system of {exp}"
+    return "no message"
 
 
 def _last_error_line(path: Path) -> str:
@@ -340,8 +349,17 @@ def _collected_early(exp: Path) -> bool:
 
 
 def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: Any,
-                    t0: float) -> tuple[int, bool, list[tuple[str, str]]]:
-    """One Snakemake invocation: returns (exit status, interrupted, failed jobs (rule, log))."""
+                    t0: float) -> tuple[int, bool, list[tuple[str, str, str]], str]:
+    """One Snakemake invocation.
+
+    Returns:
+        (exit status, interrupted, failed jobs as (rule, log, the job's last
+        ``benchmatrix:`` line seen on the stream), why bmx stopped the campaign itself
+        ("" when it did not: a full disk makes it stop cleanly rather than fail on)).
+    """
+    from benchmatrix.lock import LOCK_FD_ENV, note_child
+    from benchmatrix.tasks import describe_os_error
+
     target = f"results/{spec.name}/report.html"
     # The target comes first: --config takes every following word as a KEY=VALUE.
     # Batch jobs wait on their hosts, not on this machine's CPUs: allow one job per
@@ -355,15 +373,21 @@ def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, 
     if args.batch_max_runs:
         cmd.append(f"batch_max_runs={args.batch_max_runs}")
     log_path = exp / "logs" / "snakemake.log"
-    failed: list[tuple[str, str]] = []
+    failed: list[tuple[str, str, str]] = []
     pending_rule = None
     interrupted: list[int] = []
+    stopped: list[str] = []  # why bmx stopped Snakemake itself (a full disk)
+    last_msg = ""
     with open(log_path, "a") as log:
         # Snakemake runs in its own process group so that one Ctrl-C reaches it, its
         # jobs and the batch runners exactly once, forwarded by the handler below.
+        # The workflow knows the inherited lock by BMX_LOCK_FD (it takes the lock itself
+        # otherwise), and watches BMX_PARENT_PID: when bmx dies, it interrupts itself.
+        env = {**os.environ, LOCK_FD_ENV: str(lock.fileno()), "BMX_PARENT_PID": str(os.getpid())}
         proc = subprocess.Popen(cmd, cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, bufsize=1, start_new_session=True,
-                                pass_fds=(lock.fileno(),), preexec_fn=_die_with_parent)
+                                text=True, bufsize=1, start_new_session=True, env=env,
+                                pass_fds=(lock.fileno(),), preexec_fn=_snakemake_child_setup)
+        note_child(lock, proc.pid)
 
         def forward(signum: int, frame: Any) -> None:
             if not interrupted:
@@ -373,12 +397,30 @@ def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, 
                 except ProcessLookupError:
                     pass
 
+        def stop(reason: str) -> None:
+            # Like Ctrl-C: each batch job stops its runner and restores its host.
+            if not stopped and not interrupted:
+                stopped.append(reason)
+                print(f"bmx: {reason}; stopping the campaign", file=sys.stderr, flush=True)
+                try:
+                    os.killpg(proc.pid, signal.SIGINT)
+                except ProcessLookupError:
+                    pass
+
         old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+        logging = True
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
-                log.write(line)
-                log.flush()
+                if logging:
+                    try:
+                        log.write(line)
+                        log.flush()
+                    except OSError as exc:  # keep reading: a blocked pipe would hang Snakemake
+                        logging = False
+                        stop(describe_os_error(exc, log_path))
+                if line.startswith("benchmatrix:"):
+                    last_msg = line.strip()
                 m = _PROGRESS.match(line)
                 if m and not interrupted:
                     done, total = int(m.group(1)), int(m.group(2))
@@ -392,13 +434,20 @@ def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, 
                     pending_rule = m.group(1)
                 m = _LOG_LINE.match(line)
                 if m and pending_rule:
-                    failed.append((pending_rule, m.group(1)))
+                    msg = _last_error_line(proj / m.group(1)) or last_msg
+                    failed.append((pending_rule, m.group(1), msg))
                     pending_rule = None
+                    if "No space left on device" in msg:
+                        stop(msg.removeprefix("benchmatrix: "))
             rc = proc.wait()
         finally:
             for sig, handler in old.items():
                 signal.signal(sig, handler)
-    return rc, bool(interrupted), failed
+            try:
+                log.close()
+            except OSError:
+                pass  # a full disk: the reason is already printed
+    return rc, bool(interrupted), failed, stopped[0] if stopped else ""
 
 
 def _execute(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: Any) -> int:
@@ -417,7 +466,14 @@ def _execute(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: A
     # attempt): one more pass executes them. Bounded, in case runs keep ending that way.
     for _ in range(3):
         before = reruns_digest(exp)
-        rc, interrupted, failed = _snakemake_pass(args, spec, proj, exp, lock, t0)
+        rc, interrupted, failed, stopped = _snakemake_pass(args, spec, proj, exp, lock, t0)
+        if stopped:
+            for rule, log_file, msg in failed:
+                if stopped not in msg:  # the reason itself was printed when bmx stopped
+                    print(f"bmx: job {rule} failed: {msg} (log: {log_file})", file=sys.stderr)
+            print(f"bmx: stopped; every finished run is kept (on its host until fetched). "
+                  f"Free some space, then resume with: bmx run {args.spec}", file=sys.stderr)
+            return 1
         if interrupted:
             print(f"bmx: interrupted; every finished run is kept. Resume with: bmx run {args.spec}",
                   file=sys.stderr)
@@ -426,9 +482,8 @@ def _execute(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: A
             break
         print("bmx: resuming the runs that an interrupt cut short", flush=True)
     if rc != 0:
-        for rule, log_file in failed:
-            msg = _last_error_line(proj / log_file)
-            print(f"bmx: job {rule} failed: {msg} (log: {log_file})", file=sys.stderr)
+        for rule, log_file, msg in failed:
+            print(f"bmx: job {rule} failed: {msg or _disk_hint(exp)} (log: {log_file})", file=sys.stderr)
         if not failed:
             print(f"bmx: snakemake failed (exit {rc}); see {log_path}", file=sys.stderr)
         return 1
@@ -456,7 +511,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for w in spec.warnings:
         print(w, file=sys.stderr)
     exp = exp_dir_of(proj, spec)
-    with experiment_lock(exp) as lock:
+    with experiment_lock(exp, "bmx run", args.spec, args.stop_orphan) as lock:
         _start_campaign(exp, spec, args.campaign)
         (exp / "logs").mkdir(parents=True, exist_ok=True)
         return _execute(args, spec, proj, exp, lock)
@@ -531,7 +586,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
         print(f"bmx: no baseline recorded for {spec.name}: no host was reconfigured")
         return 0
     code = 0
-    with experiment_lock(exp):
+    with experiment_lock(exp, "bmx restore", args.spec):
         for host in hosts:
             try:
                 done = restore_host(spec, proj, host, exp / "hosts" / host / "restored.json")
@@ -548,29 +603,34 @@ def select_reruns(exp: Path, factor_names: list[str], failed: bool, where: str |
     """(run_id, next attempt) of the runs ``bmx rerun`` selects.
 
     ``failed`` picks every run whose state is failed, timeout, unreachable or invalid;
-    ``where`` is a pandas query over one row per run (its newest attempt) with the
-    factor columns and run_id, cell_id, host, status, attempt, replicate, warmup.
-    """
-    import pandas as pd
+    ``where`` is an expression of :mod:`benchmatrix.where` over one row per run (its
+    newest attempt): the factor columns, run_id, cell_id, host, status, attempt,
+    replicate, warmup, control and the metrics of that attempt.
 
+    Raises:
+        benchmatrix.where.WhereError: ``where`` is outside the language (one line).
+    """
     from benchmatrix.status import FAILED_STATES, run_states
+    from benchmatrix.where import Where
 
     states = [s for s in run_states(exp) if s.attempts]
     picked = []
     if failed:
         picked += [s for s in states if s.state in FAILED_STATES]
     if where:
-        rows = [{**{f: s.run.factors.get(f) for f in factor_names}, "run_id": s.run.run_id,
-                 "cell_id": s.run.cell_id, "host": s.run.host, "status": s.state,
-                 "attempt": s.latest["attempt"], "replicate": s.run.replicate, "warmup": s.run.warmup,
-                 "control": s.run.control} for s in states]
-        table = pd.DataFrame(rows)
-        if table.empty:
-            return []
-        try:
-            hit = set(table.query(where, engine="python")["run_id"])
-        except Exception as exc:  # pandas raises many kinds for a bad expression
-            raise BenchmatrixError(f"--where {where!r}: {type(exc).__name__}: {exc}") from None
+        rows = []
+        for s in states:
+            row = {"run_id": s.run.run_id, "cell_id": s.run.cell_id, "host": s.run.host, "status": s.state,
+                   "attempt": s.latest["attempt"], "replicate": s.run.replicate, "warmup": s.run.warmup,
+                   "control": s.run.control}
+            # Metrics first, so that a factor or a run column of the same name wins.
+            metrics = {k: (m or {}).get("value") for k, m in (s.latest.get("metrics") or {}).items()}
+            rows.append({**metrics, **{f: s.run.factors.get(f) for f in factor_names}, **row})
+        columns = set(factor_names) | {"run_id", "cell_id", "host", "status", "attempt", "replicate",
+                                       "warmup", "control"}
+        columns |= {k for r in rows for k in r}
+        expr = Where(where, columns)  # parsed before anything is selected: a bad one never half-runs
+        hit = {r["run_id"] for r in rows if expr.matches(r)}
         picked += [s for s in states if s.run.run_id in hit and s not in picked]
     # Warm-ups are never re-run on their own: the planner adds the ones a re-run needs.
     return [(s.run.run_id, max(a["attempt"] for a in s.attempts) + 1) for s in picked if not s.run.warmup]
@@ -588,7 +648,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     exp = exp_dir_of(proj, spec)
     if not (exp / "plan.csv").is_file():
         raise BenchmatrixError(f"{exp / 'plan.csv'}: no plan yet; run 'bmx run {args.spec}' first")
-    with experiment_lock(exp) as lock:
+    with experiment_lock(exp, "bmx rerun", args.spec, args.stop_orphan) as lock:
         picks = select_reruns(exp, spec.factor_names, args.failed, args.where)
         if not picks:
             print("bmx: no run matches; nothing to re-run")
@@ -698,6 +758,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="at most N hosts busy at once (default: all); each host runs in plan order")
     sp.add_argument("--campaign", metavar="LABEL", help="start a new campaign with this label (the finished "
                     "one is kept in results/NAME/campaigns/ID/; docs/campaigns.md)")
+    sp.add_argument("--stop-orphan", action="store_true",
+                    help="first stop a Snakemake left running by a killed bmx that still locks the experiment")
     sp = add("report", "collect whatever runs exist into runs.csv and summary.csv and render report.html and report.md")
     sp.add_argument("--templates", type=Path, default=None, metavar="DIR",
                     help="directory of Jinja2 templates overriding the report's (see docs/report.md)")
@@ -707,12 +769,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("rerun", "re-execute failed or selected runs as new attempts (earlier attempts are kept)")
     sp.add_argument("--failed", action="store_true", help="every run whose newest attempt failed, timed out, "
                     "was unreachable or invalid")
-    sp.add_argument("--where", metavar="EXPR", help="runs selected by a pandas query over factors, status, "
-                    "host, run_id, cell_id, attempt, e.g. \"bs == '4k' and status == 'ok'\"")
+    sp.add_argument("--where", metavar="EXPR", help="runs selected by an expression over factors, metrics, status, "
+                    "host, run_id, cell_id, attempt, replicate: comparisons, in, and/or/not, e.g. \"bs == '4k' and status == 'ok'\"")
     sp.add_argument("--cores", type=int, default=max(os.cpu_count() or 1, 1), help="Snakemake jobs at once")
     sp.add_argument("--batch-max-runs", type=int, default=0, help="override config.yaml's batch_max_runs")
     sp.add_argument("--hosts-parallel", type=int, default=0, metavar="N",
                     help="at most N hosts busy at once (default: all)")
+    sp.add_argument("--stop-orphan", action="store_true",
+                    help="first stop a Snakemake left running by a killed bmx that still locks the experiment")
     sp = add("export", "write the campaign as Parquet or CSV (the long table), Bencher Metric Format or pyperf JSON")
     sp.add_argument("--format", required=True, metavar="FORMAT", help="bmf, pyperf, csv or parquet (docs/export.md)")
     sp.add_argument("--out", metavar="FILE", help="output file; - for stdout (default: results/NAME/runs_long.parquet, "
@@ -761,9 +825,11 @@ def main(argv: list[str] | None = None) -> int:
         print("bmx: interrupted", file=sys.stderr)
         return 130
     except OSError as exc:
-        # A full disk or an unwritable results directory: one line, no traceback.
-        where = f" {exc.filename}" if exc.filename else ""
-        print(f"bmx: cannot write or read{where}: {exc.strerror or exc}", file=sys.stderr)
+        # A full disk or an unwritable results directory: one line, no traceback,
+        # naming the path and, for a full disk, the space left.
+        from benchmatrix.tasks import describe_os_error
+
+        print(f"bmx: {describe_os_error(exc, Path.cwd())}", file=sys.stderr)
         return 1
 
 

@@ -465,6 +465,8 @@ def warmup_warnings(runs: pd.DataFrame, eff: pd.DataFrame, metrics: list[str], w
     if not first.any():
         return []
     rest = eff.loc[~first]
+    if rest.empty:  # one measured run per cell: nothing to compare the first ones with
+        return []
     firsts = eff.loc[first]
     rkey, fkey = _group_key(rest, by_host), _group_key(firsts, by_host)
     items, flagged_ids, systematic = [], [], []

@@ -7,16 +7,19 @@ raises typed errors; the ``*_main`` wrappers print the one-line message and exit
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import shutil
 import signal
 import sys
 import tarfile
+import threading
 import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import jinja2
 
@@ -27,6 +30,7 @@ from benchmatrix.design import PlannedRun, assign_batches, make_plan, plan_csv_t
 from benchmatrix.errors import (AnsibleError, BenchmatrixError, HostUnreachableError, Interrupted, ParseError,
                                PlanError)
 from benchmatrix.hosts import resolve_hosts
+from benchmatrix.lock import same_file
 from benchmatrix.reruns import append_round, plan_reruns, read_reruns
 from benchmatrix.results import atomic_write, load_records, record_path, run_dir, runs_rows, write_record
 from benchmatrix.spec import Spec, load_spec, render_vars
@@ -216,7 +220,76 @@ def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, ma
 
     Runs that already have a record are left out; if none is left, no Ansible call
     is made. The marker (the Snakemake output) is written last.
+
+    Whatever makes the job fail after Ansible touched the host (a template error, a
+    missing archive, any OSError such as a full disk), the host's knobs are put back
+    to their baseline before the error propagates: its later batches cannot run (they
+    wait on this one's marker), so its campaign-end restore would never come.
+
+    Raises:
+        BenchmatrixError: one line; an OSError becomes one naming the path (and the
+            free space when the disk is full).
     """
+    touched: dict[str, Any] = {"partial": []}
+    try:
+        return _execute_batch(spec_path, project_dir, plan_path, batch, marker, touched, facts_path)
+    except Interrupted:
+        raise  # the interrupt path already stopped the runner and restored the host
+    except Exception as exc:
+        msg = ""
+        if isinstance(exc, OSError):  # described before the cleanup frees space
+            where = None if exc.filename else exp_dir_of(project_dir, touched["spec"]) if "spec" in touched else None
+            msg = f"batch {batch}: {describe_os_error(exc, where)}"
+        _remove_partial(touched)
+        if "host" in touched:
+            _restore_quietly(touched["spec"], project_dir, touched["host"])
+        if msg:
+            raise BenchmatrixError(msg) from None
+        raise
+
+
+def _remove_partial(touched: dict[str, Any]) -> None:
+    """After a failed batch job: remove its staging directory and every run directory it
+    began to fill without writing the record (a full disk leaves truncated copies).
+
+    The runs' results stay on the host, so the next execution of the batch fetches them.
+    """
+    if "staging" in touched:
+        shutil.rmtree(touched["staging"], ignore_errors=True)
+        try:
+            touched["staging"].parent.rmdir()  # .staging itself, unless another batch uses it
+        except OSError:
+            pass
+    for dest in touched["partial"]:
+        if not (dest / "record.json").is_file():
+            shutil.rmtree(dest, ignore_errors=True)
+
+
+def describe_os_error(exc: OSError, where: Path | None = None) -> str:
+    """One line for an OSError: the path, the reason, and the free space when full.
+
+    Args:
+        where: The directory to name when the error carries no file name (a failed
+            write() names none).
+    """
+    reason = exc.strerror or str(exc)
+    msg = f"{exc.filename}: {reason}" if exc.filename else f"writing under {where}: {reason}" if where else reason
+    path = exc.filename or (str(where) if where else "")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        probe = Path(path or ".").resolve()
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        try:
+            usage = shutil.disk_usage(probe)
+            msg += f" ({usage.free / 2**20:.1f} MiB free of {usage.total / 2**20:.1f} MiB on the file system of {probe})"
+        except OSError:
+            pass
+    return msg
+
+
+def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, marker: Path,
+                   touched: dict[str, Any], facts_path: Path | None = None) -> dict[str, Any]:
+    """The body of :func:`run_batch`; fills ``touched`` once Ansible may change the host."""
     spec = load_spec(spec_path)
     exp = exp_dir_of(project_dir, spec)
     runs, _ = read_plan(plan_path)
@@ -224,6 +297,8 @@ def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, ma
     if not mine:
         raise PlanError(f"{plan_path}: no runs in batch {batch}; re-plan with 'bmx plan'")
     host = mine[0].host
+    if (exp / "hosts" / host / "baseline.json").is_file():
+        touched.update(spec=spec, host=host)  # an earlier batch reconfigured the host
     todo = [r for r in mine if not record_path(exp, r.run_id, r.attempt).is_file()]
     summary: dict[str, Any] = {"batch": batch, "host": host, "runs": len(mine), "executed": 0,
                                "already_done": len(mine) - len(todo)}
@@ -248,22 +323,25 @@ def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, ma
                              "vars": rendered, "factors": cells[r.cell_id],
                              "collect": list(spec.data.get("collect") or [])})
         staging = exp / ".staging" / batch  # the fetched archive, unpacked; removed after
+        touched["staging"] = staging
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         t0 = time.time()
         batch_log = exp / "logs" / "ansible" / f"{batch}.log"
+        touched.update(spec=spec, host=host)  # from here on, Ansible may change the host
         try:
-            result = run_playbook(
-                "run_batch.yml", project_dir=Path(project_dir) / "playbooks",
-                inventory=spec.inventory_path(project_dir), host=host,
-                data={"bmx_runs": bmx_runs, "bmx_knobs": _knob_items(spec, cells[todo[0].cell_id])},
-                extravars={"bmx_host": host, "bmx_workload_role": wl["role"], "bmx_experiment": spec.name,
-                           "bmx_campaign": campaign_id(exp),
-                           "batch_runner_source": str(PACKAGE_DIR / "batch_runner.py"),
-                           "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False)),
-                           "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),
-                           "batch_runner_timeout": int(sum(wl["timeout"] + 30 for _ in todo) + 60)},
-                log=batch_log)
+            with _lease(spec, project_dir, host, batch):
+                result = run_playbook(
+                    "run_batch.yml", project_dir=Path(project_dir) / "playbooks",
+                    inventory=spec.inventory_path(project_dir), host=host,
+                    data={"bmx_runs": bmx_runs, "bmx_knobs": _knob_items(spec, cells[todo[0].cell_id])},
+                    extravars={"bmx_host": host, "bmx_workload_role": wl["role"], "bmx_experiment": spec.name,
+                               "bmx_campaign": campaign_id(exp),
+                               "batch_runner_source": str(PACKAGE_DIR / "batch_runner.py"),
+                               "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False)),
+                               "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),
+                               "batch_runner_timeout": int(sum(wl["timeout"] + 30 for _ in todo) + 60)},
+                    log=batch_log)
         except (KeyboardInterrupt, Interrupted):
             stop_runner(spec, project_dir, host)
             _restore_quietly(spec, project_dir, host)
@@ -298,8 +376,12 @@ def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, ma
             atomic_write(marker, json.dumps(summary) + "\n")
             return summary
         archive = staging / f"{batch}.tar.gz"
-        with tarfile.open(archive) as tar:
-            tar.extractall(staging, filter="data")
+        try:
+            with tarfile.open(archive) as tar:
+                tar.extractall(staging, filter="data")
+        except OSError as exc:
+            exc.filename = exc.filename or str(staging)  # a failed write() names no file
+            raise
         parse = _parser_for(wl["role"])
         workload_total = 0.0
         results = {}
@@ -316,6 +398,7 @@ def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, ma
                 continue
             src = staging / "runs" / r.run_id / str(r.attempt)
             dest = run_dir(exp, r.run_id, r.attempt)
+            touched["partial"].append(dest)
             dest.mkdir(parents=True, exist_ok=True)
             for name in ("stdout", "stderr", "counters.json", "inputs"):  # the extras only when the run has them
                 if (src / name).is_dir():
@@ -356,6 +439,61 @@ def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, ma
         shutil.rmtree(staging, ignore_errors=True)
     atomic_write(marker, json.dumps(summary) + "\n")
     return summary
+
+
+DEFAULT_LEASE_SECONDS = 300
+
+
+def lease_seconds(project_dir: Path) -> float:
+    """config.yaml's ``runner_lease_seconds`` (default 300; 0 turns the lease off)."""
+    import yaml
+
+    path = Path(project_dir) / "config" / "config.yaml"
+    try:
+        value = (yaml.safe_load(path.read_text()) or {}).get("runner_lease_seconds", DEFAULT_LEASE_SECONDS)
+    except (OSError, yaml.YAMLError, AttributeError):
+        return DEFAULT_LEASE_SECONDS
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise BenchmatrixError(f"{path}: runner_lease_seconds must be a number of seconds >= 0 "
+                               f"(0 turns the lease off), not {value!r}")
+    return float(value)
+
+
+@contextmanager
+def _lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[None]:
+    """Renew the controller's lease on the batch while it runs on ``host``.
+
+    The batch runner stops before its next run once the lease is older than
+    ``runner_lease_seconds``: when the whole controller is gone (machine lost, every
+    process killed), nothing is left measuring on the host for hours. A thread renews
+    it every quarter lease through a small playbook; a failed renewal is retried.
+    """
+    seconds = lease_seconds(project_dir)
+    if not seconds:
+        yield
+        return
+    exp = exp_dir_of(project_dir, spec)
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.is_set():
+            try:
+                run_playbook("renew_lease.yml", project_dir=Path(project_dir) / "playbooks",
+                             inventory=spec.inventory_path(project_dir), host=host,
+                             extravars={"bmx_host": host, "bmx_experiment": spec.name,
+                                        "bmx_campaign": campaign_id(exp), "batch_runner_batch": batch,
+                                        "batch_runner_lease_seconds": int(max(seconds, 1))},
+                             log=exp / "logs" / "ansible" / f"lease-{batch}.log", timeout=int(seconds) + 60)
+            except (BenchmatrixError, OSError):
+                pass  # e.g. the batch's directory is not made yet: the next renewal comes soon
+            stop.wait(seconds / 4)
+
+    thread = threading.Thread(target=renew, name=f"lease-{batch}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
 
 
 def _knob_items(spec: Spec, factors: dict[str, Any]) -> list[dict[str, Any]]:
@@ -410,11 +548,48 @@ def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = No
     return summary
 
 
-def _restore_quietly(spec: Spec, project_dir: Path, host: str) -> None:
+def _restore_quietly(spec: Spec, project_dir: Path, host: str) -> bool:
+    """Restore ``host`` after a failure or an interrupt; a failure to do so is reported, not raised."""
     try:
-        restore_host(spec, project_dir, host)
-    except BenchmatrixError as exc:
+        done = restore_host(spec, project_dir, host)
+    except (BenchmatrixError, OSError) as exc:
         sys.stderr.write(f"benchmatrix: could not restore {host}'s baseline: {exc}\n")
+        return False
+    knobs = ", ".join(f"{f}={k['actual']}" for f, k in done["knobs"].items())
+    sys.stderr.write(f"benchmatrix: host {host} is back at its baseline{' (' + knobs + ')' if knobs else ''}\n")
+    return True
+
+
+def restore_touched_hosts(spec: Spec, project_dir: Path) -> list[str]:
+    """After a failed workflow: restore every host a batch touched since its last restore.
+
+    A host counts as touched when it has a recorded baseline (some knob was changed)
+    and one of its batch jobs started (its Snakemake log) after its last restore
+    (``restored.json``). Called from the Snakefile's ``onerror``, so that both
+    ``bmx run`` and a plain ``snakemake`` leave no host reconfigured, whatever failed.
+
+    Returns:
+        The hosts it restored.
+    """
+    from benchmatrix.workflow import batches
+
+    exp = exp_dir_of(project_dir, spec)
+    plan_path = exp / "plan.csv"
+    if not plan_path.is_file():
+        return []
+    order, host_of = batches(plan_path)
+    done = []
+    for host in sorted(set(host_of.values())):
+        if not (exp / "hosts" / host / "baseline.json").is_file():
+            continue
+        started = [p.stat().st_mtime for b in order if host_of[b] == host
+                   for p in [exp / "logs" / "batches" / f"{b}.log"] if p.is_file()]
+        restored = exp / "hosts" / host / "restored.json"
+        if started and restored.is_file() and restored.stat().st_mtime >= max(started):
+            continue
+        if _restore_quietly(spec, project_dir, host):
+            done.append(host)
+    return done
 
 
 def stop_runner(spec: Spec, project_dir: Path, host: str) -> None:
@@ -507,8 +682,13 @@ def _main(fn: Callable[[argparse.Namespace], Any], parser: argparse.ArgumentPars
     except KeyboardInterrupt:
         sys.stderr.write("benchmatrix: interrupted\n")
         return 130
-    except BenchmatrixError as exc:
-        sys.stderr.write(f"benchmatrix: {exc}\n")
+    except (BenchmatrixError, OSError) as exc:
+        line = f"benchmatrix: {describe_os_error(exc) if isinstance(exc, OSError) else exc}\n"
+        sys.stderr.write(line)
+        if not isinstance(exc, Interrupted) and not same_file(1, 2):
+            # Also on stdout, which reaches the terminal (bmx) when the job's log cannot:
+            # a full disk swallows the log's last line.
+            sys.stdout.write(line)
         return exc.exit_code if isinstance(exc, Interrupted) else 1
     return 0
 

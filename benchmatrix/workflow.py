@@ -7,8 +7,12 @@ Input functions read plan.csv only after the ``plan`` checkpoint has produced it
 from __future__ import annotations
 
 import csv
+import os
 import re
+import signal
 import sys
+import threading
+import time
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -118,3 +122,81 @@ class InputFunctions:
         """Every batch marker of the plan (the collect rule's input)."""
         order, _ = batches(self._plan(wildcards))
         return [f"results/{wildcards.experiment}/batches/{b}.done" for b in order]
+
+
+def on_error(spec: Spec) -> None:
+    """The Snakefile's ``onerror``: put back every host a failed workflow left reconfigured.
+
+    Only a workflow holding the experiment lock does: a refused one must never
+    restore hosts under the campaign that holds it.
+    """
+    from benchmatrix.tasks import restore_touched_hosts
+
+    if _HELD or _inherited_lock(spec):
+        restore_touched_hosts(spec, Path.cwd())
+
+
+_HELD: list[Any] = []  # the lock a plain `snakemake` takes, held until the process ends
+
+
+def _inherited_lock(spec: Spec) -> bool:
+    """Whether bmx handed this Snakemake the experiment's lock (``BMX_LOCK_FD``)."""
+    from benchmatrix import lock
+
+    fd = os.environ.get(lock.LOCK_FD_ENV, "")
+    return fd.isdigit() and lock.is_inherited(int(fd), Path("results") / spec.name / lock.LOCK_NAME)
+
+
+def hold_experiment_lock(spec: Spec) -> None:
+    """The Snakefile's ``onstart``: the same experiment lock as ``bmx run``.
+
+    Under ``bmx run`` the lock is already held and inherited (``BMX_LOCK_FD``); a
+    plain ``snakemake --config spec=...`` takes it here, before any job runs, and
+    exits 4 with one line when another bmx or snakemake has the experiment.
+    """
+    from benchmatrix import lock
+    from benchmatrix.errors import LockError
+
+    if _inherited_lock(spec):
+        return
+    try:
+        _HELD.append(lock.acquire(Path("results") / spec.name, "snakemake", f"'bmx run {spec.path} --stop-orphan'"))
+    except LockError as exc:
+        sys.stderr.write(f"benchmatrix: {exc}\n")
+        raise SystemExit(exc.exit_code) from None
+
+
+def die_with_bmx(spec: Spec, poll_s: float = 0.5) -> None:
+    """In a Snakemake started by ``bmx run``: stop when that bmx dies, even by SIGKILL.
+
+    A watcher thread polls the parent pid. Once bmx is gone it first points this
+    process's stdout and stderr at ``results/NAME/logs/snakemake.log`` (they were a
+    pipe to bmx: every later write would fail with EPIPE and wedge Snakemake's
+    logging), then sends SIGINT to this Snakemake's process group, which holds its
+    batch jobs too: exactly what bmx forwards on Ctrl-C, so each job stops the
+    runner on its host and restores it, and Snakemake exits, releasing the
+    experiment lock. A no-op when not started by bmx as a group leader (a plain
+    ``snakemake`` stays in the user's shell group).
+    """
+    parent = os.environ.get("BMX_PARENT_PID", "")
+    if not parent.isdigit() or int(parent) != os.getppid() or os.getpgrp() != os.getpid():
+        return
+    log = Path("results") / spec.name / "logs" / "snakemake.log"
+
+    def watch() -> None:
+        while os.getppid() == int(parent):
+            time.sleep(poll_s)
+        try:
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError:
+            fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+        try:
+            os.write(2, f"benchmatrix: bmx (pid {parent}) is gone; stopping this Snakemake and its jobs\n".encode())
+        except OSError:
+            pass
+        os.killpg(os.getpgrp(), signal.SIGINT)
+
+    threading.Thread(target=watch, name="bmx-parent-watch", daemon=True).start()
