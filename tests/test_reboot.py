@@ -1,0 +1,370 @@
+"""Reboots are real: knob_kernel_cmdline and the reboot path of playbooks/tasks/knob.yml.
+
+The role edits the boot loader's configuration, the host reboots, and the running
+kernel's command line is read back. Nothing here touches this machine's own
+/etc/default/grub, /boot or /proc/cmdline: every test points the role's boot-loader
+file, update command and command-line source at files in its own scratch directory
+(role variables), and the campaign test reboots a network-namespace SSH host
+(tests/netns.py) whose "reboot" is a stand-in the test provides: it restarts that
+host's sshd, gives it a new boot id and "boots" the command line the boot loader's
+file holds. A real reboot of this machine cannot be part of a test.
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from knobkit import KnobRunner, knob, role_filters
+
+ROOT = Path(__file__).resolve().parent.parent
+SYSTEM_FILES = [Path("/etc/default/grub"), Path("/proc/cmdline")]
+
+F = role_filters("knob_kernel_cmdline")
+
+
+# ------------------------------------------------------------------ the filters
+@pytest.mark.parametrize("line, parameter, state", [
+    ("BOOT_IMAGE=/vmlinuz root=/dev/vda1 ro quiet", "nosmt", "absent"),
+    ("quiet nosmt splash", "nosmt", "present"),
+    ("quiet nosmt=force", "nosmt", "force"),
+    ("mitigations=auto quiet mitigations=off", "mitigations", "off"),   # the last one counts
+    ("isolcpus=2-3,6-7", "isolcpus", "2-3,6-7"),
+    ("nosmtx quiet", "nosmt", "absent"),
+])
+def test_state_of_a_parameter(line, parameter, state):
+    assert F.knob_kernel_cmdline_state(line, parameter) == state
+
+
+@pytest.mark.parametrize("line, parameter, state, new", [
+    ("quiet splash", "nosmt", "present", "quiet splash nosmt"),
+    ("quiet nosmt splash", "nosmt", "absent", "quiet splash"),
+    ("quiet mitigations=auto splash", "mitigations", "off", "quiet mitigations=off splash"),
+    ("mitigations=auto quiet mitigations=off", "mitigations", "off", "mitigations=off quiet"),
+    ("", "transparent_hugepage", "never", "transparent_hugepage=never"),
+    ("quiet", "nosmt", "absent", "quiet"),
+])
+def test_edit_a_line(line, parameter, state, new):
+    assert F.knob_kernel_cmdline_edit(line, parameter, state) == new
+    assert F.knob_kernel_cmdline_state(new, parameter) == state
+
+
+def test_set_then_reset_gives_the_original_line_back():
+    original = "quiet mitigations=auto splash"
+    for parameter, state in [("nosmt", "present"), ("mitigations", "off"), ("isolcpus", "2,3")]:
+        before = F.knob_kernel_cmdline_state(original, parameter)
+        changed = F.knob_kernel_cmdline_edit(original, parameter, state)
+        assert changed != original
+        assert F.knob_kernel_cmdline_edit(changed, parameter, before) == original
+
+
+@pytest.mark.parametrize("text, found, line, error", [
+    ('GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet splash"\nGRUB_CMDLINE_LINUX=""\n', True, "quiet splash", ""),
+    ("GRUB_CMDLINE_LINUX_DEFAULT='quiet'\n", True, "quiet", ""),
+    ("GRUB_CMDLINE_LINUX_DEFAULT=quiet\n", True, "quiet", ""),
+    ('GRUB_CMDLINE_LINUX_DEFAULT="a"\nGRUB_CMDLINE_LINUX_DEFAULT="b c"\n', True, "b c", ""),
+    ("GRUB_DEFAULT=0\n", False, "", ""),
+    ('GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT nosmt"\n', True, None, "not a plain quoted list"),
+])
+def test_grub_file_parsing(text, found, line, error):
+    got = F.knob_kernel_cmdline_grub(text, "GRUB_CMDLINE_LINUX_DEFAULT")
+    assert got["found"] is found
+    if line is not None:
+        assert got["line"] == line
+    assert (error in got["error"]) if error else got["error"] == ""
+
+
+def test_levels_and_spelling():
+    levels = {"on": "absent", "off": "present"}
+    assert F.knob_kernel_cmdline_want("off", levels, "nosmt") == {"state": "present", "error": ""}
+    assert F.knob_kernel_cmdline_want("off", {}, "mitigations") == {"state": "off", "error": ""}
+    assert "not a state of nosmt" in F.knob_kernel_cmdline_want("a b", {}, "nosmt")["error"]
+    assert "not a kernel parameter name" in F.knob_kernel_cmdline_want("off", {}, "")["error"]
+    # Read back in the spelling asked for, else as the level that means it, else raw.
+    assert F.knob_kernel_cmdline_actual("present", "off", levels) == "off"
+    assert F.knob_kernel_cmdline_actual("absent", "off", levels) == "on"
+    assert F.knob_kernel_cmdline_actual("force", "off", levels) == "force"
+    assert F.knob_kernel_cmdline_actual("present", "present", levels) == "present"
+
+
+# ------------------------------------------------------------------ the role on localhost
+class Boot:
+    """A boot loader file, an update command and a running command line in a scratch dir."""
+
+    def __init__(self, root: Path, line: str = "quiet splash", running: str | None = None):
+        root.mkdir(parents=True, exist_ok=True)
+        self.grub = root / "grub"
+        self.cmdline = root / "cmdline"
+        self.updates = root / "updates"
+        self.grub.write_text(f'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT="{line}"\nGRUB_CMDLINE_LINUX=""\n')
+        self.cmdline.write_text(f"BOOT_IMAGE=/vmlinuz root=/dev/vda1 ro {line if running is None else running}\n")
+
+    def vars(self) -> dict[str, object]:
+        return {"knob_kernel_cmdline_grub_file": str(self.grub), "knob_kernel_cmdline_source": str(self.cmdline),
+                # The update command records its calls instead of regenerating a boot loader's files.
+                "knob_kernel_cmdline_update_command": [sys.executable, "-c",
+                                                       f"open({str(self.updates)!r}, 'a').write('update\\n')"]}
+
+    def update_calls(self) -> int:
+        return len(self.updates.read_text().splitlines()) if self.updates.exists() else 0
+
+
+def ht(value: str, boot: Boot, cost: str = "reboot", **extra) -> dict:
+    return knob("ht", "knob_kernel_cmdline", value, cost=cost, knob_kernel_cmdline_parameter="nosmt",
+                knob_kernel_cmdline_levels={"on": "absent", "off": "present"}, **boot.vars(), **extra)
+
+
+@pytest.fixture
+def runner(tmp_path):
+    return KnobRunner(tmp_path)
+
+
+@pytest.fixture
+def system_files():
+    """This machine's own boot configuration and command line, to check they are never written."""
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in SYSTEM_FILES if p.exists()}
+    yield
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in SYSTEM_FILES if p.exists()} == before
+
+
+@pytest.mark.slow
+def test_without_allow_reboot_refuses_and_writes_nothing(runner, tmp_path, system_files):
+    boot = Boot(tmp_path / "boot")
+    grub = boot.grub.read_text()
+    err = str(runner.fail([ht("off", boot)]))
+    assert "knob ht (knob_kernel_cmdline) needs a reboot of localhost" in err, err
+    assert "allow_reboot: true" in err
+    assert boot.grub.read_text() == grub and boot.update_calls() == 0
+
+
+@pytest.mark.slow
+def test_already_running_the_level_writes_the_config_without_a_reboot(runner, tmp_path, system_files):
+    # The kernel runs with nosmt already (booted by hand) but the boot loader's file
+    # lacks it: the file is written so the next boot keeps it; no reboot is needed, so
+    # none is asked for (and the local connection could not reboot anyway).
+    boot = Boot(tmp_path / "boot", line="quiet", running="quiet nosmt")
+    states, _ = runner.run([ht("off", boot)])
+    state = states["ht"]
+    assert state["ok"] and state["actual"] == "off" and state["changed"] is True, state
+    assert state["rebooted"] is False and state["baseline"] == "off"
+    assert 'GRUB_CMDLINE_LINUX_DEFAULT="quiet nosmt"' in boot.grub.read_text()
+    assert boot.update_calls() == 1
+    states, _ = runner.run([ht("off", boot)])
+    assert states["ht"]["changed"] is False and boot.update_calls() == 1
+
+
+@pytest.mark.slow
+def test_clear_errors(runner, tmp_path, system_files):
+    boot = Boot(tmp_path / "boot")
+    err = str(runner.fail([ht("off", boot, cost="none")]))
+    assert "knob ht (knob_kernel_cmdline) on localhost" in err and "cost: reboot" in err, err
+    boot.grub.write_text('GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT quiet"\n')
+    err = str(runner.fail([ht("off", boot)], extravars={"allow_reboot": True}))
+    assert f"on localhost: {boot.grub}: GRUB_CMDLINE_LINUX_DEFAULT=" in err and "edit it by hand" in err, err
+
+
+# ------------------------------------------------------------------ the whole path on an SSH host
+# The host's boot loader and "reboot", a stand-in run on the namespace host:
+#   update DIR             grub-mkconfig's part: DIR/grub.cfg gets the command line that
+#                          the shell-syntax file DIR/grub gives, as update-grub would;
+#   reboot DIR SSHD CONF   returns at once; then, detached: every sshd of the host's
+#                          network namespace dies (as in a reboot, sessions included),
+#                          the "kernel" boots DIR/grub.cfg's line into DIR/cmdline, the
+#                          host gets a new DIR/boot_id, DIR/reboots.log a line, and sshd
+#                          starts again.
+FAKE_BOOT = r'''
+import os, subprocess, sys, time, uuid
+
+cmd, d = sys.argv[1], sys.argv[2]
+
+def booted_line():
+    return subprocess.run(["sh", "-c", '. "$1"; echo $GRUB_CMDLINE_LINUX $GRUB_CMDLINE_LINUX_DEFAULT', "sh",
+                           os.path.join(d, "grub")], check=True, capture_output=True, text=True).stdout.strip()
+
+if cmd == "update":
+    with open(os.path.join(d, "grub.cfg"), "w") as fh:
+        fh.write("linux /vmlinuz root=/dev/vda1 ro " + booted_line() + "\n")
+    sys.exit(0)
+
+sshd, conf = sys.argv[3], sys.argv[4]
+if os.fork():
+    sys.exit(0)
+os.setsid()
+null = os.open(os.devnull, os.O_RDWR)
+for fd in (0, 1, 2):
+    os.dup2(null, fd)
+time.sleep(0.5)
+mine = os.stat("/proc/self/ns/net").st_ino
+for pid in os.listdir("/proc"):
+    try:
+        if (pid.isdigit() and open(f"/proc/{pid}/comm").read().strip() == "sshd"
+                and os.stat(f"/proc/{pid}/ns/net").st_ino == mine):
+            os.kill(int(pid), 9)
+    except OSError:
+        pass
+with open(os.path.join(d, "grub.cfg")) as fh:
+    line = fh.read().split(None, 1)[1].strip()
+with open(os.path.join(d, "cmdline"), "w") as fh:
+    fh.write("BOOT_IMAGE=" + line + "\n")
+with open(os.path.join(d, "boot_id"), "w") as fh:
+    fh.write(str(uuid.uuid4()) + "\n")
+with open(os.path.join(d, "reboots.log"), "a") as fh:
+    fh.write(line + "\n")
+subprocess.run([sshd, "-f", conf, "-E", conf + ".log"])
+'''
+
+CAMPAIGN = """\
+name: {name}
+hosts: all
+inventory: config/inventory/ns.yml
+{allow}factors:
+  ht: ["on", "off"]
+  users: [1, 2]
+knobs:
+  ht:
+    role: knob_kernel_cmdline
+    cost: reboot
+    vars: {{knob_kernel_cmdline_parameter: nosmt, knob_kernel_cmdline_levels: {{"on": absent, "off": present}}}}
+workload:
+  role: workload_command
+  vars: {{argv: [echo, "users {{{{ users }}}}"]}}
+  timeout: 30
+replicates: {replicates}
+warmup: 0
+order: {{strategy: restricted, seed: 5}}
+"""
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+class SshBoot:
+    """One namespace host's boot files (grub, grub.cfg, cmdline, boot_id) and fake boot."""
+
+    def __init__(self, root: Path, net, host: str, line: str):
+        self.dir = root / host
+        self.dir.mkdir(parents=True)
+        self.script = root / "fake_boot.py"
+        self.script.write_text(FAKE_BOOT)
+        self.grub = self.dir / "grub"
+        self.grub.write_text(f'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT="{line}"\nGRUB_CMDLINE_LINUX=""\n')
+        self.original = self.grub.read_text()
+        py = sys.executable
+        subprocess.run([py, str(self.script), "update", str(self.dir)], check=True)
+        self.cmdline = self.dir / "cmdline"
+        self.cmdline.write_text("BOOT_IMAGE=/vmlinuz root=/dev/vda1 ro " + line + "\n")
+        (self.dir / "boot_id").write_text("first-boot\n")
+        from netns import SSHD
+        self.host_vars = {
+            "knob_kernel_cmdline_grub_file": str(self.grub),
+            "knob_kernel_cmdline_source": str(self.cmdline),
+            "knob_kernel_cmdline_update_command": json.dumps([py, str(self.script), "update", str(self.dir)]),
+            "knob_kernel_cmdline_reboot_command": json.dumps(
+                f"{py} {self.script} reboot {self.dir} {SSHD} {net.workdir / f'sshd_{host}.conf'}"),
+            "knob_kernel_cmdline_boot_time_command": json.dumps(f"cat {self.dir / 'boot_id'}"),
+            "knob_kernel_cmdline_reboot_timeout": "60",
+        }
+
+    def reboots(self) -> list[str]:
+        log = self.dir / "reboots.log"
+        return log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.fixture
+def ssh_host(project, tmp_path):
+    """The project copy plus one namespace SSH host with boot files in the test's scratch dir."""
+    from netns import NamespaceHosts, available
+    if available():
+        pytest.skip(available())
+    net = NamespaceHosts(tmp_path / "net", 1)
+    net.__enter__()
+    try:
+        yield project, net
+    finally:
+        net.teardown()
+
+
+def ssh_campaign(project, net, boot: SshBoot, name: str, allow: bool, replicates: int):
+    host_vars = {"batch_runner_root": str(project.root / "hostwork"), **boot.host_vars}
+    (project.root / "config" / "inventory" / "ns.yml").write_text(net.inventory({"h1": host_vars}))
+    spec = project.write_spec(name, CAMPAIGN.format(name=name, replicates=replicates,
+                                                    allow="allow_reboot: true\n" if allow else ""))
+    plan = project.bmx("plan", str(spec), "--json")
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    res = subprocess.run(net.ctl_cmd([sys.executable, "-m", "benchmatrix.cli", "run", str(spec)]),
+                         cwd=project.root, env=project.env(), capture_output=True, text=True, timeout=600)
+    return json.loads(plan.stdout), res
+
+
+@pytest.mark.slow
+def test_reboot_path_on_an_ssh_host(ssh_host, tmp_path, system_files):
+    project, net = ssh_host
+    boot = SshBoot(tmp_path / "boot", net, "h1", "quiet splash")      # ht on: no nosmt
+    planned, res = ssh_campaign(project, net, boot, "reboot_ht", allow=True, replicates=2)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    exp = project.exp("reboot_ht")
+    plan = sorted(read_csv(exp / "plan.csv"), key=lambda p: int(p["seq"]))
+    # The plan's reboot-class changes, counted from the host's baseline (ht on) rather
+    # than from nothing, plus the campaign-end restore when the last level is not on.
+    levels = [p["ht"] for p in plan]
+    changes = sum(1 for a, b in zip(["on"] + levels, levels) if a != b)
+    assert planned["this_plan"]["reconfigurations"]["reboot"] == changes + (levels[0] == "on")
+    reboots = boot.reboots()
+    assert len(reboots) == changes + (levels[-1] != "on") >= 3, reboots
+    assert len(set(reboots)) == 2, "the booted lines alternate between the two levels"
+
+    records = [json.loads(p.read_text()) for p in exp.glob("runs/*/*/record.json")]
+    assert len(records) == len(plan) and all(r["status"] == "ok" for r in records), [r["reason"] for r in records]
+    by_batch: dict[str, list[dict]] = {}
+    for r in records:
+        k = r["knobs"]["ht"]
+        # Verified after the reboot: before it the running kernel had the other level,
+        # so an actual equal to the intended level was read from the rebooted kernel.
+        assert k["intended"] == r["factors"]["ht"] == k["actual"] and k["ok"], k
+        assert k["role"] == "knob_kernel_cmdline" and k["baseline"] in ("on", "off")
+        by_batch.setdefault(r["batch"], []).append(r)
+    rebooted_batches = [b for b, rs in by_batch.items() if rs[0]["knobs"]["ht"]["rebooted"]]
+    assert len(rebooted_batches) == changes
+    for batch in rebooted_batches:
+        log = (exp / "logs" / "ansible" / f"{batch}.log").read_text()
+        assert log.index("Reboot the host for the knob") < log.index("Verify the knob after the reboot")
+    # Campaign end: the original line is back in the boot loader's file and running.
+    assert boot.grub.read_text() == boot.original
+    assert boot.cmdline.read_text().split()[-2:] == ["quiet", "splash"]
+    restored = json.loads((exp / "hosts" / "h1" / "restored.json").read_text())
+    assert restored["knobs"]["ht"]["actual"] == "on", restored
+
+
+@pytest.mark.slow
+def test_reboot_refused_without_allow_reboot(ssh_host, tmp_path, system_files):
+    project, net = ssh_host
+    boot = SshBoot(tmp_path / "boot", net, "h1", "quiet nosmt splash")   # ht off
+    _, res = ssh_campaign(project, net, boot, "reboot_refused", allow=False, replicates=1)
+    assert res.returncode != 0
+    runs = read_csv(project.exp("reboot_refused") / "runs.csv")
+    refused = [r for r in runs if r["ht"] == "on"]
+    assert refused and all(r["status"] == "failed" for r in refused)
+    for r in refused:
+        assert "knob ht (knob_kernel_cmdline) needs a reboot of h1" in r["reason"], r["reason"]
+        assert "allow_reboot: true" in r["reason"] and "\n" not in r["reason"]
+    assert all(r["status"] == "ok" for r in runs if r["ht"] == "off"), "no reboot needed: they ran"
+    assert boot.reboots() == [] and boot.grub.read_text() == boot.original
+
+
+def test_levels_reach_ansible_as_the_strings_given():
+    # The factor levels "on"/"off" of ht reached the knob roles as the booleans True and
+    # False: a value tagged !unsafe is resolved as if unquoted by Ansible's YAML loader.
+    import yaml
+    from ansible.parsing.yaml.loader import AnsibleLoader
+
+    from benchmatrix.ansible import _Dumper, _Unsafe
+    data = {"bmx_knobs": [{"value": v} for v in ("on", "off", "yes", "null", "12", "4096.0", "{{ lookup('pipe', 'id') }}")]}
+    text = yaml.dump(_Unsafe.wrap(data), Dumper=_Dumper)
+    assert AnsibleLoader(text).get_single_data() == data
+    assert "!unsafe '{{ lookup" in text, "a template stays marked as never to be evaluated"
