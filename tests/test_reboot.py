@@ -91,6 +91,22 @@ def test_levels_and_spelling():
     assert F.knob_kernel_cmdline_actual("present", "present", levels) == "present"
 
 
+# ------------------------------------------------------------------ the shipped example
+def test_ht_cores_example_takes_ht_by_reboot():
+    from benchmatrix.spec import load_spec
+    done = subprocess.run([sys.executable, "-m", "benchmatrix.cli", "validate", "config/experiments/ht_cores.yaml"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "warning" not in (done.stdout + done.stderr).lower()
+    spec = load_spec(ROOT / "config" / "experiments" / "ht_cores.yaml")
+    ht = spec.knobs["ht"]
+    assert (ht.role, ht.cost_class) == ("knob_kernel_cmdline", "reboot")
+    assert ht.vars == {"knob_kernel_cmdline_parameter": "nosmt",
+                       "knob_kernel_cmdline_levels": {"on": "absent", "off": "present"}}
+    text = (ROOT / "config" / "experiments" / "ht_cores.yaml").read_text()
+    assert "ht: {role: knob_smt, cost: none}" in text, "the live alternative is shown"
+
+
 # ------------------------------------------------------------------ the role on localhost
 class Boot:
     """A boot loader file, an update command and a running command line in a scratch dir."""
