@@ -107,6 +107,19 @@ def test_ht_cores_example_takes_ht_by_reboot():
     assert "ht: {role: knob_smt, cost: none}" in text, "the live alternative is shown"
 
 
+def test_validate_requires_cost_reboot(tmp_path):
+    text = (ROOT / "config" / "experiments" / "ht_cores.yaml").read_text().replace(
+        "    role: knob_kernel_cmdline\n    cost: reboot\n", "    role: knob_kernel_cmdline\n    cost: restart\n")
+    spec = tmp_path / "ht_restart.yaml"
+    spec.write_text(text)
+    line = text.splitlines().index("  ht:                                 # nosmt on the kernel command line: one reboot per change") + 1
+    done = subprocess.run([sys.executable, "-m", "benchmatrix.cli", "validate", str(spec)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert (f"{spec}:{line}: knob 'ht': knob_kernel_cmdline takes effect only after a reboot; "
+            "declare cost: reboot (not restart)") in done.stderr + done.stdout
+
+
 # ------------------------------------------------------------------ the role on localhost
 class Boot:
     """A boot loader file, an update command and a running command line in a scratch dir."""
@@ -364,6 +377,7 @@ def test_reboot_refused_without_allow_reboot(ssh_host, tmp_path, system_files):
     boot = SshBoot(tmp_path / "boot", net, "h1", "quiet nosmt splash")   # ht off: the plan's first visit is on
     _, res = ssh_campaign(project, net, boot, "reboot_refused", allow=False, replicates=1)
     assert res.returncode != 0
+    assert "knob ht (knob_kernel_cmdline) needs a reboot of h1 for the level on" in res.stderr, res.stderr[-3000:]
     runs = read_csv(project.exp("reboot_refused") / "runs.csv")
     refused = [r for r in runs if r["ht"] == "on"]
     assert refused and all(r["status"] == "failed" for r in refused)
