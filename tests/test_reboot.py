@@ -22,7 +22,7 @@ import pytest
 from knobkit import KnobRunner, knob, role_filters
 
 ROOT = Path(__file__).resolve().parent.parent
-SYSTEM_FILES = [Path("/etc/default/grub"), Path("/proc/cmdline")]
+SYSTEM_FILES = [Path("/etc/default/grub"), Path("/boot/grub/grub.cfg"), Path("/proc/cmdline")]
 
 F = role_filters("knob_kernel_cmdline")
 
@@ -118,6 +118,25 @@ def test_validate_requires_cost_reboot(tmp_path):
     assert done.returncode == 2
     assert (f"{spec}:{line}: knob 'ht': knob_kernel_cmdline takes effect only after a reboot; "
             "declare cost: reboot (not restart)") in done.stderr + done.stdout
+
+
+def test_rebooting_knobs_are_applied_first(tmp_path):
+    # A reboot after a live knob (CPU hotplug here) would undo it while its record
+    # claimed it: the batch applies knobs of rebooting roles first, whatever the spec order.
+    from benchmatrix.spec import load_spec
+    from benchmatrix.tasks import _knob_items
+    text = (ROOT / "config" / "experiments" / "ht_cores.yaml").read_text()
+    head, knobs = text.split("knobs:\n", 1)
+    ht_block, rest = knobs.split("  cores: ", 1)
+    cores_line, tail = rest.split("\n", 1)
+    spec_path = tmp_path / "ht_last.yaml"
+    spec_path.write_text(head + "knobs:\n  cores: " + cores_line + "\n" + ht_block + tail)
+    spec = load_spec(spec_path)
+    assert list(spec.knobs) == ["cores", "ht"]
+    items = _knob_items(spec, {"ht": "off", "cores": 20, "users": 50})
+    assert [i["factor"] for i in items] == ["ht", "cores"]
+    assert items[0] == {"factor": "ht", "role": "knob_kernel_cmdline", "value": "off", "vars": spec.knobs["ht"].vars,
+                        "cost": "reboot"}
 
 
 # ------------------------------------------------------------------ the role on localhost
