@@ -84,6 +84,7 @@ def test_levels_and_spelling():
     assert F.knob_kernel_cmdline_want("off", {}, "mitigations") == {"state": "off", "error": ""}
     assert "not a state of nosmt" in F.knob_kernel_cmdline_want("a b", {}, "nosmt")["error"]
     assert "not a kernel parameter name" in F.knob_kernel_cmdline_want("off", {}, "")["error"]
+    assert "quote them" in F.knob_kernel_cmdline_want("off", {True: "absent", False: "present"}, "nosmt")["error"]
     # Read back in the spelling asked for, else as the level that means it, else raw.
     assert F.knob_kernel_cmdline_actual("present", "off", levels) == "off"
     assert F.knob_kernel_cmdline_actual("absent", "off", levels) == "on"

@@ -81,8 +81,12 @@ def knob_kernel_cmdline_grub(text, variable):
 def knob_kernel_cmdline_want(value, levels, parameter):
     """{state, error}: the state the level ``value`` asks for."""
     value = "" if value is None else str(value)
+    booleans = [k for k in (levels or {}) if isinstance(k, bool)]
     levels = {str(k): v for k, v in (levels or {}).items()}
     state = str(levels.get(value, value))
+    if booleans:
+        return {"state": state, "error": f"knob_kernel_cmdline_levels has the key(s) {booleans}: YAML reads bare "
+                                         "on/off/yes/no as booleans; quote them (\"on\": absent)"}
     if not _PARAMETER.match(str(parameter or "")):
         return {"state": state, "error": f"'{parameter}' is not a kernel parameter name "
                                          "(set knob_kernel_cmdline_parameter in the knob's vars)"}
