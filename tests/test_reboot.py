@@ -419,3 +419,23 @@ def test_levels_reach_ansible_as_the_strings_given():
     text = yaml.dump(_Unsafe.wrap(data), Dumper=_Dumper)
     assert AnsibleLoader(text).get_single_data() == data
     assert "!unsafe '{{ lookup" in text, "a template stays marked as never to be evaluated"
+
+
+@pytest.mark.slow
+def test_a_reboot_into_the_old_line_is_caught(ssh_host, tmp_path, system_files):
+    # The boot loader's configuration is not regenerated (an update command that does
+    # nothing): the host reboots into its old command line. The check after the reboot
+    # reads the running kernel, so the runs are invalid instead of mislabelled.
+    project, net = ssh_host
+    boot = SshBoot(tmp_path / "boot", net, "h1", "quiet splash")
+    boot.host_vars["knob_kernel_cmdline_update_command"] = '["true"]'
+    _, res = ssh_campaign(project, net, boot, "reboot_stale", allow=True, replicates=1)
+    assert res.returncode != 0
+    records = sorted((json.loads(p.read_text()) for p in project.exp("reboot_stale").glob("runs/*/*/record.json")),
+                     key=lambda r: r["seq"])
+    assert [r["status"] for r in records] == ["ok", "ok", "invalid", "invalid"], [r["reason"] for r in records]
+    assert records[2]["reason"] == "knob ht: intended 'off', actual 'on'"
+    assert records[2]["knobs"]["ht"]["rebooted"] is True
+    assert boot.reboots() == ["/vmlinuz root=/dev/vda1 ro quiet splash"]
+    # The restore takes the unbooted nosmt out of the boot loader's file again.
+    assert boot.grub.read_text() == boot.original
