@@ -343,11 +343,11 @@ def ssh_host(project, tmp_path):
         net.teardown()
 
 
-def ssh_campaign(project, net, boot: SshBoot, name: str, allow: bool, replicates: int):
+def ssh_campaign(project, net, boot: SshBoot, name: str, allow: bool, replicates: int, text: str = CAMPAIGN):
     host_vars = {"batch_runner_root": str(project.root / "hostwork"), **boot.host_vars}
     (project.root / "config" / "inventory" / "ns.yml").write_text(net.inventory({"h1": host_vars}))
-    spec = project.write_spec(name, CAMPAIGN.format(name=name, replicates=replicates,
-                                                    allow="allow_reboot: true\n" if allow else ""))
+    spec = project.write_spec(name, text.format(name=name, replicates=replicates,
+                                                allow="allow_reboot: true\n" if allow else ""))
     plan = project.bmx("plan", str(spec), "--json")
     assert plan.returncode == 0, plan.stdout + plan.stderr
     res = subprocess.run(net.ctl_cmd([sys.executable, "-m", "benchmatrix.cli", "run", str(spec)]),
@@ -438,4 +438,38 @@ def test_a_reboot_into_the_old_line_is_caught(ssh_host, tmp_path, system_files):
     assert records[2]["knobs"]["ht"]["rebooted"] is True
     assert boot.reboots() == ["/vmlinuz root=/dev/vda1 ro quiet splash"]
     # The restore takes the unbooted nosmt out of the boot loader's file again.
+    assert boot.grub.read_text() == boot.original
+
+
+TWO_KNOBS = CAMPAIGN.replace("""  users: [1, 2]
+knobs:
+""", """  mit: ["auto", "off"]
+  users: [1, 2]
+zip: [[ht, mit]]
+knobs:
+  mit: {{role: knob_kernel_cmdline, cost: reboot, vars: {{knob_kernel_cmdline_parameter: mitigations}}}}
+""")
+
+
+@pytest.mark.slow
+def test_two_kernel_parameters_changed_together_share_one_reboot(ssh_host, tmp_path, system_files):
+    project, net = ssh_host
+    boot = SshBoot(tmp_path / "boot", net, "h1", "quiet mitigations=auto splash")   # ht on, mit auto
+    planned, res = ssh_campaign(project, net, boot, "reboot_two", allow=True, replicates=1, text=TWO_KNOBS)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    plan = sorted(read_csv(project.exp("reboot_two") / "plan.csv"), key=lambda p: int(p["seq"]))
+    assert [(p["ht"], p["mit"]) for p in plan] == [("on", "auto")] * 2 + [("off", "off")] * 2
+    # The plan counts one reboot per change of the pair; the first visit is the baseline
+    # and the restore reboots back: two reboots, not four.
+    assert planned["this_plan"]["reconfigurations"]["reboot"] == 2
+    assert boot.reboots() == ["/vmlinuz root=/dev/vda1 ro quiet mitigations=off splash nosmt",
+                              "/vmlinuz root=/dev/vda1 ro quiet mitigations=auto splash"]
+    records = sorted((json.loads(p.read_text()) for p in project.exp("reboot_two").glob("runs/*/*/record.json")),
+                     key=lambda r: r["seq"])
+    assert all(r["status"] == "ok" for r in records), [r["reason"] for r in records]
+    for r in records:
+        for factor in ("ht", "mit"):
+            k = r["knobs"][factor]
+            assert k["intended"] == k["actual"] == r["factors"][factor] and k["ok"], (factor, k)
+            assert k["rebooted"] is (r["factors"][factor] == "off")
     assert boot.grub.read_text() == boot.original
