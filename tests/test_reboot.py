@@ -355,40 +355,60 @@ def ssh_campaign(project, net, boot: SshBoot, name: str, allow: bool, replicates
     return json.loads(plan.stdout), res
 
 
+TWO_KNOBS = CAMPAIGN.replace("""  users: [1, 2]
+knobs:
+""", """  mit: ["auto", "off"]
+  users: [1, 2]
+zip: [[ht, mit]]
+knobs:
+  mit: {{role: knob_kernel_cmdline, cost: reboot, vars: {{knob_kernel_cmdline_parameter: mitigations}}}}
+""")
+
+
 @pytest.mark.slow
 def test_reboot_path_on_an_ssh_host(ssh_host, tmp_path, system_files):
+    # Two kernel parameters that change together (zipped): nosmt for ht, mitigations.
     project, net = ssh_host
-    boot = SshBoot(tmp_path / "boot", net, "h1", "quiet splash")      # ht on: no nosmt
-    planned, res = ssh_campaign(project, net, boot, "reboot_ht", allow=True, replicates=1)
+    boot = SshBoot(tmp_path / "boot", net, "h1", "quiet mitigations=auto splash")   # ht on, mit auto
+    planned, res = ssh_campaign(project, net, boot, "reboot_ht", allow=True, replicates=1, text=TWO_KNOBS)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     exp = project.exp("reboot_ht")
     plan = sorted(read_csv(exp / "plan.csv"), key=lambda p: int(p["seq"]))
-    # Seed 1: a visit of ht on (the host's baseline: nothing to do), then one of ht off
-    # (a reboot), then the campaign-end restore (a reboot back). The plan counts its
-    # first setting as a change, so its reboot-class changes equal the reboots made.
-    assert [p["ht"] for p in plan] == ["on", "on", "off", "off"]
+    # Seed 1: a visit of the host's baseline (nothing to do), one of ht off with
+    # mitigations off (one reboot for both), then the campaign-end restore (a reboot
+    # back). The plan counts its first setting as a change, and a pair that changes
+    # together as one reboot, so its reboot-class changes equal the reboots made.
+    assert [(p["ht"], p["mit"]) for p in plan] == [("on", "auto")] * 2 + [("off", "off")] * 2
     assert planned["this_plan"]["reconfigurations"]["reboot"] == 2
-    assert boot.reboots() == ["/vmlinuz root=/dev/vda1 ro quiet splash nosmt",
-                              "/vmlinuz root=/dev/vda1 ro quiet splash"]
+    assert boot.reboots() == ["/vmlinuz root=/dev/vda1 ro quiet mitigations=off splash nosmt",
+                              "/vmlinuz root=/dev/vda1 ro quiet mitigations=auto splash"]
     assert len(set((boot.dir / "boot_ids").read_text().split())) == 3, "each reboot gave a new boot id"
 
     records = sorted((json.loads(p.read_text()) for p in exp.glob("runs/*/*/record.json")), key=lambda r: r["seq"])
     assert len(records) == 4 and all(r["status"] == "ok" for r in records), [r["reason"] for r in records]
     for r in records:
-        k = r["knobs"]["ht"]
-        assert k["intended"] == r["factors"]["ht"] == k["actual"] and k["ok"], k
-        assert k["role"] == "knob_kernel_cmdline" and k["baseline"] == "on"
-    assert [r["knobs"]["ht"]["rebooted"] for r in records] == [False, False, True, True]
+        for factor, baseline in (("ht", "on"), ("mit", "auto")):
+            k = r["knobs"][factor]
+            assert k["intended"] == r["factors"][factor] == k["actual"] and k["ok"], (factor, k)
+            assert k["role"] == "knob_kernel_cmdline" and k["baseline"] == baseline
+            assert k["rebooted"] is (r["factors"][factor] == "off")
     assert [r["knobs"]["ht"]["changed"] for r in records] == [False, False, True, False]
-    # Verified after the reboot: before it the running kernel had nosmt absent, so an
-    # actual "off" was read from the rebooted kernel, by the task that follows the reboot.
+    # Verified after the reboot: before it the running kernel had neither parameter
+    # set, so the actual values were read from the rebooted kernel, by the tasks that
+    # follow the reboot.
     log = (exp / "logs" / "ansible" / f"{records[2]['batch']}.log").read_text()
-    assert log.index("TASK [Reboot the host for the knob]") < log.index("TASK [Verify the knob after the reboot]")
+    tasks = [(part.split("]", 1)[0], part) for part in log.split("TASK [")[1:]]
+    reboots = [body for name, body in tasks if name == "Reboot the host for the knob"]
+    assert ["skipping: [h1]" in reboots[0], "changed: [h1]" in reboots[1]] == [True, True], "ht waits for mit"
+    names = [name for name, _ in tasks]
+    after = names[[i for i, name in enumerate(names) if name == "Reboot the host for the knob"][1]:]
+    assert after.count("knob_kernel_cmdline : Read the running kernel's command line") == 2, after
     # Campaign end: the original line is back in the boot loader's file and running.
     assert boot.grub.read_text() == boot.original
-    assert boot.cmdline.read_text().split()[-2:] == ["quiet", "splash"]
+    assert boot.cmdline.read_text().split()[-3:] == ["quiet", "mitigations=auto", "splash"]
     restored = json.loads((exp / "hosts" / "h1" / "restored.json").read_text())
     assert restored["knobs"]["ht"]["actual"] == "on" and restored["knobs"]["ht"]["rebooted"], restored
+    assert restored["knobs"]["mit"]["actual"] == "auto", restored
 
 
 @pytest.mark.slow
@@ -438,38 +458,4 @@ def test_a_reboot_into_the_old_line_is_caught(ssh_host, tmp_path, system_files):
     assert records[2]["knobs"]["ht"]["rebooted"] is True
     assert boot.reboots() == ["/vmlinuz root=/dev/vda1 ro quiet splash"]
     # The restore takes the unbooted nosmt out of the boot loader's file again.
-    assert boot.grub.read_text() == boot.original
-
-
-TWO_KNOBS = CAMPAIGN.replace("""  users: [1, 2]
-knobs:
-""", """  mit: ["auto", "off"]
-  users: [1, 2]
-zip: [[ht, mit]]
-knobs:
-  mit: {{role: knob_kernel_cmdline, cost: reboot, vars: {{knob_kernel_cmdline_parameter: mitigations}}}}
-""")
-
-
-@pytest.mark.slow
-def test_two_kernel_parameters_changed_together_share_one_reboot(ssh_host, tmp_path, system_files):
-    project, net = ssh_host
-    boot = SshBoot(tmp_path / "boot", net, "h1", "quiet mitigations=auto splash")   # ht on, mit auto
-    planned, res = ssh_campaign(project, net, boot, "reboot_two", allow=True, replicates=1, text=TWO_KNOBS)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    plan = sorted(read_csv(project.exp("reboot_two") / "plan.csv"), key=lambda p: int(p["seq"]))
-    assert [(p["ht"], p["mit"]) for p in plan] == [("on", "auto")] * 2 + [("off", "off")] * 2
-    # The plan counts one reboot per change of the pair; the first visit is the baseline
-    # and the restore reboots back: two reboots, not four.
-    assert planned["this_plan"]["reconfigurations"]["reboot"] == 2
-    assert boot.reboots() == ["/vmlinuz root=/dev/vda1 ro quiet mitigations=off splash nosmt",
-                              "/vmlinuz root=/dev/vda1 ro quiet mitigations=auto splash"]
-    records = sorted((json.loads(p.read_text()) for p in project.exp("reboot_two").glob("runs/*/*/record.json")),
-                     key=lambda r: r["seq"])
-    assert all(r["status"] == "ok" for r in records), [r["reason"] for r in records]
-    for r in records:
-        for factor in ("ht", "mit"):
-            k = r["knobs"][factor]
-            assert k["intended"] == k["actual"] == r["factors"][factor] and k["ok"], (factor, k)
-            assert k["rebooted"] is (r["factors"][factor] == "off")
     assert boot.grub.read_text() == boot.original
