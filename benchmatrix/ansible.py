@@ -66,7 +66,19 @@ class _Dumper(yaml.SafeDumper):
     pass
 
 
-_Dumper.add_representer(_Unsafe, lambda dumper, value: dumper.represent_scalar("!unsafe", str(value)))
+# Only a string that holds template syntax needs the tag; any other is dumped as a plain
+# quoted string, because Ansible's loader resolves a tagged value as if it were
+# unquoted: a level "on" came out as True, "12" as 12, "null" as None.
+_TEMPLATE_MARKERS = ("{{", "{%", "{#")
+
+
+def _represent_unsafe(dumper: yaml.SafeDumper, value: "_Unsafe") -> yaml.Node:
+    if any(m in value for m in _TEMPLATE_MARKERS):
+        return dumper.represent_scalar("!unsafe", str(value))
+    return dumper.represent_str(str(value))
+
+
+_Dumper.add_representer(_Unsafe, _represent_unsafe)
 
 
 def _first_line(text: Any, limit: int = 300) -> str:
@@ -137,9 +149,10 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
         host: The host to limit the play to.
         extravars: Extra variables made by benchmatrix itself (trusted).
         data: Extra variables that carry users' values (rendered workload variables,
-            factor levels, knob vars). Every string in them is tagged ``!unsafe``, so
-            Ansible never evaluates ``{{``, ``{%`` or ``{#`` inside them: a level such
-            as ``${#VAR}`` stays text, and no spec can run code on the controller.
+            factor levels, knob vars). Every string in them that holds ``{{``, ``{%``
+            or ``{#`` is tagged ``!unsafe``, so Ansible never evaluates it: a level
+            such as ``${#VAR}`` stays text, and no spec can run code on the
+            controller. The others go as quoted strings, so ``on`` stays ``on``.
         log: Where Ansible's stdout is kept (it names tasks and hosts, never variables).
         timeout: Seconds before the runner gives up.
 

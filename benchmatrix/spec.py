@@ -59,6 +59,9 @@ COSTLY_CLASSES = ("restart", "reboot")
 #: Default estimated seconds of one knob change per cost class; ``cost_seconds`` in
 #: config/config.yaml overrides them, a knob's own ``{class, seconds}`` overrides both.
 DEFAULT_COST_SECONDS = {"none": 0.0, "restart": 60.0, "reboot": 300.0}
+#: Knob roles whose every change takes a reboot: their knobs must be of cost class
+#: reboot, or the plan would interleave their levels as if they were free.
+REBOOT_ROLES = frozenset({"knob_kernel_cmdline"})
 
 
 @lru_cache(maxsize=1)
@@ -332,9 +335,14 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
         if missing:
             errs.append(doc.error(("include", ii), f"include entry misses factor(s): {', '.join(missing)}"))
 
-    for factor in d["knobs"]:
+    for factor, knob in d["knobs"].items():
         if factor not in known:
             unknown(("knobs", factor), factor, "knobs")
+        cost = knob.get("cost", "none")
+        cls = cost if isinstance(cost, str) else cost.get("class")
+        if knob.get("role") in REBOOT_ROLES and cls != "reboot":
+            errs.append(doc.error(("knobs", factor), f"knob '{factor}': {knob['role']} takes effect only after a "
+                                                     f"reboot; declare cost: reboot (not {cls})"))
 
     ctl = d["order"].get("control")
     if ctl:

@@ -33,7 +33,7 @@ from benchmatrix.hosts import resolve_hosts
 from benchmatrix.lock import same_file
 from benchmatrix.reruns import append_round, plan_reruns, read_reruns
 from benchmatrix.results import atomic_write, load_records, record_path, run_dir, runs_rows, write_record
-from benchmatrix.spec import Spec, load_spec, render_vars
+from benchmatrix.spec import REBOOT_ROLES, Spec, load_spec, render_vars
 
 PACKAGE_DIR = Path(benchmatrix.__file__).resolve().parent
 #: Workload roles whose tasks/finish.yml has work to do at campaign end (stop a
@@ -498,8 +498,15 @@ def _lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[Non
 
 def _knob_items(spec: Spec, factors: dict[str, Any]) -> list[dict[str, Any]]:
     """The knobs of a batch as the playbooks take them (``bmx_knobs``)."""
-    return [{"factor": f, "role": k.role, "value": factors[f], "vars": k.vars, "cost": k.cost_class}
-            for f, k in spec.knobs.items()]
+    return _reboots_first([{"factor": f, "role": k.role, "value": factors[f], "vars": k.vars, "cost": k.cost_class}
+                           for f, k in spec.knobs.items()])
+
+
+def _reboots_first(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Knobs of rebooting roles first, the others in spec order: a reboot undoes live
+    settings (CPU hotplug, sysctl, read-ahead) made before it, and their recorded
+    state would then be false."""
+    return sorted(items, key=lambda item: item["role"] not in REBOOT_ROLES)
 
 
 def save_baseline(exp: Path, host: str, spec: Spec, knob_states: dict[str, Any]) -> None:
@@ -528,8 +535,8 @@ def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = No
     states: dict[str, Any] = {}
     # A workload without anything to clean up and no knob to restore needs no Ansible call.
     if baseline or spec.workload["role"] in WORKLOADS_WITH_CLEANUP:
-        knobs = [{"factor": f, "role": b["role"], "value": b["value"], "vars": b.get("vars", {}),
-                  "cost": b.get("cost", "none")} for f, b in baseline.items()]
+        knobs = _reboots_first([{"factor": f, "role": b["role"], "value": b["value"], "vars": b.get("vars", {}),
+                                 "cost": b.get("cost", "none")} for f, b in baseline.items()])
         result = run_playbook(
             "restore_host.yml", project_dir=Path(project_dir) / "playbooks",
             inventory=spec.inventory_path(project_dir), host=host,
