@@ -481,6 +481,19 @@ def test_warmup_effect_in_first_measured_run_is_flagged():
     assert any("Wilcoxon" in d for d in found[0]["details"])
 
 
+def test_warmup_check_with_one_measured_run_per_cell_is_quiet():
+    # Nothing to compare a cell's first measured run with: no warning, and no crash
+    # (the report job failed with a pandas TypeError on such campaigns).
+    rows = []
+    for c in range(4):
+        rows.append({"cell_id": f"c{c}", "warmup": True, "m": 50.0})
+        rows.append({"cell_id": f"c{c}", "m": 100.0 + c})
+    runs = runs_frame(rows)
+    from benchmatrix.stats import effective_runs
+
+    assert sanity.warmup_warnings(runs, effective_runs(runs), ["m"], 1, ALPHA, 0.01, {}) == []
+
+
 def test_record_notes_find_knob_mismatch_fact_change_overlap_and_tool_warnings():
     records = [
         {"run_id": "a", "attempt": 1, "host": "h", "started_at": "2025-01-01T00:00:00Z",
