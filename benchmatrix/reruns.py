@@ -90,10 +90,11 @@ def plan_reruns(spec: Spec, planned: list[PlannedRun], requests: list[dict[str, 
     rounds'), so the analysis groups re-runs by the visits they actually run in.
     A round starts cold (hosts are put back to their baseline between campaigns):
     ``warmup`` warm-up runs of a cell (new run ids ``...-w<k>-rr<round>``) precede its
-    first run in the round and its first one after each knob change. Requests for
+    first run in the round and its first one after each knob change; a requested
+    warm-up (one an interrupt cut short) counts as the first of them. Requests for
     runs that are no longer in the plan (the spec changed) are dropped.
     """
-    base = {r.run_id: r for r in planned if not r.warmup}
+    base = {r.run_id: r for r in planned}
     seed = spec.order["seed"]
     last_visit: dict[str, int] = {}
     for r in planned:
@@ -116,10 +117,13 @@ def plan_reruns(spec: Spec, planned: list[PlannedRun], requests: list[dict[str, 
             warm = WarmUps(spec)
             for visit in plan_round(spec, rng, runs):
                 last_visit[host] = last_visit.get(host, 0) + 1
-                for run in visit:
+                # Requested warm-ups first (stable: the drawn order otherwise stays).
+                for run in sorted(visit, key=lambda r: not r.warmup):
                     run.visit = last_visit[host]
                     warm.host_in(run.factors)
-                    for k in warm.needed(run.cell_id):
+                    # A warm-up's own next attempt (one cut short by an interrupt) is the
+                    # first of the warm-ups its cell needs, not an extra run after them.
+                    for k in warm.needed(run.cell_id)[1 if run.warmup else 0:]:
                         out.append(replace(run, run_id=f"{host}-{run.cell_id}-w{k}-rr{rnd}",
                                            warmup=True, control=False, attempt=1, factors=dict(run.factors)))
                     out.append(run)

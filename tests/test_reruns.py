@@ -125,3 +125,19 @@ def test_interrupted_run_resumed_in_a_visit_of_its_own(tmp_path):
     again = [r for r in rerun if not r.warmup]
     assert len(again) == 1 and again[0].visit == max(r.visit for r in planned) + 1 != cut.visit
     assert [r.warmup for r in rerun] == [True, False]
+
+
+def test_interrupted_warmup_is_resumed_as_its_cells_warmup(tmp_path):
+    # An interrupt can cut a warm-up: its run id must get its next attempt (or it stays
+    # pending for ever), and that attempt is the warm-up its cell needs in the round,
+    # not an extra unmeasured run beside a fresh one.
+    spec = make_spec(tmp_path, SMALL, knobs=WORKED_KNOBS, replicates=3, warmup=1)
+    planned = make_plan(spec, ["h1"])
+    cut = [r for r in planned if r.warmup][3]
+    rerun = plan_reruns(spec, planned, [{"round": 1, "run_id": cut.run_id, "attempt": 2, "reason": "interrupted"}])
+    assert [(r.run_id, r.attempt, r.warmup) for r in rerun] == [(cut.run_id, 2, True)]
+    assert rerun[0].visit == max(r.visit for r in planned) + 1
+    # With a measured run of the same cell in the round, the warm-up still comes once.
+    same_cell = next(r for r in measured(planned) if r.cell_id == cut.cell_id)
+    both = plan_reruns(spec, planned, requests_for([cut, same_cell], 1))
+    assert sum(r.warmup for r in both) == 1 and {r.run_id for r in both} == {cut.run_id, same_cell.run_id}
