@@ -15,18 +15,18 @@ from benchmatrix.spec import load_spec
 from test_spec import BASE, assert_one_error, errors_of, write
 
 
-def fast_errors(path: Path) -> list:
-    """The errors of ``path``, which must come within a second of CPU time."""
+def fast_errors(path: Path, budget: float = 1.0) -> list:
+    """The errors of ``path``, which must come within ``budget`` seconds of CPU time."""
     start = time.process_time()
     errs = errors_of(path)
-    assert time.process_time() - start < 1.0
+    assert time.process_time() - start < budget
     return errs
 
 
-def assert_fast_error(path: Path, line: int, *fragments: str) -> None:
+def assert_fast_error(path: Path, line: int, *fragments: str, budget: float = 1.0) -> None:
     start = time.process_time()
     assert_one_error(path, line, *fragments)
-    assert time.process_time() - start < 1.0
+    assert time.process_time() - start < budget
 
 
 # ---------------------------------------------------------------- YAML: recursion, bombs, bytes
@@ -188,12 +188,14 @@ def test_too_many_runs_per_host(tmp_path):
 def test_many_levels_duplicate_check_is_linear(tmp_path):
     levels = ", ".join(map(str, range(40_000))) + ", 17.0"
     path = write(tmp_path, f"name: t\nfactors:\n  a: [{levels}]\nworkload: {{role: workload_x}}\n")
-    assert_fast_error(path, 3, "factor 'a' lists level '17.0' twice")
+    # A quadratic check takes minutes on 40k levels; a linear one well under a second
+    # (3 s of CPU leaves room for a busy 2-core machine).
+    assert_fast_error(path, 3, "factor 'a' lists level '17.0' twice", budget=3.0)
 
 
 def test_200k_levels_answer_fast(tmp_path):
     path = write(tmp_path, "name: t\nfactors:\n  a: [" + ",".join(["1"] * 200_000) + "]\nworkload: {role: workload_x}\n")
-    assert len(fast_errors(path)) == 1
+    assert len(fast_errors(path, budget=3.0)) == 1
 
 
 # ---------------------------------------------------------------- what validates, runs
