@@ -226,7 +226,8 @@ def _has_records(exp_dir: Path) -> bool:
 #: a complete campaign is kept and a new one started when one of them changes, and
 #: ``bmx compare`` refuses campaigns that differ in one. ``workload.timeout`` and
 #: ``workload.success`` only decide whether a run counts, so they are not among them;
-#: factors, levels, excludes and replicates only add or drop runs.
+#: factors, levels, excludes and replicates only add or drop runs. Of ``knobs`` only each
+#: knob's role and vars count (its cost is an estimate for the planner).
 MEASUREMENT_KEYS = ("workload.role", "workload.vars", "workload.metrics", "before_run", "collect", "warmup",
                     "knobs")
 
@@ -241,9 +242,18 @@ def dig(data: Any, dotted: str) -> Any:
     return cur
 
 
+def measured(spec_data: dict[str, Any] | None, key: str) -> Any:
+    """The part of a measurement key (:data:`MEASUREMENT_KEYS`) that changes what runs measure."""
+    value = dig(spec_data, key)
+    if key == "knobs" and isinstance(value, dict):
+        return {f: {"role": k.get("role"), "vars": k.get("vars") or {}} if isinstance(k, dict) else k
+                for f, k in value.items()}
+    return value
+
+
 def measurement_of(spec_data: dict[str, Any] | None) -> str:
     """The spec's measurement keys as canonical JSON (equal text: same measurement)."""
-    return json.dumps({k: dig(spec_data, k) for k in MEASUREMENT_KEYS}, sort_keys=True, default=str)
+    return json.dumps({k: measured(spec_data, k) for k in MEASUREMENT_KEYS}, sort_keys=True, default=str)
 
 
 def _measurement_changed(exp_dir: Path, spec: Any) -> bool:

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from benchmatrix.analysis import DEFAULT_ALPHA, _judge, _side_stats, family_metrics, level_key
-from benchmatrix.campaigns import (CAMPAIGNS_DIR, MEASUREMENT_KEYS, SPEC_FILE, Campaign, dig, find_campaign,
+from benchmatrix.campaigns import (CAMPAIGNS_DIR, MEASUREMENT_KEYS, SPEC_FILE, Campaign, dig, find_campaign, measured,
                                   read_campaign)
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.stats import effective_runs, metric_direction
@@ -203,7 +203,7 @@ def provenance(a: Side, b: Side, pairs: list[tuple[str, str]]) -> tuple[list[dic
     notes: list[str] = []
     if a.spec is not None and b.spec is not None:
         for key in MEASUREMENT_KEYS:
-            va, vb = dig(a.spec, key), dig(b.spec, key)
+            va, vb = measured(a.spec, key), measured(b.spec, key)
             if _text(va) != _text(vb):
                 measurement.append({"kind": "measurement", "scope": "spec", "host": "", "cell_id": "",
                                     "what": key, "a": _text(va), "b": _text(vb)})

@@ -282,3 +282,14 @@ def test_counts_from_the_tables_agree_with_the_records(tmp_path):
                                                                                             index=False)
     expected = {"planned": 5, "ok": 3, "failed": 1, "pending": 1}
     assert cmod.run_counts(exp) == expected == cmod.run_counts(exp, from_records=False)
+
+
+def test_a_knobs_cost_estimate_is_not_part_of_the_measurement():
+    from benchmatrix.campaigns import measurement_of
+
+    base = {"knobs": {"ra": {"role": "knob_read_ahead", "cost": "none", "vars": {"device": "/dev/sda"}}}}
+    cheaper = {"knobs": {"ra": {"role": "knob_read_ahead", "cost": {"class": "restart", "seconds": 5},
+                                "vars": {"device": "/dev/sda"}}}}
+    other_device = {"knobs": {"ra": {"role": "knob_read_ahead", "cost": "none", "vars": {"device": "/dev/sdb"}}}}
+    assert measurement_of(base) == measurement_of(cheaper)
+    assert measurement_of(base) != measurement_of(other_device)
