@@ -29,7 +29,7 @@ factors:
   vars:
     argv: [{py}, -c, "import time; time.sleep({sleep}); print('value = 1', '{{{{ {factor} }}}}'){tail}"]
   metrics:
-    value: {{regex: 'value = (?P<value>[0-9.]+)', unit: count, better: higher}}
+    score: {{regex: 'value = (?P<value>[0-9.]+)', unit: count, better: higher}}
   timeout: 60
 replicates: {replicates}
 warmup: 0
