@@ -352,7 +352,6 @@ def bmx_phases(exp: Path, recs: list[dict[str, Any]], events: list[dict[str, Any
         p0, p1 = b(logs / "hosts" / f"{h}.log"), m(exp / "hosts" / h / "facts.json")
         add("prepare_host job (facts, tool; once per host)", p1 - p0)
         jobs.append((p0, p1))
-    by_task: dict[str, list[dict[str, Any]]] = {}
     plays = [e for e in events if e["playbook"] == "run_batch.yml"]
     starts = [i for i, e in enumerate(plays) if e["event"] == "playbook_start"]
     for k, bid in enumerate(batches):

@@ -7,7 +7,6 @@ localhost; the knob is knob_sysfs pointed at a plain file the test owns (its
 from __future__ import annotations
 
 import csv
-import json
 import os
 import signal
 import subprocess

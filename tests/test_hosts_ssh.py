@@ -8,7 +8,6 @@ this machine's file system, so each gets its own runner and scratch directories.
 from __future__ import annotations
 
 import csv
-import json
 import shutil
 import subprocess
 import sys

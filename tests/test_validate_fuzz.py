@@ -13,7 +13,6 @@ import random
 import re
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
