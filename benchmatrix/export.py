@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmatrix.campaigns import read_meta
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.results import RUN_COLUMNS, atomic_write
 from benchmatrix.stats import bool_column, effective_runs, metric_direction
@@ -178,20 +179,11 @@ def parquet_bytes(table: pd.DataFrame, factor_names: list[str], experiment: str 
 def write_long_table(exp: Path, runs: pd.DataFrame, factor_names: list[str], units: dict[str, str],
                      declared: dict[str, Any] | None, experiment: str) -> Path:
     """Write ``results/NAME/runs_long.parquet`` atomically (called by collect)."""
-    campaign = read_campaign_id(exp)
+    campaign = str(read_meta(exp).get("id") or "")
     table = long_table(runs, factor_names, units, declared, experiment=experiment, campaign=campaign)
     path = Path(exp) / LONG_TABLE_NAME
     atomic_write(path, parquet_bytes(table, factor_names, experiment, campaign))
     return path
-
-
-def read_campaign_id(exp: Path) -> str:
-    """The campaign id in ``campaign.json``, or "" when there is none (never makes one)."""
-    path = Path(exp) / "campaign.json"
-    try:
-        return str(json.loads(path.read_text()).get("id") or "")
-    except (FileNotFoundError, ValueError, AttributeError):
-        return ""
 
 
 # ---------------------------------------------------------------- formats
@@ -360,7 +352,7 @@ def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None =
     _, runs, summary = load_tables(exp)
     factors = spec.factor_names
     declared = spec.workload.get("metrics")
-    campaign = read_campaign_id(exp)
+    campaign = str(read_meta(exp).get("id") or "")
 
     if fmt == "bmf":
         data: str | bytes = json.dumps(to_bmf(summary, factors), indent=1) + "\n"
