@@ -6,7 +6,7 @@ The logic lives in the benchmatrix package; this file is the table of contents.
 
 import sys
 
-from benchmatrix import workflow as bmx
+from benchmatrix.execute import snakefile as bmx
 
 
 configfile: "config/config.yaml"

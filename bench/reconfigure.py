@@ -3,7 +3,7 @@
 
 Knobs go through real Ansible exactly as a batch applies them: the playbook of
 tests/knobkit.py loops ``bmx_knobs`` through playbooks/tasks/knob.yml, as
-run_batch.yml does, via benchmatrix.ansible.run_playbook. Each repetition runs, in a
+run_batch.yml does, via benchmatrix.execute.ansible.run_playbook. Each repetition runs, in a
 shuffled order:
 
   empty    the same playbook with no knob (what a batch costs without knobs);

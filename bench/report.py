@@ -13,7 +13,7 @@ planned by benchmatrix itself (plan.csv from make_plan). Then, per size:
   `bmx report` (both in one process, what a user types).
 - 1M: no record files (a million files is a file-system benchmark of its own).
   runs.csv is synthesized in collect's layout (checked against the 10k runs.csv
-  collect wrote) and summary.csv with benchmatrix.stats.summarize, collect's own
+  collect wrote) and summary.csv with benchmatrix.analyze.stats.summarize, collect's own
   function. Measured: the report job only. The collect figure at 1M is an
   extrapolation from 10k and 100k, labelled as such.
 
@@ -62,10 +62,10 @@ import json, os, sys, time
 import numpy as np
 import pandas as pd
 from pathlib import Path
-from benchmatrix.spec import load_spec
-from benchmatrix.design import make_plan, plan_csv_text
-from benchmatrix.results import RUN_COLUMNS
-from benchmatrix.tasks import iso
+from benchmatrix.spec.load import load_spec
+from benchmatrix.plan.design import make_plan, plan_csv_text
+from benchmatrix.results.records import RUN_COLUMNS
+from benchmatrix.execute.rules import iso
 
 spec_path, exp, with_records = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "1"
 METRICS = json.loads(sys.argv[4])
@@ -117,7 +117,7 @@ if with_records:
         (d / "stdout").write_text(" ".join(f"{m}={values[m][i]:.3f}" for m in METRICS) + "\n")
         (d / "stderr").write_text("")
 else:
-    from benchmatrix.stats import summarize
+    from benchmatrix.analyze.stats import summarize
     cols = {"seq": [r.seq for r in runs], "host": "localhost", "run_id": [r.run_id for r in runs],
             "cell_id": [r.cell_id for r in runs], "replicate": [r.replicate for r in runs],
             "warmup": [r.warmup for r in runs], "control": [r.control for r in runs],

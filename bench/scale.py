@@ -65,8 +65,8 @@ def small_spec_text(name: str, runs: int) -> str:
 MAKE_PLAN = """
 import json, time
 t0 = time.perf_counter()
-from benchmatrix.spec import load_spec
-from benchmatrix.design import make_plan
+from benchmatrix.spec.load import load_spec
+from benchmatrix.plan.design import make_plan
 t1 = time.perf_counter()
 spec = load_spec({spec!r})
 t2 = time.perf_counter()

@@ -81,12 +81,12 @@ def experiment_lock(exp_dir: Path, what: str = "bmx", spec: str = "",
                     stop_orphan: bool = False) -> Iterator[Any]:
     """Hold the experiment's lock for one bmx command; refuse if another process has it.
 
-    The lock is an flock (:mod:`benchmatrix.lock`), so a killed bmx releases it
+    The lock is an flock (:mod:`benchmatrix.execute.lock`), so a killed bmx releases it
     with its process: a stale lock file is never an obstacle. Children given the
     file descriptor keep the lock while they live; when such a child outlived its
     bmx (an orphan), the refusal says so, and ``stop_orphan`` stops it first.
     """
-    from benchmatrix import lock
+    from benchmatrix.execute import lock
 
     hint = f"'bmx run {spec} --stop-orphan'" if spec else ""
     if stop_orphan:
@@ -104,7 +104,7 @@ def experiment_lock(exp_dir: Path, what: str = "bmx", spec: str = "",
 # ---------------------------------------------------------------- commands
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from benchmatrix.spec import load_spec
+    from benchmatrix.spec.load import load_spec
 
     spec = load_spec(args.spec)
     for w in spec.warnings:
@@ -118,8 +118,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def plan_summary(spec: Any, runs: list[Any], per_run_s: float | None = None,
                  batch_overhead_s: float = 0.0) -> dict[str, Any]:
-    """Figures ``bmx plan`` prints for one plan (see :func:`benchmatrix.design.plan_costs`)."""
-    from benchmatrix.design import plan_costs
+    """Figures ``bmx plan`` prints for one plan (see :func:`benchmatrix.plan.design.plan_costs`)."""
+    from benchmatrix.plan.design import plan_costs
 
     return plan_costs(spec, runs, per_run_s, batch_overhead_s)
 
@@ -133,7 +133,7 @@ def _alternative_plans(spec: Any, hosts: list[str], max_runs: int) -> dict[str, 
     import copy
     import dataclasses
 
-    from benchmatrix.design import make_plan
+    from benchmatrix.plan.design import make_plan
 
     strategies = (["restricted"] if spec.whole_plot_factors() else []) + ["random", "sequential"]
     out = {}
@@ -148,7 +148,7 @@ def _alternative_plans(spec: Any, hosts: list[str], max_runs: int) -> dict[str, 
 
 def _detect_inputs(args: argparse.Namespace, spec: Any, proj: Path) -> tuple[float, list[Any], str] | None:
     """Check the ``--detect`` options before anything is written: (difference, CVs, source)."""
-    from benchmatrix.power import CvSample, parse_fraction, pilot_cvs
+    from benchmatrix.plan.power import CvSample, parse_fraction, pilot_cvs
 
     if args.detect is None:
         if args.cv is not None or args.pilot is not None:
@@ -171,11 +171,11 @@ def _detect_inputs(args: argparse.Namespace, spec: Any, proj: Path) -> tuple[flo
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from benchmatrix.design import DEFAULT_BATCH_MAX_RUNS, per_run_estimate, visits_per_cell
-    from benchmatrix.power import family_size, replicate_plan
-    from benchmatrix.hosts import resolve_hosts
-    from benchmatrix.spec import load_spec, read_planning_config
-    from benchmatrix.tasks import exp_dir_of, plan
+    from benchmatrix.plan.design import DEFAULT_BATCH_MAX_RUNS, per_run_estimate, visits_per_cell
+    from benchmatrix.plan.power import family_size, replicate_plan
+    from benchmatrix.execute.hosts import resolve_hosts
+    from benchmatrix.spec.load import load_spec, read_planning_config
+    from benchmatrix.execute.rules import exp_dir_of, plan
 
     proj = project_dir()
     cfg_path = proj / "config" / "config.yaml"
@@ -297,7 +297,7 @@ def _snakemake_child_setup() -> None:
     A bmx started with SIGINT ignored (``nohup bmx run ... &``, a non-interactive
     shell's background job) would hand that on, and Snakemake could then never be
     stopped by the SIGINT that bmx forwards or that the workflow sends its own
-    group when bmx dies (benchmatrix.workflow.die_with_bmx). That watcher replaces
+    group when bmx dies (benchmatrix.execute.snakefile.die_with_bmx). That watcher replaces
     PR_SET_PDEATHSIG, which only signalled Snakemake itself: Snakemake then waited
     for its in-flight batch job, whose runner went on measuring.
     """
@@ -340,7 +340,7 @@ def _collected_early(exp: Path) -> bool:
     missing intermediate file (a batch marker) of an up-to-date output, so the next
     ``bmx run`` would see nothing to do and leave the rest of the campaign pending.
     """
-    from benchmatrix.workflow import batches
+    from benchmatrix.execute.snakefile import batches
 
     if not (exp / "runs.csv").is_file() or not (exp / "plan.csv").is_file():
         return False
@@ -357,8 +357,8 @@ def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, 
         ``benchmatrix:`` line seen on the stream), why bmx stopped the campaign itself
         ("" when it did not: a full disk makes it stop cleanly rather than fail on)).
     """
-    from benchmatrix.lock import LOCK_FD_ENV, note_child
-    from benchmatrix.tasks import describe_os_error
+    from benchmatrix.execute.lock import LOCK_FD_ENV, note_child
+    from benchmatrix.execute.rules import describe_os_error
 
     target = f"results/{spec.name}/report.html"
     # The target comes first: --config takes every following word as a KEY=VALUE.
@@ -452,10 +452,10 @@ def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, 
 
 def _execute(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: Any) -> int:
     """Run the workflow until no new re-run round appears; print the outcome."""
-    from benchmatrix.reruns import reruns_digest
-    from benchmatrix.status import campaign_status, exit_code
+    from benchmatrix.plan.reruns import reruns_digest
+    from benchmatrix.results.status import campaign_status, exit_code
 
-    from benchmatrix.hosts import resolve_hosts
+    from benchmatrix.execute.hosts import resolve_hosts
 
     log_path = exp / "logs" / "snakemake.log"
     args.hosts = resolve_hosts(spec.inventory_path(proj), spec.data["hosts"])
@@ -503,8 +503,8 @@ def _execute(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: A
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from benchmatrix.spec import load_spec
-    from benchmatrix.tasks import exp_dir_of
+    from benchmatrix.spec.load import load_spec
+    from benchmatrix.execute.rules import exp_dir_of
 
     proj = project_dir()
     spec = load_spec(args.spec)
@@ -520,7 +520,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _start_campaign(exp: Path, spec: Any, label: str | None, out: Any = None) -> None:
     """Keep a finished campaign and start a new one where due (docs/campaigns.md);
     say so on ``out`` (stdout; ``bmx plan`` passes stderr, its stdout may be JSON)."""
-    from benchmatrix.campaigns import read_meta, start_campaign
+    from benchmatrix.campaigns.store import read_meta, start_campaign
 
     what, kept = start_campaign(exp, spec, label)
     if kept is not None:
@@ -542,9 +542,9 @@ def _status_table(status: dict[str, Any], factor_names: list[str]) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from benchmatrix.spec import load_spec
-    from benchmatrix.status import campaign_status, exit_code
-    from benchmatrix.tasks import exp_dir_of
+    from benchmatrix.spec.load import load_spec
+    from benchmatrix.results.status import campaign_status, exit_code
+    from benchmatrix.execute.rules import exp_dir_of
 
     proj = project_dir()
     spec = load_spec(args.spec)
@@ -573,9 +573,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    from benchmatrix.hosts import resolve_hosts
-    from benchmatrix.spec import load_spec
-    from benchmatrix.tasks import exp_dir_of, restore_host
+    from benchmatrix.execute.hosts import resolve_hosts
+    from benchmatrix.spec.load import load_spec
+    from benchmatrix.execute.rules import exp_dir_of, restore_host
 
     proj = project_dir()
     spec = load_spec(args.spec)
@@ -603,15 +603,15 @@ def select_reruns(exp: Path, factor_names: list[str], failed: bool, where: str |
     """(run_id, next attempt) of the runs ``bmx rerun`` selects.
 
     ``failed`` picks every run whose state is failed, timeout, unreachable or invalid;
-    ``where`` is an expression of :mod:`benchmatrix.where` over one row per run (its
+    ``where`` is an expression of :mod:`benchmatrix.spec.where` over one row per run (its
     newest attempt): the factor columns, run_id, cell_id, host, status, attempt,
     replicate, warmup, control and the metrics of that attempt.
 
     Raises:
-        benchmatrix.where.WhereError: ``where`` is outside the language (one line).
+        benchmatrix.spec.where.WhereError: ``where`` is outside the language (one line).
     """
-    from benchmatrix.status import FAILED_STATES, run_states
-    from benchmatrix.where import Where
+    from benchmatrix.results.status import FAILED_STATES, run_states
+    from benchmatrix.spec.where import Where
 
     states = [s for s in run_states(exp) if s.attempts]
     picked = []
@@ -637,9 +637,9 @@ def select_reruns(exp: Path, factor_names: list[str], failed: bool, where: str |
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
-    from benchmatrix.reruns import append_round
-    from benchmatrix.spec import load_spec
-    from benchmatrix.tasks import exp_dir_of
+    from benchmatrix.plan.reruns import append_round
+    from benchmatrix.spec.load import load_spec
+    from benchmatrix.execute.rules import exp_dir_of
 
     if not args.failed and not args.where:
         raise BenchmatrixError("bmx rerun: say which runs: --failed and/or --where EXPR")
@@ -662,8 +662,8 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from benchmatrix.spec import load_spec
-    from benchmatrix.tasks import collect, exp_dir_of, report
+    from benchmatrix.spec.load import load_spec
+    from benchmatrix.execute.rules import collect, exp_dir_of, report
 
     proj = project_dir()
     spec = load_spec(args.spec)
@@ -679,9 +679,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_campaigns(args: argparse.Namespace) -> int:
-    from benchmatrix.campaigns import campaign_rows, campaigns_table
-    from benchmatrix.spec import load_spec
-    from benchmatrix.tasks import exp_dir_of
+    from benchmatrix.campaigns.store import campaign_rows, campaigns_table
+    from benchmatrix.spec.load import load_spec
+    from benchmatrix.execute.rules import exp_dir_of
 
     rows = campaign_rows(exp_dir_of(project_dir(), load_spec(args.spec)))
     print(json.dumps(rows, indent=2) if args.json else campaigns_table(rows))
@@ -689,7 +689,7 @@ def cmd_campaigns(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from benchmatrix.compare import compare_main
+    from benchmatrix.campaigns.compare import compare_main
 
     try:
         return compare_main(args.a, args.b, project_dir(), args.spec, args.out, args.json)
@@ -699,7 +699,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from benchmatrix.export import export
+    from benchmatrix.results.export import export
 
     path = export(args.spec, project_dir(), args.format, args.out)
     if path is not None:
@@ -708,7 +708,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from benchmatrix.publish import publish
+    from benchmatrix.campaigns.publish import publish
 
     # Like every other command, the results of the project bmx runs in (BMX_PROJECT_DIR).
     results = args.results if args.results is not None else project_dir() / "results"
@@ -827,7 +827,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         # A full disk or an unwritable results directory: one line, no traceback,
         # naming the path and, for a full disk, the space left.
-        from benchmatrix.tasks import describe_os_error
+        from benchmatrix.execute.rules import describe_os_error
 
         print(f"bmx: {describe_os_error(exc, Path.cwd())}", file=sys.stderr)
         return 1

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Snakemake entry point of rule 'plan'; the logic is benchmatrix.tasks.plan."""
+"""Snakemake entry point of rule 'plan'; the logic is benchmatrix.execute.rules.plan."""
 import sys
 
-from benchmatrix.tasks import entry
+from benchmatrix.execute.rules import entry
 
 sys.exit(entry("plan", sys.argv[1:]))

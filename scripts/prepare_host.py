@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Snakemake entry point of rule 'prepare_host'; the logic is benchmatrix.tasks.prepare_host."""
+"""Snakemake entry point of rule 'prepare_host'; the logic is benchmatrix.execute.rules.prepare_host."""
 import sys
 
-from benchmatrix.tasks import entry
+from benchmatrix.execute.rules import entry
 
 sys.exit(entry("prepare_host", sys.argv[1:]))

@@ -3,7 +3,7 @@
 A tiny project in the test's temporary directory links the repository's roles and
 tasks/knob.yml, and holds a playbook that loops ``bmx_knobs`` through tasks/knob.yml
 exactly as run_batch.yml and restore_host.yml do, then reports the knob states and
-the merged run settings. Calls go through benchmatrix.ansible.run_playbook.
+the merged run settings. Calls go through benchmatrix.execute.ansible.run_playbook.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from benchmatrix.ansible import run_playbook
+from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.errors import PlaybookFailedError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ PLAYBOOK = """\
 
 
 def knob(factor: str, role: str, value: Any, cost: str = "none", **role_vars: Any) -> dict[str, Any]:
-    """One item of ``bmx_knobs`` (what benchmatrix.tasks._knob_items makes)."""
+    """One item of ``bmx_knobs`` (what benchmatrix.execute.rules._knob_items makes)."""
     return {"factor": factor, "role": role, "value": value, "vars": role_vars, "cost": cost}
 
 

@@ -1,0 +1,1 @@
+"""Analysis: summary statistics, comparisons between levels, sanity checks and change points."""

@@ -1,0 +1,1 @@
+"""Campaigns across time: keeping them, comparing two, publishing a site."""

@@ -1,0 +1,540 @@
+"""Compare two campaigns of an experiment: ``bmx compare A B``.
+
+Cells are matched by cell id and host (each host against itself), and every metric of
+every matched cell becomes one row: the relative difference of B's mean against A's
+(``(mean_b - mean_a) / |mean_a|``, in percent), with the same statistics and verdict
+rules as ``report.compare`` (:mod:`benchmatrix.analyze.comparisons`): Welch's test on the two
+campaigns' effective runs, Fieller's interval of the ratio of means, Holm's adjustment
+over the family of :func:`benchmatrix.analyze.comparisons.family_metrics` (every row of those
+metrics, all cells and hosts together) with Holm-consistent intervals, the metric's
+direction from :func:`benchmatrix.analyze.stats.metric_direction`, ``insufficient_data`` with
+fewer than 3 runs on a side, ``descriptive`` outside the family.
+
+The comparability guard looks at the provenance of both sides first:
+
+* the **measurement** - the spec keys that define what a run measures
+  (:data:`benchmatrix.campaigns.store.MEASUREMENT_KEYS`, from each campaign's ``spec.json``) and, per cell and
+  host, the workload as the records hold it (role, rendered argv, before_run). Any
+  difference refuses the comparison: exit 2 and a table of what differs;
+* the **environment** - host facts (:data:`ENV_FACTS`: kernel, CPU model, memory,
+  tool version, ...) and the knobs' actual states, per host and cell. Differences are
+  what a user usually wants to compare; they are shown and named beside each verdict
+  (``kernel 6.1 -> 6.6``).
+
+Exit codes: 0 nothing worse, 1 some verdict ``worse``, 2 not comparable.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from benchmatrix.analyze.comparisons import DEFAULT_ALPHA, _judge, _side_stats, family_metrics, level_key
+from benchmatrix.campaigns.store import (CAMPAIGNS_DIR, MEASUREMENT_KEYS, SPEC_FILE, Campaign, dig, find_campaign, measured,
+                                  read_campaign)
+from benchmatrix.errors import BenchmatrixError
+from benchmatrix.analyze.stats import effective_runs, metric_direction
+
+#: Host facts that describe the environment a campaign ran in.
+ENV_FACTS = ("kernel", "cpu_model", "cpu_count", "sockets", "cores", "threads_per_core", "memory_mb",
+             "distribution", "architecture", "python", "tool_version", "smt", "online_cpus", "filesystem",
+             "block_device", "io_scheduler", "read_ahead_kb")
+#: Keys of a record's ``workload`` that are the environment's doing, not the spec's.
+_WORKLOAD_ENV = frozenset({"affinity_applied"})
+#: Columns of runs.csv that are not metrics.
+_RUN_COLUMNS = frozenset({"seq", "host", "run_id", "cell_id", "replicate", "warmup", "control", "visit", "batch",
+                          "attempt", "status", "reason", "started_at", "ended_at", "duration_s", "exit_code"})
+#: Columns of compare.csv after the factor columns.
+TAIL_COLUMNS = ["host", "metric", "unit", "better", "n_a", "n_b", "mean_a", "mean_b", "rel_diff_pct",
+                "ci_low_pct", "ci_high_pct", "ci_low_adj_pct", "ci_high_adj_pct", "p_value",
+                "p_value_unadjusted", "df", "verdict", "environment"]
+#: Columns of provenance.csv.
+PROVENANCE_COLUMNS = ["kind", "scope", "host", "cell_id", "what", "a", "b"]
+
+
+@dataclass
+class Side:
+    """What one campaign brings to a comparison."""
+
+    campaign: Campaign
+    runs: pd.DataFrame
+    factor_names: list[str]
+    spec: dict[str, Any] | None
+    facts: dict[str, dict[str, Any]]
+    records: list[dict[str, Any]]
+
+
+@dataclass
+class CampaignComparison:
+    """The comparison of campaign B against campaign A.
+
+    Attributes:
+        a: The baseline campaign.
+        b: The campaign compared with it.
+        table: Rows of compare.csv (:func:`compare_columns`), empty when refused.
+        measurement: Differences of the measurement (rows of provenance.csv, kind
+            ``measurement``); any refuses the comparison.
+        environment: Differences of the environment (kind ``environment``).
+        only_a: ``(cell_id, host)`` pairs measured only in A; ``only_b`` likewise.
+        factor_names: Factor columns of the table.
+        alpha: Significance level of the verdicts.
+        family: Metrics in Holm's family; ``descriptive`` the other compared ones.
+        notes: Remarks for the reader.
+    """
+
+    a: Campaign
+    b: Campaign
+    table: pd.DataFrame
+    measurement: list[dict[str, Any]] = field(default_factory=list)
+    environment: list[dict[str, Any]] = field(default_factory=list)
+    only_a: list[tuple[str, str]] = field(default_factory=list)
+    only_b: list[tuple[str, str]] = field(default_factory=list)
+    factor_names: list[str] = field(default_factory=list)
+    alpha: float = DEFAULT_ALPHA
+    family: list[str] = field(default_factory=list)
+    descriptive: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def refused(self) -> bool:
+        """True when the two campaigns are not comparable (the measurement differs or
+        no cell was measured in both)."""
+        return bool(self.measurement) or self.table.empty
+
+    @property
+    def exit_code(self) -> int:
+        """0 nothing worse, 1 some verdict worse, 2 not comparable."""
+        if self.refused:
+            return 2
+        return 1 if (self.table["verdict"] == "worse").any() else 0
+
+    def counts(self) -> dict[str, int]:
+        """Rows per verdict."""
+        return {str(k): int(v) for k, v in self.table["verdict"].value_counts().items()} if len(self.table) else {}
+
+
+def compare_columns(factor_names: list[str]) -> list[str]:
+    """Columns of compare.csv: cell_id, the factors, then :data:`TAIL_COLUMNS`."""
+    return ["cell_id", *[f"factor_{f}" if f in TAIL_COLUMNS or f == "cell_id" else f for f in factor_names],
+            *TAIL_COLUMNS]
+
+
+# ---------------------------------------------------------------- loading
+
+def load_side(campaign: Campaign) -> Side:
+    """Read what a comparison needs from a campaign directory.
+
+    Raises:
+        BenchmatrixError: the campaign has no runs.csv yet.
+    """
+    from benchmatrix.plan.design import read_plan
+    from benchmatrix.results.records import load_records
+
+    path = campaign.path
+    runs_csv, plan_csv = path / "runs.csv", path / "plan.csv"
+    if not runs_csv.is_file() or not plan_csv.is_file() or not runs_csv.stat().st_size:
+        raise BenchmatrixError(f"{path}: campaign {campaign.name} has no runs.csv yet; run or report it first")
+    plan, factor_names = read_plan(plan_csv)
+    runs = pd.read_csv(runs_csv)
+    try:
+        spec = json.loads((path / SPEC_FILE).read_text())
+    except (OSError, ValueError):
+        spec = None
+    facts = {}
+    for fp in sorted((path / "hosts").glob("*/facts.json")):
+        try:
+            facts[fp.parent.name] = json.loads(fp.read_text())
+        except (OSError, ValueError):
+            continue
+    return Side(campaign, runs, factor_names, spec, facts, load_records(path, plan))
+
+
+# ---------------------------------------------------------------- provenance
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _measured_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if r.get("status") == "ok" and not r.get("warmup") and not r.get("control")]
+
+
+def _per_cell_host(records: list[dict[str, Any]], get) -> dict[tuple[str, str], set[str]]:
+    out: dict[tuple[str, str], set[str]] = {}
+    for rec in _measured_records(records):
+        out.setdefault((str(rec.get("cell_id")), str(rec.get("host"))), set()).add(_text(get(rec)))
+    return out
+
+
+def _workload_of(rec: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in (rec.get("workload") or {}).items() if k not in _WORKLOAD_ENV}
+
+
+def _knobs_of(rec: dict[str, Any]) -> dict[str, Any]:
+    knobs = rec.get("knobs") or {}
+    return {k: (v.get("actual") if isinstance(v, dict) else v) for k, v in sorted(knobs.items())}
+
+
+def provenance(a: Side, b: Side, pairs: list[tuple[str, str]]) -> tuple[list[dict], list[dict], list[str]]:
+    """The measurement and environment differences of two campaigns.
+
+    Args:
+        a: The baseline side; b: the other.
+        pairs: The ``(cell_id, host)`` pairs measured in both.
+
+    Returns:
+        ``(measurement, environment, notes)``; each difference is a dict with the
+        keys of :data:`PROVENANCE_COLUMNS`.
+    """
+    measurement: list[dict[str, Any]] = []
+    environment: list[dict[str, Any]] = []
+    notes: list[str] = []
+    if a.spec is not None and b.spec is not None:
+        for key in MEASUREMENT_KEYS:
+            va, vb = measured(a.spec, key), measured(b.spec, key)
+            if _text(va) != _text(vb):
+                measurement.append({"kind": "measurement", "scope": "spec", "host": "", "cell_id": "",
+                                    "what": key, "a": _text(va), "b": _text(vb)})
+    else:
+        missing = " and ".join(s.campaign.name for s in (a, b) if s.spec is None)
+        notes.append(f"{missing}: no {SPEC_FILE} (a campaign planned before it was kept): the spec's measurement "
+                     f"keys were not compared, only the workload each run's record holds")
+    wa, wb = _per_cell_host(a.records, _workload_of), _per_cell_host(b.records, _workload_of)
+    ka, kb = _per_cell_host(a.records, _knobs_of), _per_cell_host(b.records, _knobs_of)
+    for cell, host in pairs:
+        x, y = wa.get((cell, host), set()), wb.get((cell, host), set())
+        if x and y and x != y:
+            measurement.append({"kind": "measurement", "scope": "cell", "host": host, "cell_id": cell,
+                                "what": "workload (role, argv, before_run)", "a": " | ".join(sorted(x)),
+                                "b": " | ".join(sorted(y))})
+        x, y = ka.get((cell, host), set()), kb.get((cell, host), set())
+        if x and y and x != y and not (x == {"{}"} or y == {"{}"}):
+            environment.append({"kind": "environment", "scope": "cell", "host": host, "cell_id": cell,
+                                "what": "knobs (actual)", "a": " | ".join(sorted(x)), "b": " | ".join(sorted(y))})
+    for host in sorted({h for _, h in pairs}):
+        fa, fb = a.facts.get(host) or _record_facts(a.records, host), b.facts.get(host) or _record_facts(b.records, host)
+        for key in ENV_FACTS:
+            va, vb = fa.get(key), fb.get(key)
+            if _text(va) != _text(vb):
+                environment.append({"kind": "environment", "scope": "host", "host": host, "cell_id": "",
+                                    "what": key, "a": _text(va), "b": _text(vb)})
+        va, vb = _versions(a.records, host), _versions(b.records, host)
+        if va != vb and va and vb:
+            environment.append({"kind": "environment", "scope": "host", "host": host, "cell_id": "",
+                                "what": "benchmatrix_version", "a": ", ".join(sorted(va)), "b": ", ".join(sorted(vb))})
+    return measurement, environment, notes
+
+
+def _record_facts(records: list[dict[str, Any]], host: str) -> dict[str, Any]:
+    for rec in records:
+        if rec.get("host") == host and rec.get("host_facts"):
+            return rec["host_facts"]
+    return {}
+
+
+def _versions(records: list[dict[str, Any]], host: str) -> set[str]:
+    return {str(r.get("benchmatrix_version")) for r in records if r.get("host") == host and r.get("benchmatrix_version")}
+
+
+def _changes_by_row(environment: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """(cell_id, host) -> "kernel 6.1 -> 6.6; ..." (host-wide changes under cell "")."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for d in environment:
+        out.setdefault((d["cell_id"], d["host"]), []).append(f"{d['what']} {d['a']} -> {d['b']}")
+    return {k: "; ".join(v) for k, v in out.items()}
+
+
+# ---------------------------------------------------------------- statistics
+
+def _metrics(side: Side) -> list[str]:
+    return [c for c in side.runs.columns if c not in _RUN_COLUMNS and c not in set(side.factor_names)]
+
+
+def _groups(eff: pd.DataFrame, metric: str) -> pd.DataFrame:
+    values = pd.to_numeric(eff[metric], errors="coerce").astype("float64")
+    frame = pd.DataFrame({"cell_id": eff["cell_id"].astype(str).to_numpy(),
+                          "host": eff["host"].astype(str).to_numpy() if "host" in eff.columns else "",
+                          "y": values.to_numpy()}).dropna(subset=["y"])
+    return frame.groupby(["cell_id", "host"], sort=True)["y"].agg(["count", "mean", "var"])
+
+
+def compare_frames(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metrics: list[str], family: list[str],
+                   declared: dict[str, Any] | None = None, units: dict[str, str] | None = None,
+                   alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
+    """Compare two runs tables cell by cell and host by host (the statistics only).
+
+    Args:
+        runs_a: Rows of A's runs.csv (every attempt; the effective runs are used).
+        runs_b: Rows of B's runs.csv.
+        metrics: Metrics to compare (those missing on a side are skipped).
+        family: Metrics of Holm's family; the others get verdict ``descriptive``.
+        declared: ``workload.metrics`` (for each metric's direction).
+        units: Metric -> unit.
+        alpha: Significance level.
+
+    Returns:
+        One row per (cell_id, host, metric) measured in both: ``cell_id, host, metric,
+        unit, better, n_a, n_b, mean_a, mean_b, rel_diff_pct`` (B vs A), both
+        intervals, ``p_value`` (Holm-adjusted), ``p_value_unadjusted, df, verdict``.
+    """
+    eff_a, eff_b = effective_runs(runs_a), effective_runs(runs_b)
+    rows = []
+    for metric in dict.fromkeys(metrics):
+        if metric not in eff_a.columns or metric not in eff_b.columns:
+            continue
+        ga, gb = _groups(eff_a, metric), _groups(eff_b, metric)
+        direction = metric_direction(metric, declared)
+        for key in ga.index.intersection(gb.index):
+            na, ma, va = ga.loc[key]
+            nb, mb, vb = gb.loc[key]
+            # B is the "level", A the "baseline": rel_diff = (mean_b - mean_a) / |mean_a|.
+            s = _side_stats(mb, vb, int(nb), ma, va, int(na))
+            rows.append({"cell_id": key[0], "host": key[1], "metric": metric, "unit": (units or {}).get(metric, ""),
+                         "better": direction, **s})
+    if not rows:
+        return pd.DataFrame(columns=["cell_id", "host", "metric", "unit", "better", "n_a", "n_b", "mean_a", "mean_b",
+                                     "rel_diff_pct", "ci_low_pct", "ci_high_pct", "ci_low_adj_pct",
+                                     "ci_high_adj_pct", "p_value", "p_value_unadjusted", "df", "verdict"])
+    table = pd.DataFrame(rows)
+    _judge(table, set(family), alpha)
+    table = table.rename(columns={"n_level": "n_b", "n_baseline": "n_a", "mean_level": "mean_b",
+                                  "mean_baseline": "mean_a"})
+    return table[[c for c in table.columns if not c.startswith("_")]]
+
+
+def _units(side: Side) -> dict[str, str]:
+    declared = dig(side.spec, "workload.metrics") or {}
+    units = {m: str((d or {}).get("unit") or "") for m, d in declared.items() if isinstance(d, dict)}
+    for rec in side.records:
+        for m, v in (rec.get("metrics") or {}).items():
+            if isinstance(v, dict) and v.get("unit") and not units.get(m):
+                units[m] = str(v["unit"])
+    return units
+
+
+def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None) -> CampaignComparison:
+    """Compare campaign ``b`` against campaign ``a`` (see the module docstring).
+
+    Args:
+        a: The baseline campaign.
+        b: The campaign compared with it.
+        alpha: Significance level; default B's ``report.alpha`` or 0.05.
+
+    Returns:
+        The comparison; ``exit_code`` says what ``bmx compare`` exits with.
+    """
+    sa, sb = load_side(a), load_side(b)
+    spec = sb.spec or sa.spec or {}
+    alpha = float(alpha if alpha is not None else dig(spec, "report.alpha") or DEFAULT_ALPHA)
+    common = [m for m in _metrics(sb) if m in set(_metrics(sa))]
+    wanted = [m for m in (dig(spec, "report.metrics") or []) if m in common]
+    metrics = wanted or sorted(common)
+    family = [m for m in family_metrics(SimpleNamespace(data=spec), metrics) if m in metrics]
+    units = {**_units(sa), **_units(sb)}
+    table = compare_frames(sa.runs, sb.runs, metrics, family, dig(spec, "workload.metrics"), units, alpha)
+    pairs_a = _pairs(sa.runs)
+    pairs_b = _pairs(sb.runs)
+    common_pairs = sorted(pairs_a & pairs_b)
+    measurement, environment, notes = provenance(sa, sb, common_pairs)
+    factor_names = list(dict.fromkeys([*sb.factor_names, *sa.factor_names]))
+    result = CampaignComparison(a, b, table, measurement, environment, sorted(pairs_a - pairs_b),
+                                sorted(pairs_b - pairs_a), factor_names, alpha, family,
+                                [m for m in metrics if m not in set(family)], notes)
+    if not len(table):
+        result.notes.append("no cell was measured (ok runs with a metric) on the same host in both campaigns")
+        return result
+    changes = _changes_by_row(environment)
+    table["environment"] = ["; ".join(x for x in (changes.get(("", h), ""), changes.get((c, h), "")) if x)
+                            for c, h in zip(table["cell_id"], table["host"])]
+    levels = _levels(sb, sa, factor_names)
+    for f in factor_names:
+        col = f"factor_{f}" if f in TAIL_COLUMNS or f == "cell_id" else f
+        table[col] = [levels.get(c, {}).get(f, "") for c in table["cell_id"]]
+    table = table.reindex(columns=compare_columns(factor_names))
+    # Metrics in the spec's order, then hosts, then cells by their levels (numbers as numbers).
+    order = {m: i for i, m in enumerate(metrics)}
+    keys = [(order.get(r[0], len(order)), r[1], *(_sort_key(v) for v in r[2:]), r[-1])
+            for r in table[["metric", "host", *compare_columns(factor_names)[1:1 + len(factor_names)], "cell_id"]]
+            .itertuples(index=False)]
+    result.table = table.iloc[sorted(range(len(table)), key=keys.__getitem__)].reset_index(drop=True)
+    if result.descriptive:
+        result.notes.append(f"verdicts and Holm's adjustment cover {', '.join(family) or 'none'}; descriptive "
+                            f"(unadjusted 95 % intervals, no verdict): {', '.join(result.descriptive)}")
+    return result
+
+
+def _sort_key(value: Any) -> tuple[int, float, str]:
+    try:
+        return (0, float(value), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(value))
+
+
+def _pairs(runs: pd.DataFrame) -> set[tuple[str, str]]:
+    eff = effective_runs(runs)
+    if eff.empty:
+        return set()
+    hosts = eff["host"].astype(str) if "host" in eff.columns else pd.Series("", index=eff.index)
+    return set(zip(eff["cell_id"].astype(str), hosts))
+
+
+def _levels(*sides_and_names) -> dict[str, dict[str, str]]:
+    *sides, names = sides_and_names
+    out: dict[str, dict[str, str]] = {}
+    for side in sides:
+        cols = [f for f in names if f in side.runs.columns]
+        for row in side.runs[["cell_id", *cols]].drop_duplicates("cell_id").itertuples(index=False):
+            out.setdefault(str(row[0]), {f: level_key(v) for f, v in zip(cols, row[1:])})
+    return out
+
+
+# ---------------------------------------------------------------- resolving and writing
+
+def experiment_dir_of(campaign: Campaign) -> Path:
+    """``results/NAME`` of a campaign (its own directory for the current one)."""
+    p = campaign.path
+    return p.parent.parent if p.parent.name == CAMPAIGNS_DIR else p
+
+
+def resolve(ref: str, project_dir: Path, exp_dir: Path | None = None) -> Campaign:
+    """The campaign a user names: a directory, or an id, id prefix or label among
+    ``exp_dir``'s campaigns (``--spec``), else among every experiment's in results/.
+
+    Raises:
+        BenchmatrixError: nothing or several campaigns match.
+    """
+    as_path = Path(ref)
+    if as_path.is_dir():
+        c = read_campaign(as_path, current=as_path.parent.name != CAMPAIGNS_DIR)
+        if c is None:
+            raise BenchmatrixError(f"{ref}: not a campaign directory (no campaign.json)")
+        return c
+    if exp_dir is not None:
+        return find_campaign(exp_dir, ref)
+    hits = []
+    for exp in sorted((Path(project_dir) / "results").glob("*/")):
+        try:
+            hits.append(find_campaign(exp, ref))
+        except BenchmatrixError:
+            continue
+    if len(hits) == 1:
+        return hits[0]
+    if not hits:
+        raise BenchmatrixError(f"no campaign {ref!r} in {Path(project_dir) / 'results'}; give --spec SPEC, "
+                               f"an id from 'bmx campaigns SPEC', or a directory")
+    raise BenchmatrixError(f"{ref!r} names campaigns of {len(hits)} experiments "
+                           f"({', '.join(str(c.path) for c in hits)}); give --spec SPEC or a directory")
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:60] or "campaign"
+
+
+def default_out(result: CampaignComparison) -> Path:
+    """``results/NAME/compare/A_vs_B/`` of B's experiment."""
+    return experiment_dir_of(result.b) / "compare" / f"{_safe(result.a.name)}_vs_{_safe(result.b.name)}"
+
+
+def context(result: CampaignComparison) -> dict[str, Any]:
+    """What the compare templates see."""
+    def side(c: Campaign) -> dict[str, Any]:
+        return {"id": c.id, "label": c.label, "name": c.name, "started_at": c.started_at or "-",
+                "ended_at": c.ended_at or "-", "path": str(c.path)}
+
+    rows = result.table.to_dict("records") if len(result.table) else []
+    for r in rows:
+        r["cell"] = ", ".join(f"{f}={r.get(f'factor_{f}', r.get(f, ''))}" for f in result.factor_names) or r["cell_id"]
+        adjusted = r["verdict"] != "descriptive"
+        lo, hi = (r["ci_low_adj_pct"], r["ci_high_adj_pct"]) if adjusted else (r["ci_low_pct"], r["ci_high_pct"])
+        r["ci"] = (f"[{lo:+.1f}, {hi:+.1f}]" if _finite(lo) and _finite(hi) else "unbounded"
+                   if _finite(r["rel_diff_pct"]) else "-")
+        r["rel"] = f"{r['rel_diff_pct']:+.1f}" if _finite(r["rel_diff_pct"]) else "-"
+        r["verdict_text"] = r["verdict"].replace("_", " ") + (f" ({r['environment']})" if r["environment"]
+                                                              and r["verdict"] in ("better", "worse", "higher",
+                                                                                    "lower") else "")
+    return {"a": side(result.a), "b": side(result.b), "rows": rows, "refused": result.refused,
+            "exit_code": result.exit_code, "measurement": result.measurement, "environment": result.environment,
+            "only_a": result.only_a, "only_b": result.only_b, "alpha": result.alpha, "family": result.family,
+            "descriptive": result.descriptive, "notes": result.notes, "counts": result.counts(),
+            "multi_host": len({r["host"] for r in rows}) > 1}
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float, np.floating)) and math.isfinite(float(x))
+
+
+def write_comparison(result: CampaignComparison, out: Path | None = None) -> dict[str, Path]:
+    """Write compare.csv, provenance.csv, compare.md and compare.html into ``out``
+    (default :func:`default_out`), each atomically. Returns name -> path."""
+    from benchmatrix.report.render import _environment
+    from benchmatrix.results.records import atomic_write
+
+    out = Path(out) if out is not None else default_out(result)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {n: out / n for n in ("compare.csv", "provenance.csv", "compare.md", "compare.html")}
+    atomic_write(paths["compare.csv"], result.table.to_csv(index=False))
+    prov = pd.DataFrame(result.measurement + result.environment, columns=PROVENANCE_COLUMNS)
+    atomic_write(paths["provenance.csv"], prov.to_csv(index=False))
+    env = _environment()
+    ctx = context(result)
+    atomic_write(paths["compare.md"], env.get_template("compare.md.j2").render(ctx))
+    atomic_write(paths["compare.html"], env.get_template("compare.html.j2").render(ctx))
+    return paths
+
+
+def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | None = None,
+                 out: Path | None = None, as_json: bool = False) -> int:
+    """``bmx compare``: resolve, compare, write, print; returns the exit code."""
+    exp = None
+    if spec_path:
+        from benchmatrix.spec.load import load_spec
+        from benchmatrix.execute.rules import exp_dir_of
+
+        exp = exp_dir_of(project_dir, load_spec(spec_path))
+    a, b = resolve(ref_a, project_dir, exp), resolve(ref_b, project_dir, exp)
+    if a.path.resolve() == b.path.resolve():
+        raise BenchmatrixError(f"{ref_a} and {ref_b} name the same campaign {a.id}")
+    result = compare_campaigns(a, b)
+    paths = write_comparison(result, out)
+    if as_json:
+        print(json.dumps({"a": a.id, "b": b.id, "exit_code": result.exit_code, "refused": result.refused,
+                          "counts": result.counts(), "measurement": result.measurement,
+                          "environment": result.environment, "notes": result.notes,
+                          "files": {k: str(v) for k, v in paths.items()}}, indent=2))
+        return result.exit_code
+    print(f"bmx: {b.name} vs {a.name}")
+    if result.measurement:
+        print(f"bmx: not comparable: the measurement differs ({len(result.measurement)} difference(s)):")
+        for d in result.measurement[:20]:
+            where = "spec" if d["scope"] == "spec" else f"cell {d['cell_id']} on {d['host']}"
+            print(f"  {where}: {d['what']}: {d['a']} -> {d['b']}")
+    elif result.table.empty:
+        print("bmx: not comparable: no cell was measured on the same host in both campaigns")
+    else:
+        for d in result.environment:
+            if d["scope"] == "host":
+                print(f"bmx: environment on {d['host']}: {d['what']} {d['a']} -> {d['b']}")
+        counts = result.counts()
+        print("bmx: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(counts.items())))
+        worse = result.table[result.table["verdict"] == "worse"]
+        for r in worse.head(20).to_dict("records"):
+            print(f"bmx: worse: {r['metric']} {r['rel_diff_pct']:+.1f}% at cell {r['cell_id']} on {r['host']}"
+                  + (f" ({r['environment']})" if r["environment"] else ""))
+    for n in result.notes:
+        print(f"bmx: note: {n}")
+    print(f"compare: {paths['compare.md']}")
+    print(f"compare: {paths['compare.html']}")
+    print(f"compare: {paths['compare.csv']}")
+    return result.exit_code

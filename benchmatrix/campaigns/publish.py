@@ -1,0 +1,502 @@
+"""``bmx publish``: every experiment's campaigns as a static web site.
+
+The site needs no server and fetches nothing: plain HTML files with relative links,
+one inline stylesheet per page, plots as inline SVG, and a Content-Security-Policy
+that forbids any request but the page's own images (``docs/publish.md``)::
+
+    DIR/index.html                         experiments and their latest campaign
+    DIR/NAME/index.html                    the experiment's campaigns, comparisons
+    DIR/NAME/history.html                  means over campaigns, steps (>= 2 campaigns)
+    DIR/NAME/history.csv, steps.csv        the history's data
+    DIR/NAME/campaigns/ID/                 report.html, summary.csv, runs.csv, ...
+    DIR/NAME/compare/X/                    copies of results/NAME/compare/X/
+
+A campaign's page is its own ``report.html`` (self-contained), copied as it is. The
+history of an experiment reads each campaign's ``summary.csv`` only: a cell's mean
+and 95 % interval per metric and campaign, and the change-point test of
+:mod:`benchmatrix.analyze.changepoint` on the series of campaign means (a step needs at
+least :data:`benchmatrix.analyze.changepoint.MIN_CAMPAIGNS` campaigns).
+
+The site is built in a temporary directory beside ``DIR`` and moved into place at
+the end, so a failed publish leaves the previous site intact. ``DIR`` must be new,
+empty, or a site an earlier ``bmx publish`` wrote (it holds :data:`SITE_MARKER`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from benchmatrix.campaigns.store import Campaign, list_campaigns
+from benchmatrix.analyze.changepoint import MIN_CAMPAIGNS, detect_step, detect_steps
+from benchmatrix.errors import BenchmatrixError
+from benchmatrix.report.plots import _pyplot, _svg, safe_file_stem
+from benchmatrix.report.render import format_number, format_value
+
+#: File in a published site's root: ``bmx publish`` only ever replaces such a directory.
+SITE_MARKER = ".benchmatrix-site"
+#: The policy every page carries: nothing is fetched but the site's own images.
+CSP = "default-src 'none'; img-src data: 'self'; style-src 'unsafe-inline'"
+#: A campaign's files copied into the site (when present), in the order they are listed.
+DOWNLOADS = ("summary.csv", "runs.csv", "runs_long.parquet", "comparisons.csv")
+#: Cells drawn as lines in a history plot; beyond it, the cells with a step (largest first).
+MAX_PLOT_CELLS = 8
+#: Metrics that get a history plot each (in summary order).
+MAX_PLOT_METRICS = 12
+#: Largest history whose means are also shown as a cell x campaign table per metric.
+MAX_TABLE_CELLS = 50
+MAX_TABLE_CAMPAIGNS = 30
+#: Rows of the all-series table on a history page; the rest are in steps.csv.
+MAX_SERIES_ROWS = 5000
+#: Change-point test false-alarm rate per series.
+ALPHA = 0.05
+_WARNING_LINE = re.compile(r"^> \*\*Warning: ", re.MULTILINE)
+
+
+@dataclass
+class CampaignPage:
+    """What the site shows of one campaign.
+
+    Attributes:
+        campaign: The campaign.
+        slug: Its directory name in the site (``NAME/campaigns/SLUG/``).
+        date: When it started (``YYYY-MM-DD HH:MM UTC``), "" when unknown.
+        hosts: Its hosts, sorted.
+        cells: Cells with a summary row (else with a run), None when unknown.
+        runs_ok, runs_failed: Runs whose newest attempt is ``ok`` / anything else.
+        warnings: Warnings its report.md shows, None without a report.
+        files: Site-relative names of the files copied (report.html first).
+        summary: Its summary.csv (empty when missing).
+    """
+
+    campaign: Campaign
+    slug: str
+    date: str = ""
+    hosts: list[str] = field(default_factory=list)
+    cells: int | None = None
+    runs_ok: int | None = None
+    runs_failed: int | None = None
+    warnings: int | None = None
+    files: list[str] = field(default_factory=list)
+    summary: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+
+
+def _date(iso: str) -> str:
+    try:
+        ts = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    if ts.tzinfo is not None:
+        ts = ts.astimezone(timezone.utc)
+    return ts.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _read_csv(path: Path, **kwargs: Any) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path, **kwargs)
+    except FileNotFoundError:
+        return pd.DataFrame()
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise BenchmatrixError(f"{path}: not a readable CSV table: {str(exc).splitlines()[0]}") from None
+
+
+def campaign_page(campaign: Campaign, slug: str) -> CampaignPage:
+    """Read what the index shows of one campaign from its directory (no copying)."""
+    path = campaign.path
+    page = CampaignPage(campaign, slug, date=_date(campaign.started_at) if campaign.started_at else "")
+    page.summary = _read_csv(path / "summary.csv", dtype={"cell_id": str})
+    runs = _read_csv(path / "runs.csv", dtype={"run_id": str, "cell_id": str, "host": str, "status": str},
+                     usecols=lambda c: c in {"run_id", "cell_id", "host", "attempt", "status"})
+    if not page.date:
+        # A campaign made before campaign.json had created_at: its files' age.
+        stamps = [p.stat().st_mtime for p in (path / "summary.csv", path / "runs.csv") if p.is_file()]
+        if stamps:
+            page.date = datetime.fromtimestamp(min(stamps), tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    if "cell_id" in page.summary.columns:
+        page.cells = int(page.summary["cell_id"].nunique())
+    elif "cell_id" in runs.columns:
+        page.cells = int(runs["cell_id"].nunique())
+    if {"run_id", "status"} <= set(runs.columns):
+        newest = runs.sort_values("attempt", kind="stable") if "attempt" in runs.columns else runs
+        newest = newest.drop_duplicates("run_id", keep="last")
+        ok = newest["status"].astype(str).str.strip().eq("ok")
+        page.runs_ok, page.runs_failed = int(ok.sum()), int((~ok).sum())
+    if "host" in runs.columns:
+        page.hosts = sorted(runs["host"].dropna().astype(str).unique())
+    elif (path / "hosts").is_dir():
+        page.hosts = sorted(p.name for p in (path / "hosts").iterdir() if p.is_dir())
+    md = path / "report.md"
+    if md.is_file():
+        page.warnings = len(_WARNING_LINE.findall(md.read_text(encoding="utf-8", errors="replace")))
+    page.files = [n for n in ("report.html", *DOWNLOADS) if (path / n).is_file()]
+    return page
+
+
+def experiment_campaigns(exp_dir: Path) -> list[Campaign]:
+    """The experiment's campaigns, oldest first; a results directory from before
+    campaigns were kept (no campaign.json) counts as one campaign named ``current``."""
+    found = list_campaigns(exp_dir)
+    if not any(c.current for c in found) and any((exp_dir / n).is_file() for n in ("summary.csv", "runs.csv")):
+        found.append(Campaign(id="current", path=exp_dir, current=True))
+    return found
+
+
+def _slugs(campaigns: list[Campaign]) -> list[str]:
+    slugs, seen = [], set()
+    for c in campaigns:
+        slug = safe_file_stem(c.id) or "campaign"
+        while slug in seen:  # two campaigns with one id (a copied directory): keep both
+            slug += "_"
+        seen.add(slug)
+        slugs.append(slug)
+    return slugs
+
+
+# ------------------------------------------------------------------ history
+
+@dataclass
+class History:
+    """One experiment's history across campaigns.
+
+    Attributes:
+        long: One row per campaign, cell and metric (the history.csv table).
+        steps: One row per cell and metric: the change-point verdict (steps.csv).
+        plots: ``{"metric", "title", "caption", "svg"}`` per plotted metric.
+        tables: Per metric, every cell's mean and 95 % interval in each campaign
+            (``{"metric", "unit", "campaigns", "rows": [{"cell", "values"}]}``, a
+            value ``(mean, ci_low, ci_high)`` or None); empty when there are more
+            than :data:`MAX_TABLE_CELLS` cells or :data:`MAX_TABLE_CAMPAIGNS` campaigns.
+    """
+
+    long: pd.DataFrame
+    steps: pd.DataFrame
+    plots: list[dict[str, str]]
+    tables: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _cell_labels(long: pd.DataFrame, stats_cols: set[str]) -> pd.Series:
+    """``factor=level, ...`` per cell id, from the newest campaign naming it."""
+    factors = [c for c in long.columns if c not in stats_cols]
+    newest = long.drop_duplicates("cell_id", keep="last").set_index("cell_id")
+    if not factors:
+        return pd.Series(newest.index, index=newest.index)
+    parts = [f + "=" + newest[f].map(format_value) for f in factors]
+    label = parts[0]
+    for p in parts[1:]:
+        label = label + ", " + p
+    return label
+
+
+def build_history(pages: list[CampaignPage], alpha: float = ALPHA) -> History | None:
+    """Campaign means per cell and metric over the campaigns, with the step test.
+
+    Args:
+        pages: The experiment's campaigns, oldest first.
+        alpha: The change-point test's false-alarm rate per series.
+
+    Returns:
+        None when fewer than two campaigns have a summary.
+    """
+    frames = []
+    # "#name" and "#pos" (the campaign's place in time) cannot clash with a factor: no factor name has a "#".
+    for k, page in enumerate(pages):
+        s = page.summary
+        if s.empty or not {"cell_id", "metric", "mean"} <= set(s.columns):
+            continue
+        frames.append(s.assign(campaign=page.campaign.id, started_at=page.campaign.started_at,
+                               **{"#name": page.campaign.name, "#pos": k}))
+    if len(frames) < 2:
+        return None
+    long = pd.concat(frames, ignore_index=True, sort=False)
+    for col in ("unit", "n", "ci_low", "ci_high"):
+        if col not in long.columns:
+            long[col] = np.nan
+    long["unit"] = long["unit"].fillna("").astype(str)
+    stat_cols = {"cell_id", "metric", "unit", "n", "mean", "median", "min", "max", "sd", "cv", "ci_low",
+                 "ci_high", "ci_method", "campaign", "#name", "started_at", "#pos"}
+    labels = _cell_labels(long, stat_cols)
+    means = long.pivot_table(index=["metric", "cell_id"], columns="#pos", values="mean", aggfunc="last")
+    # The summaries' order (cells by their factors' levels, metrics as declared), not the ids' sort order.
+    keys = long[["metric", "cell_id"]]
+    order = keys.assign(m=pd.factorize(keys["metric"])[0], c=pd.factorize(keys["cell_id"])[0])
+    order = order.drop_duplicates(["metric", "cell_id"]).sort_values(["m", "c"], kind="stable")
+    means = means.reindex(pd.MultiIndex.from_frame(order[["metric", "cell_id"]]))
+    positions = list(means.columns)
+    pos_name = {k: pages[k].campaign.name for k in positions}
+    x = means.to_numpy(dtype="float64")
+    finite = np.isfinite(x)
+    count = finite.sum(axis=1)
+    detected = np.zeros(len(x), dtype=bool)
+    p_value = np.full(len(x), np.nan)
+    full = count == len(positions)
+    if full.any() and len(positions) >= MIN_CAMPAIGNS:
+        # Every series with every campaign: one vectorised test (the common case, and fast).
+        d, _, p = detect_steps(x[full], alpha)
+        detected[full], p_value[full] = d, p
+    for row in np.flatnonzero(~full & (count >= MIN_CAMPAIGNS)):
+        # A cell missing from some campaigns: its own shorter series.
+        step = detect_step(x[row][finite[row]], alpha)
+        detected[row], p_value[row] = step.detected, step.p_value
+    units = long.drop_duplicates(["metric"], keep="last").set_index("metric")["unit"]
+    rows = []
+    for row, (metric, cell) in enumerate(means.index):
+        present = [positions[j] for j in np.flatnonzero(finite[row])]
+        rec: dict[str, Any] = {
+            "cell_id": cell, "cell": labels.get(cell, cell), "metric": metric, "unit": units.get(metric, ""),
+            "campaigns": int(count[row]), "first_mean": x[row][finite[row]][0] if count[row] else np.nan,
+            "last_mean": x[row][finite[row]][-1] if count[row] else np.nan, "tested": bool(count[row] >= MIN_CAMPAIGNS),
+            "detected": bool(detected[row]), "p_value": p_value[row], "step_campaign": "",
+            "before": np.nan, "after": np.nan, "relative_pct": np.nan, "relative_low_pct": np.nan,
+            "relative_high_pct": np.nan}
+        if detected[row]:
+            step = detect_step(x[row][finite[row]], alpha)
+            rec.update(step_campaign=pos_name[present[step.index]], before=step.before, after=step.after,
+                       relative_pct=step.relative * 100, relative_low_pct=step.relative_low * 100,
+                       relative_high_pct=step.relative_high * 100)
+        rows.append(rec)
+    steps = pd.DataFrame(rows)
+    plots = [_history_plot(long, steps, metric, positions, [pos_name[k] for k in positions], means.loc[metric])
+             for metric in list(dict.fromkeys(steps["metric"]))[:MAX_PLOT_METRICS]]
+    keep = ["campaign", "#name", "started_at", "cell_id",
+            *[c for c in long.columns if c not in stat_cols], "metric", "unit", "n", "mean", "ci_low", "ci_high"]
+    long = long[keep].rename(columns={"#name": "campaign_label"})
+    return History(long, steps, plots, _mean_tables(long, steps, [pos_name[k] for k in positions]))
+
+
+def _mean_tables(long: pd.DataFrame, steps: pd.DataFrame, campaign_names: list[str]) -> list[dict[str, Any]]:
+    """Each metric's means with intervals, cells by campaigns (small histories only)."""
+    n_cells = steps.groupby("metric")["cell_id"].nunique().max()
+    if len(campaign_names) > MAX_TABLE_CAMPAIGNS or n_cells > MAX_TABLE_CELLS:
+        return []
+    ids = long["campaign"].drop_duplicates().tolist()
+    tables = []
+    for metric, mine in steps.groupby("metric", sort=False):
+        sub = long[long["metric"] == metric].set_index(["cell_id", "campaign"])
+        rows = []
+        for cell, label in zip(mine["cell_id"], mine["cell"]):
+            values = []
+            for cid in ids:
+                if (cell, cid) in sub.index:
+                    r = sub.loc[(cell, cid)]
+                    r = r.iloc[-1] if isinstance(r, pd.DataFrame) else r
+                    values.append((r["mean"], r["ci_low"], r["ci_high"]))
+                else:
+                    values.append(None)
+            rows.append({"cell": label, "values": values})
+        tables.append({"metric": metric, "unit": mine["unit"].iloc[0], "campaigns": campaign_names, "rows": rows})
+    return tables
+
+
+def _history_plot(long: pd.DataFrame, steps: pd.DataFrame, metric: str, positions: list[int],
+                  campaign_names: list[str], means: pd.DataFrame) -> dict[str, str]:
+    """One metric over campaigns: each shown cell's mean and 95 % interval relative
+    to its first campaign, and the band all cells span (10-90 %)."""
+    plt = _pyplot()
+    k_all = len(campaign_names)
+    xs = np.arange(k_all)
+    rel = means.to_numpy(dtype="float64")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        first = np.array([r[np.isfinite(r)][0] if np.isfinite(r).any() else np.nan for r in rel])
+        rel_pct = (rel / first[:, None] - 1) * 100
+    mine = steps[steps["metric"] == metric]
+    if len(mine) <= MAX_PLOT_CELLS:
+        shown = list(mine["cell_id"])
+        caption = "Every cell's campaign means relative to its first campaign, with 95 % intervals."
+    else:
+        stepped = mine[mine["detected"]].assign(size=lambda t: t["relative_pct"].abs())
+        shown = list(stepped.sort_values("size", ascending=False)["cell_id"][:MAX_PLOT_CELLS])
+        caption = (f"{len(mine)} cells: the grey band spans the middle 80 % of their campaign means relative "
+                   f"to each cell's first campaign; lines: the {len(shown)} cell(s) with the largest step"
+                   f" (of {int(mine['detected'].sum())} with a step), with 95 % intervals.")
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    if len(mine) > MAX_PLOT_CELLS:
+        with np.errstate(all="ignore"):
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a campaign without any finite value
+                lo, mid, hi = np.nanpercentile(rel_pct, [10, 50, 90], axis=0)
+        ax.fill_between(xs, lo, hi, color="0.85", label="10–90 % of cells")
+        ax.plot(xs, mid, color="0.5", lw=1, label="median cell")
+    sub = long[long["metric"] == metric]
+    cell_index = {c: i for i, c in enumerate(means.index)}
+    label_of = dict(zip(mine["cell_id"], mine["cell"]))
+    # Campaigns are placed by their position, not their label: two campaigns may share a label.
+    pos = {k: i for i, k in enumerate(positions)}
+    for cell in shown:
+        rows = sub[sub["cell_id"] == cell]
+        base = first[cell_index[cell]]
+        cx = rows["#pos"].map(pos).to_numpy(dtype="float64")
+        y = (rows["mean"].to_numpy(dtype="float64") / base - 1) * 100
+        lo_e = y - (rows["ci_low"].to_numpy(dtype="float64") / base - 1) * 100
+        hi_e = (rows["ci_high"].to_numpy(dtype="float64") / base - 1) * 100 - y
+        err = np.nan_to_num(np.abs(np.vstack([lo_e, hi_e])))
+        text = label_of.get(cell, cell)
+        ax.errorbar(cx, y, yerr=err, marker="o", ms=3, lw=1, capsize=2,
+                    label=text if len(text) <= 60 else text[:57] + "…")
+    ax.axhline(0, color="0.3", lw=0.6)
+    unit = str(sub["unit"].iloc[0]) if len(sub) else ""
+    ax.set_ylabel(f"{metric}: % vs first campaign")
+    step_every = max(1, math.ceil(k_all / 20))
+    ax.set_xticks(xs[::step_every])
+    ax.set_xticklabels([n if len(n) <= 16 else n[:15] + "…" for n in campaign_names[::step_every]],
+                       rotation=45, ha="right")
+    ax.set_xlabel("campaign (oldest first)")
+    if ax.get_legend_handles_labels()[0]:
+        # Below the axes, not beside them: the plot keeps the page's full width on a phone.
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=2, frameon=False)
+    svg = _svg(fig)
+    # The RDF block names external vocabularies by URL; the page needs none of it.
+    svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.S)
+    svg = re.sub(r'<svg ([^>]*?)width="[^"]*" height="[^"]*"', r'<svg \1', svg, count=1)
+    return {"metric": metric, "title": f"{metric}{f' ({unit})' if unit else ''}", "caption": caption, "svg": svg}
+
+
+# ------------------------------------------------------------------ rendering
+
+def _environment():
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("benchmatrix.report", "templates/site"),
+                             undefined=jinja2.StrictUndefined, autoescape=True, trim_blocks=True,
+                             lstrip_blocks=True)
+    env.filters["num"] = format_number
+    env.filters["p"] = lambda v: "–" if v is None or math.isnan(v) else ("< 0.001" if v < 0.001 else f"{v:.3f}")
+    env.filters["count"] = lambda v: "–" if v is None else f"{v:,}"
+    env.filters["pct"] = lambda v: "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:+.1f} %"
+    env.globals["csp"] = CSP
+    return env
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def _check_target(to: Path, results: Path) -> None:
+    if to.exists():
+        if not to.is_dir():
+            raise BenchmatrixError(f"{to}: exists and is not a directory; choose another --to")
+        if any(to.iterdir()) and not (to / SITE_MARKER).is_file():
+            raise BenchmatrixError(f"{to}: not empty and not a site bmx publish wrote; choose an empty or new --to")
+    to_r, res_r = to.resolve(), results.resolve()
+    if to_r == res_r or res_r in to_r.parents or to_r in res_r.parents:
+        raise BenchmatrixError(f"{to}: the site must lie outside the results directory {results}")
+
+
+def publish(results: str | Path, to: str | Path) -> dict[str, int]:
+    """Write the static site of every experiment under ``results`` into ``to``.
+
+    Args:
+        results: The results directory (``results/``): one directory per experiment.
+        to: The site directory; replaced as a whole when it holds an earlier site.
+
+    Returns:
+        Counts: ``experiments``, ``campaigns``, ``steps`` (cell-metric series with a step).
+
+    Raises:
+        BenchmatrixError: no results directory, no campaign in it, an unusable ``to``,
+            an unreadable summary.csv or runs.csv (the message names the file).
+    """
+    results, to = Path(results), Path(to)
+    if not results.is_dir():
+        raise BenchmatrixError(f"{results}: no results directory; run 'bmx run SPEC' first or pass --results")
+    _check_target(to, results)
+    experiments = []
+    for exp_dir in sorted(p for p in results.iterdir()
+                          if p.is_dir() and not p.name.startswith(".") and not (p / SITE_MARKER).exists()):
+        campaigns = experiment_campaigns(exp_dir)
+        if campaigns:
+            experiments.append((exp_dir, campaigns))
+    if not experiments:
+        raise BenchmatrixError(f"{results}: no experiment with a campaign (results/NAME/campaign.json or "
+                               "summary.csv); run 'bmx run SPEC' first")
+    to.parent.mkdir(parents=True, exist_ok=True)
+    build = to.parent / f".{to.name}.{uuid.uuid4().hex[:8]}.tmp"
+    build.mkdir()
+    try:
+        counts = _build(experiments, build)
+        (build / SITE_MARKER).write_text("written by bmx publish; the whole directory is replaced on the next one\n")
+        old = None
+        if to.exists():
+            old = to.parent / f".{to.name}.{uuid.uuid4().hex[:8]}.old"
+            os.replace(to, old)
+        os.replace(build, to)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(build, ignore_errors=True)
+        raise
+    return counts
+
+
+def _copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    # A copy, not a hard link: editing the published file must never change the results.
+    shutil.copyfile(src, dst)
+
+
+def _build(experiments: list[tuple[Path, list[Campaign]]], site: Path) -> dict[str, int]:
+    env = _environment()
+    index_rows = []
+    n_campaigns = n_steps = 0
+    for exp_dir, campaigns in experiments:
+        name = exp_dir.name
+        slug = safe_file_stem(name)
+        pages = [campaign_page(c, s) for c, s in zip(campaigns, _slugs(campaigns))]
+        for page in pages:
+            for f in page.files:
+                _copy(page.campaign.path / f, site / slug / "campaigns" / page.slug / f)
+        compares = []
+        cdir = exp_dir / "compare"
+        if cdir.is_dir():
+            for sub in sorted(p for p in cdir.iterdir() if (p / "compare.html").is_file()):
+                cslug = safe_file_stem(sub.name)
+                # Links are left out: one could point anywhere on this machine.
+                shutil.copytree(sub, site / slug / "compare" / cslug, copy_function=shutil.copyfile,
+                                ignore=lambda d, names: [n for n in names if os.path.islink(os.path.join(d, n))])
+                compares.append({"name": sub.name, "href": f"compare/{cslug}/compare.html",
+                                 "csv": f"compare/{cslug}/compare.csv" if (sub / "compare.csv").is_file() else ""})
+        history = build_history(pages)
+        steps_shown: list[dict[str, Any]] = []
+        if history is not None:
+            history.long.to_csv(site / slug / "history.csv", index=False)
+            history.steps.to_csv(site / slug / "steps.csv", index=False)
+            found = history.steps[history.steps["detected"]]
+            # Most credible first: the smallest p, then the largest change.
+            found = found.assign(size=-found["relative_pct"].abs()).sort_values(["p_value", "size"], kind="stable")
+            steps_shown = found.to_dict("records")
+            n_steps += len(found)
+            series = history.steps.head(MAX_SERIES_ROWS).to_dict("records")
+            _write(site / slug / "history.html", env.get_template("history.html.j2").render(
+                name=name, campaigns=[p.campaign for p in pages], steps=steps_shown, series=series,
+                series_total=len(history.steps), tested=int(history.steps["tested"].sum()), plots=history.plots,
+                tables=history.tables, max_cells=MAX_TABLE_CELLS, max_campaigns=MAX_TABLE_CAMPAIGNS,
+                alpha=ALPHA, min_campaigns=MIN_CAMPAIGNS))
+        latest = pages[-1]
+        _write(site / slug / "index.html", env.get_template("experiment.html.j2").render(
+            name=name, pages=list(reversed(pages)), compares=compares, history=history is not None,
+            steps=len(steps_shown)))
+        index_rows.append({"name": name, "dir": slug, "href": f"{slug}/index.html", "campaigns": len(pages), "latest": latest,
+                           "history": f"{slug}/history.html" if history is not None else "",
+                           "steps": len(steps_shown), "compares": len(compares)})
+        n_campaigns += len(pages)
+    _write(site / "index.html", env.get_template("index.html.j2").render(
+        experiments=index_rows, generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")))
+    return {"experiments": len(experiments), "campaigns": n_campaigns, "steps": n_steps}
+
+
+__all__ = ["CSP", "SITE_MARKER", "CampaignPage", "History", "build_history", "campaign_page",
+           "experiment_campaigns", "publish"]

@@ -1,0 +1,735 @@
+"""The work behind each Snakemake rule (scripts/*.py are thin entry points).
+
+Each function takes plain paths, so it can be unit-tested without Snakemake, and
+raises typed errors; the ``*_main`` wrappers print the one-line message and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import shutil
+import signal
+import sys
+import tarfile
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+import jinja2
+
+import benchmatrix
+from benchmatrix.execute.ansible import run_playbook
+from benchmatrix.campaigns.store import SPEC_FILE, mark_progress, update_meta
+from benchmatrix.plan.design import PlannedRun, assign_batches, make_plan, plan_csv_text, read_plan
+from benchmatrix.errors import (AnsibleError, BenchmatrixError, HostUnreachableError, Interrupted, ParseError,
+                               PlanError)
+from benchmatrix.execute.hosts import resolve_hosts
+from benchmatrix.execute.lock import same_file
+from benchmatrix.plan.reruns import append_round, plan_reruns, read_reruns
+from benchmatrix.results.records import atomic_write, load_records, record_path, run_dir, runs_rows, write_record
+from benchmatrix.spec.load import REBOOT_ROLES, Spec, load_spec, render_vars
+
+PACKAGE_DIR = Path(benchmatrix.__file__).resolve().parent
+#: Workload roles whose tasks/finish.yml has work to do at campaign end (stop a
+#: private server, unmount a scratch file system, remove prepared files).
+WORKLOADS_WITH_CLEANUP = frozenset({"workload_fio", "workload_pgbench", "workload_sysbench"})
+
+
+def exp_dir_of(project_dir: Path, spec: Spec) -> Path:
+    """``results/NAME`` of an experiment."""
+    return (Path(project_dir) / "results" / spec.name).resolve()
+
+
+def iso(ts: float | None) -> str | None:
+    """Epoch seconds -> ISO 8601 UTC with microseconds."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="microseconds")
+
+
+def campaign_id(exp: Path, label: str | None = None, spec_digest: str | None = None) -> str:
+    """The id of the campaign whose results live in ``exp`` (made on first use).
+
+    It names the batch runner's work directory on the hosts, so that raw outputs a
+    deleted or other results directory left there are never taken for this one's.
+    A new campaign also gets ``label`` and ``spec_digest`` when given (an existing
+    one keeps its campaign.json; see :mod:`benchmatrix.campaigns.store`).
+    """
+    path = Path(exp) / "campaign.json"
+    if path.is_file():
+        return json.loads(path.read_text())["id"]
+    cid = uuid.uuid4().hex[:12]
+    meta = {"id": cid, "created_at": iso(time.time()), "label": label or None, "spec_digest": spec_digest}
+    atomic_write(path, json.dumps({k: v for k, v in meta.items() if v is not None}) + "\n")
+    return cid
+
+
+# ---------------------------------------------------------------- plan
+
+def plan(spec_path: str, project_dir: Path, out: Path, batch_max_runs: int) -> list[PlannedRun]:
+    """Expand and order the runs of every host, append the re-run rounds of
+    reruns.csv after them, and write plan.csv atomically."""
+    spec = load_spec(spec_path)
+    hosts = resolve_hosts(spec.inventory_path(project_dir), spec.data["hosts"])
+    runs = make_plan(spec, hosts, batch_max_runs)
+    exp = exp_dir_of(project_dir, spec)
+    campaign_id(exp, spec_digest=spec.digest)  # made here, before any batch job of any host needs it
+    # The campaign is of the spec it was last planned with; its measurement keys are
+    # kept beside it, so that bmx compare can tell an edited workload from a new kernel.
+    update_meta(exp, spec_digest=spec.digest)
+    atomic_write(exp / SPEC_FILE, json.dumps(spec.data, sort_keys=True, default=str, indent=1) + "\n")
+    requests = read_reruns(exp)
+    if requests:
+        runs += plan_reruns(spec, runs, requests)
+        for i, run in enumerate(runs, start=1):
+            run.seq = i
+        assign_batches(runs, spec, batch_max_runs)
+    atomic_write(out, plan_csv_text(runs, spec.factor_names))
+    return runs
+
+
+# ---------------------------------------------------------------- hosts
+
+def prepare_host(spec_path: str, project_dir: Path, host: str, out: Path, log: Path) -> dict[str, Any]:
+    """Gather the host's facts and install the workload tool; write facts.json."""
+    spec = load_spec(spec_path)
+    exp = exp_dir_of(project_dir, spec)
+    result = run_playbook(
+        "prepare_host.yml", project_dir=Path(project_dir) / "playbooks",
+        inventory=spec.inventory_path(project_dir), host=host,
+        extravars={"bmx_host": host, "bmx_workload_role": spec.workload["role"], "bmx_experiment": spec.name},
+        log=exp / "logs" / "ansible" / f"prepare-{host}.log")
+    res = result.task_result("Report host facts to benchmatrix", host) or {}
+    facts = dict(res.get("msg") or {})
+    facts["inventory_name"] = host
+    facts["gathered_at"] = iso(time.time())
+    atomic_write(out, json.dumps(facts, indent=1) + "\n")
+    return facts
+
+
+# ---------------------------------------------------------------- batches
+
+def _cells_by_id(spec: Spec) -> dict[str, dict[str, Any]]:
+    cells = {c.cell_id: c.factors for c in spec.cells}
+    ctl = spec.control_cell()
+    if ctl is not None:
+        cells[ctl.cell_id] = ctl.factors
+    return cells
+
+
+def _parser_for(role: str) -> Callable[[str], Any]:
+    from benchmatrix.workloads import PARSERS
+
+    try:
+        return PARSERS[role]
+    except KeyError:
+        raise BenchmatrixError(f"workload role {role} has no parser") from None
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except FileNotFoundError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+def _judge(spec: Spec, res: dict[str, Any], stdout: str, stderr_path: Path,
+           parse: Callable[[str], Any]) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
+    """Status, reason, metrics and per-job metrics of one finished run."""
+    outcome = res.get("outcome")
+    if outcome == "interrupted":
+        return "interrupted", res.get("error") or "interrupted", {}, {}
+    if outcome == "timeout":
+        return "timeout", res.get("error") or "timeout", {}, {}
+    if outcome != "exited":
+        return "failed", res.get("error") or f"runner outcome {outcome}", {}, {}
+    want = spec.workload["success"].get("exit_code", 0)
+    if res.get("exit_code") != want:
+        tail = _last_line(stderr_path)
+        return "failed", f"exit status {res.get('exit_code')} (expected {want})" + (f": {tail}" if tail else ""), {}, {}
+    from benchmatrix.workloads import check_success, load_counters
+
+    run_files = stderr_path.parent  # stdout, stderr, counters.json, inputs/ of the run
+    try:
+        parsed = parse(stdout, spec.workload, run_files)
+    except ParseError as exc:
+        return "failed", f"parse error: {exc}", {}, {}
+    metrics = {k: {"value": v, "unit": u} for k, (v, u) in parsed.metrics.items()}
+    jobs = {j: {k: {"value": v, "unit": u} for k, (v, u) in m.items()} for j, m in parsed.jobs.items()}
+    extra = dict(parsed.extra or {})
+    details: dict[str, Any] = {"jobs": jobs, **{k: v for k, v in extra.items() if k != "jobs"}}
+    if "jobs" in extra:  # fio: each job's group, runtime, start and end
+        details["job_timing"] = extra["jobs"]
+    if parsed.groups:
+        details["groups"] = {g: {k: {"value": v, "unit": u} for k, (v, u) in m.items()}
+                             for g, m in parsed.groups.items()}
+    warnings = list(parsed.warnings)
+    try:
+        counters = load_counters(run_files)
+    except ParseError as exc:
+        counters = None
+        warnings.append(f"system counters not usable: {exc}")
+    if counters is not None:
+        for k, (v, u) in counters.metrics.items():
+            metrics.setdefault(k, {"value": v, "unit": u})
+        details["counters"] = counters.extra
+    if res.get("affinity"):
+        details["affinity"] = res["affinity"]
+    if warnings:
+        details["warnings"] = warnings
+    stderr_text = stderr_path.read_text(errors="replace") if stderr_path.is_file() else ""
+    problems = check_success(spec.workload.get("success"), stdout, stderr_text, metrics)
+    if problems:
+        return "failed", "success criteria not met: " + "; ".join(problems), {}, {**details, "rejected_metrics": metrics}
+    return "ok", "", metrics, details
+
+
+def _rel(path: Path | str, base: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(base))
+    except ValueError:
+        return str(path)
+
+
+def _base_record(spec: Spec, r: PlannedRun, host: str, batch: str, factors: dict[str, Any],
+                 facts: dict[str, Any]) -> dict[str, Any]:
+    """The fields every record of a run attempt has, whatever its outcome."""
+    return {
+        "schema_version": benchmatrix.RECORD_SCHEMA_VERSION,
+        "benchmatrix_version": benchmatrix.__version__,
+        "experiment": spec.name, "spec_digest": spec.digest,
+        "run_id": r.run_id, "attempt": r.attempt, "seq": r.seq, "host": host,
+        "cell_id": r.cell_id, "replicate": r.replicate, "warmup": r.warmup, "control": r.control,
+        "visit": r.visit, "batch": batch, "factors": factors,
+        "status": None, "reason": "", "exit_code": None, "started_at": None, "ended_at": None,
+        "duration_s": None, "phases": {}, "workload": {"role": spec.workload["role"]},
+        "knobs": {}, "host_facts": facts, "metrics": {}, "details": {}, "raw": {}, "log": "",
+    }
+
+
+def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, marker: Path,
+              log: Path, facts_path: Path | None = None) -> dict[str, Any]:
+    """Execute one batch through Ansible and write a record.json per finished run.
+
+    Runs that already have a record are left out; if none is left, no Ansible call
+    is made. The marker (the Snakemake output) is written last.
+
+    Whatever makes the job fail after Ansible touched the host (a template error, a
+    missing archive, any OSError such as a full disk), the host's knobs are put back
+    to their baseline before the error propagates: its later batches cannot run (they
+    wait on this one's marker), so its campaign-end restore would never come.
+
+    Raises:
+        BenchmatrixError: one line; an OSError becomes one naming the path (and the
+            free space when the disk is full).
+    """
+    touched: dict[str, Any] = {"partial": []}
+    try:
+        return _execute_batch(spec_path, project_dir, plan_path, batch, marker, touched, facts_path)
+    except Interrupted:
+        raise  # the interrupt path already stopped the runner and restored the host
+    except Exception as exc:
+        msg = ""
+        if isinstance(exc, OSError):  # described before the cleanup frees space
+            where = None if exc.filename else exp_dir_of(project_dir, touched["spec"]) if "spec" in touched else None
+            msg = f"batch {batch}: {describe_os_error(exc, where)}"
+        _remove_partial(touched)
+        if "host" in touched:
+            _restore_quietly(touched["spec"], project_dir, touched["host"])
+        if msg:
+            raise BenchmatrixError(msg) from None
+        raise
+
+
+def _remove_partial(touched: dict[str, Any]) -> None:
+    """After a failed batch job: remove its staging directory and every run directory it
+    began to fill without writing the record (a full disk leaves truncated copies).
+
+    The runs' results stay on the host, so the next execution of the batch fetches them.
+    """
+    if "staging" in touched:
+        shutil.rmtree(touched["staging"], ignore_errors=True)
+        try:
+            touched["staging"].parent.rmdir()  # .staging itself, unless another batch uses it
+        except OSError:
+            pass
+    for dest in touched["partial"]:
+        if not (dest / "record.json").is_file():
+            shutil.rmtree(dest, ignore_errors=True)
+
+
+def describe_os_error(exc: OSError, where: Path | None = None) -> str:
+    """One line for an OSError: the path, the reason, and the free space when full.
+
+    Args:
+        where: The directory to name when the error carries no file name (a failed
+            write() names none).
+    """
+    reason = exc.strerror or str(exc)
+    msg = f"{exc.filename}: {reason}" if exc.filename else f"writing under {where}: {reason}" if where else reason
+    path = exc.filename or (str(where) if where else "")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        probe = Path(path or ".").resolve()
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        try:
+            usage = shutil.disk_usage(probe)
+            msg += f" ({usage.free / 2**20:.1f} MiB free of {usage.total / 2**20:.1f} MiB on the file system of {probe})"
+        except OSError:
+            pass
+    return msg
+
+
+def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, marker: Path,
+                   touched: dict[str, Any], facts_path: Path | None = None) -> dict[str, Any]:
+    """The body of :func:`run_batch`; fills ``touched`` once Ansible may change the host."""
+    spec = load_spec(spec_path)
+    exp = exp_dir_of(project_dir, spec)
+    runs, _ = read_plan(plan_path)
+    mine = [r for r in runs if r.batch == batch]
+    if not mine:
+        raise PlanError(f"{plan_path}: no runs in batch {batch}; re-plan with 'bmx plan'")
+    host = mine[0].host
+    if (exp / "hosts" / host / "baseline.json").is_file():
+        touched.update(spec=spec, host=host)  # an earlier batch reconfigured the host
+    todo = [r for r in mine if not record_path(exp, r.run_id, r.attempt).is_file()]
+    summary: dict[str, Any] = {"batch": batch, "host": host, "runs": len(mine), "executed": 0,
+                               "already_done": len(mine) - len(todo)}
+    if todo:
+        cells = _cells_by_id(spec)
+        facts = json.loads(Path(facts_path).read_text()) if facts_path and Path(facts_path).is_file() else {}
+        wl = spec.workload
+        bmx_runs = []
+        for r in todo:
+            if r.cell_id not in cells:
+                raise PlanError(f"{plan_path}: cell {r.cell_id} of run {r.run_id} is not in the spec; re-plan")
+            ctx = {**cells[r.cell_id], "experiment": spec.name, "host": host, "run_id": r.run_id,
+                   "cell_id": r.cell_id, "replicate": r.replicate, "warmup": r.warmup}
+            try:
+                rendered = render_vars(wl["vars"], ctx)
+            except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, AttributeError) as exc:
+                raise BenchmatrixError(f"{spec.path}: workload.vars cannot be rendered for run {r.run_id} "
+                                       f"({', '.join(f'{k}={v}' for k, v in cells[r.cell_id].items())}): "
+                                       f"{type(exc).__name__}: {exc}") from None
+            bmx_runs.append({"run_id": r.run_id, "attempt": r.attempt, "seq": r.seq,
+                             "timeout": wl["timeout"], "before_run": spec.data["before_run"],
+                             "vars": rendered, "factors": cells[r.cell_id],
+                             "collect": list(spec.data.get("collect") or [])})
+        staging = exp / ".staging" / batch  # the fetched archive, unpacked; removed after
+        touched["staging"] = staging
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        t0 = time.time()
+        batch_log = exp / "logs" / "ansible" / f"{batch}.log"
+        touched.update(spec=spec, host=host)  # from here on, Ansible may change the host
+        try:
+            with _lease(spec, project_dir, host, batch):
+                result = run_playbook(
+                    "run_batch.yml", project_dir=Path(project_dir) / "playbooks",
+                    inventory=spec.inventory_path(project_dir), host=host,
+                    data={"bmx_runs": bmx_runs, "bmx_knobs": _knob_items(spec, cells[todo[0].cell_id])},
+                    extravars={"bmx_host": host, "bmx_workload_role": wl["role"], "bmx_experiment": spec.name,
+                               "bmx_campaign": campaign_id(exp),
+                               "batch_runner_source": str(PACKAGE_DIR / "host" / "batch_runner.py"),
+                               "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False)),
+                               "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),
+                               "batch_runner_timeout": int(sum(wl["timeout"] + 30 for _ in todo) + 60)},
+                    log=batch_log)
+        except (KeyboardInterrupt, Interrupted):
+            stop_runner(spec, project_dir, host)
+            _restore_quietly(spec, project_dir, host)
+            raise Interrupted(f"batch {batch} interrupted; the runner on {host} was stopped, "
+                              "its finished runs are kept there for the next 'bmx run'") from None
+        except AnsibleError as exc:
+            # Keep going: the batch's runs are recorded as failed (or unreachable) with the
+            # reason and the log, and the other batches go on. `bmx rerun --failed` retries.
+            status = "unreachable" if isinstance(exc, HostUnreachableError) else "failed"
+            for r in todo:
+                write_record(exp, _base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
+                    "status": status, "reason": str(exc).splitlines()[0][:500], "failed_task": exc.task,
+                    "log": _rel(exc.log or batch_log, exp), "batch_started_at": iso(t0)})
+                summary["executed"] += 1
+            summary["error"] = str(exc)
+            shutil.rmtree(staging, ignore_errors=True)
+            atomic_write(marker, json.dumps(summary) + "\n")
+            return summary
+        knob_states = (result.task_result("Report knob states to benchmatrix", host) or {}).get("msg") or {}
+        save_baseline(exp, host, spec, knob_states)
+        wrong = {f: k for f, k in knob_states.items() if not k.get("ok")}
+        if wrong:
+            # The host is not in the configuration the runs would claim: nothing ran.
+            reason = "; ".join(f"knob {f}: intended {k['intended']!r}, actual {k['actual']!r}" for f, k in wrong.items())
+            for r in todo:
+                write_record(exp, _base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
+                    "status": "invalid", "reason": reason, "knobs": knob_states,
+                    "log": _rel(batch_log, exp), "batch_started_at": iso(t0)})
+                summary["executed"] += 1
+            summary["error"] = reason
+            shutil.rmtree(staging, ignore_errors=True)
+            atomic_write(marker, json.dumps(summary) + "\n")
+            return summary
+        archive = staging / f"{batch}.tar.gz"
+        try:
+            with tarfile.open(archive) as tar:
+                tar.extractall(staging, filter="data")
+        except OSError as exc:
+            exc.filename = exc.filename or str(staging)  # a failed write() names no file
+            raise
+        parse = _parser_for(wl["role"])
+        workload_total = 0.0
+        results = {}
+        for r in todo:
+            src = staging / "runs" / r.run_id / str(r.attempt)
+            if (src / "result.json").is_file():
+                results[r.run_id] = json.loads((src / "result.json").read_text())
+                workload_total += results[r.run_id].get("duration_s") or 0.0
+        overhead_share = max(result.seconds - workload_total, 0.0) / max(len(results), 1)
+        resume = []
+        for r in todo:
+            res = results.get(r.run_id)
+            if res is None:
+                continue
+            src = staging / "runs" / r.run_id / str(r.attempt)
+            dest = run_dir(exp, r.run_id, r.attempt)
+            touched["partial"].append(dest)
+            dest.mkdir(parents=True, exist_ok=True)
+            for name in ("stdout", "stderr", "counters.json", "inputs"):  # the extras only when the run has them
+                if (src / name).is_dir():
+                    shutil.copytree(src / name, dest / name, dirs_exist_ok=True)
+                elif (src / name).is_file():
+                    shutil.copyfile(src / name, dest / name)
+            stdout = (src / "stdout").read_text(errors="replace")
+            p0 = time.monotonic()
+            status, reason, metrics, details = _judge(spec, res, stdout, src / "stderr", parse)
+            parse_s = time.monotonic() - p0
+            # What the runner had to kill after the workload (a timeout, or leftovers).
+            details.update({k: res[k] for k in ("killed", "survivors", "containment") if res.get(k)})
+            if status == "interrupted":
+                resume.append((r.run_id, r.attempt + 1))
+            record = _base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
+                "status": status, "reason": reason, "exit_code": res.get("exit_code"),
+                "started_at": iso(res.get("started_at")), "ended_at": iso(res.get("ended_at")),
+                "duration_s": res.get("duration_s"),
+                "phases": {"before_run_s": sum(a["seconds"] for a in res.get("before_run") or []),
+                           "workload_s": res.get("duration_s"), "parse_s": round(parse_s, 6),
+                           "batch_overhead_share_s": round(overhead_share, 6)},
+                "workload": {"role": wl["role"], "argv": res.get("argv"), "before_run": res.get("before_run"),
+                             "affinity": res.get("affinity"), "affinity_applied": res.get("affinity_applied")},
+                "metrics": metrics,
+                "details": details,
+                # A change happened before the batch's first run only.
+                "knobs": {f: {**k, "changed": bool(k.get("changed")) and not summary["executed"]}
+                          for f, k in knob_states.items()},
+                "raw": {"stdout": _rel(dest / "stdout", exp), "stderr": _rel(dest / "stderr", exp)},
+                "log": _rel(batch_log, exp),
+                "batch_started_at": iso(t0),
+            }
+            write_record(exp, record)
+            summary["executed"] += 1
+        if resume:
+            # An interrupted run is resumed as its next attempt by the next `bmx run`.
+            append_round(exp, resume, "interrupted")
+        shutil.rmtree(staging, ignore_errors=True)
+    atomic_write(marker, json.dumps(summary) + "\n")
+    return summary
+
+
+DEFAULT_LEASE_SECONDS = 300
+
+
+def lease_seconds(project_dir: Path) -> float:
+    """config.yaml's ``runner_lease_seconds`` (default 300; 0 turns the lease off)."""
+    import yaml
+
+    path = Path(project_dir) / "config" / "config.yaml"
+    try:
+        value = (yaml.safe_load(path.read_text()) or {}).get("runner_lease_seconds", DEFAULT_LEASE_SECONDS)
+    except (OSError, yaml.YAMLError, AttributeError):
+        return DEFAULT_LEASE_SECONDS
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise BenchmatrixError(f"{path}: runner_lease_seconds must be a number of seconds >= 0 "
+                               f"(0 turns the lease off), not {value!r}")
+    return float(value)
+
+
+@contextmanager
+def _lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[None]:
+    """Renew the controller's lease on the batch while it runs on ``host``.
+
+    The batch runner stops before its next run once the lease is older than
+    ``runner_lease_seconds``: when the whole controller is gone (machine lost, every
+    process killed), nothing is left measuring on the host for hours. A thread renews
+    it every quarter lease through a small playbook; a failed renewal is retried.
+    """
+    seconds = lease_seconds(project_dir)
+    if not seconds:
+        yield
+        return
+    exp = exp_dir_of(project_dir, spec)
+    stop = threading.Event()
+
+    def renew() -> None:
+        while not stop.is_set():
+            try:
+                run_playbook("renew_lease.yml", project_dir=Path(project_dir) / "playbooks",
+                             inventory=spec.inventory_path(project_dir), host=host,
+                             extravars={"bmx_host": host, "bmx_experiment": spec.name,
+                                        "bmx_campaign": campaign_id(exp), "batch_runner_batch": batch,
+                                        "batch_runner_lease_seconds": int(max(seconds, 1))},
+                             log=exp / "logs" / "ansible" / f"lease-{batch}.log", timeout=int(seconds) + 60)
+            except (BenchmatrixError, OSError):
+                pass  # e.g. the batch's directory is not made yet: the next renewal comes soon
+            stop.wait(seconds / 4)
+
+    thread = threading.Thread(target=renew, name=f"lease-{batch}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+
+
+def _knob_items(spec: Spec, factors: dict[str, Any]) -> list[dict[str, Any]]:
+    """The knobs of a batch as the playbooks take them (``bmx_knobs``)."""
+    return _reboots_first([{"factor": f, "role": k.role, "value": factors[f], "vars": k.vars, "cost": k.cost_class}
+                           for f, k in spec.knobs.items()])
+
+
+def _reboots_first(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Knobs of rebooting roles first, the others in spec order: a reboot undoes live
+    settings (CPU hotplug, sysctl, read-ahead) made before it, and their recorded
+    state would then be false."""
+    return sorted(items, key=lambda item: item["role"] not in REBOOT_ROLES)
+
+
+def save_baseline(exp: Path, host: str, spec: Spec, knob_states: dict[str, Any]) -> None:
+    """Remember each knob's state before the campaign first touched it (first seen wins)."""
+    if not knob_states:
+        return
+    path = Path(exp) / "hosts" / host / "baseline.json"
+    baseline = json.loads(path.read_text()) if path.is_file() else {}
+    new = {f: {"role": k["role"], "value": k["baseline"], "vars": spec.knobs[f].vars if f in spec.knobs else {},
+               "cost": spec.knobs[f].cost_class if f in spec.knobs else "none"}
+           for f, k in knob_states.items() if f not in baseline and k.get("baseline") not in (None, "")}
+    if new:
+        atomic_write(path, json.dumps({**baseline, **new}, indent=1) + "\n")
+
+
+def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = None) -> dict[str, Any]:
+    """Put the host's knobs back to their baseline and read them back.
+
+    Raises:
+        AnsibleError: the host is unreachable or a knob role failed.
+        BenchmatrixError: a knob did not return to its baseline.
+    """
+    exp = exp_dir_of(project_dir, spec)
+    path = exp / "hosts" / host / "baseline.json"
+    baseline = json.loads(path.read_text()) if path.is_file() else {}
+    states: dict[str, Any] = {}
+    # A workload without anything to clean up and no knob to restore needs no Ansible call.
+    if baseline or spec.workload["role"] in WORKLOADS_WITH_CLEANUP:
+        knobs = _reboots_first([{"factor": f, "role": b["role"], "value": b["value"], "vars": b.get("vars", {}),
+                                 "cost": b.get("cost", "none")} for f, b in baseline.items()])
+        result = run_playbook(
+            "restore_host.yml", project_dir=Path(project_dir) / "playbooks",
+            inventory=spec.inventory_path(project_dir), host=host,
+            data={"bmx_knobs": knobs},
+            extravars={"bmx_host": host, "bmx_experiment": spec.name,
+                       "bmx_workload_role": spec.workload["role"],
+                       "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False))},
+            log=exp / "logs" / "ansible" / f"restore-{host}.log")
+        states = (result.task_result("Report knob states to benchmatrix", host) or {}).get("msg") or {}
+    summary = {"host": host, "restored_at": iso(time.time()), "knobs": states}
+    if out is not None:
+        atomic_write(out, json.dumps(summary, indent=1) + "\n")
+    wrong = [f"{f}: baseline {k['intended']!r}, actual {k['actual']!r}" for f, k in states.items() if not k.get("ok")]
+    if wrong:
+        raise BenchmatrixError(f"host {host}: knobs not back at their baseline: {'; '.join(wrong)}")
+    return summary
+
+
+def _restore_quietly(spec: Spec, project_dir: Path, host: str) -> bool:
+    """Restore ``host`` after a failure or an interrupt; a failure to do so is reported, not raised."""
+    try:
+        done = restore_host(spec, project_dir, host)
+    except (BenchmatrixError, OSError) as exc:
+        sys.stderr.write(f"benchmatrix: could not restore {host}'s baseline: {exc}\n")
+        return False
+    knobs = ", ".join(f"{f}={k['actual']}" for f, k in done["knobs"].items())
+    sys.stderr.write(f"benchmatrix: host {host} is back at its baseline{' (' + knobs + ')' if knobs else ''}\n")
+    return True
+
+
+def restore_touched_hosts(spec: Spec, project_dir: Path) -> list[str]:
+    """After a failed workflow: restore every host a batch touched since its last restore.
+
+    A host counts as touched when it has a recorded baseline (some knob was changed)
+    and one of its batch jobs started (its Snakemake log) after its last restore
+    (``restored.json``). Called from the Snakefile's ``onerror``, so that both
+    ``bmx run`` and a plain ``snakemake`` leave no host reconfigured, whatever failed.
+
+    Returns:
+        The hosts it restored.
+    """
+    from benchmatrix.execute.snakefile import batches
+
+    exp = exp_dir_of(project_dir, spec)
+    plan_path = exp / "plan.csv"
+    if not plan_path.is_file():
+        return []
+    order, host_of = batches(plan_path)
+    done = []
+    for host in sorted(set(host_of.values())):
+        if not (exp / "hosts" / host / "baseline.json").is_file():
+            continue
+        started = [p.stat().st_mtime for b in order if host_of[b] == host
+                   for p in [exp / "logs" / "batches" / f"{b}.log"] if p.is_file()]
+        restored = exp / "hosts" / host / "restored.json"
+        if started and restored.is_file() and restored.stat().st_mtime >= max(started):
+            continue
+        if _restore_quietly(spec, project_dir, host):
+            done.append(host)
+    return done
+
+
+def stop_runner(spec: Spec, project_dir: Path, host: str) -> None:
+    """End the batch runner and its workload on ``host`` (after an interrupt).
+
+    ansible-runner starts ansible-playbook in a session of its own, so a Ctrl-C on
+    the controller never reaches the host: the runner is stopped explicitly.
+    """
+    exp = exp_dir_of(project_dir, spec)
+    try:
+        run_playbook("stop_batch.yml", project_dir=Path(project_dir) / "playbooks",
+                     inventory=spec.inventory_path(project_dir), host=host,
+                     extravars={"bmx_host": host, "bmx_experiment": spec.name,
+                                "bmx_campaign": campaign_id(exp)},
+                     log=exp / "logs" / "ansible" / f"stop-{host}.log",
+                     timeout=120)
+    except AnsibleError as exc:
+        sys.stderr.write(f"benchmatrix: could not stop the runner on {host}: {exc}\n")
+
+
+# ---------------------------------------------------------------- collect and report
+
+def collect(spec_path: str, project_dir: Path, plan_path: Path, runs_csv: Path, summary_csv: Path) -> None:
+    """Write runs.csv (every attempt), summary.csv and comparisons.csv from the records."""
+    import pandas as pd
+
+    from benchmatrix.analyze.stats import summarize
+
+    spec = load_spec(spec_path)
+    exp = exp_dir_of(project_dir, spec)
+    from benchmatrix.analyze.comparisons import write_analysis
+    from benchmatrix.results.records import RUN_COLUMNS
+
+    runs, _ = read_plan(plan_path)
+    records = load_records(exp, runs)
+    rows, units = runs_rows(records, spec.factor_names)
+    columns = RUN_COLUMNS + spec.factor_names + sorted(units)
+    table = pd.DataFrame(rows, columns=columns)
+    atomic_write(runs_csv, table.to_csv(index=False))
+    atomic_write(summary_csv, summarize(table, spec.factor_names, units).to_csv(index=False))
+    # comparisons.csv and the record-based sanity notes, from the records already in memory.
+    write_analysis(exp, spec, table, records, units=units)
+    # The tidy long table (runs_long.parquet) that export, compare and publish read.
+    from benchmatrix.results.export import write_long_table
+    write_long_table(exp, table, spec.factor_names, units, spec.workload.get("metrics"), spec.name)
+    # campaign.json: its hosts, and ended_at once no planned run is pending.
+    mark_progress(exp, runs, records)
+
+
+def load_tables(exp: Path):
+    """plan, runs and summary tables of an experiment directory (empty when missing)."""
+    import pandas as pd
+
+    def read(name: str) -> pd.DataFrame:
+        path = exp / name
+        return pd.read_csv(path, keep_default_na=True) if path.is_file() and path.stat().st_size else pd.DataFrame()
+
+    return read("plan.csv"), read("runs.csv"), read("summary.csv")
+
+
+def report(spec_path: str, project_dir: Path, template_dir: Path | None = None) -> tuple[Path, Path]:
+    """Render report.html and report.md from the experiment's result files.
+
+    Args:
+        template_dir: Jinja2 templates overriding the built-in ones (docs/report.md).
+    """
+    from benchmatrix.report.render import render_report
+
+    spec = load_spec(spec_path)
+    exp = exp_dir_of(project_dir, spec)
+    plan_df, runs_df, summary_df = load_tables(exp)
+    facts = {}
+    for path in sorted((exp / "hosts").glob("*/facts.json")):
+        facts[path.parent.name] = json.loads(path.read_text())
+    return render_report(spec, plan_df, runs_df, summary_df, facts, exp, template_dir=template_dir)
+
+
+# ---------------------------------------------------------------- entry points
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _main(fn: Callable[[argparse.Namespace], Any], parser: argparse.ArgumentParser, argv: list[str]) -> int:
+    args = parser.parse_args(argv)
+    # SIGTERM (Snakemake cancelling a job) cleans up like Ctrl-C.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        fn(args)
+    except KeyboardInterrupt:
+        sys.stderr.write("benchmatrix: interrupted\n")
+        return 130
+    except (BenchmatrixError, OSError) as exc:
+        line = f"benchmatrix: {describe_os_error(exc) if isinstance(exc, OSError) else exc}\n"
+        sys.stderr.write(line)
+        if not isinstance(exc, Interrupted) and not same_file(1, 2):
+            # Also on stdout, which reaches the terminal (bmx) when the job's log cannot:
+            # a full disk swallows the log's last line.
+            sys.stdout.write(line)
+        return exc.exit_code if isinstance(exc, Interrupted) else 1
+    return 0
+
+
+def entry(task: str, argv: list[str]) -> int:
+    """Command-line entry for ``scripts/TASK.py`` (used by the Snakemake rules)."""
+    p = argparse.ArgumentParser(prog=f"scripts/{task}.py")
+    p.add_argument("--spec", required=True)
+    p.add_argument("--project-dir", default=".", type=Path)
+    if task == "plan":
+        p.add_argument("--out", required=True, type=Path)
+        p.add_argument("--batch-max-runs", type=int, default=50)
+        return _main(lambda a: plan(a.spec, a.project_dir, a.out, a.batch_max_runs), p, argv)
+    if task == "prepare_host":
+        p.add_argument("--host", required=True)
+        p.add_argument("--out", required=True, type=Path)
+        p.add_argument("--log", required=True, type=Path)
+        return _main(lambda a: prepare_host(a.spec, a.project_dir, a.host, a.out, a.log), p, argv)
+    if task == "run_batch":
+        p.add_argument("--plan", required=True, type=Path)
+        p.add_argument("--batch", required=True)
+        p.add_argument("--marker", required=True, type=Path)
+        p.add_argument("--facts", type=Path)
+        p.add_argument("--log", required=True, type=Path)
+        return _main(lambda a: run_batch(a.spec, a.project_dir, a.plan, a.batch, a.marker, a.log, a.facts), p, argv)
+    if task == "restore_host":
+        p.add_argument("--host", required=True)
+        p.add_argument("--out", required=True, type=Path)
+        return _main(lambda a: restore_host(load_spec(a.spec), a.project_dir, a.host, a.out), p, argv)
+    if task == "collect":
+        p.add_argument("--plan", required=True, type=Path)
+        p.add_argument("--runs", required=True, type=Path)
+        p.add_argument("--summary", required=True, type=Path)
+        return _main(lambda a: collect(a.spec, a.project_dir, a.plan, a.runs, a.summary), p, argv)
+    if task == "report":
+        return _main(lambda a: report(a.spec, a.project_dir), p, argv)
+    raise SystemExit(f"unknown task {task}")

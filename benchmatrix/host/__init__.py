@@ -1,0 +1,1 @@
+"""Code that runs on the hosts: the standard-library batch runner copied there. The controller never imports it."""

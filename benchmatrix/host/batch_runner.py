@@ -1,0 +1,990 @@
+#!/usr/bin/env python3
+"""benchmatrix batch runner: executes one batch of runs on the host, in plan order.
+
+Ansible copies this file to the host and starts it with a manifest (JSON). It must
+run on any host with Python 3.8+, so it uses the standard library only and imports
+nothing from benchmatrix.
+
+Host layout under the manifest's ``workdir``::
+
+    runs/RUN_ID/ATTEMPT/         a finished run: stdout, stderr, result.json, and
+                                 counters.json (system counters, when the run
+                                 collects them), inputs/ (files the run used)
+    runs/RUN_ID/ATTEMPT.partial/ the run in flight (removed if it does not finish)
+    batches/BATCH.tar.gz         the batch's finished runs, for Ansible to fetch
+    runner.lock, runner.pid      one runner at a time per workdir
+    workload.pid, workload.json  the workload in flight: its PID, its cgroup or marker
+
+Every run is contained (see ``Containment``): in a cgroup v2 of its own where the host
+has a writable one, else found through the runner's descendants (the runner is a child
+subreaper, so orphans come back to it) and a marker variable in their environment.
+After the workload's main process ends (or at its timeout, or an interrupt), every
+process of the run still alive gets SIGTERM, then SIGKILL after ``kill_grace_s``; the
+next run starts only when none is left. result.json lists what had to be killed.
+
+A run's directory is renamed into place only after its result.json is written and
+synced, so a run either exists completely or not at all. Runs that already exist
+are skipped, which makes re-executing an interrupted batch safe.
+
+Optional keys of a run in the manifest, besides run_id, attempt, seq, timeout,
+before_run, argv, env and cwd:
+
+    collect      ["cpu", "disk"]: sample /proc/stat and /proc/diskstats before the
+                 workload starts, every collect_interval_s (default 1) seconds while
+                 it runs, and after it exits; the raw cumulative counters go to
+                 counters.json (format: benchmatrix/workloads/counters.py).
+    inputs       {"NAME": "/path/on/host"}: files copied to inputs/NAME of the run
+                 directory before the run (the job file or script it uses), so the
+                 results keep exactly what ran.
+    cpus         "0-1,3" (or a list of CPU numbers, or "all" for every CPU this
+                 runner may use): the CPUs the workload may run on.
+    pin_pidfiles ["/path/postmaster.pid"]: processes (first line of each file: a
+                 PID) that are pinned, with every descendant and thread, to the same
+                 CPUs before the run: a server the workload talks to.
+
+Optional keys of the manifest itself: ``containment`` ("auto": a cgroup where
+possible, the default; "process_tree": never a cgroup) and ``kill_grace_s`` (seconds
+between SIGTERM and SIGKILL, default 5).
+
+The runner deletes MANIFEST.json once it has read it (it may carry secrets in the runs'
+environments) and keeps its work directory readable by its owner only.
+
+Usage: batch_runner.py MANIFEST.json
+       batch_runner.py --stop WORKDIR   (end the runner working there, and its workload)
+"""
+
+import errno
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+
+RESULT_VERSION = 1
+KILL_GRACE_S = 5.0
+
+
+class Interrupted(Exception):
+    """The runner received SIGINT, SIGTERM or SIGHUP."""
+
+
+_child = None  # the workload process in flight, if any
+_sampler = None  # the counter sampler of the run in flight, if any
+
+
+def _on_signal(signum, frame):
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def _fsync_write(path, data):
+    with open(path, "w") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _before_run(actions):
+    """Run the before_run actions; returns (records, error or None)."""
+    records = []
+    for action in actions:
+        t0 = time.monotonic()
+        err = None
+        output = None
+        try:
+            if action in ("sync", "drop_caches"):
+                os.sync()
+            if action == "drop_caches":
+                with open("/proc/sys/vm/drop_caches", "w") as fh:
+                    fh.write("3\n")
+            elif action == "sleep_1":
+                time.sleep(1.0)
+            elif action == "fstrim":
+                # Discard the unused blocks of every mounted filesystem that supports it;
+                # its report (what was trimmed where) is recorded. 64: some were trimmed.
+                proc = subprocess.run(["fstrim", "--all", "--verbose"], stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+                output = proc.stdout.strip()
+                if proc.returncode not in (0, 64):
+                    err = "fstrim exited %d: %s" % (proc.returncode, (output.splitlines() or [""])[-1])
+            elif action not in ("sync",):
+                err = "unknown action"
+        except OSError as exc:
+            err = "%s: %s" % (type(exc).__name__, exc.strerror or exc)
+        records.append({"action": action, "seconds": round(time.monotonic() - t0, 6), "error": err})
+        if output is not None:
+            records[-1]["output"] = output
+        if err:
+            return records, "before_run %s failed: %s" % (action, err)
+    return records, None
+
+
+# ---------------------------------------------------------------- run environment
+
+def parse_cpus(spec):
+    """A CPU list ("0-2,5", [0, 1], "all") -> a sorted list of CPU numbers."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if spec is None or spec == "all":
+        return allowed
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        spec = [spec]
+    if isinstance(spec, (list, tuple)):
+        cpus = set()
+        for item in spec:
+            cpus.update(parse_cpus(str(item)) if not isinstance(item, int) else [item])
+        return sorted(cpus)
+    cpus = set()
+    for part in str(spec).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        lo, sep, hi = part.partition("-")
+        try:
+            first, last = int(lo), int(hi) if sep else int(lo)
+        except ValueError:
+            raise ValueError("'%s' is not a CPU list (e.g. 0-1,3)" % spec)
+        if first < 0 or last < first:
+            raise ValueError("'%s' is not a CPU list (e.g. 0-1,3)" % spec)
+        cpus.update(range(first, last + 1))
+    if not cpus:
+        raise ValueError("'%s' names no CPU" % spec)
+    return sorted(cpus)
+
+
+def _read_proc(path):
+    """A small /proc file's bytes (os-level reads: twice as fast as open() over /proc)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 1 << 16)
+    finally:
+        os.close(fd)
+
+
+def _stat(pid):
+    """(ppid, pgid, sid, state, starttime in ticks) of a process, or None when gone."""
+    try:
+        stat = _read_proc("/proc/%s/stat" % pid)
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()
+    if len(fields) <= 19:
+        return None
+    return int(fields[1]), int(fields[2]), int(fields[3]), fields[0].decode(), int(fields[19])
+
+
+def _proc_table():
+    """Every process from /proc: pid -> (ppid, pgid, sid, state, starttime in ticks)."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            info = _stat(entry)
+            if info is not None:
+                table[int(entry)] = info
+    return table
+
+
+def _descendants(roots, table):
+    """PIDs of ``roots`` and all their descendants in ``table``."""
+    children = {}
+    for pid, info in table.items():
+        children.setdefault(info[0], []).append(pid)
+    tree, todo = set(), list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid not in tree:
+            tree.add(pid)
+            todo.extend(children.get(pid, []))
+    return tree
+
+
+def _process_tree(root):
+    """PIDs of ``root`` and all its descendants (from /proc)."""
+    return sorted(_descendants([root], _proc_table()))
+
+
+def _pin_tree(pidfile, cpus):
+    """Pin every thread of the process named in ``pidfile`` and of its descendants."""
+    with open(pidfile) as fh:
+        root = int(fh.readline().strip())
+    os.kill(root, 0)  # raises when the process is gone
+    pinned = 0
+    for pid in _process_tree(root):
+        try:
+            tids = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                os.sched_setaffinity(int(tid), cpus)
+                pinned += 1
+            except ProcessLookupError:
+                pass
+    return pinned
+
+
+def _prepare_run(run, partial, result):
+    """Copy the run's inputs and pin its server processes; returns an error or None."""
+    inputs = run.get("inputs") or {}
+    if inputs:
+        os.makedirs(os.path.join(partial, "inputs"))
+    for name, path in sorted(inputs.items()):
+        if not name or name != os.path.basename(name) or name in (".", ".."):
+            return "input name '%s' is not a plain file name" % name
+        try:
+            shutil.copyfile(path, os.path.join(partial, "inputs", name))
+        except OSError as exc:
+            return "cannot copy input %s: %s" % (path, exc.strerror or exc)
+    if run.get("cpus") is None and not run.get("pin_pidfiles"):
+        return None
+    try:
+        cpus = parse_cpus(run.get("cpus"))
+    except ValueError as exc:
+        return "cpus: %s" % exc
+    missing = sorted(set(cpus) - os.sched_getaffinity(0))
+    if missing:
+        return "cpus: CPU(s) %s not available to the runner (it may use %s)" % (
+            ",".join(map(str, missing)), ",".join(map(str, sorted(os.sched_getaffinity(0)))))
+    result["affinity"] = {"cpus": cpus, "pinned": {}}
+    for pidfile in run.get("pin_pidfiles") or []:
+        try:
+            result["affinity"]["pinned"][pidfile] = _pin_tree(pidfile, cpus)
+        except (OSError, ValueError) as exc:
+            return "cannot pin the processes of %s to CPUs %s: %s" % (
+                pidfile, ",".join(map(str, cpus)), getattr(exc, "strerror", None) or exc)
+    return None
+
+
+# ---------------------------------------------------------------- containment
+
+RUN_TOKEN_ENV = "BMX_RUN_TOKEN"  # marks every process of a run (process_tree containment)
+CGROUP_PREFIX = "benchmatrix-run-"
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+_subreaper = False  # this process adopts its orphaned descendants (set by main)
+
+
+def _set_subreaper():
+    """Make this process the reaper of its orphaned descendants (Linux 3.4+).
+
+    A workload's child whose parent died (or that called setsid and was left behind)
+    is then re-parented to the runner instead of init, so it stays among the runner's
+    descendants, where the process_tree containment finds it.
+    """
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        ok = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError, ImportError):
+        ok = False
+    global _subreaper
+    _subreaper = ok
+    return ok
+
+
+def _own_cgroup_v2():
+    """The directory of this process's cgroup in the cgroup v2 hierarchy, or None."""
+    try:
+        with open("/proc/self/cgroup") as fh:
+            path = next((ln.strip()[3:] for ln in fh if ln.startswith("0::")), None)
+        with open("/proc/self/mountinfo") as fh:
+            mounts = [ln.split() for ln in fh]
+    except OSError:
+        return None
+    if path is None:
+        return None
+    for fields in mounts:
+        sep = fields.index("-") if "-" in fields else -1
+        if sep < 0 or sep + 1 >= len(fields) or fields[sep + 1] != "cgroup2":
+            continue
+        root, mount = fields[3], fields[4]
+        if root != "/" and (path + "/").startswith(root.rstrip("/") + "/"):
+            path = path[len(root.rstrip("/")):] or "/"
+        elif root != "/":
+            continue
+        directory = os.path.join(mount, path.lstrip("/"))
+        if os.path.isfile(os.path.join(directory, "cgroup.procs")):
+            return directory.rstrip("/")
+    return None
+
+
+def _marked(token, pids):
+    """Those of ``pids`` whose environment carries the run marker ``token``."""
+    marker = ("%s=%s" % (RUN_TOKEN_ENV, token)).encode()
+    found = set()
+    for pid in pids:
+        try:
+            with open("/proc/%d/environ" % pid, "rb") as fh:
+                if marker in fh.read().split(b"\0"):
+                    found.add(pid)
+        except OSError:
+            continue
+    return found
+
+
+def _command_of(pid):
+    """A process's command line (or name), for the record of what was killed."""
+    for name in ("cmdline", "comm"):
+        try:
+            with open("/proc/%d/%s" % (pid, name), "rb") as fh:
+                text = fh.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+        except OSError:
+            continue
+        if text:
+            return text[:200]
+    return "?"
+
+
+def _write_pid(path, pid):
+    with open(path, "w") as fh:
+        fh.write(str(pid))
+
+
+class Containment:
+    """Everything one run started, found and ended.
+
+    ``cgroup``: the workload is forked inside a cgroup v2 of the run's own (the runner
+    steps into it for the fork and back out), so no descendant can leave it, not even
+    by ``setsid`` or a double fork. ``process_tree`` (no writable cgroup v2, or the
+    manifest asks for it): the run's processes are the runner's descendants started
+    since the workload (main() makes the runner a subreaper, so orphans stay among
+    them); a runner that is no subreaper also looks for the run's marker variable in
+    every process's environment.
+    """
+
+    def __init__(self, mode="auto", grace_s=KILL_GRACE_S):
+        self.grace_s = float(grace_s)
+        self.token = "%d-%s" % (os.getpid(), os.urandom(8).hex())
+        self.cgroup = None
+        self.home = None
+        self.why_not_cgroup = None
+        self.proc = None
+        self.started_ticks = None
+        if mode == "process_tree":
+            self.why_not_cgroup = "the manifest asks for process_tree containment"
+        else:
+            self._make_cgroup()
+        self.mode = "cgroup" if self.cgroup else "process_tree"
+
+    def _make_cgroup(self):
+        home = _own_cgroup_v2()
+        if home is None:
+            self.why_not_cgroup = "no cgroup v2 hierarchy"
+            return
+        path = os.path.join(home, "%s%d-%s" % (CGROUP_PREFIX, os.getpid(), os.urandom(4).hex()))
+        try:
+            os.mkdir(path)
+        except OSError as exc:
+            self.why_not_cgroup = "cannot create a cgroup in %s: %s" % (home, exc.strerror or exc)
+            return
+        self.home, self.cgroup = home, path
+
+    def environment(self, env):
+        """``env`` plus the run's marker variable."""
+        env = dict(env)
+        env[RUN_TOKEN_ENV] = self.token
+        return env
+
+    def spawn(self, start):
+        """Call ``start()`` (which forks the workload) inside the run's containment."""
+        if self.cgroup:
+            try:
+                _write_pid(os.path.join(self.cgroup, "cgroup.procs"), os.getpid())
+            except OSError as exc:  # e.g. not delegated to this user: fall back
+                self.why_not_cgroup = "cannot enter %s: %s" % (self.cgroup, exc.strerror or exc)
+                self._remove_cgroup()
+                self.mode = "process_tree"
+        try:
+            self.proc = start()
+        finally:
+            if self.cgroup:
+                # Back out before anything else: the run's cgroup is killed whole later.
+                _write_pid(os.path.join(self.home, "cgroup.procs"), os.getpid())
+        info = _stat(self.proc.pid)
+        self.started_ticks = info[4] if info else 0
+        return self.proc
+
+    def members(self):
+        """PIDs of the run's live processes (zombies excluded), never the runner's."""
+        me = os.getpid()
+        if self.cgroup:
+            # Exited processes leave the cgroup at once (zombies are not listed).
+            try:
+                with open(os.path.join(self.cgroup, "cgroup.procs")) as fh:
+                    return {int(x) for x in fh.read().split()} - {me}
+            except OSError:
+                return set()
+        if self.proc is None:
+            return set()  # nothing was started
+        table = _proc_table()
+        pids = {pid for pid in _descendants([me], table)
+                if pid != me and table[pid][4] >= (self.started_ticks or 0)}
+        if not _subreaper:
+            # Orphans went to init: only the marker in their environment finds them.
+            pids |= _marked(self.token, set(table) - pids - {me})
+        return {p for p in pids if p != me and p in table and table[p][3] not in ("Z", "X")}
+
+    def _signal(self, pids, sig):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _wait_gone(self, pids, seconds):
+        """Wait up to ``seconds`` for ``pids`` to end; returns those still alive."""
+        deadline = time.monotonic() + seconds
+        while True:
+            self._reap()
+            alive = pids & self.members()
+            if not alive or time.monotonic() >= deadline:
+                return alive
+            time.sleep(0.02)
+
+    def _reap(self):
+        """Collect the runner's exited children (orphans it adopted), not the workload."""
+        if not _subreaper:
+            return  # the runner's children are its own business (execute() called in-process)
+        me = os.getpid()
+        for pid, info in _proc_table().items():
+            if info[0] == me and info[3] == "Z" and (self.proc is None or pid != self.proc.pid):
+                try:
+                    os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+
+    def end(self):
+        """SIGTERM every process of the run, SIGKILL what is left after the grace period.
+
+        Returns ``(killed, survivors)``: killed is a list of {pid, command, signal}
+        (the signal that ended it), survivors the processes that even SIGKILL did not
+        end within 30 s (uninterruptible sleep).
+        """
+        killed, survivors, seen = [], [], {}
+        pids = self.members()
+        if not pids:  # the common case: the workload left nothing
+            if self.proc is not None:
+                self.proc.wait()
+            self._remove_cgroup()
+            return [], []
+        for pid in pids:
+            seen[pid] = _command_of(pid)
+        if self.proc is not None and self.proc.poll() is None:
+            try:  # the workload's own process group first, as before
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self._signal(pids, signal.SIGTERM)
+        # Processes forked while being signalled join the sweep on the next round.
+        stubborn = self._wait_gone(pids, self.grace_s) if pids else set()
+        for _ in range(100):
+            late = self.members() - set(seen)
+            for pid in late:
+                seen[pid] = _command_of(pid)
+            stubborn |= late
+            if not stubborn:
+                break
+            if self.cgroup and os.path.exists(os.path.join(self.cgroup, "cgroup.kill")):
+                try:
+                    _write_pid(os.path.join(self.cgroup, "cgroup.kill"), 1)
+                except OSError:
+                    self._signal(stubborn, signal.SIGKILL)
+            else:
+                self._signal(stubborn, signal.SIGKILL)
+            left = self._wait_gone(stubborn | self.members(), 30.0 if _ == 0 else 1.0)
+            for pid in stubborn - left:
+                killed.append({"pid": pid, "command": seen.get(pid, "?"), "signal": "SIGKILL"})
+            stubborn = left
+        survivors = sorted(stubborn)
+        by_kill = {k["pid"] for k in killed}
+        for pid in sorted(set(seen) - by_kill - set(survivors)):
+            killed.append({"pid": pid, "command": seen[pid], "signal": "SIGTERM"})
+        killed.sort(key=lambda k: k["pid"])
+        if self.proc is not None:
+            self.proc.wait()
+        self._remove_cgroup()
+        return killed, [{"pid": p, "command": seen.get(p, "?")} for p in survivors]
+
+    def _remove_cgroup(self):
+        if self.cgroup:
+            try:
+                os.rmdir(self.cgroup)
+            except OSError:
+                pass  # a survivor is still inside: the cgroup stays with it
+            self.cgroup = None
+
+
+def _start_workload(run, out, errf, env, containment):
+    """Start the counters, then the workload (on the run's CPUs, in its own session and containment)."""
+    global _sampler
+    kinds = [k for k in (run.get("collect") or []) if k in ("cpu", "disk")]
+    if kinds:
+        _sampler = _Sampler(kinds, float(run.get("collect_interval_s") or 1.0))
+        _sampler.start()
+    affinity = run.get("cpus")
+    saved = None
+    if affinity is not None:
+        # The child inherits the affinity of the thread that forks it: set it on this
+        # thread for the fork only (no preexec_fn, which is unsafe with threads).
+        saved = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, parse_cpus(affinity))
+    try:
+        return containment.spawn(lambda: subprocess.Popen(
+            run["argv"], stdin=subprocess.DEVNULL, stdout=out, stderr=errf, cwd=run.get("cwd") or None,
+            env=containment.environment(env), start_new_session=True))
+    finally:
+        if saved is not None:
+            os.sched_setaffinity(0, saved)
+
+
+def _stop_counters():
+    global _sampler
+    sampler, _sampler = _sampler, None
+    if sampler is not None:
+        sampler.halt()
+    return sampler
+
+
+def _finish_counters(partial, result):
+    """Stop the sampler (one last sample) and write counters.json."""
+    sampler = _stop_counters()
+    if sampler is None:
+        return
+    _fsync_write(os.path.join(partial, "counters.json"), json.dumps(sampler.document()))
+    result["counters"] = {"file": "counters.json", "samples": len(sampler.samples),
+                          "errors": sampler.errors[:5]}
+
+
+CPU_FIELDS = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"]
+DISK_FIELDS = ["reads", "reads_merged", "sectors_read", "read_ms", "writes", "writes_merged",
+               "sectors_written", "write_ms", "in_flight", "io_ms", "weighted_io_ms"]
+
+
+def _block_devices():
+    """Whole block devices with a size: name -> {"virtual": bool}."""
+    devices = {}
+    try:
+        names = os.listdir("/sys/block")
+    except OSError:
+        return devices
+    for name in names:
+        try:
+            with open("/sys/block/%s/size" % name) as fh:
+                if int(fh.read().strip() or 0) <= 0:
+                    continue
+        except (OSError, ValueError):
+            continue
+        real = os.path.realpath("/sys/block/%s" % name)
+        devices[name.replace("!", "/")] = {"virtual": "/devices/virtual/" in real}
+    return devices
+
+
+def _read_cpu():
+    with open("/proc/stat") as fh:
+        for line in fh:
+            if line.startswith("cpu "):
+                values = [int(v) for v in line.split()[1:]]
+                return (values + [0] * len(CPU_FIELDS))[:len(CPU_FIELDS)]
+    raise OSError("no cpu line in /proc/stat")
+
+
+def _read_disks(devices):
+    out = {}
+    with open("/proc/diskstats") as fh:
+        for line in fh:
+            parts = line.split()
+            if len(parts) >= 3 + len(DISK_FIELDS) and parts[2] in devices:
+                out[parts[2]] = [int(v) for v in parts[3:3 + len(DISK_FIELDS)]]
+    return out
+
+
+class _Sampler(threading.Thread):
+    """Samples /proc counters every ``interval`` seconds until halted."""
+
+    def __init__(self, kinds, interval):
+        threading.Thread.__init__(self, name="bmx-counters", daemon=True)
+        self.kinds = kinds
+        self.interval = max(interval, 0.05)
+        self.devices = _block_devices() if "disk" in kinds else {}
+        self.samples = []
+        self.errors = []
+        self._halt = threading.Event()
+        self._t0 = time.monotonic()
+        self.sample()
+
+    def sample(self):
+        entry = {"t": round(time.monotonic() - self._t0, 6)}
+        try:
+            if "cpu" in self.kinds:
+                entry["cpu"] = _read_cpu()
+            if "disk" in self.kinds:
+                entry["disk"] = _read_disks(self.devices)
+        except (OSError, ValueError) as exc:
+            self.errors.append("%.1fs: %s" % (entry["t"], exc))
+            return
+        self.samples.append(entry)
+
+    def run(self):
+        while not self._halt.wait(self.interval):
+            self.sample()
+
+    def halt(self):
+        self._halt.set()
+        if self.is_alive():
+            self.join()
+        self.sample()
+
+    def document(self):
+        return {"version": 1, "collect": self.kinds, "interval_s": self.interval,
+                "cpu_fields": CPU_FIELDS, "disk_fields": DISK_FIELDS, "devices": self.devices,
+                "errors": self.errors, "samples": self.samples}
+
+
+def _killed_text(killed, survivors):
+    """A short phrase for the reason: what the sweep had to do, or ''."""
+    parts = []
+    forced = [k for k in killed if k["signal"] == "SIGKILL"]
+    if forced:
+        parts.append("%d process(es) ignored SIGTERM and got SIGKILL (%s)" % (
+            len(forced), ", ".join(k["command"].split(" ")[0] for k in forced[:3])))
+    if survivors:
+        parts.append("%d process(es) survived SIGKILL: %s" % (
+            len(survivors), ", ".join("%d %s" % (p["pid"], p["command"]) for p in survivors[:3])))
+    return "; ".join(parts)
+
+
+def _end_run(containment, result, after):
+    """End whatever the run left running; record it in ``result``."""
+    global _child
+    killed, survivors = containment.end()
+    for k in killed:
+        k["after"] = after
+    result["killed"] = killed
+    if survivors:
+        result["survivors"] = survivors
+    if _child is not None:
+        result["exit_code"] = _child.returncode
+    _child = None
+    return killed, survivors
+
+
+def _write_workload_files(workdir, containment):
+    """Let --stop end the workload even if this runner is killed outright."""
+    _fsync_write(os.path.join(workdir, "workload.pid"), str(_child.pid))
+    with open(os.path.join(workdir, "workload.json"), "w") as fh:  # read by a live host only: no fsync
+        json.dump({"pid": _child.pid, "cgroup": containment.cgroup, "token": containment.token}, fh)
+
+
+def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S):
+    """Execute one run; returns its result dict. Raises Interrupted.
+
+    Args:
+        run: The run's manifest entry.
+        workdir: The runner's work directory.
+        containment: "auto" (a cgroup v2 of the run's own where possible) or
+            "process_tree" (see :class:`Containment`).
+        grace_s: Seconds between SIGTERM and SIGKILL for the run's processes.
+    """
+    global _child
+    final = os.path.join(workdir, "runs", run["run_id"], str(run["attempt"]))
+    partial = final + ".partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    os.makedirs(partial)
+    result = {
+        "version": RESULT_VERSION, "run_id": run["run_id"], "attempt": run["attempt"],
+        "seq": run.get("seq"), "argv": run["argv"], "hostname": socket.gethostname(),
+        "exit_code": None, "outcome": None, "error": None, "started_at": None,
+    }
+    t0 = time.monotonic()
+    cont = None
+    try:
+        result["before_run"], err = _before_run(run.get("before_run", []))
+        err = err or _prepare_run(run, partial, result)
+        out = open(os.path.join(partial, "stdout"), "wb")
+        errf = open(os.path.join(partial, "stderr"), "wb")
+        timeout = run.get("timeout")
+        result["started_at"] = time.time()
+        t0 = time.monotonic()
+        if err:
+            result["outcome"], result["error"] = "before_run_failed", err
+        else:
+            cont = Containment(containment, grace_s)
+            try:
+                env = dict(os.environ)
+                env.update(run.get("env") or {})
+                _child = _start_workload(run, out, errf, env, cont)
+            except OSError as exc:
+                result["outcome"] = "start_failed"
+                result["error"] = "cannot start %s: %s" % (run["argv"][0], exc.strerror or exc)
+                cont.end()
+            else:
+                result["pid"] = _child.pid
+                result["containment"] = cont.mode
+                if cont.why_not_cgroup and containment != "process_tree":
+                    result["containment_note"] = cont.why_not_cgroup
+                if "affinity" in result:
+                    try:  # the CPUs the workload really got, read back from the process
+                        result["affinity_applied"] = sorted(os.sched_getaffinity(_child.pid))
+                    except OSError:
+                        pass
+                _write_workload_files(workdir, cont)
+                try:
+                    result["exit_code"] = _child.wait(timeout=timeout)
+                    result["outcome"] = "exited"
+                    # Whatever the workload left running ends now, before the next run.
+                    _end_run(cont, result, "exit")
+                except subprocess.TimeoutExpired:
+                    killed, survivors = _end_run(cont, result, "timeout")
+                    result["outcome"] = "timeout"
+                    result["error"] = "killed after the %gs timeout" % timeout
+                    extra = _killed_text(killed, survivors)
+                    if extra:
+                        result["error"] += "; " + extra
+            cont = None
+        _finish_counters(partial, result)
+        result["ended_at"] = time.time()
+        result["duration_s"] = round(time.monotonic() - t0, 6)
+        out.close()
+        errf.close()
+        _fsync_write(os.path.join(partial, "result.json"), json.dumps(result, indent=1))
+        os.rename(partial, final)
+        return result
+    except Interrupted as exc:
+        if cont is not None:
+            _end_run(cont, result, "interrupt")
+        if result.get("started_at") is None:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+        # The workload had started: keep the attempt, marked interrupted, so the
+        # controller records it and plans its next attempt (it is never a measurement).
+        _finish_counters(partial, result)
+        result["outcome"] = "interrupted"
+        result["error"] = "interrupted by %s after %.1fs" % (exc, time.monotonic() - t0)
+        result["ended_at"] = time.time()
+        result["duration_s"] = round(time.monotonic() - t0, 6)
+        _fsync_write(os.path.join(partial, "result.json"), json.dumps(result, indent=1))
+        os.rename(partial, final)
+        raise
+    except BaseException:
+        if cont is not None:
+            _end_run(cont, result, "error")
+        _stop_counters()
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+
+
+def _acquire_lock(workdir):
+    """Hold the workdir's lock, ending a runner left over from an interrupted batch."""
+    fh = open(os.path.join(workdir, "runner.lock"), "a+")
+    deadline = time.monotonic() + 30
+    signalled = False
+    while True:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+        if not signalled:
+            try:
+                with open(os.path.join(workdir, "runner.pid")) as pf:
+                    os.kill(int(pf.read().strip()), signal.SIGTERM)
+            except (OSError, ValueError):
+                pass
+            signalled = True
+        if time.monotonic() > deadline:
+            raise SystemExit("benchmatrix batch runner: another runner holds %s" % fh.name)
+        time.sleep(0.1)
+    _fsync_write(os.path.join(workdir, "runner.pid"), str(os.getpid()))
+    return fh
+
+
+def _archive(manifest, workdir):
+    path = manifest["archive"]
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with tarfile.open(tmp, "w:gz", compresslevel=1) as tar:
+        for run in manifest["runs"]:
+            rel = os.path.join("runs", run["run_id"], str(run["attempt"]))
+            if os.path.isfile(os.path.join(workdir, rel, "result.json")):
+                tar.add(os.path.join(workdir, rel), arcname=rel)
+    os.replace(tmp, path)
+    return path
+
+
+def _lock_is_free(workdir):
+    try:
+        fh = open(os.path.join(workdir, "runner.lock"), "a+")
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+    finally:
+        fh.close()
+
+
+def _read_pid(path):
+    try:
+        with open(path) as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _kill_leftover_workload(workdir):
+    """SIGKILL every process of the last workload that is still alive; returns how many.
+
+    Reads workload.json (the run's cgroup and marker), never a bare PID, so a reused
+    PID is never hit.
+    """
+    try:
+        with open(os.path.join(workdir, "workload.json")) as fh:
+            info = json.load(fh)
+    except (OSError, ValueError):
+        return 0
+    pids = set()
+    cgroup = info.get("cgroup")
+    if cgroup:
+        try:
+            with open(os.path.join(cgroup, "cgroup.procs")) as fh:
+                pids.update(int(p) for p in fh.read().split())
+        except (OSError, ValueError):
+            pass
+    pids |= _marked(info.get("token"), _proc_table())
+    pids.discard(os.getpid())
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    if cgroup:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                os.rmdir(cgroup)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.05)
+    return len(pids)
+
+
+def stop(workdir, wait_s=30.0):
+    """End the runner working in ``workdir`` (SIGTERM, then SIGKILL) and its workload."""
+    if _lock_is_free(workdir):
+        # No runner, but a runner killed outright may have left its workload running.
+        return {"stopped": False, "killed": _kill_leftover_workload(workdir)}
+    pid = _read_pid(os.path.join(workdir, "runner.pid"))
+    if pid:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and not _lock_is_free(workdir):
+        time.sleep(0.1)
+    forced = not _lock_is_free(workdir)
+    if forced and pid:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        wpid = _read_pid(os.path.join(workdir, "workload.pid"))
+        if wpid:
+            try:
+                os.killpg(wpid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    killed = _kill_leftover_workload(workdir)
+    return {"stopped": True, "pid": pid, "forced": forced, "killed": killed}
+
+
+def _owner_only(workdir):
+    """Close a work directory made by an older benchmatrix (0755) to other users."""
+    try:
+        if os.stat(workdir).st_mode & 0o077:
+            os.chmod(workdir, 0o700)
+    except OSError:
+        pass  # not ours to change: the directories Ansible makes are 0700 anyway
+
+
+def _lease_expired(workdir, batch, restart=False):
+    """Whether the controller's lease on the batch ran out (the controller is gone).
+
+    The controller rewrites ``batches/BATCH.lease`` ("SECONDS TIMESTAMP") while the
+    batch runs; without the file there is no lease (an older controller). ``restart``
+    (at the runner's start) dates a lease left by an earlier execution of the batch
+    from now.
+    """
+    path = os.path.join(workdir, "batches", batch + ".lease")
+    try:
+        if restart:
+            os.utime(path)
+        with open(path) as fh:
+            seconds = float(fh.read().split()[0])
+        age = time.time() - os.path.getmtime(path)
+    except (OSError, ValueError, IndexError):
+        return False
+    return seconds > 0 and age > seconds
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "--stop":
+        sys.stdout.write(json.dumps(stop(argv[2])) + "\n")
+        return 0
+    if len(argv) != 2:
+        sys.stderr.write("usage: batch_runner.py MANIFEST.json | --stop WORKDIR\n")
+        return 2
+    with open(argv[1]) as fh:
+        manifest = json.load(fh)
+    # The manifest may carry secrets (the runs' environments): no copy stays on the host.
+    os.unlink(argv[1])
+    workdir = manifest["workdir"]
+    os.makedirs(os.path.join(workdir, "runs"), exist_ok=True)
+    _owner_only(workdir)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+    # Orphans of a run come back to the runner, which finds, ends and reaps them.
+    _set_subreaper()
+    containment = manifest.get("containment") or "auto"
+    if containment not in ("auto", "process_tree"):
+        sys.stderr.write("benchmatrix batch runner: %s: containment must be auto or process_tree, not %r\n"
+                         % (argv[1], containment))
+        return 2
+    grace_s = float(manifest.get("kill_grace_s", KILL_GRACE_S))
+    summary = {"batch": manifest["batch"], "executed": [], "skipped": [], "interrupted": None}
+    try:
+        lock = _acquire_lock(workdir)
+        _lease_expired(workdir, manifest["batch"], restart=True)
+        for run in manifest["runs"]:
+            done = os.path.join(workdir, "runs", run["run_id"], str(run["attempt"]), "result.json")
+            if os.path.isfile(done):
+                summary["skipped"].append(run["run_id"])
+                continue
+            if _lease_expired(workdir, manifest["batch"]):
+                summary["interrupted"] = "the controller stopped renewing its lease: stopped before the next run"
+                sys.stdout.write(json.dumps(summary) + "\n")
+                return 130
+            execute(run, workdir, containment, grace_s)
+            summary["executed"].append(run["run_id"])
+        summary["archive"] = _archive(manifest, workdir)
+        lock.close()
+    except Interrupted as exc:
+        summary["interrupted"] = str(exc)
+        sys.stdout.write(json.dumps(summary) + "\n")
+        return 130
+    sys.stdout.write(json.dumps(summary) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

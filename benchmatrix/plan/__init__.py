@@ -1,0 +1,1 @@
+"""Planning: the run order (split-plot design, costs, batches), replicate power and re-run rounds."""

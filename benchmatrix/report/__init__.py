@@ -1,0 +1,1 @@
+"""The report: context, plots and Jinja2 templates."""

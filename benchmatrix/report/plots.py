@@ -1,0 +1,320 @@
+"""The report's plots (matplotlib, SVG).
+
+Each plot answers one question of the seeds:
+
+* ``lines_METRIC``: the metric against a numeric factor, one line per level of
+  another factor, with the 95 % confidence band of each cell's mean (the HT charts:
+  throughput against users, one line per setting). The other factors get one panel
+  per combination.
+* ``latency``: throughput beside latency percentiles for every cell, so a
+  throughput gain that costs latency cannot hide ("lies, damned lies, and
+  statistics").
+* ``order``: every run in execution order coloured by cell; warm-ups hollow,
+  control runs black. Drift and order effects show up as slopes or steps.
+* ``control``: the control cell over time, with the detected level shift.
+
+Plots are SVG with text kept as text (small, searchable, crisp). Point clouds larger
+than ``RASTER_POINTS`` are rasterized inside the SVG so a million-run campaign stays
+a small file and renders in a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from benchmatrix.analyze.stats import bool_column, execution_order, is_ok, metric_direction
+
+#: Point clouds above this size are drawn as an embedded raster.
+RASTER_POINTS = 3000
+#: Caps that keep plots legible; beyond them a plot is left out with a note.
+MAX_PANELS = 6
+MAX_LINES = 10
+MAX_CELLS_BARS = 40
+MAX_LEGEND_CELLS = 12
+MAX_METRICS = 4
+
+
+@dataclass
+class Plot:
+    """One rendered plot.
+
+    Attributes:
+        name: File stem (``plots/NAME.svg`` next to report.md).
+        title: Heading.
+        caption: What to look for.
+        svg: The SVG document.
+    """
+
+    name: str
+    title: str
+    caption: str
+    svg: str
+
+
+def safe_file_stem(name: str) -> str:
+    """``name`` as a file stem that stays inside its directory.
+
+    Metric names reach file names (``plots/lines_METRIC.svg``) and may come from a
+    workload's output: anything but letters, digits, ``_``, ``-`` and ``.`` becomes
+    ``_``, a leading dot is dropped, and a name that had to change (or is too long)
+    gets a short hash of the original, so two metrics never share a file.
+    """
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".")
+    if stem == name and len(stem) <= 100:
+        return stem
+    return f"{stem[:90]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    matplotlib.rcParams.update({
+        "svg.fonttype": "none",          # text stays text: smaller files, the page's font
+        "svg.hashsalt": "benchmatrix",   # stable element ids: the same data gives the same file
+        "font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9, "legend.fontsize": 8,
+        "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False,
+    })
+    return plt
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    _pyplot().close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _numeric_levels(levels: list[Any]) -> bool:
+    return len(levels) >= 2 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in levels)
+
+
+def _label(unit: str) -> str:
+    return f" ({unit})" if unit else ""
+
+
+def factor_lines(spec: Any, summary: pd.DataFrame, metrics: list[str], units: dict[str, str],
+                 notes: list[str]) -> list[Plot]:
+    """Metric against a numeric factor, one line per level of another factor."""
+    factors = spec.data.get("factors") or {}
+    numeric = [f for f, lv in factors.items() if _numeric_levels(lv)]
+    if not numeric or summary.empty:
+        return []
+    compare = (spec.data.get("report") or {}).get("compare") or {}
+    # The x axis: the numeric factor with the most levels, not the compared one if possible.
+    numeric.sort(key=lambda f: (f == compare.get("factor"), -len(factors[f])))
+    x = numeric[0]
+    others = [f for f in factors if f != x]
+    line = compare.get("factor") if compare.get("factor") in others else None
+    if line is None and others:
+        line = min(others, key=lambda f: len(factors[f]))
+    panel_factors = [f for f in others if f != line]
+    if line is not None and len(factors[line]) > MAX_LINES:
+        notes.append(f"no line plot: {line} has more than {MAX_LINES} levels")
+        return []
+    if panel_factors:
+        combos = summary[panel_factors].drop_duplicates()
+        rank = [{str(v): i for i, v in enumerate(factors[f])} for f in panel_factors]
+        keys = [tuple(r.get(str(v), len(r)) for r, v in zip(rank, row))
+                for row in combos.itertuples(index=False)]
+        combos = combos.iloc[sorted(range(len(combos)), key=keys.__getitem__)]
+    else:
+        combos = pd.DataFrame(index=[0])
+    if len(combos) > MAX_PANELS:
+        notes.append(f"line plots show the first {MAX_PANELS} of {len(combos)} combinations of "
+                     f"{', '.join(panel_factors)}")
+        combos = combos.iloc[:MAX_PANELS]
+    plt = _pyplot()
+    out = []
+    for metric in metrics[:MAX_METRICS]:
+        rows = summary[summary["metric"] == metric]
+        if rows.empty:
+            continue
+        n = len(combos)
+        cols = min(n, 3)
+        fig, axes = plt.subplots(math.ceil(n / cols), cols, figsize=(4.2 * cols, 3.0 * math.ceil(n / cols)),
+                                 squeeze=False, sharey=True)
+        for ax, (_, combo) in zip(axes.flat, combos.iterrows()):
+            part = rows
+            for f in panel_factors:
+                part = part[part[f].astype(str) == str(combo[f])]
+            groups = part.groupby(part[line].astype(str), sort=False) if line else [("", part)]
+            order = {str(v): i for i, v in enumerate(factors.get(line, []))} if line else {}
+            for level, g in sorted(groups, key=lambda t: order.get(t[0], len(order))):
+                g = g.assign(_x=pd.to_numeric(g[x], errors="coerce")).sort_values("_x")
+                lab = f"{line}={level}" if line else metric
+                (handle,) = ax.plot(g["_x"], g["mean"], marker="o", ms=4, label=lab)
+                lo, hi = pd.to_numeric(g["ci_low"], errors="coerce"), pd.to_numeric(g["ci_high"], errors="coerce")
+                ax.fill_between(g["_x"], lo, hi, alpha=0.2, color=handle.get_color(), linewidth=0)
+            ax.set_title(", ".join(f"{f}={combo[f]}" for f in panel_factors) or metric)
+            ax.set_xlabel(x)
+            if len(factors[x]) >= 3 and min(factors[x]) > 0 and max(factors[x]) / min(factors[x]) >= 16:
+                ax.set_xscale("log", base=2)
+            ax.legend(loc="best")
+        for ax in axes.flat[n:]:
+            ax.set_visible(False)
+        for ax in axes[:, 0]:
+            ax.set_ylabel(metric + _label(units.get(metric, "")))
+        fig.tight_layout()
+        out.append(Plot(safe_file_stem(f"lines_{metric}"), f"{metric} against {x}",
+                        f"Mean of each cell with its 95% confidence band; one line per {line} level."
+                        if line else "Mean of each cell with its 95% confidence band.", _svg(fig)))
+    return out
+
+
+def _direction_of(metric: str) -> str:
+    return metric.split("_", 1)[0] if "_" in metric else ""
+
+
+def latency_beside_throughput(spec: Any, summary: pd.DataFrame, metrics: list[str], units: dict[str, str],
+                              labels: dict[str, str], notes: list[str]) -> list[Plot]:
+    """Throughput and latency percentiles of every cell, side by side."""
+    if summary.empty:
+        return []
+    declared = (spec.data.get("workload") or {}).get("metrics") or {}
+    present = list(dict.fromkeys(summary["metric"]))
+    throughput = next((m for m in metrics if metric_direction(m, declared) == "higher"), None)
+    if throughput is None:
+        return []
+    prefix = f"{_direction_of(throughput)}_clat_"
+    latency = [m for m in present if m.startswith(prefix) and m.endswith("_us") and "max" not in m]
+    if not latency:
+        latency = [m for m in metrics if metric_direction(m, declared) == "lower"]
+    if not latency:
+        return []
+    rank = {"mean": 0, "p50": 1, "p95": 2, "p99": 3, "p99_9": 4}
+    latency.sort(key=lambda m: rank.get(m[len(prefix):-3], 9))
+    latency = latency[:5]
+    present = set(summary["cell_id"])
+    # Matrix order (the labels' order), then any cell the spec does not know.
+    cells = [c for c in labels if c in present] + [c for c in dict.fromkeys(summary["cell_id"]) if c not in labels]
+    if len(cells) > MAX_CELLS_BARS:
+        notes.append(f"no latency-beside-throughput plot: {len(cells)} cells (more than {MAX_CELLS_BARS})")
+        return []
+    plt = _pyplot()
+    idx = summary.set_index(["metric", "cell_id"])
+    y = np.arange(len(cells))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 0.32 * len(cells) + 1.4), sharey=True)
+    tp = idx.loc[throughput].reindex(cells) if throughput in idx.index.get_level_values(0) else None
+    if tp is not None:
+        mean = tp["mean"].to_numpy(dtype="float64")
+        err = np.vstack([mean - tp["ci_low"].to_numpy(dtype="float64"), tp["ci_high"].to_numpy(dtype="float64") - mean])
+        left.barh(y, mean, xerr=np.where(np.isfinite(err), err, 0), color="#4c78a8", alpha=0.85,
+                  error_kw={"elinewidth": 1, "capsize": 2})
+    left.set_xlabel(throughput + _label(units.get(throughput, "")))
+    left.set_yticks(y, [labels.get(c, c) for c in cells])
+    left.invert_yaxis()
+    for m in latency:
+        lat = idx.loc[m].reindex(cells) if m in idx.index.get_level_values(0) else None
+        if lat is None:
+            continue
+        right.plot(lat["mean"].to_numpy(dtype="float64"), y, marker="o", ms=4, ls="", label=m[len(prefix):-3]
+                   if m.startswith(prefix) else m)
+    unit = units.get(latency[0], "")
+    right.set_xlabel("latency" + _label(unit))
+    values = summary.loc[summary["metric"].isin(latency), "mean"].astype("float64")
+    if len(values) and values.min() > 0 and values.max() / values.min() > 20:
+        right.set_xscale("log")
+    right.legend(loc="best", title="percentile" if latency[0].startswith(prefix) else None)
+    fig.tight_layout()
+    return [Plot("latency", f"{throughput} beside latency",
+                 "Throughput (mean with 95% CI) and latency percentiles of every cell: a throughput gain that "
+                 "costs tail latency shows here.", _svg(fig))]
+
+
+def _ordered(runs: pd.DataFrame) -> pd.DataFrame:
+    return runs.iloc[execution_order(runs)]
+
+
+def run_order(runs: pd.DataFrame, metrics: list[str], units: dict[str, str], labels: dict[str, str]) -> list[Plot]:
+    """Every successful run in execution order, coloured by cell."""
+    if runs.empty:
+        return []
+    ok = runs.loc[is_ok(runs["status"]).to_numpy()]
+    shown = [m for m in metrics if m in ok.columns][:2]
+    if ok.empty or not shown:
+        return []
+    ordered = _ordered(ok)
+    pos = np.arange(len(ordered))
+    warm = bool_column(ordered["warmup"]).to_numpy()
+    ctl = bool_column(ordered["control"]).to_numpy()
+    codes, cells = pd.factorize(ordered["cell_id"])
+    plt = _pyplot()
+    fig, axes = plt.subplots(len(shown), 1, figsize=(10, 2.8 * len(shown)), squeeze=False, sharex=True)
+    raster = len(ordered) > RASTER_POINTS
+    cmap = plt.get_cmap("tab20")
+    ms = 3 if len(ordered) < 2000 else 1.5
+    for ax, metric in zip(axes[:, 0], shown):
+        y = pd.to_numeric(ordered[metric], errors="coerce").to_numpy(dtype="float64")
+        measured = ~warm & ~ctl
+        for code in range(len(cells)):
+            sel = measured & (codes == code)
+            if sel.any():
+                ax.plot(pos[sel], y[sel], ls="", marker="o", ms=ms, color=cmap(code % 20),
+                        label=labels.get(cells[code], cells[code]) if len(cells) <= MAX_LEGEND_CELLS else None,
+                        rasterized=raster)
+        if warm.any():
+            ax.plot(pos[warm], y[warm], ls="", marker="o", ms=ms + 1, mfc="none", color="#888888",
+                    label="warm-up", rasterized=raster)
+        if ctl.any():
+            ax.plot(pos[ctl], y[ctl], ls="", marker="x", ms=ms + 2, color="black", label="control",
+                    rasterized=raster)
+        ax.set_ylabel(metric + _label(units.get(metric, "")))
+    axes[-1, 0].set_xlabel("run in execution order")
+    handles, names = axes[0, 0].get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, names, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
+    fig.tight_layout()
+    colour = "coloured by cell" if len(cells) <= MAX_LEGEND_CELLS else f"coloured by cell ({len(cells)} cells, colours repeat)"
+    return [Plot("order", "every run in execution order",
+                 f"Successful runs {colour}; hollow grey: warm-up, black x: control runs. A slope or step "
+                 "that crosses cells is drift or an order effect, not a factor's effect.", _svg(fig))]
+
+
+def control_over_time(runs: pd.DataFrame, drift_table: pd.DataFrame, metrics: list[str],
+                      units: dict[str, str], control_runs: pd.DataFrame) -> list[Plot]:
+    """The control cell's runs over time per host, with any detected shift or trend."""
+    if control_runs.empty:
+        return []
+    shown = [m for m in metrics if m in control_runs.columns][:MAX_METRICS]
+    if not shown:
+        return []
+    plt = _pyplot()
+    hosts = sorted(control_runs["host"].astype(str).unique()) if "host" in control_runs.columns else [""]
+    fig, axes = plt.subplots(len(shown), 1, figsize=(10, 2.6 * len(shown)), squeeze=False)
+    raster = len(control_runs) > RASTER_POINTS
+    flagged = drift_table.set_index(["host", "metric"]) if len(drift_table) else None
+    for ax, metric in zip(axes[:, 0], shown):
+        for host in hosts:
+            part = control_runs[control_runs["host"].astype(str) == host] if host else control_runs
+            y = pd.to_numeric(part[metric], errors="coerce").to_numpy(dtype="float64")
+            x = np.arange(len(y))
+            (h,) = ax.plot(x, y, marker="o", ms=3, lw=0.8, label=host or None, rasterized=raster)
+            row = flagged.loc[(host, metric)] if flagged is not None and (host, metric) in flagged.index else None
+            if row is not None and bool(row.get("shift_flagged", False)):
+                k = int(row["shift_after"])
+                ax.axvline(k - 0.5, color="#b42318", ls="--", lw=1)
+                ax.hlines([np.nanmedian(y[:k]), np.nanmedian(y[k:])], [0, k], [k - 1, len(y) - 1],
+                          colors="#b42318", lw=1.5)
+            if row is not None and bool(row.get("trend_flagged", False)):
+                fit = np.polyfit(x[np.isfinite(y)], y[np.isfinite(y)], 1)
+                ax.plot(x, np.polyval(fit, x), color="#b42318", lw=1, ls=":")
+        ax.set_ylabel(metric + _label(units.get(metric, "")))
+        if len(hosts) > 1:
+            ax.legend(loc="best")
+    axes[-1, 0].set_xlabel("control run (execution order)")
+    fig.tight_layout()
+    return [Plot("control", "control cell over time",
+                 "The same configuration measured throughout the campaign; it should be flat. Red dashed: a "
+                 "detected level shift (medians before and after); red dotted: a detected trend.", _svg(fig))]

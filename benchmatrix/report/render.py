@@ -1,0 +1,790 @@
+"""The experiment report: ``report.html`` and ``report.md`` from plan, runs and summary.
+
+The tables are computed here with pandas; how they look is decided by the Jinja2
+templates in ``benchmatrix/templates`` (number formats are template filters). Both
+formats carry the same content, so a reader of the Markdown misses nothing but style.
+
+The report renders from whatever exists: a campaign that is still running or that
+had failures gets a report too, with a visible "partial results" notice, and every
+cell of the matrix is listed even before it has a single result.
+
+Beside the two reports, rendering writes ``comparisons.csv`` (see
+:mod:`benchmatrix.analyze.comparisons`) and the plots as ``plots/NAME.svg`` for the Markdown.
+Long tables are capped so that a million-run campaign still gives a readable page:
+the executed order shows the first and last ``ORDER_HEAD`` / ``ORDER_TAIL`` runs,
+failed runs the first ``FAILED_ROWS``; ``runs.csv`` holds everything. The template
+context is documented in ``docs/report.md``; users may bring their own templates
+(``report.template_dir`` in the spec, or ``template_dir=`` here).
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+import jinja2
+import numpy as np
+import pandas as pd
+
+from benchmatrix.analyze import comparisons as analysis
+
+from benchmatrix.report import plots
+
+from benchmatrix.analyze import sanity
+from benchmatrix.results.records import atomic_write
+from benchmatrix.analyze.stats import (bool_column, effective_runs, execution_order, is_ok, run_hosts, start_ns,
+                               summarize_by_host, with_start_ns)
+from benchmatrix.results.status import STATES, decide
+
+#: Placeholder shown for a missing value.
+MISSING = "–"
+#: Above this many executed runs the HTML order table starts collapsed.
+COLLAPSE_ORDER_ROWS = 200
+#: Rows of the executed-order table: the first ORDER_HEAD and the last ORDER_TAIL.
+ORDER_HEAD = 100
+ORDER_TAIL = 100
+#: Failed attempts listed (runs.csv has them all).
+FAILED_ROWS = 200
+#: Comparisons listed in the table and significant findings spelled out as sentences.
+COMPARISON_ROWS = 500
+FINDING_SENTENCES = 40
+#: Batches listed in the timeline (first and last half).
+TIMELINE_BATCHES = 40
+#: Rows per metric of the per-host tables (summary_by_host.csv has them all).
+HOST_ROWS = 2000
+#: Templates rendered by default; user template dirs may add more.
+TEMPLATES = ("report.html.j2", "report.md.j2")
+
+_KINDS = ("measured", "warm-up", "control")
+_STATES = STATES
+
+
+# ----------------------------------------------------------------- template filters
+
+def _is_missing(value: Any) -> bool:
+    if value is None or value is pd.NA or value is pd.NaT:
+        return True
+    return isinstance(value, float) and math.isnan(value)
+
+
+def format_number(value: Any) -> str:
+    """About four significant digits, grouped thousands, never scientific for
+    everyday magnitudes (``123,457``, ``12.35``, ``0.01235``); ``–`` when missing."""
+    if _is_missing(value):
+        return MISSING
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return str(value)
+    x = float(value)
+    if math.isinf(x):
+        return "∞" if x > 0 else "-∞"
+    if x == 0:
+        return "0"
+    magnitude = abs(x)
+    if magnitude >= 1e15 or magnitude < 1e-4:
+        return f"{x:.3e}"
+    if magnitude >= 1000:
+        return f"{x:,.0f}"
+    decimals = max(0, 3 - math.floor(math.log10(magnitude)))
+    text = f"{x:.{decimals}f}"
+    # 999.96 rounds up to four digits before the point; regroup it.
+    return f"{float(text):,.0f}" if abs(float(text)) >= 1000 else text
+
+
+def format_percent(fraction: Any) -> str:
+    """A fraction as a percentage with one decimal (``0.0123`` -> ``1.2``)."""
+    if _is_missing(fraction):
+        return MISSING
+    return f"{float(fraction) * 100:.1f}"
+
+
+def format_value(value: Any) -> str:
+    """Any cell value as text: booleans as YAML writes them, whole floats without
+    ``.0`` (a column with gaps turns integers into floats), ``–`` when missing."""
+    if _is_missing(value):
+        return MISSING
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def markdown_cell(text: Any) -> str:
+    """Text made safe for one GitHub-flavoured table cell (pipes, line breaks)."""
+    # "<" would start an HTML tag in GitHub's renderer and hide text like "<stdin>".
+    return (str(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
+            .replace("\r", " ").replace("\n", " "))
+
+
+def _environment(template_dir: str | Path | None = None) -> jinja2.Environment:
+    """The Jinja2 environment: user templates first, then the built-in ones.
+
+    A user's ``report.html.j2`` replaces the built-in one; it may also extend it as
+    ``builtin/report.html.j2`` and override only some blocks.
+    """
+    builtin = jinja2.PackageLoader("benchmatrix.report", "templates")
+    loaders: list[jinja2.BaseLoader] = []
+    if template_dir is not None:
+        loaders.append(jinja2.FileSystemLoader(str(template_dir)))
+    loaders += [jinja2.PrefixLoader({"builtin": builtin}), builtin]
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        undefined=jinja2.StrictUndefined,
+        # User text must not become markup in HTML; Markdown keeps it verbatim.
+        autoescape=lambda name: bool(name) and name.endswith(".html.j2"),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(num=format_number, pct=format_percent, val=format_value, md=markdown_cell)
+    return env
+
+
+# ----------------------------------------------------------------- table building
+
+def _with_columns(table: pd.DataFrame | None, columns: Iterable[str]) -> pd.DataFrame:
+    # Results written by older or partial steps may lack optional columns; the report
+    # shows them as missing instead of failing.
+    table = pd.DataFrame() if table is None else table
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        table = table.assign(**{c: pd.Series(pd.NA, index=table.index, dtype=object) for c in missing})
+    return table
+
+
+def _kind(warmup: pd.Series, control: pd.Series) -> pd.Series:
+    w, c = bool_column(warmup), bool_column(control)
+    return pd.Series(np.select([w.to_numpy(), c.to_numpy()], ["warm-up", "control"], "measured"),
+                     index=warmup.index)
+
+
+def _run_states(plan: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per run_id (planned or executed): cell_id, host, kind, state.
+
+    The state comes from :func:`benchmatrix.results.status.decide`, the rule ``bmx status``
+    uses too, so the two never disagree (an interrupted run or a requested re-run
+    not yet run is pending in both)."""
+    planned = plan.drop_duplicates("run_id", keep="first")
+    planned = pd.DataFrame({"run_id": planned["run_id"], "cell_id": planned["cell_id"],
+                            "host": planned["host"], "kind": _kind(planned["warmup"], planned["control"])})
+    executed = runs.drop_duplicates("run_id", keep="first")
+    executed = executed[~executed["run_id"].isin(planned["run_id"])]
+    extra = pd.DataFrame({"run_id": executed["run_id"], "cell_id": executed["cell_id"],
+                          "host": executed["host"], "kind": _kind(executed["warmup"], executed["control"])})
+    ids = pd.concat([planned, extra], ignore_index=True)
+    decided = decide(plan, runs)
+    ids["state"] = ids["run_id"].astype(str).map(dict(zip(decided["run_id"], decided["state"])))
+    return ids
+
+
+def _progress(states: pd.DataFrame) -> dict[str, Any]:
+    counts = (pd.crosstab(states["kind"], states["state"])
+              .reindex(index=list(_KINDS), columns=list(_STATES), fill_value=0))
+    rows = []
+    for kind in _KINDS:
+        row = {s: int(counts.at[kind, s]) for s in _STATES}
+        rows.append({"kind": kind, "planned_or_run": sum(row.values()), **row})
+    total = {s: int(counts[s].sum()) for s in _STATES}
+    rows.append({"kind": "all", "planned_or_run": sum(total.values()), **total})
+    measured = rows[0]
+    return {
+        "rows": rows,
+        "planned_measured": measured["planned_or_run"],
+        "ok_measured": measured["ok"],
+        "failed": total["failed"],
+        "pending": total["pending"],
+        "total": rows[-1]["planned_or_run"],
+        "partial": bool(total["failed"] or total["pending"]),
+    }
+
+
+def _cell_table(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
+                states: pd.DataFrame) -> pd.DataFrame:
+    """Every cell: the spec's cells in matrix order, then any unknown to the spec
+    (results of an older matrix) with factor values taken from the data."""
+    factors = spec.factor_names
+    known = pd.DataFrame([{"cell_id": c.cell_id, **c.factors} for c in spec.cells],
+                         columns=["cell_id", *factors])
+    known["label"] = [c.label() for c in spec.cells]
+    seen = [t[["cell_id", *[f for f in factors if f in t.columns]]]
+            for t in (runs, plan, summary) if "cell_id" in t.columns]
+    others = pd.concat(seen, ignore_index=True) if seen else pd.DataFrame(columns=["cell_id"])
+    others = others.dropna(subset=["cell_id"]).drop_duplicates("cell_id")
+    others = _with_columns(others[~others["cell_id"].isin(known["cell_id"])], factors)
+    if len(others):
+        others = others.assign(label=[" ".join(f"{f}={format_value(v)}" for f, v in zip(factors, vals))
+                                      for vals in others[factors].itertuples(index=False)])
+        known = pd.concat([known, others[["cell_id", *factors, "label"]]], ignore_index=True)
+
+    measured = states[states["kind"] == "measured"]
+    counts = (pd.crosstab(measured["cell_id"], measured["state"])
+              .reindex(columns=list(_STATES), fill_value=0))
+    cells = known.join(counts, on="cell_id")
+    cells[list(_STATES)] = cells[list(_STATES)].fillna(0).astype("int64")
+    cells["planned"] = cells[list(_STATES)].sum(axis=1)
+    return cells
+
+
+def _metric_tables(spec: Any, summary: pd.DataFrame, cells: pd.DataFrame) -> dict[str, Any]:
+    present = sorted(summary["metric"].dropna().unique().tolist()) if len(summary) else []
+    wanted = list(dict.fromkeys(spec.data.get("report", {}).get("metrics") or []))
+    shown = [m for m in wanted if m in present] or present
+    declared = spec.data.get("workload", {}).get("metrics") or {}
+    factors = spec.factor_names
+    tables = []
+    for metric in shown:
+        rows = summary[summary["metric"] == metric].drop_duplicates("cell_id").set_index("cell_id")
+        units = [u for u in rows["unit"].tolist() if not _is_missing(u) and str(u)]
+        unit = str(units[0]) if units else str((declared.get(metric) or {}).get("unit", ""))
+        stats = rows.reindex(cells["cell_id"])[["n", "max", "mean", "min", "median", "cv", "ci_low", "ci_high",
+                                                "ci_method"]]
+        stats["n"] = stats["n"].fillna(0).astype("int64")
+        table = pd.concat([cells[["cell_id", *factors]].reset_index(drop=True),
+                           stats.reset_index(drop=True)], axis=1)
+        tables.append({
+            "name": metric,
+            "unit": unit,
+            "better": (declared.get(metric) or {}).get("better", ""),
+            "rows": [_row(r, factors) for r in table.to_dict("records")],
+        })
+    return {
+        "tables": tables,
+        "missing": [m for m in wanted if m not in present],
+        "others": [m for m in present if m not in shown],
+    }
+
+
+def _row(record: dict[str, Any], factors: list[str]) -> dict[str, Any]:
+    # Templates iterate factor values positionally, so factor names that clash with
+    # statistic names cannot shadow them.
+    record = {k: (None if _is_missing(v) else v) for k, v in record.items()}
+    record["levels"] = [record.pop(f) for f in factors]
+    return record
+
+
+def _campaign_hosts(plan: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+    """Every host of the plan or the runs, sorted."""
+    return sorted(set(run_hosts(plan)) | set(run_hosts(runs)))
+
+
+def _by_host(spec: Any, hosts: list[str], summary_by_host: pd.DataFrame | None, host_table: pd.DataFrame | None,
+             cells: pd.DataFrame, metrics: list[str], units: dict[str, str]) -> dict[str, Any]:
+    """The per-host results of a campaign on several hosts.
+
+    ``tables``: per metric, the Max/Avg/Min table with one row per (cell, host) that
+    has values, cells in matrix order. ``compared``: per metric, one row per cell
+    measured on two or more hosts: each host's mean, the spread between them and the
+    host effect's adjusted p-value (:func:`benchmatrix.analyze.sanity.host_differences`).
+    """
+    mode = analysis.hosts_mode(spec)
+    out: dict[str, Any] = {"enabled": len(hosts) > 1, "mode": mode, "hosts": hosts, "tables": [],
+                           "compared": [], "row_cap": HOST_ROWS}
+    if not out["enabled"]:
+        return out
+    factors = spec.factor_names
+    declared = (spec.data.get("workload") or {}).get("metrics") or {}
+    order = {c: i for i, c in enumerate(cells["cell_id"])}
+    host_rank = {h: i for i, h in enumerate(hosts)}
+    levels = cells.set_index("cell_id")[factors]
+    sbh = summary_by_host if summary_by_host is not None else pd.DataFrame(columns=["metric"])
+    diffs = host_table if host_table is not None else pd.DataFrame(columns=["metric"])
+    for metric in metrics:
+        part = sbh[sbh["metric"] == metric]
+        part = part.assign(_c=part["cell_id"].map(order).fillna(len(order)),
+                           _h=part["host"].astype(str).map(host_rank).fillna(len(hosts)))
+        part = part.sort_values(["_c", "_h"], kind="stable")
+        total = len(part)
+        part = part.iloc[:HOST_ROWS]
+        rows, previous = [], None
+        for r in part.to_dict("records"):
+            lv = levels.loc[r["cell_id"]].tolist() if r["cell_id"] in levels.index else [r.get(f) for f in factors]
+            row = {k: (None if _is_missing(r.get(k)) else r.get(k))
+                   for k in ("cell_id", "host", "n", "max", "mean", "min", "median", "cv", "ci_low", "ci_high",
+                             "ci_method")}
+            row["levels"] = [None if _is_missing(v) else v for v in lv]
+            row["first"] = r["cell_id"] != previous
+            previous = r["cell_id"]
+            rows.append(row)
+        common = {"name": metric, "unit": units.get(metric, ""),
+                  "better": (declared.get(metric) or {}).get("better", "")}
+        out["tables"].append({**common, "rows": rows, "total": total, "omitted": total - len(rows)})
+        d = diffs[diffs["metric"] == metric]
+        d = d.assign(_c=d["cell_id"].map(order).fillna(len(order))).sort_values("_c", kind="stable")
+        total = len(d)
+        d = d.iloc[:HOST_ROWS]
+        crow = []
+        for r in d.to_dict("records"):
+            lv = levels.loc[r["cell_id"]].tolist() if r["cell_id"] in levels.index else [None] * len(factors)
+            crow.append({"cell_id": r["cell_id"], "levels": [None if _is_missing(v) else v for v in lv],
+                         "means": [r["host_means"].get(h) for h in hosts],
+                         "spread": None if _is_missing(r["spread"]) else r["spread"],
+                         "p_value": None if _is_missing(r["p_value"]) else r["p_value"],
+                         "flagged": bool(r["flagged"])})
+        out["compared"].append({**common, "rows": crow, "total": total, "omitted": total - len(crow)})
+    return out
+
+
+def _labels(frame: pd.DataFrame, cells: pd.DataFrame) -> pd.Series:
+    return frame["cell_id"].map(cells.set_index("cell_id")["label"]).astype(object)
+
+
+def _failed(runs: pd.DataFrame, cells: pd.DataFrame, states: pd.DataFrame) -> dict[str, Any]:
+    """Every attempt that did not end ok, with the state its run is in now."""
+    ok = is_ok(runs["status"]).to_numpy()
+    bad = runs[~ok]
+    if bad.empty:
+        return {"rows": [], "total": 0, "omitted": 0}
+    total = len(bad)
+    bad = bad.iloc[:FAILED_ROWS]
+    ok_ids = runs.loc[ok, "run_id"]
+    run_path = "runs/" + bad["run_id"].astype(str) + "/" + bad["attempt"].astype(str)
+    batch = bad["batch"].astype(str)
+    table = pd.DataFrame({
+        "run_id": bad["run_id"], "attempt": bad["attempt"], "host": bad["host"],
+        "cell_id": bad["cell_id"], "label": _labels(bad, cells), "status": bad["status"],
+        "reason": bad["reason"], "kind": _kind(bad["warmup"], bad["control"]),
+        "recovered": bad["run_id"].isin(ok_ids),
+        "state": bad["run_id"].astype(str).map(dict(zip(states["run_id"].astype(str), states["state"]))),
+        "stderr": run_path + "/stderr", "stdout": run_path + "/stdout",
+        "batch_log": ("logs/ansible/" + batch + ".log").where(bad["batch"].notna(), None),
+    })
+    return {"rows": _records(table), "total": total, "omitted": total - len(table)}
+
+
+def _execution_sorted(runs: pd.DataFrame) -> np.ndarray:
+    """Positions of ``runs`` in start order (never-started runs last, in plan order)."""
+    return execution_order(runs)
+
+
+def _executed(runs: pd.DataFrame, cells: pd.DataFrame) -> dict[str, Any]:
+    """The executed-order table: first ORDER_HEAD and last ORDER_TAIL attempts."""
+    if runs.empty:
+        return {"head": [], "tail": [], "total": 0, "omitted": 0}
+    order = _execution_sorted(runs)
+    total = len(order)
+    if total > ORDER_HEAD + ORDER_TAIL:
+        head_pos, tail_pos = order[:ORDER_HEAD], order[-ORDER_TAIL:]
+    else:
+        head_pos, tail_pos = order, order[:0]
+
+    def rows(pos: np.ndarray) -> list[dict[str, Any]]:
+        part = runs.iloc[pos]
+        table = pd.DataFrame({
+            "seq": part["seq"], "host": part["host"], "run_id": part["run_id"], "attempt": part["attempt"],
+            "cell_id": part["cell_id"], "label": _labels(part, cells),
+            "warmup": bool_column(part["warmup"]), "control": bool_column(part["control"]),
+            "status": part["status"], "started_at": part["started_at"], "duration_s": part["duration_s"],
+        })
+        return _records(table)
+
+    return {"head": rows(head_pos), "tail": rows(tail_pos), "total": total,
+            "omitted": total - len(head_pos) - len(tail_pos)}
+
+
+def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{k: (None if _is_missing(v) else v) for k, v in r.items()}
+            for r in table.astype(object).to_dict("records")]
+
+
+def _hosts(host_facts: dict[str, dict], plan: pd.DataFrame, runs: pd.DataFrame) -> dict[str, Any]:
+    names = set(host_facts) | {str(h) for h in plan["host"].dropna().unique()} | \
+        {str(h) for h in runs["host"].dropna().unique()}
+    keys = sorted({str(k) for facts in host_facts.values() for k in (facts or {})})
+    rows = []
+    for host in sorted(names):
+        facts = {str(k): v for k, v in (host_facts.get(host) or {}).items()}
+        rows.append({"host": host, "facts": [facts.get(k) for k in keys]})
+    return {"columns": keys, "rows": rows}
+
+
+def _reconfigurations(spec: Any, plan: pd.DataFrame) -> dict[str, int]:
+    """Knob changes per cost class over every host's plan (the first setting counts)."""
+    counts = {"none": 0, "restart": 0, "reboot": 0}
+    if plan.empty or not spec.knobs:
+        return counts
+    ordered = plan.assign(_seq=pd.to_numeric(plan["seq"], errors="coerce")).sort_values("_seq", kind="stable")
+    host = ordered["host"].astype(str)
+    new_host = (host != host.shift()).to_numpy()
+    for factor, knob in spec.knobs.items():
+        if factor not in ordered.columns:
+            continue
+        value = analysis.level_keys(ordered[factor])
+        changed = new_host | (value != value.shift()).to_numpy()
+        counts[knob.cost_class] = counts.get(knob.cost_class, 0) + int(changed.sum())
+    return counts
+
+
+def _design(spec: Any, plan: pd.DataFrame) -> dict[str, Any]:
+    order = spec.data.get("order", {})
+    control = spec.control_cell()
+    visits = None
+    if not plan.empty and "visit" in plan.columns:
+        visit = pd.to_numeric(plan["visit"], errors="coerce")
+        visits = int(pd.DataFrame({"h": plan["host"].astype(str), "v": visit}).dropna().drop_duplicates().shape[0])
+    return {
+        "strategy": order.get("strategy"),
+        "seed": order.get("seed"),
+        "replicates": spec.data.get("replicates"),
+        "warmup": spec.data.get("warmup"),
+        "control": control.label() if control else None,
+        "control_every": order.get("control_every") if control else None,
+        "visits": visits,
+        "planned_runs": int(plan["run_id"].nunique()) if not plan.empty else 0,
+        "reconfigurations": _reconfigurations(spec, plan),
+        "knobs": [{"factor": k.factor, "role": k.role, "cost_class": k.cost_class, "seconds": k.cost_seconds}
+                  for k in spec.knobs.values()],
+        "whole_plot_factors": analysis.whole_plot_factors(spec),
+        "hosts": sorted(plan["host"].dropna().astype(str).unique().tolist()) if not plan.empty else [],
+        "hosts_mode": analysis.hosts_mode(spec),
+    }
+
+
+def _timeline(runs: pd.DataFrame) -> dict[str, Any]:
+    """Per host and per batch: first start, last end, attempts and failures."""
+    if runs.empty or runs["started_at"].isna().all():
+        return {"hosts": [], "batches": [], "batches_total": 0, "batches_omitted": 0}
+    never = np.iinfo("int64").max
+    start, end = start_ns(runs), start_ns(runs, "ended_at")
+    frame = pd.DataFrame({
+        "host": runs["host"].astype(str), "batch": runs["batch"].astype(str),
+        "start": pd.to_datetime(np.where(start == never, np.iinfo("int64").min, start), utc=True),
+        "end": pd.to_datetime(np.where(end == never, np.iinfo("int64").min, end), utc=True),
+        "ok": is_ok(runs["status"]).to_numpy(),
+    }, index=runs.index)
+
+    def table(keys: list[str]) -> pd.DataFrame:
+        g = frame.groupby(keys, sort=False).agg(first_start=("start", "min"), last_end=("end", "max"),
+                                                attempts=("ok", "size"), ok=("ok", "sum"))
+        g = g.reset_index().sort_values("first_start", kind="stable", na_position="last")
+        g["failed"] = g["attempts"] - g["ok"]
+        g["elapsed_s"] = (g["last_end"] - g["first_start"]).dt.total_seconds()
+        for c in ("first_start", "last_end"):
+            g[c] = g[c].map(lambda t: t.isoformat(timespec="seconds") if not pd.isna(t) else None)
+        return g
+
+    hosts = table(["host"])
+    batches = table(["host", "batch"])
+    total = len(batches)
+    half = TIMELINE_BATCHES // 2
+    if total > TIMELINE_BATCHES:
+        batches = pd.concat([batches.iloc[:half], batches.iloc[-half:]])
+    return {"hosts": _records(hosts), "batches": _records(batches), "batches_total": total,
+            "batches_omitted": total - len(batches)}
+
+
+def _pivots(spec: Any, runs: pd.DataFrame, units: dict[str, str]) -> dict[str, Any]:
+    """``report.tables``: pivots of a statistic of measured runs, rows x columns."""
+    wanted = (spec.data.get("report") or {}).get("tables") or []
+    out, notes = [], []
+    if not wanted:
+        return {"tables": out, "notes": notes}
+    eff = effective_runs(runs) if len(runs) else runs
+    labels = {"mean": "Avg", "median": "Median", "min": "Min", "max": "Max", "sd": "SD", "cv": "CV %", "n": "n"}
+    for i, t in enumerate(wanted, start=1):
+        rows = [t["rows"]] if isinstance(t.get("rows"), str) else list(t.get("rows") or [])
+        cols = [t["columns"]] if isinstance(t.get("columns"), str) else list(t.get("columns") or [])
+        stat_list = t.get("stat") or ["max", "mean", "min"]
+        stat_list = [stat_list] if isinstance(stat_list, str) else list(stat_list)
+        metric = t.get("metric")
+        unknown = [f for f in rows + cols if f not in spec.factor_names]
+        if unknown or not rows:
+            notes.append(f"table {i}: " + (f"unknown factor(s) {', '.join(unknown)}" if unknown else "no rows"))
+            continue
+        if eff.empty or metric not in eff.columns:
+            notes.append(f"table {i}: no values of {metric} yet")
+            continue
+        keys = rows + cols
+        frame = eff[keys].copy()
+        for k in keys:
+            frame[k] = analysis.level_keys(eff[k])
+        frame["_y"] = pd.to_numeric(eff[metric], errors="coerce")
+        g = frame.groupby(keys, sort=False)["_y"]
+        agg = pd.DataFrame({"mean": g.mean(), "median": g.median(), "min": g.min(), "max": g.max(),
+                            "sd": g.std(), "n": g.count()})
+        agg["cv"] = agg["sd"] / agg["mean"]
+        order = {k: [analysis.level_key(v) for v in spec.data["factors"][k]] for k in keys}
+
+        def sort_key(combo: tuple[str, ...], names: list[str]) -> tuple[int, ...]:
+            return tuple(order[n].index(v) if v in order[n] else len(order[n]) for n, v in zip(names, combo))
+
+        idx = [k if isinstance(k, tuple) else (k,) for k in agg.index]
+        row_keys = sorted({k[: len(rows)] for k in idx}, key=lambda c: sort_key(c, rows))
+        col_keys = sorted({k[len(rows):] for k in idx}, key=lambda c: sort_key(c, cols)) if cols else [()]
+        lookup = dict(zip(idx, agg.to_dict("records")))
+        body = []
+        for rk in row_keys:
+            for si, stat in enumerate(stat_list):
+                values = []
+                for ck in col_keys:
+                    rec = lookup.get(rk + ck)
+                    v = None if rec is None else rec.get(stat)
+                    values.append(None if v is None or _is_missing(v) else (v * 100 if stat == "cv" else v))
+                body.append({"levels": list(rk) if si == 0 else [""] * len(rk), "stat": labels.get(stat, stat),
+                             "cells": values, "first": si == 0})
+        out.append({
+            "title": t.get("title") or f"{metric} by {', '.join(rows)}" + (f" and {', '.join(cols)}" if cols else ""),
+            "metric": metric, "unit": units.get(metric, ""), "rows": rows, "columns": cols,
+            "column_labels": [", ".join(f"{c}={v}" for c, v in zip(cols, ck)) or metric for ck in col_keys],
+            "stats": [labels.get(s_, s_) for s_ in stat_list], "body": body,
+        })
+    return {"tables": out, "notes": notes}
+
+
+def _findings(result: analysis.Comparisons) -> dict[str, Any]:
+    """The comparisons as plain sentences, significant ones first, and trade-offs."""
+    table = result.table
+    by = (result.config or {}).get("by") or []
+    if result.config is None:
+        return {"configured": False, "sentences": [], "no_difference": 0, "insufficient": 0, "descriptive": 0,
+                "tradeoffs": [], "omitted": 0, "total": 0}
+    records = _records(table) if len(table) else []
+    significant = [r for r in records if r["verdict"] in ("better", "worse", "higher", "lower")]
+    significant.sort(key=lambda r: -abs(r["rel_diff_pct"] or 0))
+    sentences = [analysis.sentence(r, by) for r in significant[:FINDING_SENTENCES]]
+    tradeoffs = []
+    if len(table):
+        host = analysis.HOST_COLUMN in table.columns
+        keycols = ["level", *[analysis.by_column(b) for b in by], *([analysis.HOST_COLUMN] if host else [])]
+        for key, part in table.groupby(keycols, sort=False, dropna=False):
+            good = part[part["verdict"] == "better"]
+            bad = part[part["verdict"] == "worse"]
+            if len(good) and len(bad):
+                key = key if isinstance(key, tuple) else (key,)
+                at = ", ".join(f"{b}={format_value(v)}" for b, v in zip(by, key[1:1 + len(by)]))
+                on = ""
+                if host:
+                    on = " on all hosts" if str(key[-1]) == analysis.ALL_HOSTS else f" on {format_value(key[-1])}"
+                tradeoffs.append(
+                    f"{result.config['factor']}={format_value(key[0])} vs {format_value(result.config['baseline'])}"
+                    f"{' at ' + at if at else ''}{on}: better "
+                    + ", ".join(f"{m} ({v:+.1f}%)" for m, v in zip(good["metric"], good["rel_diff_pct"]))
+                    + " but worse " + ", ".join(f"{m} ({v:+.1f}%)" for m, v in zip(bad["metric"], bad["rel_diff_pct"])))
+    return {"configured": True, "sentences": sentences, "omitted": max(len(significant) - FINDING_SENTENCES, 0),
+            "no_difference": sum(r["verdict"] == "no_difference" for r in records),
+            "insufficient": sum(r["verdict"] == "insufficient_data" for r in records),
+            "descriptive": sum(r["verdict"] == analysis.DESCRIPTIVE for r in records),
+            "tradeoffs": tradeoffs, "total": len(records)}
+
+
+def _comparison_context(result: analysis.Comparisons) -> dict[str, Any]:
+    by = (result.config or {}).get("by") or []
+    table = result.table
+    rows = []
+    for r in _records(table.iloc[:COMPARISON_ROWS]) if len(table) else []:
+        r["by_values"] = [r.get(analysis.by_column(b)) for b in by]
+        # The interval shown beside a verdict is the Holm-adjusted one, so the two
+        # agree; a descriptive metric has no verdict and shows its unadjusted 95 %.
+        descriptive = r.get("verdict") == analysis.DESCRIPTIVE
+        r["ci_kind"] = "unadjusted" if descriptive else "holm"
+        r["ci_shown_low"] = r.get("ci_low_pct" if descriptive else "ci_low_adj_pct")
+        r["ci_shown_high"] = r.get("ci_high_pct" if descriptive else "ci_high_adj_pct")
+        rows.append(r)
+    return {"configured": result.config is not None, "config": result.config, "by": by, "rows": rows,
+            "table": table, "host_column": analysis.HOST_COLUMN in table.columns,
+            "total": len(table), "omitted": max(len(table) - COMPARISON_ROWS, 0), "alpha": result.alpha,
+            "explanations": result.explanations, "notes": result.notes, "holm_count":
+            int(table["p_value"].notna().sum()) if len(table) else 0,
+            "family": result.family, "descriptive": result.descriptive}
+
+
+def _spec_text(spec: Any) -> str:
+    try:
+        return Path(spec.path).read_text(encoding="utf-8")
+    except OSError:
+        import yaml
+
+        return yaml.safe_dump(spec.data, sort_keys=False)
+
+
+def _shown_metrics(spec: Any, summary: pd.DataFrame) -> list[str]:
+    present = list(dict.fromkeys(summary["metric"].dropna().tolist())) if len(summary) else []
+    wanted = list(dict.fromkeys((spec.data.get("report") or {}).get("metrics") or []))
+    return [m for m in wanted if m in present] or sorted(present)
+
+
+def _units(summary: pd.DataFrame, spec: Any) -> dict[str, str]:
+    declared = (spec.data.get("workload") or {}).get("metrics") or {}
+    units = {m: str((d or {}).get("unit", "")) for m, d in declared.items()}
+    if len(summary):
+        for m, u in summary[["metric", "unit"]].drop_duplicates("metric").itertuples(index=False):
+            if not _is_missing(u) and str(u):
+                units[m] = str(u)
+    return units
+
+
+# ----------------------------------------------------------------- entry point
+
+def report_context(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
+                   host_facts: dict[str, dict], *, exp_dir: str | Path | None = None,
+                   record_notes: pd.DataFrame | None = None, with_plots: bool = True,
+                   comparisons: analysis.Comparisons | None = None) -> dict[str, Any]:
+    """Everything the report templates show, as plain Python values.
+
+    Args:
+        spec: The loaded :class:`~benchmatrix.spec.load.Spec`.
+        plan: Rows of ``plan.csv``.
+        runs: Rows of ``runs.csv`` (may be empty).
+        summary: Rows of ``summary.csv`` (may be empty).
+        host_facts: Host name -> facts (any keys).
+        exp_dir: The experiment directory, to read ``record_notes.csv`` or the run
+            records for the record-based checks (none when absent).
+        record_notes: Notes already computed (:func:`benchmatrix.analyze.sanity.record_notes`);
+            overrides ``exp_dir``.
+        with_plots: Render the plots (the slowest part).
+        comparisons: Comparisons already computed (else computed here).
+
+    Returns:
+        The template context; ``docs/report.md`` describes every key.
+    """
+    base = ["seq", "host", "run_id", "cell_id", "replicate", "warmup", "control", "visit", "batch", "attempt"]
+    plan = _with_columns(plan, base)
+    runs = _with_columns(runs, [*base, "status", "reason", "started_at", "ended_at", "duration_s"])
+    # Start times are needed in execution order by several sections: parse them once.
+    runs = with_start_ns(runs)
+    summary = _with_columns(summary, ["cell_id", "metric", "unit", "n", "mean", "median", "min", "max",
+                                      "sd", "cv", "ci_low", "ci_high", "ci_method"])
+    states = _run_states(plan, runs)
+    cells = _cell_table(spec, plan, runs, summary, states)
+    effective = effective_runs(runs)
+    metrics = _shown_metrics(spec, summary)
+    units = _units(summary, spec)
+    cfg = spec.data.get("report") or {}
+    alpha = float(cfg.get("alpha") or analysis.DEFAULT_ALPHA)
+    if comparisons is None:
+        comparisons = analysis.compare(spec, runs, metrics, units, alpha)
+    if record_notes is None and exp_dir is not None:
+        record_notes = sanity.load_record_notes(Path(exp_dir), runs)
+    elif record_notes is None:
+        record_notes = pd.DataFrame(columns=sanity.NOTE_COLUMNS)
+    hosts = _campaign_hosts(plan, runs)
+    summary_by_host = host_table = None
+    if len(hosts) > 1 and len(effective):
+        summary_by_host = summarize_by_host(runs, spec.factor_names, units, metrics)
+        host_table = sanity.host_differences(effective, metrics, alpha,
+                                             float(cfg.get("drift_threshold", sanity.DEFAULT_DRIFT_THRESHOLD)))
+    warnings_, drift_table = sanity.sanity_warnings(spec, plan, runs, summary, metrics, record_notes, cells, alpha,
+                                                    summary_by_host=summary_by_host, host_table=host_table,
+                                                    comparisons=comparisons.table)
+    # Comparisons that rest on too few visits or runs for a "no difference" verdict.
+    warnings_ += [sanity.warning(w["check"], w["title"], w["message"]) for w in comparisons.warnings]
+    labels = dict(zip(cells["cell_id"], cells["label"]))
+    plot_notes: list[str] = []
+    rendered: list[plots.Plot] = []
+    if with_plots:
+        # The drift test's own control runs, so a flagged shift is drawn where it was found.
+        comparable = sanity.control_runs(runs, list(spec.knobs), int(spec.data.get("warmup") or 0))
+        rendered += plots.control_over_time(runs, drift_table, metrics, units, comparable)
+        rendered += plots.factor_lines(spec, summary, metrics, units, plot_notes)
+        rendered += plots.latency_beside_throughput(spec, summary, metrics, units, labels, plot_notes)
+        rendered += plots.run_order(runs, metrics, units, labels)
+    plot_list = [{"name": p.name, "title": p.title, "caption": p.caption, "file": f"plots/{p.name}.svg",
+                  "data_uri": "data:image/svg+xml;base64," + base64.b64encode(p.svg.encode()).decode("ascii"),
+                  "svg": p.svg} for p in rendered]
+    control_plot = next((p for p in plot_list if p["name"] == "control"), None)
+    return {
+        "name": spec.name,
+        "description": spec.data.get("description") or "",
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "spec_path": str(spec.path),
+        "spec_text": _spec_text(spec),
+        "digest": spec.digest,
+        "design": _design(spec, plan),
+        "factor_names": spec.factor_names,
+        "progress": _progress(states),
+        "effective_runs": int(len(effective)),
+        "cells": [_row(r, spec.factor_names) for r in cells.to_dict("records")],
+        "hosts": _hosts(host_facts, plan, runs),
+        "metrics": _metric_tables(spec, summary, cells),
+        "by_host": _by_host(spec, hosts, summary_by_host, host_table, cells, metrics, units),
+        "pivots": _pivots(spec, runs, units),
+        "findings": _findings(comparisons),
+        "comparisons": _comparison_context(comparisons),
+        "warnings": [w for w in warnings_ if w["severity"] == "warning"],
+        "notices": [w for w in warnings_ if w["severity"] != "warning"],
+        "drift_detected": any(w["check"] == "drift" and w["severity"] == "warning" for w in warnings_),
+        "control_plot": control_plot,
+        "plots": plot_list,
+        "plot_notes": plot_notes,
+        "failed": _failed(runs, cells, states),
+        "executed": _executed(runs, cells),
+        "timeline": _timeline(runs),
+        "collapse_order_rows": COLLAPSE_ORDER_ROWS,
+        "thresholds": {"cv": float(cfg.get("cv_threshold", sanity.DEFAULT_CV_THRESHOLD)),
+                       "drift": float(cfg.get("drift_threshold", sanity.DEFAULT_DRIFT_THRESHOLD)),
+                       "alpha": alpha},
+        "missing": MISSING,
+    }
+
+
+def template_dir_of(spec: Any, override: str | Path | None = None) -> Path | None:
+    """The user template directory: ``override``, else ``report.template_dir``
+    (relative to the spec file's directory, then to the working directory)."""
+    value = override if override is not None else (spec.data.get("report") or {}).get("template_dir")
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_absolute():
+        beside = Path(spec.path).resolve().parent / path
+        path = beside if beside.is_dir() else Path.cwd() / path
+    if not path.is_dir():
+        from benchmatrix.errors import BenchmatrixError
+
+        raise BenchmatrixError(f"report template directory {value} does not exist")
+    return path
+
+
+def render_report(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
+                  host_facts: dict[str, dict], out_dir: Path, *,
+                  template_dir: str | Path | None = None,
+                  record_notes: pd.DataFrame | None = None) -> tuple[Path, Path]:
+    """Render ``report.html``, ``report.md``, ``comparisons.csv`` and ``plots/``.
+
+    Every file is written atomically (temporary file in its directory, then
+    ``os.replace``), so an existing report stays intact if rendering fails. With a
+    user template directory, its ``report.html.j2`` / ``report.md.j2`` replace the
+    built-in ones, and every other ``NAME.j2`` in it renders to ``out_dir/NAME``.
+
+    Args:
+        spec: The loaded :class:`~benchmatrix.spec.load.Spec`.
+        plan: Rows of ``plan.csv``.
+        runs: Rows of ``runs.csv`` (may be empty or lack optional columns).
+        summary: Rows of ``summary.csv``, as :func:`benchmatrix.analyze.stats.summarize`
+            returns them (may be empty).
+        host_facts: Host name -> facts such as hostname, cpu_model, kernel.
+        out_dir: Directory to write into (normally ``results/NAME``); created if
+            needed. ``record_notes.csv`` or the run records are read from it.
+        template_dir: User templates (default: the spec's ``report.template_dir``).
+        record_notes: Notes from the run records, if the caller has them.
+
+    Returns:
+        The paths of ``report.html`` and ``report.md``.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    user_dir = template_dir_of(spec, template_dir)
+    context = report_context(spec, plan, runs, summary, host_facts, exp_dir=out_dir, record_notes=record_notes)
+    env = _environment(user_dir)
+    rendered = {name[:-3]: env.get_template(name).render(context) for name in TEMPLATES}
+    if user_dir is not None:
+        for extra in sorted(user_dir.glob("*.j2")):
+            if extra.name not in TEMPLATES:
+                rendered[extra.name[:-3]] = env.get_template(extra.name).render(context)
+    plot_dir = out_dir / "plots"
+    if context["plots"]:
+        plot_dir.mkdir(exist_ok=True)
+    for plot in context["plots"]:
+        atomic_write(out_dir / plot["file"], plot["svg"])
+    if plot_dir.is_dir():
+        # Plots of an earlier render that this one did not draw would mislead the Markdown.
+        keep = {Path(p["file"]).name for p in context["plots"]}
+        for stale in plot_dir.glob("*.svg"):
+            if stale.name not in keep:
+                stale.unlink(missing_ok=True)
+    table = context["comparisons"]["table"]
+    atomic_write(out_dir / "comparisons.csv", table.to_csv(index=False))
+    for name, text in rendered.items():
+        atomic_write(out_dir / name, text)
+    return out_dir / "report.html", out_dir / "report.md"

@@ -1,0 +1,1 @@
+"""Results on disk: run records and their columns, run states, and exports."""

@@ -1,0 +1,374 @@
+"""Export a campaign to the ecosystem: the tidy long table and three exchange formats.
+
+The **long table** (``results/NAME/runs_long.parquet``) holds one row per run
+attempt and metric: the store later features (compare, history, publish) read, and
+what ``bmx export --format csv|parquet`` writes. Its columns and their meaning are
+fixed by :data:`LONG_COLUMNS` and versioned by :data:`SCHEMA_VERSION` (a column,
+and the Parquet file's ``benchmatrix`` key-value metadata); docs/export.md is the
+reference. Every attempt appears, failed ones too: an attempt that produced no
+metric value at all has one row with an empty ``metric`` and ``value``, so
+``status`` can be counted from the table alone.
+
+The exchange formats are built from the same inputs as the report:
+
+* ``bmf`` -- Bencher Metric Format: per cell label, per metric, the mean of
+  ``summary.csv`` as ``value`` and its 95 % confidence interval as
+  ``lower_value``/``upper_value``.
+* ``pyperf`` -- a pyperf suite that ``python -m pyperf compare_to`` reads: one
+  benchmark per cell and metric, one pyperf run per measured benchmatrix run.
+  pyperf takes smaller as better ("faster") and only positive values, so values
+  are oriented before they are written (:func:`pyperf_mapping`).
+* ``csv`` / ``parquet`` -- the long table.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from benchmatrix.campaigns.store import read_meta
+from benchmatrix.errors import BenchmatrixError
+from benchmatrix.results.records import RUN_COLUMNS, atomic_write
+from benchmatrix.analyze.stats import bool_column, effective_runs, metric_direction
+
+#: Version of the long table's schema; bumped whenever a column changes meaning.
+SCHEMA_VERSION = 1
+#: File name of the long table under results/NAME/.
+LONG_TABLE_NAME = "runs_long.parquet"
+#: The formats of ``bmx export``.
+FORMATS = ("bmf", "pyperf", "csv", "parquet")
+#: Default output file of each format under results/NAME/.
+DEFAULT_NAMES = {"bmf": "bmf.json", "pyperf": "pyperf.json", "csv": "runs_long.csv", "parquet": LONG_TABLE_NAME}
+_HEAD = ["schema_version", "experiment", "campaign", "run_id", "cell_id"]
+_TAIL = ["host", "visit", "replicate", "attempt", "warmup", "control", "status", "started_at",
+         "metric", "unit", "direction", "value"]
+#: Seconds per unit of the time units metrics come in (fio's µs, declared ms ...).
+TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "second": 1.0,
+              "seconds": 1.0, "min": 60.0}
+
+
+def long_columns(factor_names: list[str]) -> list[str]:
+    """Columns of the long table, in file order: the factors follow ``cell_id``."""
+    return [*_HEAD, *factor_names, *_TAIL]
+
+
+def _check_factor_names(factor_names: list[str]) -> None:
+    clash = [f for f in factor_names if f in _HEAD or f in _TAIL]
+    if clash:
+        raise BenchmatrixError(f"factor(s) {', '.join(clash)} share a name with a long-table column; "
+                               f"rename them in the spec to export")
+
+
+def _int_column(values: pd.Series) -> pd.Series:
+    return pd.to_numeric(values, errors="coerce").astype("Int64")
+
+
+def _factor_column(values: pd.Series) -> pd.Series:
+    # Parquet needs one type per column: numbers and booleans stay typed, anything
+    # mixed becomes text, so a factor like [1, auto] still exports.
+    # The same factor must get the same type whether it comes from the records
+    # (Python objects, in collect) or from runs.csv (parsed by pandas, in export).
+    if values.dtype == object:
+        values = values.infer_objects()
+        if values.dtype == object:
+            numbers = pd.to_numeric(values, errors="coerce")
+            if numbers.notna().sum() == values.notna().sum():
+                values = numbers
+    if pd.api.types.is_bool_dtype(values) or pd.api.types.is_numeric_dtype(values):
+        return values
+    return values.astype("string")
+
+
+def long_table(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str],
+               declared: dict[str, Any] | None = None, *, experiment: str = "", campaign: str = "") -> pd.DataFrame:
+    """The tidy long table of one campaign: one row per run attempt and metric.
+
+    Args:
+        runs: Rows of ``runs.csv`` (one per attempt, metric columns wide).
+        factor_names: The spec's factors, in spec order.
+        units: Metric name -> unit, as :func:`benchmatrix.results.records.runs_rows` gives
+            them; exactly these columns of ``runs`` are metrics.
+        declared: ``workload.metrics`` of the spec, for each metric's direction.
+        experiment: The spec's name.
+        campaign: The campaign id (``campaign.json``), empty when unknown.
+
+    Returns:
+        A DataFrame with the columns of :func:`long_columns`, attempts in the order
+        of ``runs`` and metrics in name order within an attempt. ``value`` is a
+        float (NaN where absent); an attempt without any metric value keeps one row
+        whose ``metric``, ``unit`` and ``direction`` are missing.
+
+    Raises:
+        BenchmatrixError: A factor shares its name with a column of the table.
+    """
+    _check_factor_names(factor_names)
+    columns = long_columns(factor_names)
+    metrics = sorted(m for m in units if m in runs.columns)
+    n = len(runs)
+    base = pd.DataFrame(index=pd.RangeIndex(n))
+    base["schema_version"] = np.full(n, SCHEMA_VERSION, dtype="int32")
+    base["experiment"] = pd.Series([experiment] * n, dtype="string")
+    base["campaign"] = pd.Series([campaign] * n, dtype="string")
+    for col in ("run_id", "cell_id", "host", "status"):
+        base[col] = (runs[col].astype("string").to_numpy() if col in runs.columns
+                     else pd.Series([pd.NA] * n, dtype="string"))
+    for f in factor_names:
+        base[f] = _factor_column(runs[f].reset_index(drop=True)) if f in runs.columns \
+            else pd.Series([pd.NA] * n, dtype="string")
+    for col in ("visit", "replicate", "attempt"):
+        base[col] = _int_column(runs[col]).to_numpy() if col in runs.columns else pd.array([pd.NA] * n, "Int64")
+    for col in ("warmup", "control"):
+        base[col] = bool_column(runs[col]).to_numpy() if col in runs.columns else np.zeros(n, dtype=bool)
+    base["started_at"] = (pd.to_datetime(runs["started_at"], utc=True, errors="coerce", format="ISO8601").to_numpy()
+                          if "started_at" in runs.columns else pd.NaT)
+    base["started_at"] = pd.to_datetime(base["started_at"], utc=True)
+
+    if metrics:
+        values = np.column_stack([pd.to_numeric(runs[m], errors="coerce").to_numpy(dtype="float64")
+                                  for m in metrics])
+    else:
+        values = np.empty((n, 0))
+    have = ~np.isnan(values)
+    # One row per (attempt, metric with a value), plus one empty row for an attempt
+    # that has none, so failed attempts stay visible.
+    none = ~have.any(axis=1)
+    rows, cols = np.nonzero(have)
+    rows = np.concatenate([rows, np.flatnonzero(none)])
+    cols = np.concatenate([cols, np.full(int(none.sum()), -1)])
+    order = np.lexsort((cols, rows))
+    rows, cols = rows[order], cols[order]
+    out = base.iloc[rows].reset_index(drop=True)
+    # Per-metric text as categorical codes: one lookup per metric, not per row.
+    codes = np.where(cols >= 0, cols, -1)
+    for col, labels in (("metric", metrics), ("unit", [units.get(m) or "" for m in metrics]),
+                        ("direction", [metric_direction(m, declared) for m in metrics])):
+        uniq = list(dict.fromkeys(labels))
+        remap = np.array([uniq.index(v) for v in labels] + [-1], dtype="int64")
+        out[col] = pd.Categorical.from_codes(remap[codes], categories=uniq).astype("string")
+    out["value"] = np.where(cols >= 0, values[rows, np.maximum(cols, 0)] if len(metrics) else np.nan, np.nan)
+    return out[columns]
+
+
+def _schema_metadata(factor_names: list[str], experiment: str, campaign: str) -> dict[bytes, bytes]:
+    meta = {"schema_version": SCHEMA_VERSION, "experiment": experiment, "campaign": campaign,
+            "factors": factor_names, "reference": "docs/export.md"}
+    return {b"benchmatrix": json.dumps(meta).encode()}
+
+
+def parquet_bytes(table: pd.DataFrame, factor_names: list[str], experiment: str = "", campaign: str = "") -> bytes:
+    """The long table as a Parquet file (zstd) whose schema metadata key
+    ``benchmatrix`` holds JSON with ``schema_version``, ``experiment``,
+    ``campaign`` and ``factors``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrow = pa.Table.from_pandas(table, preserve_index=False)
+    arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}),
+                                           **_schema_metadata(factor_names, experiment, campaign)})
+    sink = pa.BufferOutputStream()
+    pq.write_table(arrow, sink, compression="zstd")
+    return sink.getvalue().to_pybytes()
+
+
+def write_long_table(exp: Path, runs: pd.DataFrame, factor_names: list[str], units: dict[str, str],
+                     declared: dict[str, Any] | None, experiment: str) -> Path:
+    """Write ``results/NAME/runs_long.parquet`` atomically (called by collect)."""
+    campaign = str(read_meta(exp).get("id") or "")
+    table = long_table(runs, factor_names, units, declared, experiment=experiment, campaign=campaign)
+    path = Path(exp) / LONG_TABLE_NAME
+    atomic_write(path, parquet_bytes(table, factor_names, experiment, campaign))
+    return path
+
+
+# ---------------------------------------------------------------- formats
+
+def _cell_labels(frame: pd.DataFrame, factor_names: list[str]) -> pd.Series:
+    from benchmatrix.report.render import format_value
+
+    if not factor_names:
+        return frame["cell_id"].astype(str)
+    return pd.Series([" ".join(f"{f}={format_value(v)}" for f, v in zip(factor_names, vals))
+                      for vals in frame[factor_names].itertuples(index=False)], index=frame.index)
+
+
+def _finite(x: Any) -> float | None:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def to_bmf(summary: pd.DataFrame, factor_names: list[str]) -> dict[str, dict[str, dict[str, float]]]:
+    """Bencher Metric Format from ``summary.csv`` rows.
+
+    Returns:
+        ``{cell label: {metric: {"value": mean, "lower_value": ci_low,
+        "upper_value": ci_high}}}``; the bounds are left out where the row has no
+        interval (n < 2), a row without a mean is left out.
+    """
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    if summary.empty:
+        return out
+    labels = _cell_labels(summary, factor_names)
+    for label, row in zip(labels, summary.itertuples(index=False)):
+        value = _finite(row.mean)
+        if value is None:
+            continue
+        measure = {"value": value}
+        low, high = _finite(row.ci_low), _finite(row.ci_high)
+        if low is not None and high is not None:
+            measure["lower_value"], measure["upper_value"] = low, high
+        out.setdefault(label, {})[str(row.metric)] = measure
+    return out
+
+
+def pyperf_mapping(metric: str, unit: str, direction: str) -> tuple[str, str, float | None]:
+    """How one metric is written for pyperf: ``(name suffix, pyperf unit, scale)``.
+
+    pyperf reads every benchmark as "smaller is faster" and accepts only values
+    above 0, in seconds, bytes or plain numbers ("integer"). So:
+
+    * a lower-is-better metric in a time unit becomes seconds (``scale`` converts);
+    * a higher-is-better metric is written as its reciprocal (``scale`` None),
+      named ``1/METRIC``: seconds per I/O, per KiB or per transaction when the
+      metric is a rate per second (unit ending in ``/s``), a plain number otherwise;
+      pyperf's "faster" then means "better";
+    * any other metric keeps its value as a plain number, and "faster"/"slower"
+      only mean smaller/larger.
+    """
+    unit = (unit or "").strip()
+    if direction == "higher":
+        per_second = unit.endswith("/s") or unit.endswith("/sec") or unit.lower() in ("iops", "ops/s")
+        return f"1/{metric}", "second" if per_second else "integer", None
+    if direction == "lower" and unit in TIME_UNITS:
+        return metric, "second", TIME_UNITS[unit]
+    return metric, "integer", 1.0
+
+
+def to_pyperf(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str],
+              declared: dict[str, Any] | None = None, experiment: str = "") -> dict[str, Any]:
+    """A pyperf JSON suite (format version 1.0) of a campaign's measured runs.
+
+    One pyperf benchmark per cell and metric, named ``LABEL :: METRIC`` (or
+    ``LABEL :: 1/METRIC``, see :func:`pyperf_mapping`); one pyperf run per measured
+    run (the runs ``summary.csv`` counts: ok, neither warm-up nor control, newest
+    attempt) holding its single value. Values that are missing or not above 0 after
+    the mapping are left out (pyperf refuses them); a benchmark left without a
+    value is left out.
+
+    Raises:
+        BenchmatrixError: No measured run has a value pyperf can hold.
+    """
+    eff = effective_runs(runs)
+    metrics = sorted(m for m in units if m in eff.columns)
+    benchmarks = []
+    if not eff.empty and metrics:
+        cells = eff.drop_duplicates("cell_id")[["cell_id", *[f for f in factor_names if f in eff.columns]]]
+        label_of = dict(zip(cells["cell_id"], _cell_labels(cells, [f for f in factor_names if f in eff.columns])))
+        for metric in metrics:
+            unit = units.get(metric) or ""
+            direction = metric_direction(metric, declared)
+            suffix, pyperf_unit, scale = pyperf_mapping(metric, unit, direction)
+            raw = pd.to_numeric(eff[metric], errors="coerce").to_numpy(dtype="float64")
+            with np.errstate(divide="ignore", invalid="ignore"):
+                mapped = 1.0 / raw if scale is None else raw * scale
+            keep = np.isfinite(mapped) & (mapped > 0)
+            for cell_id, idx in eff.loc[keep, "cell_id"].groupby(eff.loc[keep, "cell_id"], sort=False).groups.items():
+                pos = eff.index.get_indexer(idx)
+                benchmarks.append({
+                    "metadata": {"name": f"{label_of[cell_id]} :: {suffix}", "unit": pyperf_unit,
+                                 "benchmatrix_cell_id": str(cell_id), "benchmatrix_metric": metric,
+                                 "benchmatrix_unit": unit or "none", "benchmatrix_direction": direction or "unknown",
+                                 "benchmatrix_transform": ("reciprocal" if scale is None else
+                                                           "identity" if scale == 1.0 else f"scale {scale:g}")},
+                    "runs": [{"metadata": {"benchmatrix_run_id": str(eff["run_id"].iloc[p])},
+                              "values": [float(mapped[p])]} for p in pos],
+                })
+    if not benchmarks:
+        raise BenchmatrixError(f"{experiment or 'campaign'}: no measured run has a positive value to export "
+                               f"for pyperf")
+    meta = {"description": f"benchmatrix experiment {experiment}"} if experiment else {}
+    return {"version": "1.0", "metadata": meta, "benchmarks": benchmarks}
+
+
+# ---------------------------------------------------------------- bmx export
+
+def _units(exp: Path, summary: pd.DataFrame, runs: pd.DataFrame, factor_names: list[str],
+           declared: dict[str, Any] | None, plan_path: Path) -> dict[str, str]:
+    """Metric -> unit as collect computes them: from summary.csv, and from the
+    records for metrics summary.csv lacks (a metric that only warm-ups measured)."""
+    units: dict[str, str] = {}
+    if not summary.empty and {"metric", "unit"} <= set(summary.columns):
+        for metric, unit in zip(summary["metric"], summary["unit"]):
+            units.setdefault(str(metric), "" if pd.isna(unit) else str(unit))
+    fixed = set(RUN_COLUMNS) | set(factor_names)
+    unknown = [c for c in runs.columns if c not in fixed and c not in units]
+    if unknown and plan_path.is_file():
+        from benchmatrix.plan.design import read_plan
+        from benchmatrix.results.records import load_records, runs_rows
+
+        _, record_units = runs_rows(load_records(exp, read_plan(plan_path)[0]), factor_names)
+        for metric, unit in record_units.items():
+            units.setdefault(metric, unit)
+    for metric, info in (declared or {}).items():
+        if metric in runs.columns and isinstance(info, dict):
+            units.setdefault(metric, str(info.get("unit") or ""))
+    return units
+
+
+def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None = None) -> Path | None:
+    """``bmx export``: write a campaign in one of :data:`FORMATS`.
+
+    Args:
+        spec_path: The experiment spec.
+        project_dir: The project (results/ lives there).
+        fmt: ``bmf``, ``pyperf``, ``csv`` or ``parquet``.
+        out: Output file; ``-`` writes a text format to stdout; default
+            ``results/NAME/`` + :data:`DEFAULT_NAMES`.
+
+    Returns:
+        The path written, or None for stdout.
+
+    Raises:
+        BenchmatrixError: Unknown format, no runs.csv yet, parquet to stdout.
+    """
+    from benchmatrix.spec.load import load_spec
+    from benchmatrix.execute.rules import exp_dir_of, load_tables
+
+    if fmt not in FORMATS:
+        raise BenchmatrixError(f"unknown export format '{fmt}'; use one of {', '.join(FORMATS)}")
+    spec = load_spec(spec_path)
+    exp = exp_dir_of(project_dir, spec)
+    runs_csv = exp / "runs.csv"
+    if not runs_csv.is_file():
+        raise BenchmatrixError(f"{runs_csv}: no runs yet; run 'bmx run {spec_path}' first")
+    _, runs, summary = load_tables(exp)
+    factors = spec.factor_names
+    declared = spec.workload.get("metrics")
+    campaign = str(read_meta(exp).get("id") or "")
+
+    if fmt == "bmf":
+        data: str | bytes = json.dumps(to_bmf(summary, factors), indent=1) + "\n"
+    else:
+        units = _units(exp, summary, runs, factors, declared, exp / "plan.csv")
+        if fmt == "pyperf":
+            data = json.dumps(to_pyperf(runs, factors, units, declared, spec.name)) + "\n"
+        else:
+            table = long_table(runs, factors, units, declared, experiment=spec.name, campaign=campaign)
+            data = (parquet_bytes(table, factors, spec.name, campaign) if fmt == "parquet"
+                    else table.to_csv(index=False))
+    if str(out) == "-":
+        if isinstance(data, bytes):
+            raise BenchmatrixError("parquet is binary; give --out FILE instead of -")
+        sys.stdout.write(data)
+        return None
+    path = Path(out) if out else exp / DEFAULT_NAMES[fmt]
+    atomic_write(path, data)
+    return path

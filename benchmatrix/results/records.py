@@ -1,0 +1,106 @@
+"""Result files: versioned run records, runs.csv and summary.csv.
+
+Layout under ``results/NAME/`` (DESIGN.md): ``plan.csv``, ``runs/RUN_ID/ATTEMPT/``
+(``record.json`` plus raw outputs), ``runs.csv``, ``summary.csv``, reports.
+Every file is written to a temporary name in its directory and renamed into place,
+so a crash or a full disk never leaves a truncated file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any, Iterable
+
+from benchmatrix.plan.design import PLAN_COLUMNS, PlannedRun
+
+RUN_COLUMNS = PLAN_COLUMNS + ["status", "reason", "started_at", "ended_at", "duration_s"]
+STATUSES = ("ok", "failed", "timeout", "unreachable", "invalid", "interrupted")
+
+
+def atomic_write(path: str | Path, data: str | bytes) -> None:
+    """Write ``data`` to ``path`` through a synced temporary file and a rename.
+
+    Readers (``bmx status``, a browser, a colleague's script) never see a half-written
+    file, and a failed write (a full disk) leaves the previous version intact with no
+    temporary file behind. The file gets the permissions of any new file under the
+    user's umask (0644 under umask 022, 0640 under 027), so results are as readable by
+    the team as the directory they sit in; ``tempfile.mkstemp`` would make every one
+    0600. Text is written as UTF-8 with ``\\n`` line ends.
+
+    Args:
+        path: The file to create or replace; its directory is created if needed.
+        data: The whole content, text or bytes.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    # O_EXCL on a random name: never follows or reuses another writer's file. Mode 0o666
+    # is filtered by the umask exactly as open() does for any new file.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        fh = os.fdopen(fd, "wb") if isinstance(data, bytes) else \
+            os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        with fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def run_dir(exp_dir: Path, run_id: str, attempt: int) -> Path:
+    """Directory of one attempt of one run."""
+    return Path(exp_dir) / "runs" / run_id / str(attempt)
+
+
+def record_path(exp_dir: Path, run_id: str, attempt: int) -> Path:
+    """Path of an attempt's record.json (it exists only once the attempt is complete)."""
+    return run_dir(exp_dir, run_id, attempt) / "record.json"
+
+
+def write_record(exp_dir: Path, record: dict[str, Any]) -> Path:
+    """Write one record.json atomically; returns its path."""
+    path = record_path(exp_dir, record["run_id"], record["attempt"])
+    atomic_write(path, json.dumps(record, indent=1, sort_keys=False, default=str) + "\n")
+    return path
+
+
+def load_records(exp_dir: Path, plan: Iterable[PlannedRun]) -> list[dict[str, Any]]:
+    """Every existing record of the planned runs, in plan order (all attempts)."""
+    out = []
+    seen = set()
+    for run in plan:
+        if run.run_id in seen:
+            continue
+        seen.add(run.run_id)
+        base = Path(exp_dir) / "runs" / run.run_id
+        if not base.is_dir():
+            continue
+        attempts = sorted(int(p.name) for p in base.iterdir() if p.name.isdigit())
+        for attempt in attempts:
+            path = base / str(attempt) / "record.json"
+            if path.is_file():
+                out.append(json.loads(path.read_text()))
+    return out
+
+
+def runs_rows(records: list[dict[str, Any]], factor_names: list[str]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """runs.csv rows (one per attempt) and the unit of every metric seen."""
+    units: dict[str, str] = {}
+    rows = []
+    for rec in records:
+        row = {c: rec.get(c) for c in RUN_COLUMNS}
+        row["warmup"] = bool(rec.get("warmup"))
+        row["control"] = bool(rec.get("control"))
+        for f in factor_names:
+            row[f] = rec["factors"].get(f)
+        for name, m in (rec.get("metrics") or {}).items():
+            units.setdefault(name, m.get("unit", ""))
+            row[name] = m.get("value")
+        rows.append(row)
+    return rows, units

@@ -1,0 +1,202 @@
+"""Run states, the one rule: what is ok, failed or pending, per run and per cell.
+
+Every attempt of a run ends with a :class:`Status` (``record.json``'s ``status``).
+A run's :class:`State` over all its attempts is decided here, by :func:`decide`,
+for ``bmx status``, ``bmx rerun --failed`` and the report alike:
+
+* ``ok`` when any attempt is ok (statistics use its newest ok attempt);
+* ``pending`` when it has no record yet, when a requested attempt (a re-run round in
+  plan.csv) has no record yet, or when its newest attempt was ``interrupted`` (the
+  next ``bmx run`` resumes it);
+* ``failed`` otherwise: its newest attempt is ``failed``, ``timeout``,
+  ``unreachable`` or ``invalid`` (an unknown status counts as ``failed``), and
+  nothing is waiting to run. ``bmx status`` counts failed runs by that status.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from benchmatrix.plan.design import PlannedRun, read_plan
+from benchmatrix.results.records import load_records
+
+
+class Status(str, Enum):
+    """How one attempt of a run ended (``status`` in record.json and runs.csv)."""
+
+    OK = "ok"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    UNREACHABLE = "unreachable"
+    INVALID = "invalid"
+    INTERRUPTED = "interrupted"
+
+
+class State(str, Enum):
+    """Where a run stands over all its attempts (see the module docstring)."""
+
+    OK = "ok"
+    FAILED = "failed"
+    PENDING = "pending"
+
+
+#: The statuses that leave a run failed when they end its newest attempt.
+FAILED_STATES = tuple(s.value for s in (Status.FAILED, Status.TIMEOUT, Status.UNREACHABLE, Status.INVALID))
+#: Every state, in the order tables show them.
+STATES = tuple(s.value for s in State)
+
+
+def _attempt_numbers(values: pd.Series) -> np.ndarray:
+    return pd.to_numeric(values, errors="coerce").fillna(0).to_numpy(dtype="int64")
+
+
+def decide(plan: pd.DataFrame | None, runs: pd.DataFrame) -> pd.DataFrame:
+    """The state of every run: the run ids of ``plan``, then any only in ``runs``.
+
+    Args:
+        plan: Rows of plan.csv (``run_id`` and ``attempt`` are used; a re-run round
+            adds a row with the next attempt of the same run id), or None to judge
+            the recorded attempts alone.
+        runs: One row per attempt with a record (``run_id``, ``attempt``,
+            ``status``): rows of runs.csv, or of the records themselves.
+
+    Returns:
+        One row per run id in that order (index 0..n-1) with ``run_id``, ``state``
+        (a :class:`State` value), ``outcome`` (``ok``, ``pending`` or, for a failed
+        run, its newest attempt's status: what ``bmx status`` counts) and ``latest``
+        (the newest attempt's status, None before any).
+    """
+    if plan is None:
+        plan = pd.DataFrame({"run_id": pd.Series([], dtype=object), "attempt": pd.Series([], dtype="int64")})
+    plan_ids = plan["run_id"].astype(str) if len(plan) else pd.Series([], dtype=object)
+    run_ids = runs["run_id"].astype(str) if len(runs) else pd.Series([], dtype=object)
+    ids = pd.Series(pd.unique(pd.concat([plan_ids, run_ids], ignore_index=True)), dtype=object)
+    status = (runs["status"].astype("string").str.strip().str.lower().fillna("")
+              if len(runs) else pd.Series([], dtype="string"))
+    attempt = _attempt_numbers(runs["attempt"]) if len(runs) else np.zeros(0, dtype="int64")
+    # The newest attempt: the highest number, ties by file position (the later line).
+    order = np.lexsort((np.arange(len(attempt)), attempt))
+    newest = pd.Series(status.to_numpy(dtype=object)[order], index=run_ids.to_numpy()[order])
+    newest = newest[~newest.index.duplicated(keep="last")]
+    latest = ids.map(newest)
+    has_ok = ids.isin(run_ids[(status == Status.OK.value).to_numpy(dtype=bool)]).to_numpy()
+    tried = ids.isin(run_ids).to_numpy()
+    # A requested attempt (planned, or appended by a re-run round) without a record.
+    requested = pd.MultiIndex.from_arrays([plan_ids.to_numpy(), _attempt_numbers(plan["attempt"])]) \
+        if len(plan) else pd.MultiIndex.from_arrays([[], []])
+    recorded = pd.MultiIndex.from_arrays([run_ids.to_numpy(), attempt])
+    waiting_ids = requested[~requested.isin(recorded)].get_level_values(0) if len(plan) else []
+    waiting = ids.isin(waiting_ids).to_numpy()
+    interrupted = (latest == Status.INTERRUPTED.value).to_numpy()
+    state = np.select([has_ok, ~tried | waiting | interrupted], [State.OK.value, State.PENDING.value],
+                      State.FAILED.value)
+    known = latest.isin(FAILED_STATES).to_numpy()
+    outcome = np.where(state != State.FAILED.value, state, np.where(known, latest.to_numpy(dtype=object),
+                                                                   Status.FAILED.value))
+    return pd.DataFrame({"run_id": ids, "state": state.astype(object), "outcome": outcome.astype(object),
+                         "latest": latest.astype(object).where(latest.notna(), None)})
+
+
+@dataclass
+class RunState:
+    """The state of one run id over all its attempts."""
+
+    run: PlannedRun
+    #: ``ok``, ``pending`` or the failing status of the newest attempt (``outcome``
+    #: of :func:`decide`).
+    state: str
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def latest(self) -> dict[str, Any] | None:
+        return self.attempts[-1] if self.attempts else None
+
+
+def run_states(exp_dir: Path, runs: list[PlannedRun] | None = None,
+               records: list[dict[str, Any]] | None = None) -> list[RunState]:
+    """One :class:`RunState` per run id of plan.csv, in plan order.
+
+    ``runs`` and ``records`` (the plan and its records) are read when not given.
+    """
+    if runs is None:
+        runs, _ = read_plan(Path(exp_dir) / "plan.csv")
+    if records is None:
+        records = load_records(exp_dir, runs)
+    by_run: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        by_run.setdefault(rec["run_id"], []).append(rec)
+    plan = pd.DataFrame({"run_id": [r.run_id for r in runs], "attempt": [r.attempt for r in runs]})
+    attempts = pd.DataFrame({"run_id": [rec["run_id"] for rec in records],
+                             "attempt": [rec["attempt"] for rec in records],
+                             "status": [rec.get("status") for rec in records]})
+    decided = decide(plan, attempts)
+    outcome = dict(zip(decided["run_id"], decided["outcome"]))
+    first: dict[str, PlannedRun] = {}
+    for r in runs:
+        first.setdefault(r.run_id, r)
+    return [RunState(run, outcome[run_id], sorted(by_run.get(run_id, []), key=lambda rec: rec["attempt"]))
+            for run_id, run in first.items()]
+
+
+def _ts(value: str | None) -> float | None:
+    return datetime.fromisoformat(value).timestamp() if value else None
+
+
+def campaign_status(exp_dir: Path, factor_names: list[str]) -> dict[str, Any]:
+    """Counts per cell and overall, the failed runs, elapsed and remaining time."""
+    states = run_states(exp_dir)
+    cells: dict[str, dict[str, Any]] = {}
+    totals = {"planned": 0, "ok": 0, "pending": 0, **{s: 0 for s in FAILED_STATES}}
+    durations, starts, ends = [], [], []
+    failed = []
+    for st in states:
+        kind = "warmup" if st.run.warmup else "control" if st.run.control else "measured"
+        c = cells.setdefault(st.run.cell_id, {"cell_id": st.run.cell_id,
+                                              "factors": {f: st.run.factors.get(f) for f in factor_names},
+                                              "planned": 0, "ok": 0, "pending": 0,
+                                              **{s: 0 for s in FAILED_STATES}, "reruns": 0})
+        if kind == "measured":
+            c["planned"] += 1
+            c[st.state] += 1
+            c["reruns"] += max(len(st.attempts) - 1, 0)
+        totals["planned"] += 1
+        totals[st.state] += 1
+        for rec in st.attempts:
+            if rec.get("duration_s") is not None:
+                durations.append(float(rec["duration_s"]) + float(
+                    (rec.get("phases") or {}).get("batch_overhead_share_s") or 0))
+            if rec.get("started_at"):
+                starts.append(_ts(rec["started_at"]))
+                ends.append(_ts(rec["ended_at"]) or _ts(rec["started_at"]))
+        if st.state in FAILED_STATES and st.latest:
+            rec = st.latest
+            failed.append({"run_id": st.run.run_id, "cell_id": st.run.cell_id, "host": st.run.host,
+                           "attempt": rec["attempt"], "status": rec["status"], "reason": rec.get("reason", ""),
+                           "log": rec.get("log", "")})
+    per_run = statistics.median(durations) if durations else None
+    return {
+        "totals": totals,
+        "cells": list(cells.values()),
+        "failed": failed,
+        "elapsed_s": (max(ends) - min(starts)) if starts else 0.0,
+        "remaining_s": per_run * totals["pending"] if per_run is not None else None,
+        "median_run_s": per_run,
+    }
+
+
+def exit_code(status: dict[str, Any]) -> int:
+    """0 when every planned run is ok, 1 when some failed, 3 when some are pending."""
+    t = status["totals"]
+    if any(t[s] for s in FAILED_STATES):
+        return 1
+    if t["pending"]:
+        return 3
+    return 0

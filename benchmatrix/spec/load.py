@@ -1,0 +1,689 @@
+"""Experiment specs: loading, schema and semantic validation, templating of vars.
+
+``load_spec`` returns a validated :class:`Spec` or raises :class:`SpecErrors`, whose
+lines read ``FILE:LINE: message`` (the line of the offending key).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterator
+
+import jinja2
+import jinja2.meta
+import jsonschema
+
+from benchmatrix.spec import templating
+from benchmatrix.errors import SpecError, SpecErrors
+from benchmatrix.spec.matrix import (Cell, Level, _same_level, as_declared, cell_id_of, declared_levels, expand,
+                                level_key, matches)
+from benchmatrix.spec.yamlload import LocatedDocument, load_located
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+FACTOR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+#: Column names of plan.csv / runs.csv that a factor may not shadow.
+RESERVED = frozenset({
+    "seq", "host", "run_id", "cell_id", "replicate", "warmup", "control", "visit",
+    "batch", "attempt", "status", "reason", "started_at", "ended_at", "duration_s",
+    "metric", "unit", "experiment", "n", "mean", "median", "min", "max", "sd", "cv",
+    "ci_low", "ci_high", "ci_method", "exit_code", "log",
+    "schema_version", "campaign", "direction", "value",  # the long table's (docs/export.md)
+})
+#: Metric names: they become columns of runs.csv and parts of file names (plots).
+METRIC_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+#: Most cells a matrix may have (counted before ``exclude``), and most runs per host.
+MAX_CELLS = 100_000
+MAX_RUNS_PER_HOST = 1_000_000
+#: Most cell x exclude-entry comparisons expansion may make.
+MAX_EXCLUDE_CHECKS = 5_000_000
+#: Most templates (strings with {{ or {%) in workload.vars, and most renders validation
+#: makes to try them on every cell (beyond it: a warning, not an error).
+MAX_TEMPLATES = 500
+MAX_RENDERS = 50_000
+MAX_RENDER_SECONDS = 5.0
+#: Variables a workload template may use besides the factors.
+RUN_VARIABLES = frozenset({"experiment", "host", "run_id", "cell_id", "replicate", "warmup"})
+#: Cost classes of a knob change, cheapest first.
+COST_CLASSES = ("none", "restart", "reboot")
+#: Classes whose changes are worth restricting the randomization for (whole-plot factors).
+COSTLY_CLASSES = ("restart", "reboot")
+#: Default estimated seconds of one knob change per cost class; ``cost_seconds`` in
+#: config/config.yaml overrides them, a knob's own ``{class, seconds}`` overrides both.
+DEFAULT_COST_SECONDS = {"none": 0.0, "restart": 60.0, "reboot": 300.0}
+#: Knob roles whose every change takes a reboot: their knobs must be of cost class
+#: reboot, or the plan would interleave their levels as if they were free.
+REBOOT_ROLES = frozenset({"knob_kernel_cmdline"})
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    """The JSON Schema of experiment specs shipped in the package."""
+    text = resources.files("benchmatrix.spec").joinpath("spec.schema.json").read_text()
+    return json.loads(text)
+
+
+@dataclass(frozen=True)
+class Knob:
+    """A factor that reconfigures the host through an Ansible role."""
+
+    factor: str
+    role: str
+    cost_class: str
+    cost_seconds: float
+    vars: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass
+class Spec:
+    """A validated experiment spec with defaults filled in.
+
+    Attributes:
+        path: The spec file as given.
+        data: The document with schema defaults applied.
+        digest: Hash of the canonical document; changes only when content changes.
+        warnings: Non-fatal findings, each ``FILE:LINE: message``.
+    """
+
+    path: str
+    data: dict[str, Any]
+    digest: str
+    cells: list[Cell]
+    knobs: dict[str, Knob]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.data["name"]
+
+    @property
+    def factor_names(self) -> list[str]:
+        return list(self.data["factors"])
+
+    @property
+    def workload(self) -> dict[str, Any]:
+        return self.data["workload"]
+
+    @property
+    def order(self) -> dict[str, Any]:
+        return self.data["order"]
+
+    @property
+    def visits(self) -> int:
+        """Whole-plot visits per whole plot of a restricted plan (``order.visits``, else replicates)."""
+        return int(self.order.get("visits") or self.data["replicates"])
+
+    def costly_factors(self, cost_class: str) -> list[str]:
+        """Knob factors of one cost class, in the spec's factor order."""
+        return [f for f in self.factor_names if f in self.knobs and self.knobs[f].cost_class == cost_class]
+
+    def whole_plot_factors(self) -> list[str]:
+        """Factors that define the whole plots of a restricted plan: reboot class, then restart class."""
+        return self.costly_factors("reboot") + self.costly_factors("restart")
+
+    def control_cell(self) -> Cell | None:
+        """The drift-sentinel cell of ``order.control``, if any."""
+        ctl = self.order.get("control")
+        if not ctl:
+            return None
+        factors = as_declared(self.data["factors"], ctl)
+        return Cell(cell_id_of(factors), factors)
+
+    def inventory_path(self, project_dir: str | Path) -> Path:
+        """Absolute path of the inventory (project dir first, then the spec's dir)."""
+        inv = Path(self.data["inventory"])
+        if inv.is_absolute():
+            return inv
+        for base in (Path(project_dir), Path(self.path).resolve().parent):
+            if (base / inv).exists():
+                return (base / inv).resolve()
+        return (Path(project_dir) / inv).resolve()
+
+
+def _apply_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    props = schema()["properties"]
+    out = copy.deepcopy(data)
+    for key in ("description", "hosts", "hosts_mode", "inventory", "allow_reboot", "collect", "zip",
+                "exclude", "include", "knobs", "before_run", "replicates", "warmup"):
+        out.setdefault(key, props[key]["default"])
+    order = out.setdefault("order", {})
+    for key, sub in props["order"]["properties"].items():
+        order.setdefault(key, sub["default"])
+    wl = out["workload"]
+    for key, sub in props["workload"]["properties"].items():
+        if key != "role":
+            wl.setdefault(key, json.loads(json.dumps(sub["default"])))
+    report = out.setdefault("report", {})
+    report.setdefault("metrics", [])
+    report.setdefault("compare", None)
+    if report["compare"] is not None:
+        report["compare"].setdefault("by", [])
+    return out
+
+
+# JSON Schema counts 3.0 as an integer; a spec's counts must be written as whole numbers
+# (3.0 replicates would crash the planner later).
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)))
+
+
+def _unusable(value: Any, at: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], str]]:
+    """Every value no key of a spec can use: .inf / .nan, and strings with a NUL
+    character (no program can take one as an argument; plan.csv would hold it too)."""
+    stack = [(value, at)]
+    while stack:
+        v, where = stack.pop()
+        if isinstance(v, float) and not math.isfinite(v):
+            yield where, f"{v} is not a finite number"
+        elif isinstance(v, str) and "\x00" in v:
+            yield where, "contains a NUL character (\\0), which no program argument or file name can hold"
+        elif isinstance(v, dict):
+            stack.extend((sub, where + (k,)) for k, sub in v.items())
+        elif isinstance(v, list):
+            stack.extend((sub, where + (i,)) for i, sub in enumerate(v))
+
+
+def _schema_errors(doc: LocatedDocument) -> list[SpecError]:
+    validator = _Validator(schema())
+    unusable = dict(_unusable(doc.data, ()))
+    errors = [doc.error(at, f"{'.'.join(map(str, at))}: {why}") for at, why in unusable.items()]
+    for err in validator.iter_errors(doc.data):
+        if tuple(err.absolute_path) in unusable:
+            continue  # already said why
+        where = ".".join(str(p) for p in err.absolute_path) or "spec"
+        if err.validator == "additionalProperties":
+            extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+            # Point at the unknown key itself, not at its parent.
+            for key in extra:
+                errors.append(doc.error(tuple(err.absolute_path) + (key,),
+                                        f"unknown key '{key}' in {where}"
+                                        f" (allowed: {', '.join(sorted(err.schema.get('properties', {})))})"))
+            continue
+        if err.validator == "oneOf" and where.endswith(".cost"):
+            msg = "must be none, restart, reboot or {class: ..., seconds: ...}"
+        elif err.validator == "minItems" and err.instance == []:
+            msg = "must not be empty"
+        elif err.validator == "type" and err.validator_value == "integer" and isinstance(err.instance, float):
+            msg = f"must be a whole number, not {err.instance!r}"
+        else:
+            msg = err.message
+        errors.append(doc.error(tuple(err.absolute_path), f"{where}: {msg}"))
+    return errors
+
+
+def _templates(value: Any, at: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], str]]:
+    if isinstance(value, str):
+        if "{{" in value or "{%" in value:
+            yield at, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _templates(v, at + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _templates(v, at + (i,))
+
+
+_ENV = templating.ENV
+_WHOLE_VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+def render_vars(value: Any, context: dict[str, Any]) -> Any:
+    """Render Jinja2 templates inside ``value`` with a run's context.
+
+    A string that is exactly ``{{ name }}`` takes the context value with its type;
+    other templates render to strings. Sandboxed and bounded (see
+    :mod:`benchmatrix.spec.templating`): templates reach no Python internals and cannot
+    exhaust time or memory.
+    """
+    if isinstance(value, str):
+        m = _WHOLE_VAR.fullmatch(value)
+        if m and m.group(1) in context:
+            return context[m.group(1)]
+        if "{{" in value or "{%" in value:
+            return templating.render(value, context)
+        return value
+    if isinstance(value, dict):
+        return {k: render_vars(v, context) for k, v in value.items()}
+    if isinstance(value, list):
+        return [render_vars(v, context) for v in value]
+    return value
+
+
+def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
+    d = doc.data
+    errs: list[SpecError] = []
+    warns: list[str] = []
+    factors: dict[str, list[Level]] = d["factors"]
+    names = list(factors)
+    known = set(names)
+
+    factor_list = ", ".join(names)  # once: many errors may cite it
+    if len(factor_list) > 200:
+        factor_list = factor_list[:200] + f", ... ({len(names)} factors)"
+
+    def unknown(at: tuple[Any, ...], name: Any, what: str) -> None:
+        errs.append(doc.error(at, f"{what} names unknown factor '{name}' (factors: {factor_list})"))
+
+    if not NAME_RE.match(str(d["name"])):
+        errs.append(doc.error(("name",), f"invalid experiment name '{d['name']}': use letters, digits, "
+                                         "'_' and '-', starting with a letter or digit, at most 64 characters"))
+    for name, levels in factors.items():
+        if not isinstance(name, str):
+            errs.append(doc.error(("factors", name), f"factor name {name!r} is not a string (YAML reads "
+                                                     "on/off/yes/no as booleans and digits as numbers: quote it)"))
+        elif not FACTOR_RE.match(name):
+            errs.append(doc.error(("factors", name), f"invalid factor name '{name}': use letters, digits and '_', "
+                                                     "not starting with a digit"))
+        elif name in RESERVED:
+            errs.append(doc.error(("factors", name), f"factor name '{name}' is reserved (it is a column of the result files)"))
+        if not levels:
+            errs.append(doc.error(("factors", name), f"factor '{name}' has an empty level list"))
+        seen: set[tuple[str, Any]] = set()
+        for i, lvl in enumerate(levels):
+            key = level_key(lvl)  # linear: a factor may list many levels
+            if key in seen:
+                errs.append(doc.error(("factors", name, i), f"factor '{name}' lists level '{lvl}' twice"))
+            seen.add(key)
+
+    zipped: dict[str, int] = {}
+    for gi, group in enumerate(d["zip"]):
+        lengths = {}
+        for mi, member in enumerate(group):
+            if member not in known:
+                unknown(("zip", gi, mi), member, "zip group")
+            elif member in zipped:
+                errs.append(doc.error(("zip", gi, mi), f"factor '{member}' is in more than one zip group"))
+            else:
+                zipped[member] = gi
+                lengths[member] = len(factors[member])
+        if len(set(lengths.values())) > 1:
+            desc = ", ".join(f"{k} has {v}" for k, v in lengths.items())
+            errs.append(doc.error(("zip", gi), f"zip group levels differ in length: {desc}"))
+
+    size_error = _size_error(doc, factors, zipped)
+    if size_error:
+        errs.append(size_error)
+
+    declared = declared_levels(factors)
+    for ei, entry in enumerate(d["exclude"]):
+        for key, want in entry.items():
+            if key not in known:
+                unknown(("exclude", ei, key), key, "exclude entry")
+                continue
+            for w in (want if isinstance(want, list) else [want]):
+                # A set lookup: entries x levels stays linear.
+                if not isinstance(w, (str, int, float)) or level_key(w) not in declared[key]:
+                    levels_text = ", ".join(map(str, factors[key][:20])) + (", ..." if len(factors[key]) > 20 else "")
+                    errs.append(doc.error(("exclude", ei, key),
+                                          f"exclude entry: '{w}' is not a level of factor '{key}'"
+                                          f" (levels: {levels_text})"))
+    for ii, entry in enumerate(d["include"]):
+        for key in entry:
+            if key not in known:
+                unknown(("include", ii, key), key, "include entry")
+        missing = [n for n in names if n not in entry]
+        if missing:
+            errs.append(doc.error(("include", ii), f"include entry misses factor(s): {', '.join(missing)}"))
+
+    for factor, knob in d["knobs"].items():
+        if factor not in known:
+            unknown(("knobs", factor), factor, "knobs")
+        cost = knob.get("cost", "none")
+        cls = cost if isinstance(cost, str) else cost.get("class")
+        if knob.get("role") in REBOOT_ROLES and cls != "reboot":
+            errs.append(doc.error(("knobs", factor), f"knob '{factor}': {knob['role']} takes effect only after a "
+                                                     f"reboot; declare cost: reboot (not {cls})"))
+
+    ctl = d["order"].get("control")
+    if ctl:
+        for key in ctl:
+            if key not in known:
+                unknown(("order", "control", key), key, "order.control")
+        missing = [n for n in names if n not in ctl]
+        if missing:
+            errs.append(doc.error(("order", "control"), f"order.control misses factor(s): {', '.join(missing)}"))
+    visits = d["order"].get("visits")
+    if visits is not None:
+        if d["order"]["strategy"] != "restricted":
+            warns.append(str(doc.error(("order", "visits"),
+                                       f"warning: order.visits applies to the restricted strategy only; "
+                                       f"'{d['order']['strategy']}' ignores it")))
+        elif visits < d["replicates"]:
+            warns.append(str(doc.error(("order", "visits"),
+                                       f"warning: order.visits {visits} is below replicates {d['replicates']}: "
+                                       "a cell runs several times per visit and whole-plot effects rest on "
+                                       f"only {visits} visit(s)")))
+
+    compare = d["report"].get("compare")
+    if compare:
+        if compare["factor"] not in known:
+            unknown(("report", "compare", "factor"), compare["factor"], "report.compare.factor")
+        elif not any(_same_level(compare["baseline"], lvl) for lvl in factors[compare["factor"]]):
+            errs.append(doc.error(("report", "compare", "baseline"),
+                                  f"report.compare.baseline '{compare['baseline']}' is not a level of factor "
+                                  f"'{compare['factor']}'"))
+        for bi, by in enumerate(compare["by"]):
+            if by not in known:
+                unknown(("report", "compare", "by", bi), by, "report.compare.by")
+    shown = d["report"].get("metrics") or []
+    for pi, name in enumerate(d["report"].get("primary") or []):
+        # With report.metrics empty (every measured metric shown) the names can only
+        # be checked against the runs; the report notes a primary metric never measured.
+        if shown and name not in shown:
+            errs.append(doc.error(("report", "primary", pi),
+                                  f"report.primary names '{name}', which is not in report.metrics "
+                                  f"({', '.join(map(str, shown))}): the primary metrics are a subset of them"))
+
+    for ti, table in enumerate(d["report"].get("tables") or []):
+        for side in ("rows", "columns"):
+            given = table.get(side) or []
+            for fi, factor in enumerate([given] if isinstance(given, str) else given):
+                if factor not in known:
+                    unknown(("report", "tables", ti, side) + (() if isinstance(given, str) else (fi,)), factor,
+                            f"report.tables.{ti}.{side}")
+
+    # Declared metrics: regexes must compile with a `value` group, JSON paths parse.
+    from benchmatrix.workloads import check_declarations
+
+    for path, msg in check_declarations(d["workload"].get("metrics") or {}):
+        errs.append(doc.error(("workload", "metrics") + tuple(path), msg))
+    for at, metric in _metric_names(d):
+        problem = metric_name_problem(metric, names)
+        if problem:
+            errs.append(doc.error(at, f"{'.'.join(map(str, at))}: {problem}"))
+
+    # Workload templates may use factors and a few run variables only.
+    used: set[str] = set()
+    allowed = known | RUN_VARIABLES
+    templates = list(_templates(d["workload"]["vars"], ("workload", "vars")))
+    if len(templates) > MAX_TEMPLATES:
+        errs.append(doc.error(("workload", "vars"), f"workload.vars holds {len(templates)} templates, more than the "
+                                                     f"limit of {MAX_TEMPLATES}"))
+        templates = []
+    for at, text in templates:
+        try:
+            names_in = jinja2.meta.find_undeclared_variables(_ENV.parse(text))
+        except jinja2.TemplateSyntaxError as exc:
+            errs.append(doc.error(at, f"template error in {'.'.join(map(str, at))}: {exc.message}"))
+            continue
+        used |= names_in
+        for bad in sorted(names_in - allowed):
+            errs.append(doc.error(at, f"{'.'.join(map(str, at))} uses unknown variable '{bad}' "
+                                      f"(factors: {factor_list})"))
+    for name in names:
+        if name not in used and name not in d["knobs"]:
+            warns.append(str(doc.error(("factors", name),
+                                       f"warning: factor '{name}' is used by no knob and no workload variable "
+                                       "(fine if it labels a condition changed by hand)")))
+    return errs, warns
+
+
+def metric_name_problem(name: Any, factor_names: list[str]) -> str | None:
+    """Why ``name`` cannot be a metric's name, or None when it can.
+
+    A metric becomes a column of runs.csv (beside the factor and run columns) and
+    part of file names (``plots/lines_NAME.svg``), so it is a plain identifier.
+    """
+    if not isinstance(name, str) or not METRIC_RE.match(name) or ".." in name:
+        return (f"invalid metric name {name!r}: use letters, digits, '_', '-' and '.', starting with a letter "
+                "or '_', at most 64 characters (no '/' or '..')")
+    if name in RESERVED:
+        return f"metric name '{name}' is reserved (it is a column of the result files)"
+    if name in factor_names:
+        return f"metric name '{name}' is also a factor's name (both would be columns of runs.csv)"
+    return None
+
+
+def _metric_names(d: dict[str, Any]) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Every metric name the spec declares or refers to, with its document path."""
+    for name in d["workload"].get("metrics") or {}:
+        yield ("workload", "metrics", name), name
+    for name in (d["workload"].get("success") or {}).get("metrics") or {}:
+        yield ("workload", "success", "metrics", name), name
+    report = d.get("report") or {}
+    for i, name in enumerate(report.get("metrics") or []):
+        yield ("report", "metrics", i), name
+    for i, table in enumerate(report.get("tables") or []):
+        yield ("report", "tables", i, "metric"), table["metric"]
+    for i, name in enumerate(report.get("primary") or []):
+        yield ("report", "primary", i), name
+
+
+def _size_error(doc: LocatedDocument, factors: dict[str, list[Level]], zipped: dict[str, int]) -> SpecError | None:
+    """The matrix's size, counted before expanding it: too many cells or runs is an error.
+
+    A zip group is one dimension (its first member's length); ``include`` adds
+    cells; ``exclude`` is not subtracted (it needs the expansion this avoids).
+    """
+    d = doc.data
+    dims, groups = [], set()
+    for name, levels in factors.items():
+        if name in zipped:
+            if zipped[name] in groups:
+                continue
+            groups.add(zipped[name])
+        dims.append(len(levels))
+    cells = math.prod(dims) + len(d["include"])
+    shape = " x ".join(map(str, dims[:12])) + (f" x ... ({len(dims)} dimensions)" if len(dims) > 12 else "")
+    if cells > MAX_CELLS:
+        return doc.error(("factors",), f"the matrix has {cells} cells ({shape}"
+                                       f"{' + %d included' % len(d['include']) if d['include'] else ''}), "
+                                       f"more than the limit of {MAX_CELLS}")
+    runs = cells * (d["replicates"] + d["warmup"])
+    if runs > MAX_RUNS_PER_HOST:
+        return doc.error(("replicates",), f"{cells} cells x ({d['replicates']} replicates + {d['warmup']} warm-up) "
+                                          f"= {runs} runs per host, more than the limit of {MAX_RUNS_PER_HOST}")
+    if cells * len(d["exclude"]) > MAX_EXCLUDE_CHECKS:
+        return doc.error(("exclude",), f"{len(d['exclude'])} exclude entries over {cells} cells are too many "
+                                       f"to check (limit: {MAX_EXCLUDE_CHECKS} comparisons); use fewer entries, "
+                                       "each with lists of levels")
+    return None
+
+
+def _render_errors(doc: LocatedDocument, cells: list[Cell]) -> tuple[list[SpecError], list[str]]:
+    """Render every workload template once per distinct value combination it uses.
+
+    A template that fails for one cell would otherwise fail that cell's batch in
+    the middle of a campaign. Only the factors a template names matter, so each
+    distinct combination of their values is rendered once; in practice far fewer
+    than the cells. The first failure per template is reported. Past
+    :data:`MAX_RENDERS` renders or :data:`MAX_RENDER_SECONDS` of CPU time the rest
+    is left unchecked, with a warning.
+
+    Returns:
+        The errors and the warnings (``FILE:LINE: warning: ...``).
+    """
+    d = doc.data
+    errs: list[SpecError] = []
+    budget, tried = MAX_RENDERS, 0
+    deadline = time.thread_time() + MAX_RENDER_SECONDS
+    for at, text in _templates(d["workload"]["vars"], ("workload", "vars")):
+        if _WHOLE_VAR.fullmatch(text):
+            continue  # exactly {{ name }}: the value itself, nothing to render
+        used = sorted(jinja2.meta.find_undeclared_variables(_ENV.parse(text)))
+        done: set[tuple[Any, ...]] = set()
+        for cell in cells:
+            combo = tuple(level_key(cell.factors[n]) for n in used if n in cell.factors)
+            if combo in done:
+                continue
+            if tried == budget or time.thread_time() > deadline:
+                return errs, [str(doc.error(at, f"warning: workload templates were tried on the first {tried} "
+                                                "distinct value combinations only; a template may still fail for "
+                                                "a later cell"))]
+            tried += 1
+            done.add(combo)
+            ctx = {**cell.factors, "experiment": d["name"], "host": "localhost", "run_id": "r0",
+                   "cell_id": cell.cell_id, "replicate": 1, "warmup": False}
+            try:
+                if "\x00" in templating.render(text, ctx):
+                    raise ValueError("the rendered value contains a NUL character")
+            except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, AttributeError,
+                    LookupError, RecursionError, MemoryError) as exc:
+                errs.append(doc.error(at, f"{'.'.join(map(str, at))} cannot be rendered for cell {cell.label()}: "
+                                          f"{type(exc).__name__}: {exc}"))
+                break
+    return errs, []
+
+
+def _restricted_errors(doc: LocatedDocument, cells: list[Cell], knobs: dict[str, Knob]) -> list[SpecError]:
+    """Checks that need the expanded matrix: a restricted plan must be possible."""
+    d = doc.data
+    if d["order"]["strategy"] != "restricted":
+        return []
+    errs: list[SpecError] = []
+    costly = [f for f in d["factors"] if f in knobs and knobs[f].cost_class in COSTLY_CLASSES]
+    per_plot: dict[tuple[Any, ...], int] = {}
+    for cell in cells:
+        key = tuple(level_key(cell.factors[f]) for f in costly)
+        per_plot[key] = per_plot.get(key, 0) + 1
+    visits = d["order"].get("visits") or d["replicates"]
+    smallest = min(per_plot.values())
+    if smallest * d["replicates"] < visits:
+        errs.append(doc.error(("order", "visits"),
+                              f"order.visits {visits} would leave visits empty: the smallest whole plot has "
+                              f"{smallest} cell(s) x {d['replicates']} replicate(s) = "
+                              f"{smallest * d['replicates']} measured run(s); use at most that many visits"))
+    ctl = d["order"].get("control")
+    if ctl and costly:
+        key = tuple(level_key(ctl[f]) for f in costly)
+        if key not in per_plot:
+            where = ", ".join(f"{f}={ctl[f]}" for f in costly)
+            errs.append(doc.error(("order", "control"),
+                                  f"order.control sets {where}, which is no whole plot of the matrix: a restricted "
+                                  "plan runs the control only in visits of its own whole plot, so it would never run"))
+    return errs
+
+
+def _control_errors(doc: LocatedDocument, cells: list[Cell], knobs: dict[str, Knob]) -> list[SpecError]:
+    """``order.control`` must share its knob levels with some cell: control runs go only
+    right after a measured run in their knob setting (docs/spec.md), else never."""
+    ctl = doc.data["order"].get("control")
+    names = [f for f in doc.data["factors"] if f in knobs]
+    if not ctl or not names:
+        return []
+    setting = {f: ctl[f] for f in names}
+    if any(matches(c.factors, setting) for c in cells):
+        return []
+    where = ", ".join(f"{f}={ctl[f]}" for f in names)
+    return [doc.error(("order", "control"),
+                      f"order.control sets {where}, which no cell of the matrix has: control runs go only where a "
+                      "host already is in their knob setting (so they never cost a reconfiguration), so it would "
+                      "never run")]
+
+
+#: Default seconds one batch (one Ansible call) adds to a campaign, for estimates.
+DEFAULT_BATCH_OVERHEAD_SECONDS = 3.0
+
+
+def read_planning_config(config_path: str | Path) -> dict[str, Any]:
+    """The estimate settings of config/config.yaml.
+
+    Returns:
+        ``cost_seconds``: default seconds of a knob change per cost class (classes
+        the file leaves out keep :data:`DEFAULT_COST_SECONDS`),
+        ``batch_overhead_seconds`` and ``batch_max_runs`` (None when not set).
+        A missing file or key means the defaults.
+
+    Raises:
+        SpecErrors: a malformed entry, as ``FILE:LINE: message``.
+    """
+    out: dict[str, Any] = {"cost_seconds": dict(DEFAULT_COST_SECONDS),
+                           "batch_overhead_seconds": DEFAULT_BATCH_OVERHEAD_SECONDS,
+                           "batch_max_runs": None}
+    if not Path(config_path).is_file():
+        return out
+    try:
+        doc = load_located(config_path)
+    except SpecError as exc:
+        raise SpecErrors([exc]) from None
+
+    def seconds(value: Any) -> bool:
+        return not isinstance(value, bool) and isinstance(value, (int, float)) and value >= 0
+
+    errs = []
+    given = doc.data.get("cost_seconds")
+    if given is not None and not isinstance(given, dict):
+        errs.append(doc.error(("cost_seconds",), "cost_seconds must be a mapping "
+                                                 "{none: S, restart: S, reboot: S} of seconds"))
+    for cls, secs in (given or {}).items() if isinstance(given, dict) else ():
+        if cls not in COST_CLASSES:
+            errs.append(doc.error(("cost_seconds", cls), f"cost_seconds: unknown cost class '{cls}' "
+                                                         f"(classes: {', '.join(COST_CLASSES)})"))
+        elif not seconds(secs):
+            errs.append(doc.error(("cost_seconds", cls), f"cost_seconds.{cls} must be a number of seconds >= 0, "
+                                                         f"not {secs!r}"))
+        else:
+            out["cost_seconds"][cls] = float(secs)
+    overhead = doc.data.get("batch_overhead_seconds")
+    if overhead is not None:
+        if seconds(overhead):
+            out["batch_overhead_seconds"] = float(overhead)
+        else:
+            errs.append(doc.error(("batch_overhead_seconds",), "batch_overhead_seconds must be a number of "
+                                                               f"seconds >= 0, not {overhead!r}"))
+    max_runs = doc.data.get("batch_max_runs")
+    if max_runs is not None:
+        if isinstance(max_runs, int) and not isinstance(max_runs, bool) and max_runs >= 1:
+            out["batch_max_runs"] = max_runs
+        else:
+            errs.append(doc.error(("batch_max_runs",), f"batch_max_runs must be a whole number >= 1, not {max_runs!r}"))
+    if errs:
+        raise SpecErrors(errs)
+    return out
+
+
+def load_spec(path: str | Path, cost_seconds: dict[str, float] | None = None) -> Spec:
+    """Load, validate and normalize an experiment spec.
+
+    Args:
+        path: The spec file.
+        cost_seconds: Seconds of a knob change per cost class for knobs that give no
+            ``seconds`` of their own (see :func:`read_planning_config`); default
+            :data:`DEFAULT_COST_SECONDS`. They feed estimates only, never the plan.
+
+    Raises:
+        SpecErrors: every problem found, each ``FILE:LINE: message``.
+    """
+    defaults = {**DEFAULT_COST_SECONDS, **(cost_seconds or {})}
+    try:
+        doc = load_located(path)
+    except SpecError as exc:
+        raise SpecErrors([exc]) from None
+    errors = _schema_errors(doc)
+    if errors:
+        raise SpecErrors(errors)
+    doc.data = _apply_defaults(doc.data)
+    errors, warnings = _semantic_errors(doc)
+    if errors:
+        raise SpecErrors(errors)
+    d = doc.data
+    cells = expand(d["factors"], d["zip"], d["exclude"], d["include"])
+    if not cells:
+        at = ("exclude",) if d["exclude"] else ("factors",)
+        raise SpecErrors([doc.error(at, "the matrix expands to zero cells (every cell is excluded)")])
+    knobs = {}
+    for factor, k in d["knobs"].items():
+        cost = k.get("cost", "none")
+        cls = cost if isinstance(cost, str) else cost["class"]
+        secs = defaults[cls] if isinstance(cost, str) or "seconds" not in cost else float(cost["seconds"])
+        knobs[factor] = Knob(factor, k["role"], cls, secs, dict(k.get("vars", {})))
+    render_errors, render_warnings = _render_errors(doc, cells)
+    warnings += render_warnings
+    errors = (_restricted_errors(doc, cells, knobs) or _control_errors(doc, cells, knobs)) + render_errors
+    if errors:
+        raise SpecErrors(errors)
+    # Key order is irrelevant except the factors': it sets the matrix order, hence the plan.
+    canonical = json.dumps({"spec": d, "factor_order": list(d["factors"])}, sort_keys=True,
+                           separators=(",", ":"), default=str)
+    digest = hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    return Spec(str(path), d, digest, cells, knobs, warnings)

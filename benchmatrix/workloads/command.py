@@ -1,0 +1,234 @@
+"""Parser of ``workload_command``: metrics declared in the spec next to the command.
+
+Each entry of the spec's ``workload.metrics`` names one metric::
+
+    metrics:
+      tps:    {regex: 'tps = (?P<value>[0-9.]+)', unit: tx/s, better: higher}
+      p99_ms: {json: '$.latency.p99', unit: ms, better: lower}
+
+* ``regex``: a Python regular expression with a named group ``value``, searched in
+  the output line by line semantics (``^`` and ``$`` match at every line). When it
+  matches several times, ``pick`` chooses: ``last`` (the default: tools tend to
+  print progress first and the result last), ``first``, ``min``, ``max``,
+  ``mean``, ``sum`` or ``count`` (the number of matches; the group is then not
+  needed).
+* ``json``: a path into the JSON document the command printed: ``$`` is the
+  document, ``.name`` or ``['name']`` a member, ``[3]`` an element (negative counts
+  from the end), ``[*]`` every element (combined with ``pick``). Text before the
+  JSON (a banner) is skipped: the document starts at the first line that begins with
+  ``{`` or ``[``.
+* ``unit`` (required) and ``better`` (``higher`` or ``lower``) describe the metric.
+* ``source``: ``stdout`` (the default) or ``stderr``.
+
+A declared metric that cannot be found makes the run fail with a clear reason: a
+number that silently went missing is worse than a failed run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from benchmatrix.errors import ParseError
+from benchmatrix.workloads.base import Parsed, as_text, headline
+
+PICKS = ("last", "first", "min", "max", "mean", "sum", "count")
+_PATH_TOKEN = re.compile(r"""\.([A-Za-z_][A-Za-z0-9_-]*)|\[\s*(-?\d+|\*|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")\s*\]""")
+
+
+def check_declarations(metrics: Mapping[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
+    """Problems in a spec's ``workload.metrics``: ``(path under metrics, message)`` each.
+
+    For ``bmx validate``: the schema checks the keys, this checks that each regex
+    compiles and has a ``value`` group and that each JSON path is well formed.
+    """
+    problems: list[tuple[tuple[Any, ...], str]] = []
+    for name, decl in (metrics or {}).items():
+        if not isinstance(decl, Mapping):
+            problems.append(((name,), f"metric '{name}' must be a mapping with regex or json"))
+            continue
+        has_regex, has_json = "regex" in decl, "json" in decl
+        if has_regex == has_json:
+            problems.append(((name,), f"metric '{name}' needs exactly one of regex and json"))
+            continue
+        pick = decl.get("pick", "last")
+        if pick not in PICKS:
+            problems.append(((name, "pick"), f"metric '{name}': pick must be one of {', '.join(PICKS)}"))
+        if has_regex:
+            try:
+                pattern = re.compile(str(decl["regex"]), re.MULTILINE)
+            except re.error as exc:
+                problems.append(((name, "regex"), f"metric '{name}': invalid regex: {exc}"))
+                continue
+            if "value" not in pattern.groupindex and pick != "count":
+                problems.append(((name, "regex"), f"metric '{name}': the regex needs a named group "
+                                                  "(?P<value>...) that captures the number"))
+        else:
+            try:
+                _compile_path(str(decl["json"]))
+            except ParseError as exc:
+                problems.append(((name, "json"), f"metric '{name}': {exc}"))
+    return problems
+
+
+def parse_command(stdout: str, workload: Mapping[str, Any] | None = None,
+                  run_dir: Path | None = None) -> Parsed:
+    """Extract the metrics the spec declares (``workload.metrics``) from the output.
+
+    Raises:
+        ParseError: A declaration is invalid, the JSON cannot be decoded, or a
+            declared metric is not found or is not a number.
+    """
+    decls = dict((workload or {}).get("metrics") or {})
+    texts = {"stdout": as_text(stdout, "command")}
+    metrics: dict[str, tuple[float, str]] = {}
+    documents: dict[str, Any] = {}
+    for name, decl in decls.items():
+        problems = check_declarations({name: decl})
+        if problems:
+            raise ParseError(problems[0][1])
+        source = decl.get("source", "stdout")
+        if source not in texts:
+            if source != "stderr":
+                raise ParseError(f"metric '{name}': source must be stdout or stderr, not {source!r}")
+            texts[source] = _read_stderr(run_dir)
+        text = texts[source]
+        pick = decl.get("pick", "last")
+        if "regex" in decl:
+            values = _regex_values(name, str(decl["regex"]), text, pick)
+            where = f"regex {decl['regex']!r}"
+        else:
+            if source not in documents:
+                documents[source] = _document(text, source)
+            values = _json_values(name, str(decl["json"]), documents[source])
+            where = f"JSON path {decl['json']!r}"
+        if not values and pick != "count":
+            hint = f"; {source} begins: {headline(text)}" if text.strip() else f"; {source} is empty"
+            raise ParseError(f"metric '{name}': {where} found nothing in {source}{hint}")
+        metrics[name] = (_pick(values, pick), str(decl.get("unit", "")))
+    return Parsed(metrics=metrics, jobs={}, extra={})
+
+
+def _read_stderr(run_dir: Path | None) -> str:
+    if run_dir is None:
+        raise ParseError("a metric reads stderr, but the run's stderr is not available")
+    try:
+        return (Path(run_dir) / "stderr").read_text(errors="replace")
+    except OSError as exc:
+        raise ParseError(f"cannot read the run's stderr: {exc}") from None
+
+
+def _number(name: str, raw: Any) -> float:
+    if isinstance(raw, bool):
+        raise ParseError(f"metric '{name}': {raw!r} is a boolean, not a number")
+    if isinstance(raw, (int, float)):
+        value = float(raw)
+    elif isinstance(raw, str):
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise ParseError(f"metric '{name}': {raw.strip()!r:.60} is not a number") from None
+    else:
+        raise ParseError(f"metric '{name}': found a {type(raw).__name__}, not a number")
+    if not math.isfinite(value):
+        raise ParseError(f"metric '{name}': {raw!r} is not a finite number")
+    return value
+
+
+def _regex_values(name: str, regex: str, text: str, pick: str) -> list[float]:
+    pattern = re.compile(regex, re.MULTILINE)
+    if pick == "count":
+        return [1.0 for _ in pattern.finditer(text)]
+    values = []
+    for m in pattern.finditer(text):
+        raw = m.group("value")
+        if raw is None:
+            continue
+        values.append(_number(name, raw))
+    return values
+
+
+def _pick(values: list[float], pick: str) -> float:
+    if pick == "count":
+        return float(len(values))
+    if pick == "first":
+        return values[0]
+    if pick == "last":
+        return values[-1]
+    if pick == "min":
+        return min(values)
+    if pick == "max":
+        return max(values)
+    if pick == "sum":
+        return math.fsum(values)
+    return math.fsum(values) / len(values)
+
+
+def _document(text: str, source: str) -> Any:
+    if not text.strip():
+        raise ParseError(f"the command printed nothing on {source} (a JSON document was expected)")
+    start = None
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        if line.lstrip().startswith(("{", "[")):
+            start = offset
+            break
+        offset += len(line)
+    if start is None:
+        raise ParseError(f"no JSON document in {source}: {headline(text)}")
+    try:
+        doc, _ = json.JSONDecoder().raw_decode(text[start:].lstrip())
+    except json.JSONDecodeError as exc:
+        line = exc.lineno + text.count("\n", 0, start)
+        raise ParseError(f"{source} is not valid JSON: {exc.msg} (line {line}, column {exc.colno})") from None
+    return doc
+
+
+def _compile_path(path: str) -> list[Any]:
+    """``$.a['b'][0][*]`` -> ``['a', 'b', 0, '*']``."""
+    path = path.strip()
+    if not path.startswith("$"):
+        raise ParseError(f"JSON path {path!r} must start with '$'")
+    tokens: list[Any] = []
+    pos = 1
+    while pos < len(path):
+        m = _PATH_TOKEN.match(path, pos)
+        if not m:
+            raise ParseError(f"JSON path {path!r}: cannot read {path[pos:]!r} "
+                             "(use .name, ['name'], [index] or [*])")
+        if m.group(1) is not None:
+            tokens.append(m.group(1))
+        else:
+            inner = m.group(2)
+            if inner == "*":
+                tokens.append("*")
+            elif inner[0] == '"':
+                tokens.append(json.loads(inner))
+            elif inner[0] == "'":
+                tokens.append(re.sub(r"\\(.)", r"\1", inner[1:-1]))
+            else:
+                tokens.append(int(inner))
+        pos = m.end()
+    return tokens
+
+
+def _json_values(name: str, path: str, doc: Any) -> list[float]:
+    nodes = [doc]
+    for token in _compile_path(path):
+        nxt = []
+        for node in nodes:
+            if token == "*":
+                if isinstance(node, list):
+                    nxt.extend(node)
+                elif isinstance(node, dict):
+                    nxt.extend(node.values())
+            elif isinstance(token, int):
+                if isinstance(node, list) and -len(node) <= token < len(node):
+                    nxt.append(node[token])
+            elif isinstance(node, dict) and token in node:
+                nxt.append(node[token])
+        nodes = nxt
+    return [_number(name, node) for node in nodes if node is not None]

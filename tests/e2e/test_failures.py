@@ -1,0 +1,196 @@
+"""Failures and re-runs, end to end: real Snakemake, ansible-runner and fio on localhost.
+
+A cell fails deterministically because its fio target path runs through a regular
+file (ENOTDIR) until the test replaces that file by a directory.
+"""
+
+from __future__ import annotations
+
+import csv
+import errno
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmatrix.results.records import atomic_write
+
+pytestmark = pytest.mark.slow
+
+SPEC = """\
+name: {name}
+inventory: config/inventory/test.yml
+factors:
+  target: [good, bad]
+  bs: [4k, 64k]
+workload:
+  role: workload_fio
+  vars: {{filename: "{targets}/{{{{ target }}}}/fio.dat", rw: read, bs: "{{{{ bs }}}}", ioengine: psync,
+          size: 4m, runtime: {runtime}, time_based: 1}}
+  timeout: {timeout}
+replicates: {replicates}
+warmup: {warmup}
+order: {{strategy: random, seed: 5}}
+"""
+
+
+def write_spec(project, name, runtime="200ms", timeout=60, replicates=2, warmup=0):
+    targets = project.root / "targets"
+    (targets / "good").mkdir(parents=True, exist_ok=True)
+    return project.write_spec(name, SPEC.format(name=name, targets=targets, runtime=runtime,
+                                                timeout=timeout, replicates=replicates, warmup=warmup))
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_failed_cells_status_rerun_failed_and_where(project):
+    spec = write_spec(project, "fail_rerun")
+    blocker = project.root / "targets" / "bad"
+    blocker.write_text("a regular file where fio expects a directory\n")
+
+    res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "4 failed" in res.stdout and "bmx rerun" in res.stderr
+    exp = project.exp("fail_rerun")
+    runs = read_csv(exp / "runs.csv")
+    assert len(runs) == 8
+    for r in runs:
+        if r["target"] == "bad":
+            assert r["status"] == "failed" and r["reason"].startswith("exit status 1"), r
+            assert r["read_iops"] == "", "a failed run must carry no metric"
+        else:
+            assert r["status"] == "ok" and float(r["read_iops"]) > 0
+
+    status = project.bmx("status", str(spec))
+    assert status.returncode == 1, status.stdout
+    assert "failed runs:" in status.stdout and status.stdout.count("exit status 1") == 4
+    js = json.loads(project.bmx("status", str(spec), "--json").stdout)
+    assert js["totals"]["failed"] == 4 and js["totals"]["ok"] == 4 and js["exit_code"] == 1
+    rec = json.loads((exp / "runs" / js["failed"][0]["run_id"] / "1" / "record.json").read_text())
+    assert rec["status"] == "failed" and rec["metrics"] == {} and rec["raw"]["stderr"]
+
+    blocker.unlink()
+    blocker.mkdir()
+    res = project.bmx("rerun", str(spec), "--failed", "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    runs = read_csv(exp / "runs.csv")
+    assert len(runs) == 12  # 8 first attempts, 4 second attempts
+    for run_id in {r["run_id"] for r in runs}:
+        attempts = sorted((int(r["attempt"]), r["status"]) for r in runs if r["run_id"] == run_id)
+        bad = run_id in {r["run_id"] for r in runs if r["target"] == "bad"}
+        assert attempts == ([(1, "failed"), (2, "ok")] if bad else [(1, "ok")])
+    # The re-runs ran after every planned run.
+    last_planned = max(r["ended_at"] for r in runs if r["attempt"] == "1")
+    assert all(r["started_at"] >= last_planned for r in runs if r["attempt"] == "2")
+    # ... in a visit of their own after the plan's, which the analysis groups by.
+    planned_visit = max(int(r["visit"]) for r in runs if r["attempt"] == "1")
+    assert {int(r["visit"]) for r in runs if r["attempt"] == "2"} == {planned_visit + 1}
+    assert project.bmx("status", str(spec)).returncode == 0
+
+    # Re-measure runs one no longer trusts: a new attempt, the old one kept.
+    res = project.bmx("rerun", str(spec), "--where", "bs == '64k' and target == 'good'", "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    runs = read_csv(exp / "runs.csv")
+    again = [r for r in runs if r["bs"] == "64k" and r["target"] == "good"]
+    assert sorted(int(r["attempt"]) for r in again) == [1, 1, 2, 2]
+    # Visits follow the order the runs actually ran in: every round a later visit.
+    visits = [int(r["visit"]) for r in sorted(runs, key=lambda r: r["started_at"])]
+    assert visits == sorted(visits) and max(visits) == planned_visit + 2
+    summary = read_csv(exp / "summary.csv")
+    cell = again[0]["cell_id"]
+    n = {s["metric"]: s["n"] for s in summary if s["cell_id"] == cell}
+    assert n["read_iops"] == "2", "the newest ok attempt of each run counts once"
+
+    res = project.bmx("rerun", str(spec), "--where", "bs == ", "--cores", "1")
+    assert res.returncode == 1 and res.stderr.count("\n") == 1 and "--where" in res.stderr
+
+
+def test_timeout_kills_the_workload_on_the_host(project):
+    spec = write_spec(project, "timeout_case", runtime="30", timeout=2, replicates=1)
+    t0 = time.monotonic()
+    res = project.bmx("run", str(spec), "--cores", "1")
+    elapsed = time.monotonic() - t0
+    assert res.returncode == 1, res.stdout + res.stderr
+    runs = read_csv(project.exp("timeout_case") / "runs.csv")
+    good = [r for r in runs if r["target"] == "good"]
+    assert good and all(r["status"] == "timeout" for r in good), good
+    assert all(float(r["duration_s"]) < 10 for r in good)
+    assert elapsed < 120
+    alive = subprocess.run(["pgrep", "-f", str(project.root / "targets")], capture_output=True, text=True)
+    assert alive.stdout.strip() == "", "fio outlived its timeout"
+
+
+def test_a_second_bmx_run_of_the_same_experiment_is_refused(project):
+    spec = write_spec(project, "lock_case", runtime="1", replicates=2)
+    first = project.popen_bmx("run", str(spec), "--cores", "1")
+    try:
+        lock = project.exp("lock_case") / ".bmx.lock"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (lock.is_file() and lock.read_text().strip()):
+            time.sleep(0.05)
+        second = project.bmx("run", str(spec), "--cores", "1")
+        assert second.returncode == 4, second.stdout + second.stderr
+        assert f"pid {first.pid}" in second.stderr and "lock_case" in second.stderr
+        assert second.stderr.count("\n") == 1
+    finally:
+        first.wait(timeout=300)
+    assert first.returncode == 0  # no blocker here: every cell runs; the lock was the point
+    # The lock dies with its holder: a later run is accepted.
+    assert project.bmx("run", str(spec), "--cores", "1").returncode == 0
+
+
+def test_sigkill_of_the_controller_loses_nothing(project):
+    spec = write_spec(project, "sigkill_case", runtime="500ms", replicates=3, warmup=1)
+    (project.root / "targets" / "bad").mkdir()
+    proc = project.popen_bmx("run", str(spec), "--cores", "1")
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        if len(list(project.host_runs().glob("*/1/result.json"))) >= 3:
+            break
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    # Snakemake, orphaned, stops by itself (it gets SIGINT when bmx dies); until it
+    # has, the experiment stays locked.
+    deadline = time.monotonic() + 300
+    while True:
+        res = project.bmx("run", str(spec), "--cores", "1")
+        if res.returncode != 4 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    if res.returncode != 0:  # the orphan may have finished in between: one more pass
+        res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    exp = project.exp("sigkill_case")
+    plan = read_csv(exp / "plan.csv")
+    planned = {p["run_id"] for p in plan if p["attempt"] == "1" and "-rr" not in p["run_id"]}
+    runs = read_csv(exp / "runs.csv")
+    ok = [r["run_id"] for r in runs if r["status"] == "ok" and r["run_id"] in planned]
+    assert sorted(ok) == sorted(planned), "every planned run is ok exactly once"
+    for path in exp.glob("runs/*/*/record.json"):
+        json.loads(path.read_text())  # never truncated
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tiny tmpfs needs root")
+def test_full_disk_leaves_no_truncated_file(tmp_path):
+    # A real full file system: a 64 KiB tmpfs the test mounts and unmounts.
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], check=True)
+    try:
+        atomic_write(mnt / "record.json", "{}\n")
+        with pytest.raises(OSError) as info:
+            atomic_write(mnt / "record.json", "x" * (1 << 20))
+        assert info.value.errno == errno.ENOSPC
+        assert (mnt / "record.json").read_text() == "{}\n", "the old file must survive intact"
+        assert [p.name for p in mnt.iterdir()] == ["record.json"], "no temporary file left behind"
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)

@@ -1,0 +1,295 @@
+"""Finding and naming campaigns (benchmatrix.campaigns.store)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from benchmatrix.campaigns.store import find_campaign, list_campaigns
+from benchmatrix.errors import BenchmatrixError
+
+
+def _make(path, **meta):
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "campaign.json").write_text(json.dumps(meta))
+
+
+def test_campaigns_are_listed_oldest_first_with_the_current_one_last(tmp_path):
+    exp = tmp_path / "results" / "x"
+    _make(exp, id="cur000000000", created_at="2026-03-01T00:00:00+00:00")
+    _make(exp / "campaigns" / "b", id="bbb111111111", created_at="2026-02-01T00:00:00+00:00", label="kernel-6.6")
+    _make(exp / "campaigns" / "a", id="aaa222222222", created_at="2026-01-01T00:00:00+00:00")
+    (exp / "campaigns" / "junk").mkdir()
+    found = list_campaigns(exp)
+    assert [c.id for c in found] == ["aaa222222222", "bbb111111111", "cur000000000"]
+    assert [c.current for c in found] == [False, False, True]
+    assert found[1].name == "kernel-6.6" and found[0].name == "aaa222222222"
+
+
+def test_a_campaign_is_found_by_id_prefix_label_or_directory(tmp_path):
+    exp = tmp_path / "x"
+    _make(exp, id="cur000000000")
+    _make(exp / "campaigns" / "b", id="bbb111111111", label="before")
+    assert find_campaign(exp, "bbb111111111").label == "before"
+    assert find_campaign(exp, "before").id == "bbb111111111"
+    assert find_campaign(exp, "cur").current
+    assert find_campaign(exp, str(exp / "campaigns" / "b")).id == "bbb111111111"
+    with pytest.raises(BenchmatrixError, match="no campaign 'zzz'; campaigns: bbb111111111 \\(before\\), cur000000000"):
+        find_campaign(exp, "zzz")
+
+
+def test_an_ambiguous_prefix_is_refused(tmp_path):
+    exp = tmp_path / "x"
+    _make(exp / "campaigns" / "a", id="ab1")
+    _make(exp / "campaigns" / "b", id="ab2")
+    with pytest.raises(BenchmatrixError, match="names 2 campaigns"):
+        find_campaign(exp, "ab")
+
+
+# ---------------------------------------------------------------- keeping campaigns (units)
+
+import os  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+from benchmatrix.campaigns import store as cmod  # noqa: E402
+from benchmatrix.campaigns.store import (ARCHIVE_MARKER, archive_current, campaign_rows, finish_archive,  # noqa: E402
+                                   mark_progress, read_meta, start_campaign)
+from benchmatrix.results.records import write_record  # noqa: E402
+
+
+WORKLOAD = {"role": "workload_command", "vars": {"argv": ["true"]}}
+
+
+def _campaign(exp, cid, runs_ok=2, pending=0, digest="d1", label=None):
+    """A campaign directory with a real plan.csv, spec.json and one record per finished run."""
+    meta = {"id": cid, "created_at": "2026-01-01T00:00:00+00:00", "spec_digest": digest}
+    if label:
+        meta["label"] = label
+    _make(exp, **meta)
+    (exp / "spec.json").write_text(json.dumps({"name": "x", "workload": WORKLOAD, "factors": {"x": [1]}}))
+    lines = ["seq,host,run_id,cell_id,replicate,warmup,control,visit,batch,attempt,x"]
+    for i in range(runs_ok + pending):
+        lines.append(f"{i + 1},h1,h1-c1-r{i + 1},c1,{i + 1},false,false,1,b1,1,1")
+    (exp / "plan.csv").write_text("\n".join(lines) + "\n")
+    for i in range(runs_ok):
+        write_record(exp, {"run_id": f"h1-c1-r{i + 1}", "attempt": 1, "status": "ok", "cell_id": "c1", "host": "h1",
+                           "started_at": f"2026-01-01T00:0{i}:00+00:00", "ended_at": f"2026-01-01T00:0{i}:30+00:00"})
+    for name in ("runs.csv", "report.md", "logs"):
+        p = exp / name
+        p.mkdir() if name == "logs" else p.write_text(name)
+    (exp / ".bmx.lock").write_text("")
+    return exp
+
+
+def _spec(digest="d1", argv=("true",), levels=(1,)):
+    data = {"name": "x", "workload": {**WORKLOAD, "vars": {"argv": list(argv)}}, "factors": {"x": list(levels)}}
+    return SimpleNamespace(digest=digest, factor_names=["x"], path="config/experiments/x.yaml", data=data)
+
+
+def test_keeping_a_campaign_moves_every_entry_but_the_experiments_own(tmp_path):
+    exp = _campaign(tmp_path / "x", "old000000001")
+    (exp / "compare").mkdir()
+    kept = archive_current(exp)
+    dest = exp / "campaigns" / "old000000001"
+    assert kept.path == dest and not kept.current
+    assert sorted(p.name for p in exp.iterdir()) == [".bmx.lock", "campaigns", "compare"]
+    assert {"plan.csv", "runs", "runs.csv", "report.md", "logs", "campaign.json"} <= {p.name for p in dest.iterdir()}
+    assert [c.id for c in list_campaigns(exp)] == ["old000000001"]
+
+
+def test_a_move_cut_short_is_finished_on_the_next_start(tmp_path, monkeypatch):
+    # A crash cannot be staged for real here: os.rename fails after two entries
+    # instead, leaving exactly the state a killed bmx would leave.
+    exp = _campaign(tmp_path / "x", "old000000001")
+    real, calls = os.rename, []
+
+    def crash(src, dst):
+        calls.append(src)
+        if len(calls) > 2:
+            raise KeyboardInterrupt
+        real(src, dst)
+
+    monkeypatch.setattr(cmod.os, "rename", crash)
+    with pytest.raises(KeyboardInterrupt):
+        archive_current(exp)
+    monkeypatch.setattr(cmod.os, "rename", real)
+    assert (exp / ARCHIVE_MARKER).is_file() and (exp / "campaign.json").is_file()
+    # campaign.json moves last, so the half-moved campaign is not yet listed twice.
+    assert [c.id for c in list_campaigns(exp)] == ["old000000001"]
+    what, kept = start_campaign(exp, _spec(), None)
+    assert not (exp / ARCHIVE_MARKER).exists()
+    dest = exp / "campaigns" / "old000000001"
+    assert {"plan.csv", "runs", "runs.csv", "report.md", "logs", "campaign.json"} <= {p.name for p in dest.iterdir()}
+    # The next start found no current campaign: a new one began.
+    assert what == "new" and kept is None and read_meta(exp)["id"] != "old000000001"
+    assert finish_archive(exp) is None
+
+
+def test_a_complete_campaign_is_kept_when_a_label_is_given_or_the_measurement_changed(tmp_path):
+    exp = _campaign(tmp_path / "x", "old000000001")
+    assert start_campaign(exp, _spec("d1"), None) == ("continue", None)       # unchanged: a no-op
+    # More cells (a new level): they run into the same campaign, as before campaigns were kept.
+    assert start_campaign(exp, _spec("d2", levels=(1, 2)), None) == ("continue", None)
+    what, kept = start_campaign(exp, _spec("d2", argv=("false",)), None)      # an edited workload
+    assert what == "new" and kept.id == "old000000001"
+    meta = read_meta(exp)
+    assert meta["spec_digest"] == "d2" and "label" not in meta and not (exp / "plan.csv").exists()
+    exp2 = _campaign(tmp_path / "y", "old000000002", label="before")
+    what, kept = start_campaign(exp2, _spec("d1"), "after")
+    assert what == "new" and kept.label == "before" and read_meta(exp2)["label"] == "after"
+    assert [c.name for c in list_campaigns(exp2)] == ["before", "after"]
+
+
+def test_an_unfinished_campaign_continues_and_refuses_another_label(tmp_path):
+    exp = _campaign(tmp_path / "x", "cur000000001", runs_ok=1, pending=1, label="first")
+    assert start_campaign(exp, _spec("d2"), None) == ("continue", None)
+    assert start_campaign(exp, _spec("d1"), "first") == ("continue", None)
+    with pytest.raises(BenchmatrixError, match="has runs pending; finish it with 'bmx run"):
+        start_campaign(exp, _spec("d1"), "second")
+    fresh = tmp_path / "y"
+    _make(fresh, id="cur000000002")          # made by a plan, nothing ran yet
+    assert start_campaign(fresh, _spec(), "named") == ("relabel", None)
+    assert read_meta(fresh)["label"] == "named"
+
+
+def test_a_label_of_an_earlier_campaign_is_refused(tmp_path):
+    exp = _campaign(tmp_path / "x", "cur000000001")
+    _make(exp / "campaigns" / "a", id="old000000001", label="before")
+    with pytest.raises(BenchmatrixError, match="names the earlier campaign old000000001"):
+        start_campaign(exp, _spec(), "before")
+
+
+def test_ended_at_is_the_end_of_the_last_run_once_nothing_is_pending(tmp_path):
+    exp = _campaign(tmp_path / "x", "cur000000001", runs_ok=1, pending=1)
+    assert "ended_at" not in mark_progress(exp)
+    write_record(exp, {"run_id": "h1-c1-r2", "attempt": 1, "status": "failed", "cell_id": "c1", "host": "h1",
+                       "started_at": "2026-01-01T00:05:00+00:00", "ended_at": "2026-01-01T00:05:09+00:00"})
+    meta = mark_progress(exp)
+    assert meta["ended_at"] == "2026-01-01T00:05:09+00:00" and meta["hosts"] == ["h1"]
+    row = campaign_rows(exp)[0]
+    assert row["runs"] == {"planned": 2, "ok": 1, "failed": 1, "pending": 0} and row["current"]
+
+
+# ---------------------------------------------------------------- end to end: keep, list, compare
+
+SPEC = """\
+name: keep_cmp
+description: campaigns test
+inventory: config/inventory/test.yml
+factors:
+  size: [1, 2]
+workload:
+  role: workload_command
+  vars:
+    argv: [python3, -c, "import random; print('v=%.4f' % ({base} * {{{{ size }}}} + random.gauss(0, 1)))"]
+  metrics:
+    v: {{regex: 'v=(?P<value>[0-9.]+)', unit: ms, better: lower}}
+  timeout: 60
+replicates: 3
+warmup: 0
+order: {{strategy: random, seed: 5}}
+"""
+
+
+@pytest.fixture(scope="module")
+def kept(tmp_path_factory):
+    """One experiment run as three campaigns: ``before``, ``after`` (same spec, run again
+    with --campaign) and ``edited`` (the workload's command changed)."""
+    from conftest import copy_project
+
+    project = copy_project(tmp_path_factory.mktemp("campaigns"))
+    spec = project.write_spec("keep_cmp", SPEC.format(base=100))
+    out = {}
+    for label in ("before", None, "after"):
+        if label is None:   # unchanged and complete: a no-op, no new campaign
+            res = project.bmx("run", str(spec), "--cores", "1")
+        else:
+            res = project.bmx("run", str(spec), "--cores", "1", "--campaign", label)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+        out[label] = res
+    project.write_spec("keep_cmp", SPEC.format(base=101))
+    res = project.bmx("run", str(spec), "--cores", "1", "--campaign", "edited")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    out["edited"] = res
+    return project, spec, out
+
+
+@pytest.mark.slow
+def test_running_again_with_a_label_keeps_every_campaign_apart(kept):
+    project, spec, out = kept
+    exp = project.exp("keep_cmp")
+    assert "kept in" not in out[None].stdout and "kept in" in out["after"].stdout
+    found = list_campaigns(exp)
+    assert [c.name for c in found] == ["before", "after", "edited"] and found[-1].path == exp
+    # Each campaign ran in a work directory of its own on the host.
+    assert {p.name for p in project.hostwork.iterdir()} >= {f"keep_cmp-{c.id}" for c in found}
+    for c in found:
+        meta = c.meta
+        assert meta["spec_digest"] and meta["hosts"] == ["localhost"] and meta["ended_at"] >= meta["created_at"]
+        records = [json.loads(p.read_text()) for p in c.path.glob("runs/*/*/record.json")]
+        # Nothing mixed: each campaign holds its own six runs, all run after it was made.
+        assert len(records) == 6 and all(r["started_at"] >= meta["created_at"] for r in records)
+        assert len(pd.read_csv(c.path / "runs.csv")) == 6 and (c.path / "report.html").is_file()
+    assert (found[0].path / "campaign.json").is_file() and not (exp / ".bmx_archiving.json").exists()
+    res = project.bmx("campaigns", str(spec), "--json")
+    rows = json.loads(res.stdout)
+    assert res.returncode == 0 and [r["label"] for r in rows] == ["before", "after", "edited"]
+    assert [r["current"] for r in rows] == [False, False, True]
+    assert all(r["runs"] == {"planned": 6, "ok": 6, "failed": 0, "pending": 0} for r in rows)
+    text = project.bmx("campaigns", str(spec)).stdout.splitlines()
+    assert text[0].split()[:3] == ["id", "label", "started_at"] and text[-1].startswith("*")
+
+
+@pytest.mark.slow
+def test_compare_of_two_runs_of_the_same_workload_gives_verdicts(kept):
+    project, spec, _ = kept
+    res = project.bmx("compare", "before", "after", "--spec", str(spec))
+    assert res.returncode in (0, 1), res.stdout + res.stderr
+    out_dir = project.exp("keep_cmp") / "compare" / "before_vs_after"
+    table = pd.read_csv(out_dir / "compare.csv")
+    assert len(table) == 2 and set(table["size"]) == {1, 2} and set(table["metric"]) == {"v"}
+    assert set(table["verdict"]) <= {"better", "worse", "no_difference"}
+    assert ((res.returncode == 1) == (table["verdict"] == "worse").any())
+    md = (out_dir / "compare.md").read_text()
+    assert "| v (ms) | size=1 |" in md and (out_dir / "compare.html").is_file()
+
+
+@pytest.mark.slow
+def test_compare_refuses_an_edited_workload_with_a_table_of_what_differs(kept):
+    project, spec, _ = kept
+    exp = project.exp("keep_cmp")
+    after = find_campaign(exp, "after")
+    # Campaigns named by directory; no --spec needed.
+    res = project.bmx("compare", str(after.path), str(exp))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "not comparable: the measurement differs" in res.stdout and "workload.vars" in res.stdout
+    out_dir = exp / "compare" / "after_vs_edited"
+    prov = pd.read_csv(out_dir / "provenance.csv")
+    assert set(prov.loc[prov["kind"] == "measurement", "what"]) == {"workload.vars",
+                                                                    "workload (role, argv, before_run)"}
+    assert "Not comparable" in (out_dir / "compare.md").read_text()
+
+
+def test_counts_from_the_tables_agree_with_the_records(tmp_path):
+    import pandas as pd
+
+    exp = _campaign(tmp_path / "x", "cur000000001", runs_ok=3, pending=2)
+    write_record(exp, {"run_id": "h1-c1-r4", "attempt": 1, "status": "timeout", "cell_id": "c1", "host": "h1"})
+    rows = [{"run_id": f"h1-c1-r{i}", "attempt": 1, "status": "ok"} for i in (1, 2, 3)]
+    pd.DataFrame(rows + [{"run_id": "h1-c1-r4", "attempt": 1, "status": "timeout"}]).to_csv(exp / "runs.csv",
+                                                                                            index=False)
+    expected = {"planned": 5, "ok": 3, "failed": 1, "pending": 1}
+    assert cmod.run_counts(exp) == expected == cmod.run_counts(exp, from_records=False)
+
+
+def test_a_knobs_cost_estimate_is_not_part_of_the_measurement():
+    from benchmatrix.campaigns.store import measurement_of
+
+    base = {"knobs": {"ra": {"role": "knob_read_ahead", "cost": "none", "vars": {"device": "/dev/sda"}}}}
+    cheaper = {"knobs": {"ra": {"role": "knob_read_ahead", "cost": {"class": "restart", "seconds": 5},
+                                "vars": {"device": "/dev/sda"}}}}
+    other_device = {"knobs": {"ra": {"role": "knob_read_ahead", "cost": "none", "vars": {"device": "/dev/sdb"}}}}
+    assert measurement_of(base) == measurement_of(cheaper)
+    assert measurement_of(base) != measurement_of(other_device)
