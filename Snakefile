@@ -42,6 +42,6 @@ include: "workflow/rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         expand("results/{experiment}/report.html", experiment=SPEC.name),
-    default_target: True

@@ -19,10 +19,11 @@ import sys
 import tempfile
 import time
 import venv
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -79,7 +80,7 @@ def versions() -> dict[str, str]:
 def write_result(name: str, data: dict[str, Any]) -> Path:
     """bench/results/NAME.json with the machine, versions and the time of measurement."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    doc = {"benchmark": name, "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    doc = {"benchmark": name, "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
            "machine": {**machine(), "loadavg_at_end": os.getloadavg()}, "versions": versions(),
            "command": " ".join([Path(sys.argv[0]).as_posix()] + sys.argv[1:]), **data}
     path = RESULTS / f"{name}.json"

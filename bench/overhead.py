@@ -31,8 +31,21 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (ROOT, BenchProject, bmx_phases, cv, fmt, median, peer_bin, read_timing,  # noqa: E402
-                     slope, table, temp_dir, ts, write_result)
+from _common import (  # noqa: E402
+    ROOT,
+    BenchProject,
+    bmx_phases,
+    cv,
+    fmt,
+    median,
+    peer_bin,
+    read_timing,
+    slope,
+    table,
+    temp_dir,
+    ts,
+    write_result,
+)
 
 LOOP_PY = """\
 import sys, time

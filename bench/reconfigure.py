@@ -35,12 +35,12 @@ import random
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (ROOT, median, read_timing, split_playbooks, table, task_seconds, temp_dir,  # noqa: E402
-                     timing_env, write_result)
+from _common import ROOT, median, read_timing, split_playbooks, table, task_seconds, temp_dir, timing_env, write_result  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests"))
 

@@ -31,8 +31,17 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (PY, BenchProject, bmx_phases, python_measured, read_timing, run_measured,  # noqa: E402
-                     table, temp_dir, write_result)
+from _common import (  # noqa: E402
+    PY,
+    BenchProject,
+    bmx_phases,
+    python_measured,
+    read_timing,
+    run_measured,
+    table,
+    temp_dir,
+    write_result,
+)
 
 
 def spec_text(name: str, runs: int, design: str = "random", batch_note: str = "") -> str:

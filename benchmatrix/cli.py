@@ -15,10 +15,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
-from typing import Any, Iterator
-
+from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 from benchmatrix import __version__
 from benchmatrix.errors import BenchmatrixError, SpecErrors
@@ -171,11 +171,11 @@ def _detect_inputs(args: argparse.Namespace, spec: Any, proj: Path) -> tuple[flo
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from benchmatrix.execute.hosts import resolve_hosts
+    from benchmatrix.execute.rules import exp_dir_of, plan
     from benchmatrix.plan.design import DEFAULT_BATCH_MAX_RUNS, per_run_estimate, visits_per_cell
     from benchmatrix.plan.power import family_size, replicate_plan
-    from benchmatrix.execute.hosts import resolve_hosts
     from benchmatrix.spec.load import load_spec, read_planning_config
-    from benchmatrix.execute.rules import exp_dir_of, plan
 
     proj = project_dir()
     cfg_path = proj / "config" / "config.yaml"
@@ -452,10 +452,9 @@ def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, 
 
 def _execute(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: Any) -> int:
     """Run the workflow until no new re-run round appears; print the outcome."""
+    from benchmatrix.execute.hosts import resolve_hosts
     from benchmatrix.plan.reruns import reruns_digest
     from benchmatrix.results.status import campaign_status, exit_code
-
-    from benchmatrix.execute.hosts import resolve_hosts
 
     log_path = exp / "logs" / "snakemake.log"
     args.hosts = resolve_hosts(spec.inventory_path(proj), spec.data["hosts"])
@@ -503,8 +502,8 @@ def _execute(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: A
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from benchmatrix.spec.load import load_spec
     from benchmatrix.execute.rules import exp_dir_of
+    from benchmatrix.spec.load import load_spec
 
     proj = project_dir()
     spec = load_spec(args.spec)
@@ -542,9 +541,9 @@ def _status_table(status: dict[str, Any], factor_names: list[str]) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from benchmatrix.spec.load import load_spec
-    from benchmatrix.results.status import campaign_status, exit_code
     from benchmatrix.execute.rules import exp_dir_of
+    from benchmatrix.results.status import campaign_status, exit_code
+    from benchmatrix.spec.load import load_spec
 
     proj = project_dir()
     spec = load_spec(args.spec)
@@ -574,8 +573,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_restore(args: argparse.Namespace) -> int:
     from benchmatrix.execute.hosts import resolve_hosts
-    from benchmatrix.spec.load import load_spec
     from benchmatrix.execute.rules import exp_dir_of, restore_host
+    from benchmatrix.spec.load import load_spec
 
     proj = project_dir()
     spec = load_spec(args.spec)
@@ -637,9 +636,9 @@ def select_reruns(exp: Path, factor_names: list[str], failed: bool, where: str |
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
+    from benchmatrix.execute.rules import exp_dir_of
     from benchmatrix.plan.reruns import append_round
     from benchmatrix.spec.load import load_spec
-    from benchmatrix.execute.rules import exp_dir_of
 
     if not args.failed and not args.where:
         raise BenchmatrixError("bmx rerun: say which runs: --failed and/or --where EXPR")
@@ -662,8 +661,8 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from benchmatrix.spec.load import load_spec
     from benchmatrix.execute.rules import collect, exp_dir_of, report
+    from benchmatrix.spec.load import load_spec
 
     proj = project_dir()
     spec = load_spec(args.spec)
@@ -680,8 +679,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_campaigns(args: argparse.Namespace) -> int:
     from benchmatrix.campaigns.store import campaign_rows, campaigns_table
-    from benchmatrix.spec.load import load_spec
     from benchmatrix.execute.rules import exp_dir_of
+    from benchmatrix.spec.load import load_spec
 
     rows = campaign_rows(exp_dir_of(project_dir(), load_spec(args.spec)))
     print(json.dumps(rows, indent=2) if args.json else campaigns_table(rows))

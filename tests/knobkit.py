@@ -13,8 +13,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.errors import PlaybookFailedError
+from benchmatrix.execute.ansible import run_playbook
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAYBOOKS = ROOT / "playbooks"

@@ -58,7 +58,7 @@ class NamespaceHosts:
         self._created: list[str] = []
 
     # ------------------------------------------------------------ lifecycle
-    def __enter__(self) -> "NamespaceHosts":
+    def __enter__(self) -> NamespaceHosts:
         try:
             self._build()
         except BaseException:

@@ -37,15 +37,15 @@ once (:func:`detect_steps`), which is what the calibration tests use.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
 
 import numpy as np
 from scipy import stats as sps
 
-from benchmatrix.errors import BenchmatrixError
 from benchmatrix.analyze.stats import CONFIDENCE, fieller_ratio_ci
+from benchmatrix.errors import BenchmatrixError
 
 #: Simulated null histories per number of campaigns.
 NULL_DRAWS = 20000

@@ -67,16 +67,25 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from benchmatrix.analyze.stats import (CONFIDENCE, effective_runs, fieller_ratio_ci, holm, metric_direction, run_hosts,
-                               summarize_by_host, welch_test)
+from benchmatrix.analyze.stats import (
+    CONFIDENCE,
+    effective_runs,
+    fieller_ratio_ci,
+    holm,
+    metric_direction,
+    run_hosts,
+    summarize_by_host,
+    welch_test,
+)
 
 #: Default significance level of verdicts (``report.alpha``).
 DEFAULT_ALPHA = 0.05

@@ -38,10 +38,18 @@ import numpy as np
 import pandas as pd
 
 from benchmatrix.analyze.comparisons import DEFAULT_ALPHA, _judge, _side_stats, family_metrics, level_key
-from benchmatrix.campaigns.store import (CAMPAIGNS_DIR, MEASUREMENT_KEYS, SPEC_FILE, Campaign, dig, find_campaign, measured,
-                                  read_campaign)
-from benchmatrix.errors import BenchmatrixError
 from benchmatrix.analyze.stats import effective_runs, metric_direction
+from benchmatrix.campaigns.store import (
+    CAMPAIGNS_DIR,
+    MEASUREMENT_KEYS,
+    SPEC_FILE,
+    Campaign,
+    dig,
+    find_campaign,
+    measured,
+    read_campaign,
+)
+from benchmatrix.errors import BenchmatrixError
 
 #: Host facts that describe the environment a campaign ran in.
 ENV_FACTS = ("kernel", "cpu_model", "cpu_count", "sockets", "cores", "threads_per_core", "memory_mb",
@@ -499,8 +507,8 @@ def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | Non
     """``bmx compare``: resolve, compare, write, print; returns the exit code."""
     exp = None
     if spec_path:
-        from benchmatrix.spec.load import load_spec
         from benchmatrix.execute.rules import exp_dir_of
+        from benchmatrix.spec.load import load_spec
 
         exp = exp_dir_of(project_dir, load_spec(spec_path))
     a, b = resolve(ref_a, project_dir, exp), resolve(ref_b, project_dir, exp)

@@ -30,15 +30,15 @@ import re
 import shutil
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from benchmatrix.campaigns.store import Campaign, list_campaigns
 from benchmatrix.analyze.changepoint import MIN_CAMPAIGNS, detect_step, detect_steps
+from benchmatrix.campaigns.store import Campaign, list_campaigns
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.report.plots import _pyplot, _svg, safe_file_stem
 from benchmatrix.report.render import format_number, format_value
@@ -97,7 +97,7 @@ def _date(iso: str) -> str:
     except ValueError:
         return ""
     if ts.tzinfo is not None:
-        ts = ts.astimezone(timezone.utc)
+        ts = ts.astimezone(UTC)
     return ts.strftime("%Y-%m-%d %H:%M UTC")
 
 
@@ -123,7 +123,7 @@ def campaign_page(campaign: Campaign, slug: str) -> CampaignPage:
         # A campaign made before campaign.json had created_at: its files' age.
         stamps = [p.stat().st_mtime for p in (path / "summary.csv", path / "runs.csv") if p.is_file()]
         if stamps:
-            page.date = datetime.fromtimestamp(min(stamps), tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+            page.date = datetime.fromtimestamp(min(stamps), tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     if "cell_id" in page.summary.columns:
         page.cells = int(page.summary["cell_id"].nunique())
     elif "cell_id" in runs.columns:
@@ -494,7 +494,7 @@ def _build(experiments: list[tuple[Path, list[Campaign]]], site: Path) -> dict[s
                            "steps": len(steps_shown), "compares": len(compares)})
         n_campaigns += len(pages)
     _write(site / "index.html", env.get_template("index.html.j2").render(
-        experiments=index_rows, generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")))
+        experiments=index_rows, generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")))
     return {"experiments": len(experiments), "campaigns": n_campaigns, "steps": n_steps}
 
 

@@ -72,7 +72,7 @@ class _Dumper(yaml.SafeDumper):
 _TEMPLATE_MARKERS = ("{{", "{%", "{#")
 
 
-def _represent_unsafe(dumper: yaml.SafeDumper, value: "_Unsafe") -> yaml.Node:
+def _represent_unsafe(dumper: yaml.SafeDumper, value: _Unsafe) -> yaml.Node:
     if any(m in value for m in _TEMPLATE_MARKERS):
         return dumper.represent_scalar("!unsafe", str(value))
     return dumper.represent_str(str(value))

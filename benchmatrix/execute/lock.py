@@ -10,14 +10,13 @@ controller from an orphan: a Snakemake whose bmx was killed.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import signal
 import time
 from pathlib import Path
 from typing import IO
-
-import fcntl
 
 from benchmatrix.errors import LockError
 

@@ -16,21 +16,21 @@ import tarfile
 import threading
 import time
 import uuid
-from datetime import datetime, timezone
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import jinja2
 
 import benchmatrix
-from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.campaigns.store import SPEC_FILE, mark_progress, update_meta
-from benchmatrix.plan.design import PlannedRun, assign_batches, make_plan, plan_csv_text, read_plan
-from benchmatrix.errors import (AnsibleError, BenchmatrixError, HostUnreachableError, Interrupted, ParseError,
-                               PlanError)
+from benchmatrix.errors import AnsibleError, BenchmatrixError, HostUnreachableError, Interrupted, ParseError, PlanError
+from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.execute.hosts import resolve_hosts
 from benchmatrix.execute.lock import same_file
+from benchmatrix.plan.design import PlannedRun, assign_batches, make_plan, plan_csv_text, read_plan
 from benchmatrix.plan.reruns import append_round, plan_reruns, read_reruns
 from benchmatrix.results.records import atomic_write, load_records, record_path, run_dir, runs_rows, write_record
 from benchmatrix.spec.load import REBOOT_ROLES, Spec, load_spec, render_vars
@@ -50,7 +50,7 @@ def iso(ts: float | None) -> str | None:
     """Epoch seconds -> ISO 8601 UTC with microseconds."""
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat(timespec="microseconds")
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="microseconds")
 
 
 def campaign_id(exp: Path, label: str | None = None, spec_digest: str | None = None) -> str:

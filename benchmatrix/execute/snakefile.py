@@ -154,8 +154,8 @@ def hold_experiment_lock(spec: Spec) -> None:
     plain ``snakemake --config spec=...`` takes it here, before any job runs, and
     exits 4 with one line when another bmx or snakemake has the experiment.
     """
-    from benchmatrix.execute import lock
     from benchmatrix.errors import LockError
+    from benchmatrix.execute import lock
 
     if _inherited_lock(spec):
         return

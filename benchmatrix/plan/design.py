@@ -26,12 +26,13 @@ import hashlib
 import io
 import random
 import statistics
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
-from benchmatrix.spec.matrix import Cell
 from benchmatrix.spec.load import COST_CLASSES, Spec
+from benchmatrix.spec.matrix import Cell
 
 PLAN_COLUMNS = ["seq", "host", "run_id", "cell_id", "replicate", "warmup", "control",
                 "visit", "batch", "attempt"]

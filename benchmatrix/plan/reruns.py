@@ -15,10 +15,11 @@ import fcntl
 import hashlib
 import io
 import random
+from collections.abc import Iterable
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from benchmatrix.plan.design import PlannedRun, WarmUps, plan_round
 from benchmatrix.results.records import atomic_write
@@ -68,7 +69,7 @@ def append_round(exp_dir: Path, requests: Iterable[tuple[str, int]], reason: str
         if not new:
             return 0
         rnd = max((r["round"] for r in rows), default=0) + 1
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        now = datetime.now(UTC).isoformat(timespec="seconds")
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(RERUN_COLUMNS)

@@ -21,22 +21,29 @@ from __future__ import annotations
 
 import base64
 import math
-from datetime import datetime, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import jinja2
 import numpy as np
 import pandas as pd
 
 from benchmatrix.analyze import comparisons as analysis
-
-from benchmatrix.report import plots
-
 from benchmatrix.analyze import sanity
+from benchmatrix.analyze.stats import (
+    bool_column,
+    effective_runs,
+    execution_order,
+    is_ok,
+    run_hosts,
+    start_ns,
+    summarize_by_host,
+    with_start_ns,
+)
+from benchmatrix.report import plots
 from benchmatrix.results.records import atomic_write
-from benchmatrix.analyze.stats import (bool_column, effective_runs, execution_order, is_ok, run_hosts, start_ns,
-                               summarize_by_host, with_start_ns)
 from benchmatrix.results.status import STATES, decide
 
 #: Placeholder shown for a missing value.
@@ -687,7 +694,7 @@ def report_context(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
     return {
         "name": spec.name,
         "description": spec.data.get("description") or "",
-        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "spec_path": str(spec.path),
         "spec_text": _spec_text(spec),
         "digest": spec.digest,

@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmatrix.analyze.stats import bool_column, effective_runs, metric_direction
 from benchmatrix.campaigns.store import read_meta
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.results.records import RUN_COLUMNS, atomic_write
-from benchmatrix.analyze.stats import bool_column, effective_runs, metric_direction
 
 #: Version of the long table's schema; bumped whenever a column changes meaning.
 SCHEMA_VERSION = 1
@@ -339,8 +339,8 @@ def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None =
     Raises:
         BenchmatrixError: Unknown format, no runs.csv yet, parquet to stdout.
     """
-    from benchmatrix.spec.load import load_spec
     from benchmatrix.execute.rules import exp_dir_of, load_tables
+    from benchmatrix.spec.load import load_spec
 
     if fmt not in FORMATS:
         raise BenchmatrixError(f"unknown export format '{fmt}'; use one of {', '.join(FORMATS)}")

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from benchmatrix.plan.design import PLAN_COLUMNS, PlannedRun
 

@@ -12,20 +12,30 @@ import json
 import math
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import jinja2
 import jinja2.meta
 import jsonschema
 
-from benchmatrix.spec import templating
 from benchmatrix.errors import SpecError, SpecErrors
-from benchmatrix.spec.matrix import (Cell, Level, _same_level, as_declared, cell_id_of, declared_levels, expand,
-                                level_key, matches)
+from benchmatrix.spec import templating
+from benchmatrix.spec.matrix import (
+    Cell,
+    Level,
+    _same_level,
+    as_declared,
+    cell_id_of,
+    declared_levels,
+    expand,
+    level_key,
+    matches,
+)
 from benchmatrix.spec.yamlload import LocatedDocument, load_located
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")

@@ -28,8 +28,9 @@ import contextvars
 import math
 import re
 import time
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import jinja2
 import jinja2.filters

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import ast
 import operator
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from benchmatrix.errors import BenchmatrixError
 

@@ -48,9 +48,10 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from benchmatrix.errors import ParseError
 from benchmatrix.workloads.base import Parsed, read_input, unique_name

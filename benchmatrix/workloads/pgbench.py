@@ -59,8 +59,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from benchmatrix.errors import ParseError
 from benchmatrix.workloads.base import Parsed, as_text, headline, unique_name

@@ -16,7 +16,8 @@ inclusive, each optional).
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 SUCCESS_KEYS = ("exit_code", "required_line", "forbidden_line", "metrics")
 

@@ -40,8 +40,9 @@ execution time per thread, average and standard deviation).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from benchmatrix.errors import ParseError
 from benchmatrix.workloads.base import Parsed, as_text, headline

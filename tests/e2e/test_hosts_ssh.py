@@ -16,7 +16,6 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-
 from netns import NamespaceHosts, available
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(available()), reason=available() or "ok")]

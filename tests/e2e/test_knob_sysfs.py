@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
 import time
 from pathlib import Path
 
+import pytest
 from knobkit import KnobRunner, LoopDevice, assert_cycle, knob, sh
 
 pytestmark = pytest.mark.slow

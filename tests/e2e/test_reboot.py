@@ -13,8 +13,8 @@ file holds. A real reboot of this machine cannot be part of a test.
 from __future__ import annotations
 
 import csv
-import subprocess
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -124,8 +124,8 @@ def test_validate_requires_cost_reboot(tmp_path):
 def test_rebooting_knobs_are_applied_first(tmp_path):
     # A reboot after a live knob (CPU hotplug here) would undo it while its record
     # claimed it: the batch applies knobs of rebooting roles first, whatever the spec order.
-    from benchmatrix.spec.load import load_spec
     from benchmatrix.execute.rules import _knob_items
+    from benchmatrix.spec.load import load_spec
     text = (ROOT / "config" / "experiments" / "ht_cores.yaml").read_text()
     head, knobs = text.split("knobs:\n", 1)
     ht_block, rest = knobs.split("  cores: ", 1)

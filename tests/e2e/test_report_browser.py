@@ -23,10 +23,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from benchmatrix.analyze.stats import summarize
 from benchmatrix.plan.design import make_plan, plan_csv_text
 from benchmatrix.report.render import render_report
 from benchmatrix.spec.load import load_spec
-from benchmatrix.analyze.stats import summarize
 
 pytestmark = pytest.mark.slow
 

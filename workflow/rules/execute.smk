@@ -4,11 +4,11 @@
 rule prepare_host:
     output:
         "results/{experiment}/hosts/{host}/facts.json",
+    log:
+        "results/{experiment}/logs/hosts/{host}.log",
     params:
         py=PY,
         spec=config["spec"],
-    log:
-        "results/{experiment}/logs/hosts/{host}.log",
     shell:
         "{params.py} scripts/prepare_host.py --spec {params.spec:q} --host {wildcards.host:q}"
         " --out {output:q} --log {log:q} 2>> {log:q}"
@@ -22,6 +22,8 @@ rule run_batch:
         previous=FN.previous_marker,
     output:
         "results/{experiment}/batches/{batch}.done",
+    log:
+        "results/{experiment}/logs/batches/{batch}.log",
     # `bmx run --hosts-parallel N` declares host_slots=N: at most N hosts busy at once.
     resources:
         host_slots=1,
@@ -29,8 +31,6 @@ rule run_batch:
         py=PY,
         spec=config["spec"],
         plan="results/{experiment}/plan.csv",
-    log:
-        "results/{experiment}/logs/batches/{batch}.log",
     shell:
         "{params.py} scripts/run_batch.py --spec {params.spec:q} --plan {params.plan:q}"
         " --batch {wildcards.batch:q} --facts {input.facts:q} --marker {output:q} --log {log:q} 2>> {log:q}"
@@ -44,11 +44,11 @@ rule restore_host:
         FN.last_marker,
     output:
         "results/{experiment}/hosts/{host}/restored.json",
+    log:
+        "results/{experiment}/logs/hosts/{host}.restore.log",
     params:
         py=PY,
         spec=config["spec"],
-    log:
-        "results/{experiment}/logs/hosts/{host}.restore.log",
     shell:
         "{params.py} scripts/restore_host.py --spec {params.spec:q} --host {wildcards.host:q}"
         " --out {output:q} 2> {log:q}"

@@ -4,13 +4,13 @@
 checkpoint plan:
     output:
         "results/{experiment}/plan.csv",
+    log:
+        "results/{experiment}/logs/plan.log",
     params:
         py=PY,
         spec=config["spec"],
         digest=FN.plan_digest,
         batch_max_runs=config["batch_max_runs"],
-    log:
-        "results/{experiment}/logs/plan.log",
     shell:
         "{params.py} scripts/plan.py --spec {params.spec:q} --out {output:q}"
         " --batch-max-runs {params.batch_max_runs} > {log:q} 2>&1"

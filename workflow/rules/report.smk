@@ -8,12 +8,12 @@ rule collect:
     output:
         runs="results/{experiment}/runs.csv",
         summary="results/{experiment}/summary.csv",
+    log:
+        "results/{experiment}/logs/collect.log",
     params:
         py=PY,
         spec=config["spec"],
         plan="results/{experiment}/plan.csv",
-    log:
-        "results/{experiment}/logs/collect.log",
     shell:
         "{params.py} scripts/collect.py --spec {params.spec:q} --plan {params.plan:q}"
         " --runs {output.runs:q} --summary {output.summary:q} > {log:q} 2>&1"
@@ -26,10 +26,10 @@ rule report:
     output:
         html="results/{experiment}/report.html",
         md="results/{experiment}/report.md",
+    log:
+        "results/{experiment}/logs/report.log",
     params:
         py=PY,
         spec=config["spec"],
-    log:
-        "results/{experiment}/logs/report.log",
     shell:
         "{params.py} scripts/report.py --spec {params.spec:q} > {log:q} 2>&1"

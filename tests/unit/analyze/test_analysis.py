@@ -17,9 +17,9 @@ from scipy import stats as sps
 
 from benchmatrix.analyze import sanity
 from benchmatrix.analyze.comparisons import compare, comparison_columns, level_key, sentence
-from benchmatrix.spec.matrix import Cell
+from benchmatrix.analyze.stats import fieller_ratio_ci, holm, metric_direction, summarize, welch_test
 from benchmatrix.spec.load import Knob
-from benchmatrix.analyze.stats import (fieller_ratio_ci, holm, metric_direction, summarize, welch_test)
+from benchmatrix.spec.matrix import Cell
 
 ALPHA = 0.05
 

@@ -8,8 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from benchmatrix.analyze.changepoint import (MIN_CAMPAIGNS, detect_step, detect_step_in_values, detect_steps,
-                                     split_statistics)
+from benchmatrix.analyze.changepoint import (
+    MIN_CAMPAIGNS,
+    detect_step,
+    detect_step_in_values,
+    detect_steps,
+    split_statistics,
+)
 from benchmatrix.errors import BenchmatrixError
 
 SERIES = 20000

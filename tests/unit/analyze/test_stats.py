@@ -9,9 +9,16 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
+from benchmatrix.analyze.stats import (
+    bool_column,
+    effective_runs,
+    run_hosts,
+    summarize,
+    summarize_by_host,
+    summary_by_host_columns,
+    summary_columns,
+)
 from benchmatrix.errors import BenchmatrixError
-from benchmatrix.analyze.stats import (bool_column, effective_runs, run_hosts, summarize, summarize_by_host,
-                               summary_by_host_columns, summary_columns)
 
 FACTORS = ["layout", "bs"]
 UNITS = {"read_iops": "IO/s", "read_clat_p99_us": "us"}

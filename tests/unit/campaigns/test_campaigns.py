@@ -54,10 +54,16 @@ import os  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
 
 from benchmatrix.campaigns import store as cmod  # noqa: E402
-from benchmatrix.campaigns.store import (ARCHIVE_MARKER, archive_current, campaign_rows, finish_archive,  # noqa: E402
-                                   mark_progress, read_meta, start_campaign)
+from benchmatrix.campaigns.store import (  # noqa: E402
+    ARCHIVE_MARKER,
+    archive_current,
+    campaign_rows,
+    finish_archive,
+    mark_progress,
+    read_meta,
+    start_campaign,
+)
 from benchmatrix.results.records import write_record  # noqa: E402
-
 
 WORKLOAD = {"role": "workload_command", "vars": {"argv": ["true"]}}
 

@@ -9,10 +9,16 @@ import pandas as pd
 import pytest
 
 from benchmatrix.analyze.comparisons import adjusted_levels
-from benchmatrix.campaigns.store import Campaign
-from benchmatrix.campaigns.compare import (CampaignComparison, Side, compare_campaigns, compare_frames, provenance,
-                                 write_comparison)
 from benchmatrix.analyze.stats import holm
+from benchmatrix.campaigns.compare import (
+    CampaignComparison,
+    Side,
+    compare_campaigns,
+    compare_frames,
+    provenance,
+    write_comparison,
+)
+from benchmatrix.campaigns.store import Campaign
 
 
 def runs(values: dict[tuple[str, str], list[float]], metric: str = "tps", host: str = "h1") -> pd.DataFrame:

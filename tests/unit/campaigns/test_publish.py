@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmatrix.errors import BenchmatrixError
 from benchmatrix.campaigns.publish import CSP, SITE_MARKER, publish
+from benchmatrix.errors import BenchmatrixError
 from benchmatrix.report.render import format_number
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -271,7 +271,8 @@ def crawl(site: Path) -> tuple[set[Path], list[str]]:
 
 @pytest.mark.slow
 def test_site_in_headless_chromium(tmp_path):
-    from test_report_browser import DevTools, campaign as report_campaign, chromium_binary
+    from test_report_browser import DevTools, chromium_binary
+    from test_report_browser import campaign as report_campaign
 
     binary = chromium_binary()
     (tmp_path / "render").mkdir()

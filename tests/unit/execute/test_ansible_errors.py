@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmatrix.execute.ansible import _failure_message, run_playbook
 from benchmatrix.errors import PlaybookFailedError
+from benchmatrix.execute.ansible import _failure_message, run_playbook
 
 PLAY = """\
 - name: Apply a knob

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from benchmatrix.execute import lock
 from benchmatrix.errors import LockError
+from benchmatrix.execute import lock
 
 
 def test_a_second_holder_is_refused_with_the_first_ones_pid(tmp_path):

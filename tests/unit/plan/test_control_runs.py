@@ -15,15 +15,14 @@ import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
-
-from benchmatrix.analyze import sanity
-from benchmatrix.plan.design import PlannedRun, make_plan, plan_costs, reconfigurations
-from benchmatrix.errors import SpecErrors
-from benchmatrix.spec.load import Spec
-
 from test_design import make_spec, measured
 from test_design_restricted import WORKED, WORKED_KNOBS, check_warmups, restricted_matrices
 from test_design_restricted import make_spec as make_restricted_spec
+
+from benchmatrix.analyze import sanity
+from benchmatrix.errors import SpecErrors
+from benchmatrix.plan.design import PlannedRun, make_plan, plan_costs, reconfigurations
+from benchmatrix.spec.load import Spec
 
 # The random plan with knobs: 2 restart-class x 2 none-class levels x 3 cheap
 # cells, 5 replicates = 60 measured runs. It had 45 control runs, restarts 33 -> 49.

@@ -10,12 +10,20 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from benchmatrix.plan.design import (PLAN_COLUMNS, PlannedRun, assign_batches, knob_changes, make_plan,
-                                plan_csv_text, plan_host, read_plan)
+from benchmatrix.plan.design import (
+    PLAN_COLUMNS,
+    PlannedRun,
+    assign_batches,
+    knob_changes,
+    make_plan,
+    plan_csv_text,
+    plan_host,
+    read_plan,
+)
 from benchmatrix.spec.load import Spec, load_spec
-
 
 # ---------------------------------------------------------------- helpers
 

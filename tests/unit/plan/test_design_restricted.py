@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import csv
 import dataclasses
-import copy
 import json
 import math
 import tempfile
@@ -14,13 +14,24 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from benchmatrix.cli import main
-from benchmatrix.plan.design import (PlannedRun, costly_visits, earlier_run_seconds, knob_changes, make_plan,
-                                per_run_estimate, plan_costs, plan_csv_text, read_plan, reconfigurations,
-                                visits_per_cell)
 from benchmatrix.errors import BenchmatrixError, SpecErrors
+from benchmatrix.plan.design import (
+    PlannedRun,
+    costly_visits,
+    earlier_run_seconds,
+    knob_changes,
+    make_plan,
+    per_run_estimate,
+    plan_costs,
+    plan_csv_text,
+    read_plan,
+    reconfigurations,
+    visits_per_cell,
+)
 from benchmatrix.plan.power import CvSample, parse_fraction, pilot_cvs, replicate_plan, runs_needed
 from benchmatrix.spec.load import Spec, load_spec, read_planning_config
 

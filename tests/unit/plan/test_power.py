@@ -15,10 +15,17 @@ import numpy as np
 import pytest
 import yaml
 
-from benchmatrix.plan.power import (CvSample, comparisons_per_metric, family_metrics, family_size, replicate_plan,
-                               runs_needed, welch_power)
-from benchmatrix.spec.load import load_spec
 from benchmatrix.analyze.stats import holm, welch_test
+from benchmatrix.plan.power import (
+    CvSample,
+    comparisons_per_metric,
+    family_metrics,
+    family_size,
+    replicate_plan,
+    runs_needed,
+    welch_power,
+)
+from benchmatrix.spec.load import load_spec
 
 DETECT, CV, ALPHA = 0.05, 0.02, 0.05
 METRICS = {"tps": {"regex": "tps (?P<value>[0-9.]+)", "unit": "tx/s", "better": "higher"},

@@ -7,10 +7,10 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+from test_design_restricted import WORKED_KNOBS, check_warmups, make_spec
+
 from benchmatrix.plan.design import PlannedRun, make_plan, reconfigurations
 from benchmatrix.plan.reruns import plan_reruns
-
-from test_design_restricted import WORKED_KNOBS, check_warmups, make_spec
 
 # The example: 2 reboot-class x 2 restart-class levels x 3 cheap cells, 3 replicates:
 # 36 measured runs, 12 visits, 6 reboots and 6 restarts planned.

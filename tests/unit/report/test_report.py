@@ -11,12 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmatrix.report import render as report
-
-from benchmatrix.results import records as results
-from benchmatrix.report.render import format_number, format_percent, render_report, report_context
-from benchmatrix.spec.load import load_spec
 from benchmatrix.analyze.stats import summarize
+from benchmatrix.report import render as report
+from benchmatrix.report.render import format_number, format_percent, render_report, report_context
+from benchmatrix.results import records as results
+from benchmatrix.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 UNITS = {"read_iops": "IO/s", "read_bw_kib": "KiB/s", "read_clat_mean_us": "us", "read_clat_p99_us": "us"}

@@ -21,8 +21,16 @@ import pytest
 
 from benchmatrix import cli
 from benchmatrix.errors import BenchmatrixError
-from benchmatrix.results.export import (SCHEMA_VERSION, export, long_columns, long_table, parquet_bytes, pyperf_mapping,
-                                to_bmf, to_pyperf)
+from benchmatrix.results.export import (
+    SCHEMA_VERSION,
+    export,
+    long_columns,
+    long_table,
+    parquet_bytes,
+    pyperf_mapping,
+    to_bmf,
+    to_pyperf,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 QUICKSTART = str(ROOT / "config" / "experiments" / "quickstart.yaml")

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmatrix.report import render as report
-
 from benchmatrix.execute import rules as tasks
 from benchmatrix.plan.design import read_plan
-from benchmatrix.report.render import render_report
 from benchmatrix.plan.reruns import append_round
+from benchmatrix.report import render as report
+from benchmatrix.report.render import render_report
 from benchmatrix.results.records import atomic_write, write_record
 from benchmatrix.spec.load import load_spec
 

@@ -9,12 +9,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from benchmatrix.analyze.stats import summarize
 from benchmatrix.plan.design import read_plan
 from benchmatrix.report.render import report_context
 from benchmatrix.results.records import write_record
+from benchmatrix.results.status import (
+    FAILED_STATES,
+    STATES,
+    State,
+    Status,
+    campaign_status,
+    decide,
+    exit_code,
+    run_states,
+)
 from benchmatrix.spec.load import load_spec
-from benchmatrix.analyze.stats import summarize
-from benchmatrix.results.status import FAILED_STATES, STATES, State, Status, campaign_status, decide, exit_code, run_states
 
 ROOT = Path(__file__).resolve().parents[3]
 

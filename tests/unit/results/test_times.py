@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from benchmatrix.analyze.stats import execution_order, start_ns, summarize, with_start_ns
 from benchmatrix.report.render import render_report, report_context
 from benchmatrix.results.records import write_record
-from benchmatrix.spec.load import load_spec
-from benchmatrix.analyze.stats import execution_order, start_ns, summarize, with_start_ns
 from benchmatrix.results.status import campaign_status
+from benchmatrix.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 T0 = pd.Timestamp("2026-03-01T10:00:00Z")

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
+from test_spec import BASE, assert_one_error, errors_of, write
 
 from benchmatrix.spec.load import load_spec
-from test_spec import BASE, assert_one_error, errors_of, write
 
 
 def fast_errors(path: Path, budget: float = 1.0) -> list:
