@@ -1,7 +1,7 @@
 """Campaigns of one experiment: where they live and how a user names them.
 
 An experiment's results directory ``results/NAME/`` holds its current campaign, laid
-out as DESIGN.md describes. Earlier campaigns are kept beside it, each in
+out as docs/architecture.md describes. Earlier campaigns are kept beside it, each in
 ``results/NAME/campaigns/ID/`` with the same layout (plan.csv, runs.csv, runs/, ...),
 so every function that reads a campaign takes its directory and works on either.
 Each campaign directory has a ``campaign.json``: ``id`` (always), ``created_at``, and,

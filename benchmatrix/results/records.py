@@ -1,6 +1,6 @@
 """Result files: versioned run records, runs.csv and summary.csv.
 
-Layout under ``results/NAME/`` (DESIGN.md): ``plan.csv``, ``runs/RUN_ID/ATTEMPT/``
+Layout under ``results/NAME/`` (docs/architecture.md): ``plan.csv``, ``runs/RUN_ID/ATTEMPT/``
 (``record.json`` plus raw outputs), ``runs.csv``, ``summary.csv``, reports.
 Every file is written to a temporary name in its directory and renamed into place,
 so a crash or a full disk never leaves a truncated file behind.

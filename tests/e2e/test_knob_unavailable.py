@@ -2,7 +2,7 @@
 
 No SQL Server client and no Oracle client here; each of those tests skips itself
 where the client exists, because then the failure cannot happen. md (software RAID)
-differs by kernel: this machine has none (FACTS.md: /proc/mdstat is absent and the
+differs by kernel: this machine has none (/proc/mdstat is absent and the
 kernel has no loadable modules), a stock Debian kernel loads md_mod on demand. The
 RAID test finds out which kind of kernel it runs on and asserts what the role must
 do there: refuse clearly without md, refuse clearly without mdadm, and otherwise

@@ -306,7 +306,7 @@ def test_batch_ids_kept_when_plan_extended_with_new_attempts(tmp_path):
     # The three full batches are unchanged and keep their ids.
     assert [r.batch for r in extended[:30]] == before[:30]
     # The last planned batch keeps its id too: re-run attempts never join a planned batch,
-    # they form a batch of their own with a new id (DESIGN.md: a re-run is a new batch).
+    # they form a batch of their own with a new id (docs/failures.md: a re-run is a new batch).
     assert [r.batch for r in extended[30:32]] == before[30:32]
     tail = {r.batch for r in extended[32:]}
     assert len(tail) == 1 and not tail & set(before)
