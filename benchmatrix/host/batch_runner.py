@@ -147,7 +147,7 @@ def parse_cpus(spec):
         try:
             first, last = int(lo), int(hi) if sep else int(lo)
         except ValueError:
-            raise ValueError("'%s' is not a CPU list (e.g. 0-1,3)" % spec)
+            raise ValueError("'%s' is not a CPU list (e.g. 0-1,3)" % spec) from None
         if first < 0 or last < first:
             raise ValueError("'%s' is not a CPU list (e.g. 0-1,3)" % spec)
         cpus.update(range(first, last + 1))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,7 +57,7 @@ def test_command_argv_is_passed_as_data():
     ({"argv": ["x"], "env": {"A B": 1}}, "'A B' is not an environment variable name"),
 ])
 def test_command_refuses(variables, message):
-    with pytest.raises(AnsibleError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(AnsibleError, match=re.escape(message)):
         plugin("workload_command").workload_command_argv([run(**variables)])
 
 
@@ -214,7 +215,8 @@ def test_runner_collects_counters_copies_inputs_and_pins(tmp_path):
     (tmp_path / "job.txt").write_text("the job\n")
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     (tmp_path / "server.pid").write_text(f"{sleeper.pid}\n/var/lib/whatever\n")
-    probe = "import os, time; t = time.time()\nwhile time.time() - t < 1.2: pass\nprint(sorted(os.sched_getaffinity(0)))"
+    probe = ("import os, time; t = time.time()\nwhile time.time() - t < 1.2: pass\n"
+             "print(sorted(os.sched_getaffinity(0)))")
     manifest = {"experiment": "t", "batch": "b1", "workdir": str(tmp_path / "wd"),
                 "archive": str(tmp_path / "wd" / "b1.tar.gz"),
                 "runs": [{"run_id": "r1", "attempt": 1, "seq": 1, "timeout": 20, "before_run": [],
