@@ -87,6 +87,12 @@ def headline(text: str, limit: int = 200) -> str:
     return ""
 
 
+def last_line(text: str) -> str:
+    """The last non-blank line of ``text``, shortened like :func:`headline` (a tool's final words)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return headline(lines[-1]) if lines else ""
+
+
 def read_input(run_dir: Path | None, name: str) -> str | None:
     """Text of ``run_dir/inputs/NAME`` (a file the run used), or None."""
     if run_dir is None:
