@@ -34,7 +34,13 @@ test: setup test-deps
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow"
 
+# The four checks the suite runs (tests/lint/test_lint.py). snakemake --lint goes through
+# its test: it runs in a copy of the project and allows exactly one lint ("Specify a conda
+# environment or container", which does not apply: the rules drive real hosts with this venv).
 lint: setup
+	$(BIN)/ruff check benchmatrix tests bench scripts
+	$(BIN)/snakefmt --check Snakefile workflow/
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/lint/test_lint.py -k snakemake_lint_only
 	$(BIN)/ansible-lint --profile production playbooks/
 
 clean:

@@ -363,7 +363,7 @@ def bmx_phases(exp: Path, recs: list[dict[str, Any]], events: list[dict[str, Any
         t_batch = ts(mine[0]["batch_started_at"])
         ev = plays[starts[k]:starts[k + 1] if k + 1 < len(starts) else None]
 
-        def at(event: str, task: str | None = None, last: bool = False) -> float:
+        def at(event: str, task: str | None = None, last: bool = False, ev: list = ev, bid: str = bid) -> float:
             hits = [e["t"] for e in ev if e["event"] == event and (task is None or e.get("task") == task)]
             if not hits:
                 raise RuntimeError(f"batch {bid}: no {event} {task or ''} in the timing log")

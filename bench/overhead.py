@@ -213,7 +213,8 @@ class Bench:
         t_end = time.time()
         exp = self.project.exp(name)
         if res.returncode != 0:
-            raise RuntimeError(f"bmx run {name} failed (exit {res.returncode}):\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
+            raise RuntimeError(f"bmx run {name} failed (exit {res.returncode}):\n"
+                               f"{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
         recs = [json.loads(p.read_text()) for p in exp.glob("runs/*/*/record.json")]
         recs.sort(key=lambda r: r["seq"])
         bad = [r["run_id"] for r in recs if r["status"] != "ok"]
@@ -355,7 +356,7 @@ def main() -> int:
         results: dict[str, dict[str, list[dict[str, Any]]]] = {w: {v: [] for v in variants} for w in workloads}
         order = []
         for rnd in range(1, max(r for _, r in workloads.values()) + 1):
-            for wname, (wl, rounds) in workloads.items():
+            for wname, (_wl, rounds) in workloads.items():
                 if rnd <= rounds:
                     vs = list(variants)
                     rng.shuffle(vs)
@@ -416,7 +417,7 @@ def measure_slope(bench: Bench, args: argparse.Namespace, rng: random.Random, ) 
     points: dict[str, list[tuple[int, float]]] = {v: [] for v in variants}
     phases: dict[int, list[dict[str, float]]] = {s: [] for s in sizes}
     batches: dict[int, int] = {}
-    for rep in range(args.slope_repeats):
+    for _rep in range(args.slope_repeats):
         todo = [(v, n) for v in variants for n in sizes]
         rng.shuffle(todo)
         for v, n in todo:
@@ -497,7 +498,8 @@ def measure_quickstart(bench: Bench) -> dict[str, Any]:
 def report(data: dict[str, Any]) -> None:
     for wname, w in data["workloads"].items():
         s = w["summary"]
-        print(f"\n== {wname}: {data['n']} runs per campaign, {s['bare']['rounds']} round(s); per run = campaign wall / runs")
+        print(f"\n== {wname}: {data['n']} runs per campaign, {s['bare']['rounds']} round(s); "
+              "per run = campaign wall / runs")
         rows = []
         for v, x in s.items():
             rows.append([v, x["median_wall_per_run_s"], x["added_per_run_s"], f"{x['ratio_to_bare']:.2f}x",

@@ -195,7 +195,8 @@ def main() -> int:
             rep = step(project, ["scripts/report.py", "--spec", rel], "report", tmp / f"report-{n}.log")
             both = {"wall_s": None, "peak_rss_mib": None}
             if not args.quick:
-                both = step(project, ["-m", "benchmatrix.cli", "report", rel], "bmx report", tmp / f"bmx-report-{n}.log")
+                both = step(project, ["-m", "benchmatrix.cli", "report", rel], "bmx report",
+                            tmp / f"bmx-report-{n}.log")
             row = {"runs": runs, "records": True, "collect_s": col["wall_s"], "collect_peak_mib": col["peak_rss_mib"],
                    "report_s": rep["wall_s"], "report_peak_mib": rep["peak_rss_mib"],
                    "bmx_report_s": both["wall_s"], "bmx_report_peak_mib": both["peak_rss_mib"],
@@ -209,7 +210,8 @@ def main() -> int:
                 _, exp2, _, _ = synthesize(project, "rep_layout", 2000, False)
                 synth = pd.read_csv(exp2 / "runs.csv", nrows=5)
                 if list(real.columns) != list(synth.columns) or list(real.dtypes) != list(synth.dtypes):
-                    raise RuntimeError(f"synthetic runs.csv layout differs from collect's:\n{real.dtypes}\n{synth.dtypes}")
+                    raise RuntimeError("synthetic runs.csv layout differs from collect's:\n"
+                                       f"{real.dtypes}\n{synth.dtypes}")
                 layout_checked = True
             import shutil
             shutil.rmtree(exp / "runs", ignore_errors=True)  # free the disk before the next size

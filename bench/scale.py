@@ -169,7 +169,8 @@ def measure_campaign(project: BenchProject, tmp: Path, n: int, batch: int) -> di
            "bmx_overhead_per_run_ms": (res["wall_s"] - work) / n * 1000,
            "per_batch_s": (ph["total (bmx run wall)"] - work) / max(batches, 1), "phases": ph}
     print(f"campaign {n:6} runs, {batches:4} batch jobs: {res['wall_s']:.1f} s, Snakemake {snakemake_own:.1f} s "
-          f"({row['snakemake_overhead_per_run_ms']:.2f} ms/run), all overhead {row['bmx_overhead_per_run_ms']:.1f} ms/run, "
+          f"({row['snakemake_overhead_per_run_ms']:.2f} ms/run), "
+          f"all overhead {row['bmx_overhead_per_run_ms']:.1f} ms/run, "
           f"peak {res['peak_rss_mib']:.0f} MiB", flush=True)
     return row
 
@@ -192,7 +193,8 @@ def main() -> int:
             data["campaigns"] = [measure_campaign(project, tmp, n, b) for n, b in campaigns]
     path = write_result("scale_quick" if args.quick else "scale", data)
     print("\n== planning (fresh process each; peak RSS via wait4)")
-    print(table(["design", "runs", "batches", "make_plan s", "plan job s", "plan job MiB", "bmx plan s", "bmx plan MiB"],
+    print(table(["design", "runs", "batches", "make_plan s", "plan job s", "plan job MiB", "bmx plan s",
+                 "bmx plan MiB"],
                 [[r["design"], r["runs"], r["batches"], r["make_plan_s"], r["plan_job_s"],
                   r["plan_job_peak_rss_mib"], r["bmx_plan_s"], r["bmx_plan_peak_rss_mib"]] for r in data["planning"]]))
     print("\n== Snakemake dry run of the whole workflow (plan.csv present)")

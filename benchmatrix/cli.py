@@ -25,14 +25,17 @@ from benchmatrix.errors import BenchmatrixError, SpecErrors
 
 EXAMPLES = {
     "validate": "example:\n  bmx validate config/experiments/quickstart.yaml",
-    "plan": "example:\n  bmx plan config/experiments/quickstart.yaml\n  bmx plan config/experiments/quickstart.yaml --json\n"
+    "plan": "example:\n  bmx plan config/experiments/quickstart.yaml\n"
+            "  bmx plan config/experiments/quickstart.yaml --json\n"
             "  bmx plan config/experiments/ht_cores.yaml --detect 3% --cv 0.04\n"
             "  bmx plan config/experiments/quickstart.yaml --detect 5% --pilot results/quickstart",
-    "run": "example:\n  bmx run config/experiments/quickstart.yaml\n  bmx run config/experiments/quickstart.yaml --cores 4\n"
+    "run": "example:\n  bmx run config/experiments/quickstart.yaml\n"
+           "  bmx run config/experiments/quickstart.yaml --cores 4\n"
            "  bmx run config/experiments/quickstart.yaml --campaign kernel-6.6",
     "report": "example:\n  bmx report config/experiments/quickstart.yaml",
     "restore": "example:\n  bmx restore config/experiments/readahead_scan.yaml",
-    "status": "example:\n  bmx status config/experiments/quickstart.yaml\n  bmx status config/experiments/quickstart.yaml --json",
+    "status": "example:\n  bmx status config/experiments/quickstart.yaml\n"
+              "  bmx status config/experiments/quickstart.yaml --json",
     "rerun": "example:\n  bmx rerun config/experiments/quickstart.yaml --failed\n"
              "  bmx rerun config/experiments/quickstart.yaml --where \"bs == '4k' and status == 'ok'\"",
     "campaigns": "example:\n  bmx campaigns config/experiments/quickstart.yaml\n"
@@ -250,7 +253,7 @@ def _plan_table(chosen: dict[str, Any], alternatives: dict[str, Any], strategy: 
         ("reboots", lambda c: c["reconfigurations"]["reboot"]),
         ("restarts (without reboot)", lambda c: c["reconfigurations"]["restart"]),
         ("cheap reconfigurations", lambda c: c["reconfigurations"]["none"]),
-    ] + [(f"knob changes, {cls}", (lambda cls: lambda c: c["knob_changes"][cls])(cls))
+    ] + [(f"knob changes, {cls}", lambda c, cls=cls: c["knob_changes"][cls])
          for cls in ("reboot", "restart", "none")] + [
         ("reconfiguration time", lambda c: hms(c["reconfiguration_s"])),
         ("workload time", lambda c: hms(c["workload_s"])),
@@ -769,7 +772,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--failed", action="store_true", help="every run whose newest attempt failed, timed out, "
                     "was unreachable or invalid")
     sp.add_argument("--where", metavar="EXPR", help="runs selected by an expression over factors, metrics, status, "
-                    "host, run_id, cell_id, attempt, replicate: comparisons, in, and/or/not, e.g. \"bs == '4k' and status == 'ok'\"")
+                    "host, run_id, cell_id, attempt, replicate: comparisons, in, and/or/not, "
+                    "e.g. \"bs == '4k' and status == 'ok'\"")
     sp.add_argument("--cores", type=int, default=max(os.cpu_count() or 1, 1), help="Snakemake jobs at once")
     sp.add_argument("--batch-max-runs", type=int, default=0, help="override config.yaml's batch_max_runs")
     sp.add_argument("--hosts-parallel", type=int, default=0, metavar="N",

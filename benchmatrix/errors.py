@@ -90,6 +90,14 @@ class ParseError(BenchmatrixError):
     """A workload's raw output cannot be turned into metrics."""
 
 
+class WorkloadVarsError(BenchmatrixError):
+    """A run's workload variables cannot become a command (argv, job file, script, CPU list).
+
+    Raised by the argv builders of :mod:`benchmatrix.workloads`; the roles' filter plugins
+    turn it into Ansible's filter error, so the batch fails naming the role and the run.
+    """
+
+
 class WorkflowError(BenchmatrixError):
     """Snakemake ended with failed jobs."""
 

@@ -425,7 +425,8 @@ def _verdict_notes(result: Comparisons, table: pd.DataFrame, factor: str, family
                    metrics: list[str], explicit: bool) -> None:
     """Say why rows have no test, which metrics are descriptive, and warn of too few units."""
     if result.descriptive:
-        result.notes.append(f"report.primary: verdicts and Holm's adjustment cover {', '.join(result.family) or 'none'}; "
+        result.notes.append("report.primary: verdicts and Holm's adjustment cover "
+                            f"{', '.join(result.family) or 'none'}; "
                             f"descriptive (unadjusted 95 % intervals, no verdict): {', '.join(result.descriptive)}")
     unmeasured = [m for m in family if m not in metrics]
     if unmeasured and explicit:

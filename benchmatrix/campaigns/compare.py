@@ -232,7 +232,8 @@ def provenance(a: Side, b: Side, pairs: list[tuple[str, str]]) -> tuple[list[dic
             environment.append({"kind": "environment", "scope": "cell", "host": host, "cell_id": cell,
                                 "what": "knobs (actual)", "a": " | ".join(sorted(x)), "b": " | ".join(sorted(y))})
     for host in sorted({h for _, h in pairs}):
-        fa, fb = a.facts.get(host) or _record_facts(a.records, host), b.facts.get(host) or _record_facts(b.records, host)
+        fa = a.facts.get(host) or _record_facts(a.records, host)
+        fb = b.facts.get(host) or _record_facts(b.records, host)
         for key in ENV_FACTS:
             va, vb = fa.get(key), fb.get(key)
             if _text(va) != _text(vb):
@@ -253,7 +254,8 @@ def _record_facts(records: list[dict[str, Any]], host: str) -> dict[str, Any]:
 
 
 def _versions(records: list[dict[str, Any]], host: str) -> set[str]:
-    return {str(r.get("benchmatrix_version")) for r in records if r.get("host") == host and r.get("benchmatrix_version")}
+    return {str(r.get("benchmatrix_version")) for r in records
+            if r.get("host") == host and r.get("benchmatrix_version")}
 
 
 def _changes_by_row(environment: list[dict[str, Any]]) -> dict[tuple[str, str], str]:

@@ -489,7 +489,8 @@ def _build(experiments: list[tuple[Path, list[Campaign]]], site: Path) -> dict[s
         _write(site / slug / "index.html", env.get_template("experiment.html.j2").render(
             name=name, pages=list(reversed(pages)), compares=compares, history=history is not None,
             steps=len(steps_shown)))
-        index_rows.append({"name": name, "dir": slug, "href": f"{slug}/index.html", "campaigns": len(pages), "latest": latest,
+        index_rows.append({"name": name, "dir": slug, "href": f"{slug}/index.html", "campaigns": len(pages),
+                           "latest": latest,
                            "history": f"{slug}/history.html" if history is not None else "",
                            "steps": len(steps_shown), "compares": len(compares)})
         n_campaigns += len(pages)

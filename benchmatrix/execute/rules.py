@@ -187,7 +187,8 @@ def _judge(spec: Spec, res: dict[str, Any], stdout: str, stderr_path: Path,
     stderr_text = stderr_path.read_text(errors="replace") if stderr_path.is_file() else ""
     problems = check_success(spec.workload.get("success"), stdout, stderr_text, metrics)
     if problems:
-        return "failed", "success criteria not met: " + "; ".join(problems), {}, {**details, "rejected_metrics": metrics}
+        return ("failed", "success criteria not met: " + "; ".join(problems), {},
+                {**details, "rejected_metrics": metrics})
     return "ok", "", metrics, details
 
 
@@ -281,7 +282,8 @@ def describe_os_error(exc: OSError, where: Path | None = None) -> str:
             probe = probe.parent
         try:
             usage = shutil.disk_usage(probe)
-            msg += f" ({usage.free / 2**20:.1f} MiB free of {usage.total / 2**20:.1f} MiB on the file system of {probe})"
+            msg += (f" ({usage.free / 2**20:.1f} MiB free of {usage.total / 2**20:.1f} MiB "
+                    f"on the file system of {probe})")
         except OSError:
             pass
     return msg
@@ -365,7 +367,8 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
         wrong = {f: k for f, k in knob_states.items() if not k.get("ok")}
         if wrong:
             # The host is not in the configuration the runs would claim: nothing ran.
-            reason = "; ".join(f"knob {f}: intended {k['intended']!r}, actual {k['actual']!r}" for f, k in wrong.items())
+            reason = "; ".join(f"knob {f}: intended {k['intended']!r}, actual {k['actual']!r}"
+                               for f, k in wrong.items())
             for r in todo:
                 write_record(exp, _base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
                     "status": "invalid", "reason": reason, "knobs": knob_states,

@@ -36,8 +36,9 @@ before_run, argv, env and cwd:
     inputs       {"NAME": "/path/on/host"}: files copied to inputs/NAME of the run
                  directory before the run (the job file or script it uses), so the
                  results keep exactly what ran.
-    cpus         "0-1,3" (or a list of CPU numbers, or "all" for every CPU this
-                 runner may use): the CPUs the workload may run on.
+    cpus         [0, 1, 3] (the CPU numbers; the controller expands CPU lists such as
+                 "0-1,3"), or "all" for every CPU this runner may use: the CPUs the
+                 workload may run on.
     pin_pidfiles ["/path/postmaster.pid"]: processes (first line of each file: a
                  PID) that are pinned, with every descendant and thread, to the same
                  CPUs before the run: a server the workload talks to.
@@ -126,34 +127,15 @@ def _before_run(actions):
 
 # ---------------------------------------------------------------- run environment
 
-def parse_cpus(spec):
-    """A CPU list ("0-2,5", [0, 1], "all") -> a sorted list of CPU numbers."""
-    allowed = sorted(os.sched_getaffinity(0))
-    if spec is None or spec == "all":
-        return allowed
-    if isinstance(spec, int) and not isinstance(spec, bool):
-        spec = [spec]
-    if isinstance(spec, (list, tuple)):
-        cpus = set()
-        for item in spec:
-            cpus.update(parse_cpus(str(item)) if not isinstance(item, int) else [item])
-        return sorted(cpus)
-    cpus = set()
-    for part in str(spec).split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        try:
-            first, last = int(lo), int(hi) if sep else int(lo)
-        except ValueError:
-            raise ValueError("'%s' is not a CPU list (e.g. 0-1,3)" % spec)
-        if first < 0 or last < first:
-            raise ValueError("'%s' is not a CPU list (e.g. 0-1,3)" % spec)
-        cpus.update(range(first, last + 1))
-    if not cpus:
-        raise ValueError("'%s' names no CPU" % spec)
-    return sorted(cpus)
+def run_cpus(value):
+    """The CPUs of a run's ``cpus``: "all" (or none given) or the explicit list of CPU
+    numbers the controller expanded from the spec's CPU list (benchmatrix.workloads.cpulist)."""
+    if value is None or value == "all":
+        return sorted(os.sched_getaffinity(0))
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in value)):
+        raise ValueError("%r is not \"all\" or a list of CPU numbers" % (value,))
+    return sorted(set(value))
 
 
 def _read_proc(path):
@@ -242,7 +224,7 @@ def _prepare_run(run, partial, result):
     if run.get("cpus") is None and not run.get("pin_pidfiles"):
         return None
     try:
-        cpus = parse_cpus(run.get("cpus"))
+        cpus = run_cpus(run.get("cpus"))
     except ValueError as exc:
         return "cpus: %s" % exc
     missing = sorted(set(cpus) - os.sched_getaffinity(0))
@@ -532,7 +514,7 @@ def _start_workload(run, out, errf, env, containment):
         # The child inherits the affinity of the thread that forks it: set it on this
         # thread for the fork only (no preexec_fn, which is unsafe with threads).
         saved = os.sched_getaffinity(0)
-        os.sched_setaffinity(0, parse_cpus(affinity))
+        os.sched_setaffinity(0, run_cpus(affinity))
     try:
         return containment.spawn(lambda: subprocess.Popen(
             run["argv"], stdin=subprocess.DEVNULL, stdout=out, stderr=errf, cwd=run.get("cwd") or None,

@@ -276,7 +276,8 @@ def run_order(runs: pd.DataFrame, metrics: list[str], units: dict[str, str], lab
     if handles:
         fig.legend(handles, names, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
     fig.tight_layout()
-    colour = "coloured by cell" if len(cells) <= MAX_LEGEND_CELLS else f"coloured by cell ({len(cells)} cells, colours repeat)"
+    colour = ("coloured by cell" if len(cells) <= MAX_LEGEND_CELLS
+              else f"coloured by cell ({len(cells)} cells, colours repeat)")
     return [Plot("order", "every run in execution order",
                  f"Successful runs {colour}; hollow grey: warm-up, black x: control runs. A slope or step "
                  "that crosses cells is drift or an order effect, not a factor's effect.", _svg(fig))]

@@ -514,7 +514,7 @@ def _pivots(spec: Any, runs: pd.DataFrame, units: dict[str, str]) -> dict[str, A
         agg["cv"] = agg["sd"] / agg["mean"]
         order = {k: [analysis.level_key(v) for v in spec.data["factors"][k]] for k in keys}
 
-        def sort_key(combo: tuple[str, ...], names: list[str]) -> tuple[int, ...]:
+        def sort_key(combo: tuple[str, ...], names: list[str], order: dict = order) -> tuple[int, ...]:
             return tuple(order[n].index(v) if v in order[n] else len(order[n]) for n, v in zip(names, combo))
 
         idx = [k if isinstance(k, tuple) else (k,) for k in agg.index]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from benchmatrix.plan.design import PlannedRun, read_plan
 from benchmatrix.results.records import load_records
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     """How one attempt of a run ended (``status`` in record.json and runs.csv)."""
 
     OK = "ok"
@@ -40,7 +40,7 @@ class Status(str, Enum):
     INTERRUPTED = "interrupted"
 
 
-class State(str, Enum):
+class State(StrEnum):
     """Where a run stands over all its attempts (see the module docstring)."""
 
     OK = "ok"

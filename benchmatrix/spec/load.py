@@ -295,7 +295,8 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
             errs.append(doc.error(("factors", name), f"invalid factor name '{name}': use letters, digits and '_', "
                                                      "not starting with a digit"))
         elif name in RESERVED:
-            errs.append(doc.error(("factors", name), f"factor name '{name}' is reserved (it is a column of the result files)"))
+            errs.append(doc.error(("factors", name),
+                                  f"factor name '{name}' is reserved (it is a column of the result files)"))
         if not levels:
             errs.append(doc.error(("factors", name), f"factor '{name}' has an empty level list"))
         seen: set[tuple[str, Any]] = set()

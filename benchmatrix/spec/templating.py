@@ -1,4 +1,4 @@
-"""Bounded, sandboxed Jinja2 for workload variables.
+"""Bounded, sandboxed Jinja2 for workload variables, fio job files and pgbench scripts.
 
 Workload variables come from the spec, i.e. from whoever wrote it. Jinja's sandbox
 keeps a template away from Python internals, but not from time and memory: one
@@ -28,7 +28,7 @@ import contextvars
 import math
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from typing import Any
 
@@ -270,20 +270,31 @@ def _as_bounded_concat(node: nodes.Concat) -> nodes.Filter:
 ENV = BoundedSandbox(keep_trailing_newline=True)
 
 
+@lru_cache(maxsize=8)
+def _environment(finalize: Callable[[Any], Any] | None) -> BoundedSandbox:
+    return ENV if finalize is None else BoundedSandbox(keep_trailing_newline=True, finalize=finalize)
+
+
 @lru_cache(maxsize=4096)
-def compile_template(source: str) -> jinja2.Template:
+def compile_template(source: str, finalize: Callable[[Any], Any] | None = None) -> jinja2.Template:
     """The compiled template of ``source`` (cached: a campaign renders one text per cell)."""
-    return ENV.from_string(source)
+    return _environment(finalize).from_string(source)
 
 
-def render(source: str, context: dict[str, Any]) -> str:
+def render(source: str, context: dict[str, Any], finalize: Callable[[Any], Any] | None = None) -> str:
     """Render ``source`` with ``context`` inside the bounds of :class:`BoundedSandbox`.
+
+    Args:
+        source: The template text.
+        context: The names the template may use.
+        finalize: Called on every value an expression prints (Jinja's ``finalize``),
+            e.g. to refuse line breaks in a job file's values; it may raise.
 
     Raises:
         jinja2.TemplateError: a syntax error, an undefined variable, or a bound
             exceeded (:class:`jinja2.sandbox.SecurityError`).
     """
-    template = compile_template(source)
+    template = compile_template(source, finalize)
     budget = _Budget()
     token = _BUDGET.set(budget)
     try:

@@ -1,8 +1,10 @@
-"""The result type every workload parser returns, and the parser signature."""
+"""What every workload shares: the result type of the parsers and the parser signature, and
+for the argv builders the Ansible filter-module wrapper and template rendering."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -85,6 +87,12 @@ def headline(text: str, limit: int = 200) -> str:
     return ""
 
 
+def last_line(text: str) -> str:
+    """The last non-blank line of ``text``, shortened like :func:`headline` (a tool's final words)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return headline(lines[-1]) if lines else ""
+
+
 def read_input(run_dir: Path | None, name: str) -> str | None:
     """Text of ``run_dir/inputs/NAME`` (a file the run used), or None."""
     if run_dir is None:
@@ -94,3 +102,75 @@ def read_input(run_dir: Path | None, name: str) -> str | None:
         return path.read_text(errors="replace")
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
+
+
+def filter_module(**filters: Callable[..., Any]) -> type:
+    """An Ansible ``FilterModule`` class offering ``filters`` (name -> function).
+
+    A role's ``filter_plugins/ROLE.py`` is one line that imports the class from the
+    tool's ``argv`` module. Filter plugins run on the controller, in the interpreter of
+    ansible-playbook, the virtualenv benchmatrix is installed in. A
+    :class:`benchmatrix.errors.WorkloadVarsError` becomes Ansible's filter error, so the
+    task fails with the message alone (it names the role and the run).
+    """
+    def wrap(func: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(func)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            from benchmatrix.errors import WorkloadVarsError
+
+            try:
+                return func(*args, **kwargs)
+            except WorkloadVarsError as exc:
+                from ansible.errors import AnsibleFilterError
+
+                raise AnsibleFilterError(str(exc)) from None
+        return call
+
+    class FilterModule:
+        """Ansible filter plugin entry point."""
+
+        def filters(self) -> dict[str, Callable[..., Any]]:
+            return {name: wrap(func) for name, func in filters.items()}
+
+    return FilterModule
+
+
+@functools.cache
+def refuse_characters(forbidden: str, what: str) -> Callable[[Any], Any]:
+    """A template ``finalize`` that raises ValueError for a value holding any of ``forbidden``.
+
+    Cached, so one pair gives one function and one compiled-template cache.
+    """
+    def check(value: Any) -> Any:
+        text = str(value)
+        if any(ch in text for ch in forbidden):
+            raise ValueError(f"value {text[:40]!r} contains {what}")
+        return value
+    return check
+
+
+def render_template(source: str, context: dict[str, Any], finalize: Callable[[Any], Any]) -> str:
+    """Render a job file or script in the bounded sandbox of :mod:`benchmatrix.spec.templating`.
+
+    Raises:
+        ValueError: ``finalize`` refused a value.
+        jinja2.TemplateError: a syntax error, an undefined name or a bound exceeded.
+    """
+    from benchmatrix.spec import templating  # Jinja2 only for the argv builders, not the parsers
+
+    return templating.render(source, context, finalize)
+
+
+def run_cpus(role: str, run: Mapping[str, Any], value: Any) -> str | list[int]:
+    """A run's ``cpus`` for the batch runner's manifest: ``"all"`` or the explicit CPU numbers.
+
+    Raises:
+        WorkloadVarsError: ``value`` is not a CPU list (names the role and the run).
+    """
+    from benchmatrix.errors import WorkloadVarsError
+    from benchmatrix.workloads.cpulist import manifest_cpus
+
+    try:
+        return manifest_cpus(value)
+    except ValueError as exc:
+        raise WorkloadVarsError(f"{role}: run {run.get('run_id', '?')}: cpus: {exc}") from None

@@ -46,19 +46,10 @@ def check_success(success: Mapping[str, Any] | None, stdout: str, stderr: str,
     problems: list[str] = []
     text = stdout + ("\n" if stdout and not stdout.endswith("\n") else "") + (stderr or "")
     for pattern in _patterns(success.get("required_line")):
-        try:
-            found = re.search(pattern, text, re.MULTILINE)
-        except re.error as exc:
-            problems.append(f"required_line {pattern!r} is not a valid regex: {exc}")
-            continue
-        if not found:
+        if _search("required_line", pattern, text, problems) is None:
             problems.append(f"no output line matches required_line {pattern!r}")
     for pattern in _patterns(success.get("forbidden_line")):
-        try:
-            found = re.search(pattern, text, re.MULTILINE)
-        except re.error as exc:
-            problems.append(f"forbidden_line {pattern!r} is not a valid regex: {exc}")
-            continue
+        found = _search("forbidden_line", pattern, text, problems)
         if found:
             line = text[text.rfind("\n", 0, found.start()) + 1:].split("\n", 1)[0].strip()
             problems.append(f"output line matches forbidden_line {pattern!r}: {line[:200]}")
@@ -75,3 +66,13 @@ def check_success(success: Mapping[str, Any] | None, stdout: str, stderr: str,
         if high is not None and value > high:
             problems.append(f"metric '{name}' = {value:g} is above its maximum {high:g}")
     return problems
+
+
+def _search(key: str, pattern: str, text: str, problems: list[str]) -> re.Match[str] | None | bool:
+    """The first match of ``pattern`` (the spec's ``key``) in ``text``, or None; False, with
+    the problem noted, when the pattern is no valid regex."""
+    try:
+        return re.search(pattern, text, re.MULTILINE)
+    except re.error as exc:
+        problems.append(f"{key} {pattern!r} is not a valid regex: {exc}")
+        return False

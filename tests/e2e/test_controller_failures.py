@@ -303,7 +303,8 @@ def test_a_template_error_in_a_later_batch_restores_the_host(project):
     assert project.bmx("plan", str(spec)).returncode == 0
     plan = read_csv(project.exp("template_case") / "plan.csv")
     bad = plan[-1]["run_id"]
-    text = spec.read_text().replace('''{{ mode }}')"]''', f'''{{{{ mode }}}}')", "{{{{ (1 // 0) if run_id == '{bad}' else 1 }}}}"]''')
+    text = spec.read_text().replace('''{{ mode }}')"]''',
+                                    f'''{{{{ mode }}}}')", "{{{{ (1 // 0) if run_id == '{bad}' else 1 }}}}"]''')
     assert text != spec.read_text()
     spec.write_text(text)
     res = project.bmx("run", str(spec), "--cores", "1")

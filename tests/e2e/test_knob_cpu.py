@@ -109,7 +109,8 @@ def test_cpu_affinity_on_a_cpu_tree(runner, tmp_path):
     root = cpu_tree(tmp_path / "cpu")
     cases = {"1": [0, 2], "2": [0, 1, 2, 3], "1:off": [0], "2:off": [0, 1], "2:on": [0, 1, 2, 3]}
     for value, cpus in cases.items():
-        states, settings = runner.run([knob("cores", "knob_cpu_affinity", value, knob_cpu_affinity_sysfs_root=str(root))])
+        states, settings = runner.run([knob("cores", "knob_cpu_affinity", value,
+                                            knob_cpu_affinity_sysfs_root=str(root))])
         assert states["cores"]["ok"] and states["cores"]["actual"] == value, (value, states)
         assert settings == {"cpus": cpus}, (value, settings)
     # More cores than the host has: the CPUs chosen read back as fewer, and the batch is invalid.

@@ -130,7 +130,8 @@ def test_raid_detail_parsing():
     devices = ["/dev/loop1", "/dev/loop2", "/dev/loop3"]
     assert f.knob_raid_level_state(detail, True, "5", devices, 512)["actual"] == "5"
     assert f.knob_raid_level_state(detail, True, "raid5", devices, 512)["actual"] == "raid5"
-    assert f.knob_raid_level_state(detail, True, "10", devices, 512)["actual"] == "raid5 chunk 512K on loop1,loop2,loop3"
+    actual = f.knob_raid_level_state(detail, True, "10", devices, 512)["actual"]
+    assert actual == "raid5 chunk 512K on loop1,loop2,loop3"
     assert f.knob_raid_level_state(detail, True, "5", devices, 64)["actual"].startswith("raid5 chunk 512K")
     degraded = detail.replace("State : clean", "State : clean, degraded")
     assert "degraded" in f.knob_raid_level_state(degraded, True, "5", devices, 512)["actual"]

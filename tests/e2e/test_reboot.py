@@ -113,7 +113,8 @@ def test_validate_requires_cost_reboot(tmp_path):
         "    role: knob_kernel_cmdline\n    cost: reboot\n", "    role: knob_kernel_cmdline\n    cost: restart\n")
     spec = tmp_path / "ht_restart.yaml"
     spec.write_text(text)
-    line = text.splitlines().index("  ht:                                 # nosmt on the kernel command line: one reboot per change") + 1
+    ht_line = "  ht:                                 # nosmt on the kernel command line: one reboot per change"
+    line = text.splitlines().index(ht_line) + 1
     done = subprocess.run([sys.executable, "-m", "benchmatrix.cli", "validate", str(spec)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
@@ -435,7 +436,8 @@ def test_levels_reach_ansible_as_the_strings_given():
     from ansible.parsing.yaml.loader import AnsibleLoader
 
     from benchmatrix.execute.ansible import _Dumper, _Unsafe
-    data = {"bmx_knobs": [{"value": v} for v in ("on", "off", "yes", "null", "12", "4096.0", "{{ lookup('pipe', 'id') }}")]}
+    data = {"bmx_knobs": [{"value": v}
+                          for v in ("on", "off", "yes", "null", "12", "4096.0", "{{ lookup('pipe', 'id') }}")]}
     text = yaml.dump(_Unsafe.wrap(data), Dumper=_Dumper)
     assert AnsibleLoader(text).get_single_data() == data
     assert "!unsafe '{{ lookup" in text, "a template stays marked as never to be evaluated"

@@ -173,7 +173,7 @@ def split_plot_campaign(rng, visits_per_level=6, runs_per_visit=4, visit_sd=0.05
     """Whole-plot factor 'ht' (reboot), sub-plot factor 'users'; no effect of ht unless given."""
     rows = []
     visit = 0
-    for rep in range(visits_per_level):
+    for _rep in range(visits_per_level):
         for ht in rng.permutation(["off", "on"]):
             visit += 1
             shift = rng.normal(0.0, visit_sd)

@@ -356,7 +356,8 @@ def test_publish_100_campaigns_of_1000_cells_in_under_a_minute(tmp_path):
     for k in range(100):
         path = exp if k == 99 else exp / "campaigns" / f"k{k:03d}"
         path.mkdir(parents=True, exist_ok=True)
-        (path / "campaign.json").write_text(json.dumps({"id": f"k{k:03d}", "created_at": f"2026-01-01T00:{k // 60:02d}:{k % 60:02d}Z"}))
+        (path / "campaign.json").write_text(
+            json.dumps({"id": f"k{k:03d}", "created_at": f"2026-01-01T00:{k // 60:02d}:{k % 60:02d}Z"}))
         mean = base * rng.normal(1, 0.01, len(cells))
         if k >= 50:
             mean[7] *= 1.2                                   # one planted step

@@ -202,8 +202,10 @@ factors:
 workload:
   role: workload_command
   vars:
-    argv: [python3, -c, "import sys, time; sys.exit(3) if {{{{ loops }}}} == 0 else None; t = time.perf_counter(); sum(range({{{{ loops }}}} * {work}));
-           d = time.perf_counter() - t; print('elapsed_ms=%.6f' % (d * 1e3)); print('rate=%.3f' % ({{{{ loops }}}} / d))"]
+    argv: [python3, -c, "import sys, time; sys.exit(3) if {{{{ loops }}}} == 0 else None;
+           t = time.perf_counter(); sum(range({{{{ loops }}}} * {work}));
+           d = time.perf_counter() - t; print('elapsed_ms=%.6f' % (d * 1e3));
+           print('rate=%.3f' % ({{{{ loops }}}} / d))"]
   metrics:
     elapsed_ms: {{regex: 'elapsed_ms=(?P<value>[0-9.]+)', unit: ms, better: lower}}
     rate: {{regex: 'rate=(?P<value>[0-9.]+)', unit: ops/s, better: higher}}

@@ -80,7 +80,8 @@ def test_where_factors_results_literals_in_and_or_not(campaign):
 
     assert got("bs == '4k'") == ids(lambda r: r.factors["bs"] == "4k")
     assert got("depth == 16") == ids(lambda r: str(r.factors["depth"]) == "16")  # number against plan text
-    assert got("depth > 1 and bs != '64k'") == ids(lambda r: str(r.factors["depth"]) == "16" and r.factors["bs"] == "4k")
+    assert got("depth > 1 and bs != '64k'") == ids(
+        lambda r: str(r.factors["depth"]) == "16" and r.factors["bs"] == "4k")
     assert got("status in ['failed', 'timeout']") == ids(lambda r: str(r.factors["depth"]) == "16")
     assert got("not (status == 'ok') or bs not in ('4k',)") == ids(
         lambda r: str(r.factors["depth"]) == "16" or r.factors["bs"] == "64k")

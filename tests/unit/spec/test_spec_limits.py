@@ -175,7 +175,8 @@ def test_huge_matrix_is_refused_before_expanding(tmp_path):
 
 def test_zip_group_counts_as_one_dimension(tmp_path):
     levels = "[" + ", ".join(map(str, range(400))) + "]"
-    text = f"name: t\nfactors:\n  a: {levels}\n  b: {levels}\n  c: {levels}\nzip: [[a, b]]\nworkload: {{role: workload_x}}\n"
+    text = (f"name: t\nfactors:\n  a: {levels}\n  b: {levels}\n  c: {levels}\nzip: [[a, b]]\n"
+            "workload: {role: workload_x}\n")
     assert_fast_error(write(tmp_path, text), 2, "the matrix has 160000 cells (400 x 400)")
 
 
@@ -194,7 +195,8 @@ def test_many_levels_duplicate_check_is_linear(tmp_path):
 
 
 def test_200k_levels_answer_fast(tmp_path):
-    path = write(tmp_path, "name: t\nfactors:\n  a: [" + ",".join(["1"] * 200_000) + "]\nworkload: {role: workload_x}\n")
+    path = write(tmp_path, "name: t\nfactors:\n  a: [" + ",".join(["1"] * 200_000)
+                 + "]\nworkload: {role: workload_x}\n")
     assert len(fast_errors(path, budget=3.0)) == 1
 
 
@@ -345,13 +347,15 @@ def test_many_unknown_factor_names_answer_fast(tmp_path):
 
 
 def test_exclude_value_that_is_no_scalar(tmp_path):
-    assert_fast_error(write(tmp_path, BASE + "exclude:\n  - {a: {x: 1}}\n"), 10, "exclude entry: '{'x': 1}' is not a level")
+    assert_fast_error(write(tmp_path, BASE + "exclude:\n  - {a: {x: 1}}\n"), 10,
+                      "exclude entry: '{'x': 1}' is not a level")
 
 
 def test_many_exclude_values_against_many_levels_answer_fast(tmp_path):
     levels = ", ".join(map(str, range(10_000)))
     wrong = ", ".join(str(-i) for i in range(1, 10_001))
-    path = write(tmp_path, f"name: t\nfactors:\n  a: [{levels}]\nexclude:\n  - {{a: [{wrong}]}}\nworkload: {{role: workload_x}}\n")
+    path = write(tmp_path, f"name: t\nfactors:\n  a: [{levels}]\nexclude:\n  - {{a: [{wrong}]}}\n"
+                           "workload: {role: workload_x}\n")
     errs = fast_errors(path)
     assert len(errs) == 10_000 and errs[0].message.endswith("(levels: 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, "
                                                             "14, 15, 16, 17, 18, 19, ...)")

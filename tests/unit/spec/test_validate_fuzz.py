@@ -159,13 +159,16 @@ HAND_WRITTEN = {
     "mixed_top_keys": BASE + "1: 2\n",
     "cells_1e20": "name: t\nfactors:\n" + "".join(f"  f{i}: [0,1,2,3,4,5,6,7,8,9]\n" for i in range(20))
                   + "workload: {role: workload_x}\n",
-    "levels_200k": "name: t\nfactors:\n  a: [" + ",".join(map(str, range(200_000))) + "]\nworkload: {role: workload_x}\n",
+    "levels_200k": "name: t\nfactors:\n  a: [" + ",".join(map(str, range(200_000)))
+                   + "]\nworkload: {role: workload_x}\n",
     "levels_150k_small": "name: t\nfactors:\n  a: [" + ",".join(["1"] * 150_000) + "]\nworkload: {role: workload_x}\n",
     "billion_laughs": "name: t\na0: &a0 [lol,lol,lol,lol,lol,lol,lol,lol,lol,lol]\n"
                       + "".join(f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 10) + "]\n" for i in range(1, 10))
                       + "factors: {a: [1]}\nworkload: {role: workload_x}\n",
-    "alias_depth_chain": "name: t\n" + "".join(f"d{i}: &d{i} " + "[" * 60 + (f"*d{i - 1}" if i else "1") + "]" * 60 + "\n"
-                                             for i in range(30)) + "factors: {a: [1]}\nworkload: {role: workload_x}\n",
+    "alias_depth_chain": "name: t\n"
+                         + "".join(f"d{i}: &d{i} " + "[" * 60 + (f"*d{i - 1}" if i else "1") + "]" * 60 + "\n"
+                                   for i in range(30))
+                         + "factors: {a: [1]}\nworkload: {role: workload_x}\n",
     "replicates_float": BASE + "replicates: 3.0\n",
     "warmup_float": BASE + "warmup: 1.0\n",
     "replicates_1e12": BASE + "replicates: 1000000000000\n",

@@ -41,7 +41,7 @@ def test_means_over_the_run_from_first_and_last_sample():
     assert 0 < m["disk_vda_util_pct"][0] <= 100
     assert parsed.extra["samples"] == 4 and parsed.extra["devices"]["vda"]["virtual"] is False
     assert parsed.extra["peak"]["disk_vda_util_pct"] >= m["disk_vda_util_pct"][0] - 1e-9
-    for name, (value, unit) in m.items():
+    for name, (_value, unit) in m.items():
         if name.startswith("disk_"):
             suffix = next(s for s in DISK_UNITS if name.endswith("_" + s))
             assert DISK_UNITS[suffix] == unit, name

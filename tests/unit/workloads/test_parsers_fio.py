@@ -533,7 +533,8 @@ def run_dir_with_job_file(tmp_path: Path, name: str) -> Path:
 
 
 def test_seed_job_file_warns_that_both_jobs_ran_at_once(tmp_path):
-    parsed = parse_fio(text("seed_stonewall_first.json"), {}, run_dir_with_job_file(tmp_path, "seed_stonewall_first.fio"))
+    parsed = parse_fio(text("seed_stonewall_first.json"), {},
+                       run_dir_with_job_file(tmp_path, "seed_stonewall_first.fio"))
 
     assert len(parsed.warnings) == 1
     warning = parsed.warnings[0]

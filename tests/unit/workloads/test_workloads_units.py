@@ -6,25 +6,29 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from ansible.errors import AnsibleError
 
 from benchmatrix.host import batch_runner
 from benchmatrix.workloads import load_counters
+from benchmatrix.workloads.cpulist import manifest_cpus, parse_cpu_list
 
 ROLES = Path(__file__).resolve().parents[3] / "playbooks" / "roles"
 
 
-def plugin(role: str):
+def plugin(role: str) -> SimpleNamespace:
+    """The filters of a role's filter plugin, as Ansible gets them (``FilterModule().filters()``)."""
     path = ROLES / role / "filter_plugins" / f"{role}.py"
     spec = importlib.util.spec_from_file_location(f"bmx_test_{role}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
+    return SimpleNamespace(**module.FilterModule().filters())
 
 
 def run(run_id="r1", **variables):
@@ -42,9 +46,10 @@ CONN = {"host": "/srv/pg/socket", "port": 55432, "user": "postgres", "database":
 def test_command_argv_is_passed_as_data():
     cmd = plugin("workload_command")
     out = cmd.workload_command_argv([run(argv=["sh", "-c", "echo $HOME; rm -rf /", 4, True],
-                                         env={"LC_ALL": "C"}, cwd="/tmp", cpus="0")])
+                                         env={"LC_ALL": "C"}, cwd="/tmp", cpus="0-1,3")])
     assert out[0]["argv"] == ["sh", "-c", "echo $HOME; rm -rf /", "4", "true"]
-    assert out[0]["env"] == {"LC_ALL": "C"} and out[0]["cwd"] == "/tmp" and out[0]["cpus"] == "0"
+    # The controller expands the CPU list: the runner on the host gets the CPU numbers.
+    assert out[0]["env"] == {"LC_ALL": "C"} and out[0]["cwd"] == "/tmp" and out[0]["cpus"] == [0, 1, 3]
     assert "vars" not in out[0] and "factors" not in out[0] and out[0]["collect"] == ["cpu"]
 
 
@@ -54,9 +59,11 @@ def test_command_argv_is_passed_as_data():
     ({"argv": ["x", {"a": 1}]}, "argv[1] must be a string or number"),
     ({"argv": ["x"], "shell": True}, "unknown variable(s) shell"),
     ({"argv": ["x"], "env": {"A B": 1}}, "'A B' is not an environment variable name"),
+    ({"argv": ["x"], "cpus": "0-x"}, "run r1: cpus: '0-x' is not a CPU list"),
+    ({"argv": ["x"], "cpus": ","}, "run r1: cpus: ',' names no CPU"),
 ])
 def test_command_refuses(variables, message):
-    with pytest.raises(AnsibleError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(AnsibleError, match=re.escape(message)):
         plugin("workload_command").workload_command_argv([run(**variables)])
 
 
@@ -88,6 +95,16 @@ def test_fio_job_file_refuses_a_value_that_would_add_a_line(tmp_path):
         plugin("workload_fio").workload_fio_plan([run(job_file="missing.fio")], "fio", "f", "/s", str(tmp_path))
 
 
+def test_job_files_and_scripts_render_in_the_bounded_sandbox(tmp_path):
+    # The same sandbox as the spec's workload variables: bounded in size, no macros.
+    (tmp_path / "big.fio").write_text("[scan]\nbs={{ 'x' * 10**8 }}\n")
+    with pytest.raises(AnsibleError, match="job file big.fio: template error: .*repetition"):
+        plugin("workload_fio").workload_fio_plan([run(job_file="big.fio")], "fio", "f", "/s", str(tmp_path))
+    script = {"name": "m", "text": "{% macro q() %}SELECT 1;{% endmacro %}{{ q() }}"}
+    with pytest.raises(AnsibleError, match=r"scripts\[1\] \(m\): template error: macros are not allowed"):
+        plugin("workload_pgbench").workload_pgbench_plan([run(scripts=[script])], CONN, "pgbench", "/w", "/p", {}, 1)
+
+
 # --- workload_pgbench ------------------------------------------------------------------
 
 
@@ -114,7 +131,7 @@ def test_pgbench_think_time_scripts_and_affinity():
     out = pg.workload_pgbench_plan(runs, CONN, "pgbench", "/w", "/p", texts, 0)
     c1, c2 = out["commands"]
     assert "--file" in c1["argv"] and "select-only.sql@3" in c1["argv"] and "--progress" not in c1["argv"]
-    assert c1["cpus"] == "0" and c2["cpus"] == "all"  # once one run pins the server, every run sets it
+    assert c1["cpus"] == [0] and c2["cpus"] == "all"  # once one run pins the server, every run sets it
     assert c1["pin_pidfiles"] == [CONN["pidfile"]]
     files = {f["path"].rsplit("/", 1)[1]: f["content"] for f in out["files"]}
     assert files["select-only.sql"].endswith("SELECT 1;\n\\sleep 20 ms\n")
@@ -196,17 +213,37 @@ def test_postgresql_conf_quotes_every_value():
         sp.service_postgresql_bindir(["/usr/lib/postgresql/15"], "16")
 
 
+def test_knob_cpu_filters_read_cpu_lists_with_the_controller_parser():
+    for role in ("knob_cpu_affinity", "knob_cpu_online"):
+        cpulist = getattr(plugin(role), f"{role}_cpulist")
+        assert cpulist("0-2,5") == [0, 1, 2, 5] and cpulist("") == []
+        with pytest.raises(AnsibleError, match=f"{role}: '3-1' is not a CPU list"):
+            cpulist("3-1")
+
+
 # --- batch runner: counters, inputs, affinity ---------------------------------------
 
 
-def test_parse_cpus():
+def test_cpu_lists_are_expanded_on_the_controller():
+    assert parse_cpu_list("0-2,5") == [0, 1, 2, 5] and parse_cpu_list(" 3 , 1 ") == [1, 3]
+    assert parse_cpu_list("") == [] and parse_cpu_list(None) == []
+    assert manifest_cpus("0-2,5") == [0, 1, 2, 5] and manifest_cpus([1, "3-4"]) == [1, 3, 4]
+    assert manifest_cpus(2) == [2] and manifest_cpus("all") == "all"
+    for bad in ("x", "3-1", "-1", "1-", [True], [1.5], {"a": 1}):
+        with pytest.raises(ValueError, match="is not a CPU list"):
+            manifest_cpus(bad)
+    for empty in (",", "", []):
+        with pytest.raises(ValueError, match="names no CPU"):
+            manifest_cpus(empty)
+
+
+def test_runner_takes_explicit_cpu_numbers_only():
     allowed = sorted(os.sched_getaffinity(0))
-    assert batch_runner.parse_cpus("0-2,5") == [0, 1, 2, 5]
-    assert batch_runner.parse_cpus([1, "3-4"]) == [1, 3, 4]
-    assert batch_runner.parse_cpus("all") == allowed and batch_runner.parse_cpus(None) == allowed
-    for bad in ("x", "3-1", ",", "-1"):
-        with pytest.raises(ValueError):
-            batch_runner.parse_cpus(bad)
+    assert batch_runner.run_cpus([3, 1, 3]) == [1, 3]
+    assert batch_runner.run_cpus("all") == allowed and batch_runner.run_cpus(None) == allowed
+    for bad in ("0-1", "0", [], ["1"], [-1], [True], 1):
+        with pytest.raises(ValueError, match="list of CPU numbers"):
+            batch_runner.run_cpus(bad)
 
 
 def test_runner_collects_counters_copies_inputs_and_pins(tmp_path):
@@ -214,15 +251,16 @@ def test_runner_collects_counters_copies_inputs_and_pins(tmp_path):
     (tmp_path / "job.txt").write_text("the job\n")
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     (tmp_path / "server.pid").write_text(f"{sleeper.pid}\n/var/lib/whatever\n")
-    probe = "import os, time; t = time.time()\nwhile time.time() - t < 1.2: pass\nprint(sorted(os.sched_getaffinity(0)))"
+    probe = ("import os, time; t = time.time()\nwhile time.time() - t < 1.2: pass\n"
+             "print(sorted(os.sched_getaffinity(0)))")
     manifest = {"experiment": "t", "batch": "b1", "workdir": str(tmp_path / "wd"),
                 "archive": str(tmp_path / "wd" / "b1.tar.gz"),
                 "runs": [{"run_id": "r1", "attempt": 1, "seq": 1, "timeout": 20, "before_run": [],
                           "argv": [sys.executable, "-c", probe], "collect": ["cpu", "disk"],
                           "collect_interval_s": 0.5, "inputs": {"job.fio": str(tmp_path / "job.txt")},
-                          "cpus": str(cpu0), "pin_pidfiles": [str(tmp_path / "server.pid")]},
+                          "cpus": [cpu0], "pin_pidfiles": [str(tmp_path / "server.pid")]},
                          {"run_id": "r2", "attempt": 1, "seq": 2, "timeout": 20, "before_run": [],
-                          "argv": ["true"], "cpus": "4096"},
+                          "argv": ["true"], "cpus": [4096]},
                          {"run_id": "r3", "attempt": 1, "seq": 3, "timeout": 20, "before_run": [],
                           "argv": ["true"], "inputs": {"../x": str(tmp_path / "job.txt")}}]}
     (tmp_path / "m.json").write_text(json.dumps(manifest))

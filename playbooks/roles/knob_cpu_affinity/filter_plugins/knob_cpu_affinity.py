@@ -17,26 +17,18 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+from benchmatrix.workloads.cpulist import parse_cpu_list
+
 _SIBLINGS_LINE = re.compile(r"/cpu(\d+)/topology/thread_siblings_list:\s*(\S+)\s*$")
 _VALUE = re.compile(r"^\s*(\d+)\s*(?::\s*(on|off)\s*)?$", re.IGNORECASE)
 
 
 def knob_cpu_affinity_cpulist(text):
-    """'0-2,5' -> [0, 1, 2, 5]; '' -> []."""
-    cpus = set()
-    for part in str(text or "").strip().split(","):
-        part = part.strip()
-        if not part:
-            continue
-        lo, sep, hi = part.partition("-")
-        try:
-            first, last = int(lo), int(hi) if sep else int(lo)
-        except ValueError:
-            raise AnsibleFilterError(f"knob_cpu_affinity: '{text}' is not a CPU list") from None
-        if last < first:
-            raise AnsibleFilterError(f"knob_cpu_affinity: '{text}' is not a CPU list")
-        cpus.update(range(first, last + 1))
-    return sorted(cpus)
+    """'0-2,5' -> [0, 1, 2, 5]; '' -> [] (benchmatrix.workloads.cpulist)."""
+    try:
+        return parse_cpu_list(text)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"knob_cpu_affinity: {exc}") from None
 
 
 def knob_cpu_affinity_choose(sibling_lines, online, value, siblings=True, candidates=""):

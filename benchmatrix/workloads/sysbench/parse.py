@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmatrix.errors import ParseError
-from benchmatrix.workloads.base import Parsed, as_text, headline
+from benchmatrix.workloads.base import Parsed, as_text, headline, last_line
 
 _NUM = r"(-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)"
 
@@ -150,7 +150,7 @@ def parse_sysbench(stdout: str, workload: Mapping[str, Any] | None = None,
         raise ParseError(f"sysbench failed: {headline(fatal[0])}")
     if "total_time_s" not in metrics or "events" not in metrics:
         raise ParseError("sysbench printed no general statistics (run failed or output truncated): "
-                         f"{_last_line(text)}")
+                         f"{last_line(text)}")
     if "events_per_s" not in metrics and metrics["total_time_s"][0] > 0:
         metrics["events_per_s"] = (metrics["events"][0] / metrics["total_time_s"][0], "events/s")
     if fairness:
@@ -158,6 +158,3 @@ def parse_sysbench(stdout: str, workload: Mapping[str, Any] | None = None,
     return Parsed(metrics=metrics, jobs={}, extra=extra)
 
 
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return headline(lines[-1]) if lines else ""

@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmatrix.errors import ParseError
-from benchmatrix.workloads.base import Parsed, as_text, headline, unique_name
+from benchmatrix.workloads.base import Parsed, as_text, headline, last_line, unique_name
 
 _NUM = r"(-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|NaN|-?inf)"
 
@@ -250,7 +250,7 @@ def parse_pgbench(stdout: str, workload: Mapping[str, Any] | None = None,
         else:
             why = "this is not a pgbench report"
         raise ParseError(f"pgbench printed no 'tps = ...' line ({why}); last line: "
-                         f"{_last_line(text)}{_stderr_hint(run_dir)}")
+                         f"{last_line(text)}{_stderr_hint(run_dir)}")
 
     # pgbench prints NaN for a script that ran no transaction (weight 0): not a measurement.
     metrics = {k: v for k, v in metrics.items() if math.isfinite(v[0])}
@@ -303,9 +303,6 @@ def _statement(raw: str, columns: int) -> tuple[float, list[float], str] | None:
     return latency, counts, parts[columns + 1]
 
 
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return headline(lines[-1]) if lines else ""
 
 
 def _stderr_hint(run_dir: Path | None) -> str:

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmatrix.errors import ParseError
-from benchmatrix.workloads.base import Parsed, read_input, unique_name
+from benchmatrix.workloads.base import Parsed, as_text, read_input, unique_name
 
 #: Name of the job file in a run's ``inputs/`` directory (written by workload_fio).
 JOB_FILE_INPUT = "job.fio"
@@ -163,7 +163,7 @@ def parse_fio(stdout: str, workload: Mapping[str, Any] | None = None,
         ParseError: The output is empty, holds no JSON or invalid JSON, has no
             ``jobs`` list, is malformed, or a job reports a non-zero ``error``.
     """
-    text = _as_text(stdout)
+    text = as_text(stdout, "fio")
     if not text.strip():
         raise ParseError("fio printed no output")
     start = _json_start(text)
@@ -233,16 +233,6 @@ def parse_fio(stdout: str, workload: Mapping[str, Any] | None = None,
     intent = job_file_intent(job_file) if job_file is not None else _intent_from_json(report, jobs)
     warnings = concurrency_warnings(intent, job_extra)
     return Parsed(metrics=aggregate, jobs=per_job, extra=extra, groups=groups, warnings=warnings)
-
-
-def _as_text(stdout: Any) -> str:
-    if stdout is None:
-        return ""
-    if isinstance(stdout, bytes):
-        return stdout.decode("utf-8", errors="replace")
-    if not isinstance(stdout, str):
-        raise ParseError(f"fio output must be text, got {type(stdout).__name__}")
-    return stdout
 
 
 def _json_start(text: str) -> int | None:
