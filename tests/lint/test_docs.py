@@ -24,12 +24,17 @@ def code_map() -> set[str]:
     """``subpackage/module.py`` for each module line of the code map (the first code block)."""
     text = ARCHITECTURE.read_text(encoding="utf-8")
     block = text.split("## Code map", 1)[1].split("```", 2)[1]
-    found, package = set(), ""
+    found, package, sub = set(), "", ""
     for line in block.splitlines():
         if m := re.match(r"^(\w+)/\s", line):
-            package = m.group(1) + "/"
+            package, sub = m.group(1) + "/", ""
+        elif m := re.match(r"^  (\w+)/\s*$", line):
+            sub = m.group(1) + "/"
         elif m := re.match(r"^  ([\w.]+\.(?:py|json))\s", line):
             found.add(package + m.group(1))
+            sub = ""
+        elif sub and (m := re.match(r"^    ([\w.]+\.(?:py|json))\s", line)):
+            found.add(package + sub + m.group(1))
     return found
 
 
