@@ -18,10 +18,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmatrix import __version__
 from benchmatrix.errors import BenchmatrixError, SpecErrors
+
+if TYPE_CHECKING:
+    from benchmatrix.spec.load import Spec
 
 EXAMPLES = {
     "validate": "example:\n  bmx validate config/experiments/quickstart.yaml",
@@ -109,14 +112,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     for w in spec.warnings:
         print(w, file=sys.stderr)
-    runs_per_host = len(spec.cells) * (spec.data["replicates"] + spec.data["warmup"])
+    runs_per_host = len(spec.cells) * (spec.replicates + spec.warmup)
     print(f"{args.spec}: ok: experiment {spec.name}, {len(spec.factor_names)} factors, "
-          f"{len(spec.cells)} cells, {len(spec.cells) * spec.data['replicates']} measured runs per host "
+          f"{len(spec.cells)} cells, {len(spec.cells) * spec.replicates} measured runs per host "
           f"(at least {runs_per_host} with warm-ups)")
     return 0
 
 
-def plan_summary(spec: Any, runs: list[Any], per_run_s: float | None = None,
+def plan_summary(spec: Spec, runs: list[Any], per_run_s: float | None = None,
                  batch_overhead_s: float = 0.0) -> dict[str, Any]:
     """Figures ``bmx plan`` prints for one plan (see :func:`benchmatrix.plan.design.plan_costs`)."""
     from benchmatrix.plan.design import plan_costs
@@ -124,7 +127,7 @@ def plan_summary(spec: Any, runs: list[Any], per_run_s: float | None = None,
     return plan_costs(spec, runs, per_run_s, batch_overhead_s)
 
 
-def _alternative_plans(spec: Any, hosts: list[str], max_runs: int) -> dict[str, list[Any]]:
+def _alternative_plans(spec: Spec, hosts: list[str], max_runs: int) -> dict[str, list[Any]]:
     """The same matrix and seed planned by the other strategies, for comparison.
 
     Full randomization and sequential order always; the restricted plan too when the
@@ -146,7 +149,7 @@ def _alternative_plans(spec: Any, hosts: list[str], max_runs: int) -> dict[str, 
     return out
 
 
-def _detect_inputs(args: argparse.Namespace, spec: Any, proj: Path) -> tuple[float, list[Any], str] | None:
+def _detect_inputs(args: argparse.Namespace, spec: Spec, proj: Path) -> tuple[float, list[Any], str] | None:
     """Check the ``--detect`` options before anything is written: (difference, CVs, source)."""
     from benchmatrix.plan.power import CvSample, parse_fraction, pilot_cvs
 
@@ -166,7 +169,7 @@ def _detect_inputs(args: argparse.Namespace, spec: Any, proj: Path) -> tuple[flo
     pilot = Path(args.pilot)
     if not pilot.exists() and not pilot.is_absolute() and (proj / pilot).exists():
         pilot = proj / pilot
-    samples = pilot_cvs(pilot, spec.data["report"].get("metrics") or None)
+    samples = pilot_cvs(pilot, list(spec.report.metrics) or None)
     return detect, samples, f"CV per cell and metric in {pilot / 'summary.csv' if pilot.is_dir() else pilot}"
 
 
@@ -192,7 +195,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         runs = plan(args.spec, proj, out, max_runs)
     # Re-run rounds appended after the planned runs are not part of the design compared here.
     planned = [r for r in runs if getattr(r, "round", 0) == 0]
-    hosts = resolve_hosts(spec.inventory_path(proj), spec.data["hosts"])
+    hosts = resolve_hosts(spec.inventory_path(proj), spec.hosts)
     per_run, per_run_source = per_run_estimate(spec, exp / "runs.csv")
     overhead = cfg["batch_overhead_seconds"]
     chosen = plan_summary(spec, planned, per_run, overhead)
@@ -202,11 +205,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if detect is not None:
         whole = spec.whole_plot_factors()
         family = family_size(spec, hosts, [s.metric for s in detect[1] if s.metric != "(any)"])
-        replicates = replicate_plan(detect[0], detect[1], spec.data["replicates"],
+        replicates = replicate_plan(detect[0], detect[1], spec.replicates,
                                     visits_per_cell(planned) if whole else None, whole, detect[2],
                                     args.alpha, args.power, family)
     data = {"experiment": spec.name, "plan": str(out), "hosts": hosts, "cells": len(spec.cells),
-            "replicates": spec.data["replicates"], "strategy": spec.order["strategy"],
+            "replicates": spec.replicates, "strategy": spec.order["strategy"],
             "seed": spec.order["seed"],
             "whole_plot_factors": {"reboot": spec.costly_factors("reboot"),
                                    "restart": spec.costly_factors("restart")},
@@ -220,7 +223,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             print(w, file=sys.stderr)
         print(json.dumps(data, indent=2))
         return 0
-    print(f"experiment {spec.name}: {len(spec.cells)} cells x {spec.data['replicates']} replicates "
+    print(f"experiment {spec.name}: {len(spec.cells)} cells x {spec.replicates} replicates "
           f"on {len(hosts)} host(s) ({', '.join(hosts)}); strategy {data['strategy']}, seed {data['seed']}")
     if data["visits_per_whole_plot"]:
         wp = spec.whole_plot_factors()
@@ -348,7 +351,7 @@ def _collected_early(exp: Path) -> bool:
     return any(not (exp / "batches" / f"{b}.done").is_file() for b in order)
 
 
-def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: Any,
+def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: Any,
                     t0: float) -> tuple[int, bool, list[tuple[str, str, str]], str]:
     """One Snakemake invocation.
 
@@ -450,14 +453,14 @@ def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, 
     return rc, bool(interrupted), failed, stopped[0] if stopped else ""
 
 
-def _execute(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: Any) -> int:
+def _execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: Any) -> int:
     """Run the workflow until no new re-run round appears; print the outcome."""
     from benchmatrix.execute.hosts import resolve_hosts
     from benchmatrix.plan.reruns import reruns_digest
     from benchmatrix.results.status import campaign_status, exit_code
 
     log_path = exp / "logs" / "snakemake.log"
-    args.hosts = resolve_hosts(spec.inventory_path(proj), spec.data["hosts"])
+    args.hosts = resolve_hosts(spec.inventory_path(proj), spec.hosts)
     print(f"bmx: running {spec.name} ({len(spec.cells)} cells) on {len(args.hosts)} host(s); log {log_path}",
           flush=True)
     t0 = time.monotonic()
@@ -516,7 +519,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _execute(args, spec, proj, exp, lock)
 
 
-def _start_campaign(exp: Path, spec: Any, label: str | None, out: Any = None) -> None:
+def _start_campaign(exp: Path, spec: Spec, label: str | None, out: Any = None) -> None:
     """Keep a finished campaign and start a new one where due (docs/campaigns.md);
     say so on ``out`` (stdout; ``bmx plan`` passes stderr, its stdout may be JSON)."""
     from benchmatrix.campaigns.store import read_meta, start_campaign
@@ -579,7 +582,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     proj = project_dir()
     spec = load_spec(args.spec)
     exp = exp_dir_of(proj, spec)
-    hosts = [h for h in resolve_hosts(spec.inventory_path(proj), spec.data["hosts"])
+    hosts = [h for h in resolve_hosts(spec.inventory_path(proj), spec.hosts)
              if (exp / "hosts" / h / "baseline.json").is_file()]
     if not hosts:
         print(f"bmx: no baseline recorded for {spec.name}: no host was reconfigured")

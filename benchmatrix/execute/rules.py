@@ -76,7 +76,7 @@ def plan(spec_path: str, project_dir: Path, out: Path, batch_max_runs: int) -> l
     """Expand and order the runs of every host, append the re-run rounds of
     reruns.csv after them, and write plan.csv atomically."""
     spec = load_spec(spec_path)
-    hosts = resolve_hosts(spec.inventory_path(project_dir), spec.data["hosts"])
+    hosts = resolve_hosts(spec.inventory_path(project_dir), spec.hosts)
     runs = make_plan(spec, hosts, batch_max_runs)
     exp = exp_dir_of(project_dir, spec)
     campaign_id(exp, spec_digest=spec.digest)  # made here, before any batch job of any host needs it
@@ -319,9 +319,9 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
                                        f"({', '.join(f'{k}={v}' for k, v in cells[r.cell_id].items())}): "
                                        f"{type(exc).__name__}: {exc}") from None
             bmx_runs.append({"run_id": r.run_id, "attempt": r.attempt, "seq": r.seq,
-                             "timeout": wl["timeout"], "before_run": spec.data["before_run"],
+                             "timeout": wl["timeout"], "before_run": spec.before_run,
                              "vars": rendered, "factors": cells[r.cell_id],
-                             "collect": list(spec.data.get("collect") or [])})
+                             "collect": spec.collect})
         staging = exp / ".staging" / batch  # the fetched archive, unpacked; removed after
         touched["staging"] = staging
         shutil.rmtree(staging, ignore_errors=True)
@@ -338,7 +338,7 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
                     extravars={"bmx_host": host, "bmx_workload_role": wl["role"], "bmx_experiment": spec.name,
                                "bmx_campaign": campaign_id(exp),
                                "batch_runner_source": str(PACKAGE_DIR / "host" / "batch_runner.py"),
-                               "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False)),
+                               "bmx_allow_reboot": spec.allow_reboot,
                                "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),
                                "batch_runner_timeout": int(sum(wl["timeout"] + 30 for _ in todo) + 60)},
                     log=batch_log)
@@ -543,7 +543,7 @@ def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = No
             data={"bmx_knobs": knobs},
             extravars={"bmx_host": host, "bmx_experiment": spec.name,
                        "bmx_workload_role": spec.workload["role"],
-                       "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False))},
+                       "bmx_allow_reboot": spec.allow_reboot},
             log=exp / "logs" / "ansible" / f"restore-{host}.log")
         states = (result.task_result("Report knob states to benchmatrix", host) or {}).get("msg") or {}
     summary = {"host": host, "restored_at": iso(time.time()), "knobs": states}
