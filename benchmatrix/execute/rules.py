@@ -700,36 +700,61 @@ def _main(fn: Callable[[argparse.Namespace], Any], parser: argparse.ArgumentPars
     return 0
 
 
+def _plan_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--batch-max-runs", type=int, default=50)
+
+
+def _prepare_host_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", required=True)
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--log", required=True, type=Path)
+
+
+def _run_batch_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plan", required=True, type=Path)
+    p.add_argument("--batch", required=True)
+    p.add_argument("--marker", required=True, type=Path)
+    p.add_argument("--facts", type=Path)
+    p.add_argument("--log", required=True, type=Path)
+
+
+def _restore_host_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", required=True)
+    p.add_argument("--out", required=True, type=Path)
+
+
+def _collect_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plan", required=True, type=Path)
+    p.add_argument("--runs", required=True, type=Path)
+    p.add_argument("--summary", required=True, type=Path)
+
+
+def _no_options(p: argparse.ArgumentParser) -> None:
+    pass
+
+
+#: ``scripts/TASK.py`` -> (adds the task's options beyond ``--spec`` and ``--project-dir``,
+#: calls the rule body with the parsed arguments).
+TASKS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], Any]]] = {
+    "plan": (_plan_options, lambda a: plan(a.spec, a.project_dir, a.out, a.batch_max_runs)),
+    "prepare_host": (_prepare_host_options, lambda a: prepare_host(a.spec, a.project_dir, a.host, a.out, a.log)),
+    "run_batch": (_run_batch_options,
+                  lambda a: run_batch(a.spec, a.project_dir, a.plan, a.batch, a.marker, a.log, a.facts)),
+    "restore_host": (_restore_host_options,
+                     lambda a: restore_host(load_spec(a.spec), a.project_dir, a.host, a.out)),
+    "collect": (_collect_options, lambda a: collect(a.spec, a.project_dir, a.plan, a.runs, a.summary)),
+    "report": (_no_options, lambda a: report(a.spec, a.project_dir)),
+}
+
+
 def entry(task: str, argv: list[str]) -> int:
     """Command-line entry for ``scripts/TASK.py`` (used by the Snakemake rules)."""
+    if task not in TASKS:
+        raise SystemExit(f"unknown task {task}")
+    options, fn = TASKS[task]
     p = argparse.ArgumentParser(prog=f"scripts/{task}.py")
     p.add_argument("--spec", required=True)
     p.add_argument("--project-dir", default=".", type=Path)
-    if task == "plan":
-        p.add_argument("--out", required=True, type=Path)
-        p.add_argument("--batch-max-runs", type=int, default=50)
-        return _main(lambda a: plan(a.spec, a.project_dir, a.out, a.batch_max_runs), p, argv)
-    if task == "prepare_host":
-        p.add_argument("--host", required=True)
-        p.add_argument("--out", required=True, type=Path)
-        p.add_argument("--log", required=True, type=Path)
-        return _main(lambda a: prepare_host(a.spec, a.project_dir, a.host, a.out, a.log), p, argv)
-    if task == "run_batch":
-        p.add_argument("--plan", required=True, type=Path)
-        p.add_argument("--batch", required=True)
-        p.add_argument("--marker", required=True, type=Path)
-        p.add_argument("--facts", type=Path)
-        p.add_argument("--log", required=True, type=Path)
-        return _main(lambda a: run_batch(a.spec, a.project_dir, a.plan, a.batch, a.marker, a.log, a.facts), p, argv)
-    if task == "restore_host":
-        p.add_argument("--host", required=True)
-        p.add_argument("--out", required=True, type=Path)
-        return _main(lambda a: restore_host(load_spec(a.spec), a.project_dir, a.host, a.out), p, argv)
-    if task == "collect":
-        p.add_argument("--plan", required=True, type=Path)
-        p.add_argument("--runs", required=True, type=Path)
-        p.add_argument("--summary", required=True, type=Path)
-        return _main(lambda a: collect(a.spec, a.project_dir, a.plan, a.runs, a.summary), p, argv)
-    if task == "report":
-        return _main(lambda a: report(a.spec, a.project_dir), p, argv)
-    raise SystemExit(f"unknown task {task}")
+    options(p)
+    return _main(fn, p, argv)
