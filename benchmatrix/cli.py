@@ -81,14 +81,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def plan_summary(spec: Spec, runs: list[Any], per_run_s: float | None = None,
-                 batch_overhead_s: float = 0.0) -> dict[str, Any]:
-    """Figures ``bmx plan`` prints for one plan (see :func:`benchmatrix.plan.design.plan_costs`)."""
-    from benchmatrix.plan.design import plan_costs
-
-    return plan_costs(spec, runs, per_run_s, batch_overhead_s)
-
-
 def _alternative_plans(spec: Spec, hosts: list[str], max_runs: int) -> dict[str, list[Any]]:
     """The same matrix and seed planned by the other strategies, for comparison.
 
@@ -138,7 +130,7 @@ def _detect_inputs(args: argparse.Namespace, spec: Spec, proj: Path) -> tuple[fl
 def cmd_plan(args: argparse.Namespace) -> int:
     from benchmatrix.execute.hosts import resolve_hosts
     from benchmatrix.execute.rules import exp_dir_of, plan
-    from benchmatrix.plan.design import DEFAULT_BATCH_MAX_RUNS, per_run_estimate, visits_per_cell
+    from benchmatrix.plan.design import DEFAULT_BATCH_MAX_RUNS, per_run_estimate, plan_costs, visits_per_cell
     from benchmatrix.plan.power import family_size, replicate_plan
     from benchmatrix.spec.load import load_spec, read_planning_config
 
@@ -160,8 +152,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     hosts = resolve_hosts(spec.inventory_path(proj), spec.hosts)
     per_run, per_run_source = per_run_estimate(spec, exp / "runs.csv")
     overhead = cfg["batch_overhead_seconds"]
-    chosen = plan_summary(spec, planned, per_run, overhead)
-    alternatives = {k: plan_summary(spec, v, per_run, overhead)
+    chosen = plan_costs(spec, planned, per_run, overhead)
+    alternatives = {k: plan_costs(spec, v, per_run, overhead)
                     for k, v in _alternative_plans(spec, hosts, max_runs).items()}
     replicates = None
     if detect is not None:

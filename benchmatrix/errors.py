@@ -82,16 +82,8 @@ class PlaybookFailedError(AnsibleError):
     """A task failed on the host or the playbook could not run."""
 
 
-class RunnerError(BenchmatrixError):
-    """The batch runner on the host failed as a whole (not a single run)."""
-
-
 class ParseError(BenchmatrixError):
     """A workload's raw output cannot be turned into metrics."""
-
-
-class WorkflowError(BenchmatrixError):
-    """Snakemake ended with failed jobs."""
 
 
 class Interrupted(BenchmatrixError):

@@ -310,7 +310,7 @@ def compare(spec: Spec, runs: pd.DataFrame, metrics: list[str], units: dict[str,
             stats_by_side = None
             if use_mixed:
                 stats_by_side, method, why = _mixed_sides(spec, eff[sel], values[sel], keys[sel], key_cols,
-                                                          factor, base, levels, combo_list, blocks=block)
+                                                          base, levels, combo_list, blocks=block)
                 if why:
                     result.notes.append(f"{where}: {why}")
             if stats_by_side is None and blocked:
@@ -553,7 +553,7 @@ def _visit_groups(eff: pd.DataFrame) -> pd.Series | None:
 
 
 def _mixed_sides(spec: Spec, eff: pd.DataFrame, values: pd.Series, keys: pd.DataFrame, key_cols: list[str],
-                 factor: str, base: str, levels: list[str], combos: list[tuple[str, ...]],
+                 base: str, levels: list[str], combos: list[tuple[str, ...]],
                  blocks: pd.Series | None = None):
     """Sides of a whole-plot comparison from a mixed model, or a fallback.
 

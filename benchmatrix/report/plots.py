@@ -285,7 +285,7 @@ def run_order(runs: pd.DataFrame, metrics: list[str], units: dict[str, str], lab
                  "that crosses cells is drift or an order effect, not a factor's effect.", _svg(fig))]
 
 
-def control_over_time(runs: pd.DataFrame, drift_table: pd.DataFrame, metrics: list[str],
+def control_over_time(drift_table: pd.DataFrame, metrics: list[str],
                       units: dict[str, str], control_runs: pd.DataFrame) -> list[Plot]:
     """The control cell's runs over time per host, with any detected shift or trend."""
     if control_runs.empty:

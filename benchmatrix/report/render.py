@@ -69,7 +69,6 @@ HOST_ROWS = 2000
 TEMPLATES = ("report.html.j2", "report.md.j2")
 
 _KINDS = ("measured", "warm-up", "control")
-_STATES = STATES
 
 
 # ----------------------------------------------------------------- template filters
@@ -192,12 +191,12 @@ def _run_states(plan: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
 def _progress(states: pd.DataFrame) -> dict[str, Any]:
     counts = (pd.crosstab(states["kind"], states["state"])
-              .reindex(index=list(_KINDS), columns=list(_STATES), fill_value=0))
+              .reindex(index=list(_KINDS), columns=list(STATES), fill_value=0))
     rows = []
     for kind in _KINDS:
-        row = {s: int(counts.at[kind, s]) for s in _STATES}
+        row = {s: int(counts.at[kind, s]) for s in STATES}
         rows.append({"kind": kind, "planned_or_run": sum(row.values()), **row})
-    total = {s: int(counts[s].sum()) for s in _STATES}
+    total = {s: int(counts[s].sum()) for s in STATES}
     rows.append({"kind": "all", "planned_or_run": sum(total.values()), **total})
     measured = rows[0]
     return {
@@ -231,10 +230,10 @@ def _cell_table(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.
 
     measured = states[states["kind"] == "measured"]
     counts = (pd.crosstab(measured["cell_id"], measured["state"])
-              .reindex(columns=list(_STATES), fill_value=0))
+              .reindex(columns=list(STATES), fill_value=0))
     cells = known.join(counts, on="cell_id")
-    cells[list(_STATES)] = cells[list(_STATES)].fillna(0).astype("int64")
-    cells["planned"] = cells[list(_STATES)].sum(axis=1)
+    cells[list(STATES)] = cells[list(STATES)].fillna(0).astype("int64")
+    cells["planned"] = cells[list(STATES)].sum(axis=1)
     return cells
 
 
@@ -686,7 +685,7 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
     if with_plots:
         # The drift test's own control runs, so a flagged shift is drawn where it was found.
         comparable = sanity.control_runs(runs, list(spec.knobs), spec.warmup)
-        rendered += plots.control_over_time(runs, drift_table, metrics, units, comparable)
+        rendered += plots.control_over_time(drift_table, metrics, units, comparable)
         rendered += plots.factor_lines(spec, summary, metrics, units, plot_notes)
         rendered += plots.latency_beside_throughput(spec, summary, metrics, units, labels, plot_notes)
         rendered += plots.run_order(runs, metrics, units, labels)

@@ -365,7 +365,6 @@ def _templates(value: Any, at: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...
             yield from _templates(v, at + (i,))
 
 
-_ENV = templating.ENV
 _WHOLE_VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
@@ -544,7 +543,7 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
         templates = []
     for at, text in templates:
         try:
-            names_in = jinja2.meta.find_undeclared_variables(_ENV.parse(text))
+            names_in = jinja2.meta.find_undeclared_variables(templating.ENV.parse(text))
         except jinja2.TemplateSyntaxError as exc:
             errs.append(doc.error(at, f"template error in {'.'.join(map(str, at))}: {exc.message}"))
             continue
@@ -642,7 +641,7 @@ def _render_errors(doc: LocatedDocument, cells: list[Cell]) -> tuple[list[SpecEr
     for at, text in _templates(d["workload"]["vars"], ("workload", "vars")):
         if _WHOLE_VAR.fullmatch(text):
             continue  # exactly {{ name }}: the value itself, nothing to render
-        used = sorted(jinja2.meta.find_undeclared_variables(_ENV.parse(text)))
+        used = sorted(jinja2.meta.find_undeclared_variables(templating.ENV.parse(text)))
         done: set[tuple[Any, ...]] = set()
         for cell in cells:
             combo = tuple(level_key(cell.factors[n]) for n in used if n in cell.factors)
