@@ -10,18 +10,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import signal
-import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmatrix import __version__
 from benchmatrix.errors import BenchmatrixError, SpecErrors
+from benchmatrix.execute.lock import experiment_lock
+from benchmatrix.execute.supervise import execute, fmt_hms
+
+if TYPE_CHECKING:
+    from benchmatrix.spec.load import Spec
 
 EXAMPLES = {
     "validate": "example:\n  bmx validate config/experiments/quickstart.yaml",
@@ -70,40 +69,6 @@ def project_dir() -> Path:
                            "run bmx from the checkout or set BMX_PROJECT_DIR")
 
 
-def _spec_arg(spec: str, proj: Path) -> str:
-    """The spec path as Snakemake's rules see it (relative to the project when inside it)."""
-    p = Path(spec).resolve()
-    try:
-        return str(p.relative_to(proj))
-    except ValueError:
-        return str(p)
-
-
-@contextmanager
-def experiment_lock(exp_dir: Path, what: str = "bmx", spec: str = "",
-                    stop_orphan: bool = False) -> Iterator[Any]:
-    """Hold the experiment's lock for one bmx command; refuse if another process has it.
-
-    The lock is an flock (:mod:`benchmatrix.execute.lock`), so a killed bmx releases it
-    with its process: a stale lock file is never an obstacle. Children given the
-    file descriptor keep the lock while they live; when such a child outlived its
-    bmx (an orphan), the refusal says so, and ``stop_orphan`` stops it first.
-    """
-    from benchmatrix.execute import lock
-
-    hint = f"'bmx run {spec} --stop-orphan'" if spec else ""
-    if stop_orphan:
-        stopped = lock.stop_orphans(exp_dir)
-        if stopped:
-            print(f"bmx: stopped the orphan holding {exp_dir.name} (pid {', '.join(map(str, stopped))}); "
-                  "finished runs are kept", file=sys.stderr, flush=True)
-    fh = lock.acquire(exp_dir, what, hint)
-    try:
-        yield fh
-    finally:
-        lock.release(fh)
-
-
 # ---------------------------------------------------------------- commands
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -112,22 +77,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     for w in spec.warnings:
         print(w, file=sys.stderr)
-    runs_per_host = len(spec.cells) * (spec.data["replicates"] + spec.data["warmup"])
+    runs_per_host = len(spec.cells) * (spec.replicates + spec.warmup)
     print(f"{args.spec}: ok: experiment {spec.name}, {len(spec.factor_names)} factors, "
-          f"{len(spec.cells)} cells, {len(spec.cells) * spec.data['replicates']} measured runs per host "
+          f"{len(spec.cells)} cells, {len(spec.cells) * spec.replicates} measured runs per host "
           f"(at least {runs_per_host} with warm-ups)")
     return 0
 
 
-def plan_summary(spec: Any, runs: list[Any], per_run_s: float | None = None,
-                 batch_overhead_s: float = 0.0) -> dict[str, Any]:
-    """Figures ``bmx plan`` prints for one plan (see :func:`benchmatrix.plan.design.plan_costs`)."""
-    from benchmatrix.plan.design import plan_costs
-
-    return plan_costs(spec, runs, per_run_s, batch_overhead_s)
-
-
-def _alternative_plans(spec: Any, hosts: list[str], max_runs: int) -> dict[str, list[Any]]:
+def _alternative_plans(spec: Spec, hosts: list[str], max_runs: int) -> dict[str, list[Any]]:
     """The same matrix and seed planned by the other strategies, for comparison.
 
     Full randomization and sequential order always; the restricted plan too when the
@@ -149,7 +106,7 @@ def _alternative_plans(spec: Any, hosts: list[str], max_runs: int) -> dict[str, 
     return out
 
 
-def _detect_inputs(args: argparse.Namespace, spec: Any, proj: Path) -> tuple[float, list[Any], str] | None:
+def _detect_inputs(args: argparse.Namespace, spec: Spec, proj: Path) -> tuple[float, list[Any], str] | None:
     """Check the ``--detect`` options before anything is written: (difference, CVs, source)."""
     from benchmatrix.plan.power import CvSample, parse_fraction, pilot_cvs
 
@@ -169,14 +126,14 @@ def _detect_inputs(args: argparse.Namespace, spec: Any, proj: Path) -> tuple[flo
     pilot = Path(args.pilot)
     if not pilot.exists() and not pilot.is_absolute() and (proj / pilot).exists():
         pilot = proj / pilot
-    samples = pilot_cvs(pilot, spec.data["report"].get("metrics") or None)
+    samples = pilot_cvs(pilot, list(spec.report.metrics) or None)
     return detect, samples, f"CV per cell and metric in {pilot / 'summary.csv' if pilot.is_dir() else pilot}"
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from benchmatrix.execute.hosts import resolve_hosts
     from benchmatrix.execute.rules import exp_dir_of, plan
-    from benchmatrix.plan.design import DEFAULT_BATCH_MAX_RUNS, per_run_estimate, visits_per_cell
+    from benchmatrix.plan.design import DEFAULT_BATCH_MAX_RUNS, per_run_estimate, plan_costs, visits_per_cell
     from benchmatrix.plan.power import family_size, replicate_plan
     from benchmatrix.spec.load import load_spec, read_planning_config
 
@@ -195,21 +152,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
         runs = plan(args.spec, proj, out, max_runs)
     # Re-run rounds appended after the planned runs are not part of the design compared here.
     planned = [r for r in runs if getattr(r, "round", 0) == 0]
-    hosts = resolve_hosts(spec.inventory_path(proj), spec.data["hosts"])
+    hosts = resolve_hosts(spec.inventory_path(proj), spec.hosts)
     per_run, per_run_source = per_run_estimate(spec, exp / "runs.csv")
     overhead = cfg["batch_overhead_seconds"]
-    chosen = plan_summary(spec, planned, per_run, overhead)
-    alternatives = {k: plan_summary(spec, v, per_run, overhead)
+    chosen = plan_costs(spec, planned, per_run, overhead)
+    alternatives = {k: plan_costs(spec, v, per_run, overhead)
                     for k, v in _alternative_plans(spec, hosts, max_runs).items()}
     replicates = None
     if detect is not None:
         whole = spec.whole_plot_factors()
         family = family_size(spec, hosts, [s.metric for s in detect[1] if s.metric != "(any)"])
-        replicates = replicate_plan(detect[0], detect[1], spec.data["replicates"],
+        replicates = replicate_plan(detect[0], detect[1], spec.replicates,
                                     visits_per_cell(planned) if whole else None, whole, detect[2],
                                     args.alpha, args.power, family)
     data = {"experiment": spec.name, "plan": str(out), "hosts": hosts, "cells": len(spec.cells),
-            "replicates": spec.data["replicates"], "strategy": spec.order["strategy"],
+            "replicates": spec.replicates, "strategy": spec.order["strategy"],
             "seed": spec.order["seed"],
             "whole_plot_factors": {"reboot": spec.costly_factors("reboot"),
                                    "restart": spec.costly_factors("restart")},
@@ -223,14 +180,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
             print(w, file=sys.stderr)
         print(json.dumps(data, indent=2))
         return 0
-    print(f"experiment {spec.name}: {len(spec.cells)} cells x {spec.data['replicates']} replicates "
+    print(f"experiment {spec.name}: {len(spec.cells)} cells x {spec.replicates} replicates "
           f"on {len(hosts)} host(s) ({', '.join(hosts)}); strategy {data['strategy']}, seed {data['seed']}")
     if data["visits_per_whole_plot"]:
         wp = spec.whole_plot_factors()
         print(f"whole plots: {', '.join(wp) if wp else 'none (no restart or reboot knob)'}; "
               f"{spec.visits} visit(s) of each")
     print(_plan_table(chosen, alternatives, data["strategy"]))
-    print(f"per-run estimate: {_fmt_s(per_run) + f' ({per_run:g} s)' if per_run is not None else '-'}"
+    print(f"per-run estimate: {fmt_hms(per_run) + f' ({per_run:g} s)' if per_run is not None else '-'}"
           f" from {per_run_source}; batch overhead {overhead:g} s")
     if replicates:
         print(_replicates_text(replicates))
@@ -244,7 +201,7 @@ def _plan_table(chosen: dict[str, Any], alternatives: dict[str, Any], strategy: 
     width = max(len(c[0]) for c in cols) + 2
 
     def hms(v: float | None) -> str:
-        return "-" if v is None else _fmt_s(v)
+        return "-" if v is None else fmt_hms(v)
 
     rows: list[tuple[str, Any]] = [
         ("runs", lambda c: c["runs"]), ("measured runs", lambda c: c["measured"]),
@@ -289,221 +246,6 @@ def _replicates_text(rp: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-_PROGRESS = re.compile(r"^(\d+) of (\d+) steps \((\d+)%\) done")
-_ERROR_RULE = re.compile(r"^Error in rule (\w+):")
-_LOG_LINE = re.compile(r"^\s+log: (\S+)")
-
-
-def _snakemake_child_setup() -> None:
-    """In the Snakemake child, before exec: take SIGINT by default again.
-
-    A bmx started with SIGINT ignored (``nohup bmx run ... &``, a non-interactive
-    shell's background job) would hand that on, and Snakemake could then never be
-    stopped by the SIGINT that bmx forwards or that the workflow sends its own
-    group when bmx dies (benchmatrix.execute.snakefile.die_with_bmx). That watcher replaces
-    PR_SET_PDEATHSIG, which only signalled Snakemake itself: Snakemake then waited
-    for its in-flight batch job, whose runner went on measuring.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def _fmt_s(seconds: float) -> str:
-    seconds = int(seconds)
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
-
-
-def _disk_hint(exp: Path) -> str:
-    """What to say about a job that left no message: often a full disk ate its log."""
-    import shutil
-
-    try:
-        free = shutil.disk_usage(exp).free
-    except OSError:
-        return "no message"
-    if free < 4 << 20:
-        return f"no message; only {free / 2**20:.1f} MiB free on the file system of {exp}"
-    return "no message"
-
-
-def _last_error_line(path: Path) -> str:
-    try:
-        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return ""
-    for ln in reversed(lines):
-        if ln.startswith("benchmatrix:"):
-            return ln
-    return lines[-1] if lines else ""
-
-
-def _collected_early(exp: Path) -> bool:
-    """runs.csv exists although a batch of plan.csv has not finished.
-
-    ``bmx report`` after an interrupt writes runs.csv; Snakemake does not re-create a
-    missing intermediate file (a batch marker) of an up-to-date output, so the next
-    ``bmx run`` would see nothing to do and leave the rest of the campaign pending.
-    """
-    from benchmatrix.execute.snakefile import batches
-
-    if not (exp / "runs.csv").is_file() or not (exp / "plan.csv").is_file():
-        return False
-    order, _ = batches(exp / "plan.csv")
-    return any(not (exp / "batches" / f"{b}.done").is_file() for b in order)
-
-
-def _snakemake_pass(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: Any,
-                    t0: float) -> tuple[int, bool, list[tuple[str, str, str]], str]:
-    """One Snakemake invocation.
-
-    Returns:
-        (exit status, interrupted, failed jobs as (rule, log, the job's last
-        ``benchmatrix:`` line seen on the stream), why bmx stopped the campaign itself
-        ("" when it did not: a full disk makes it stop cleanly rather than fail on)).
-    """
-    from benchmatrix.execute.lock import LOCK_FD_ENV, note_child
-    from benchmatrix.execute.rules import describe_os_error
-
-    target = f"results/{spec.name}/report.html"
-    # The target comes first: --config takes every following word as a KEY=VALUE.
-    # Batch jobs wait on their hosts, not on this machine's CPUs: allow one job per
-    # parallel host even on a small controller.
-    slots = args.hosts_parallel or len(args.hosts)
-    cmd = [sys.executable, "-m", "snakemake", target, "--snakefile", str(proj / "Snakefile"),
-           "--directory", str(proj), "--cores", str(max(args.cores, slots)), "--nolock",
-           "--resources", f"host_slots={slots}",
-           *(["--forcerun", "collect"] if _collected_early(exp) else []),
-           "--config", f"spec={_spec_arg(args.spec, proj)}"]
-    if args.batch_max_runs:
-        cmd.append(f"batch_max_runs={args.batch_max_runs}")
-    log_path = exp / "logs" / "snakemake.log"
-    failed: list[tuple[str, str, str]] = []
-    pending_rule = None
-    interrupted: list[int] = []
-    stopped: list[str] = []  # why bmx stopped Snakemake itself (a full disk)
-    last_msg = ""
-    with open(log_path, "a") as log:
-        # Snakemake runs in its own process group so that one Ctrl-C reaches it, its
-        # jobs and the batch runners exactly once, forwarded by the handler below.
-        # The workflow knows the inherited lock by BMX_LOCK_FD (it takes the lock itself
-        # otherwise), and watches BMX_PARENT_PID: when bmx dies, it interrupts itself.
-        env = {**os.environ, LOCK_FD_ENV: str(lock.fileno()), "BMX_PARENT_PID": str(os.getpid())}
-        proc = subprocess.Popen(cmd, cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, bufsize=1, start_new_session=True, env=env,
-                                pass_fds=(lock.fileno(),), preexec_fn=_snakemake_child_setup)
-        note_child(lock, proc.pid)
-
-        def forward(signum: int, frame: Any) -> None:
-            if not interrupted:
-                interrupted.append(signum)
-                try:
-                    os.killpg(proc.pid, signal.SIGINT)
-                except ProcessLookupError:
-                    pass
-
-        def stop(reason: str) -> None:
-            # Like Ctrl-C: each batch job stops its runner and restores its host.
-            if not stopped and not interrupted:
-                stopped.append(reason)
-                print(f"bmx: {reason}; stopping the campaign", file=sys.stderr, flush=True)
-                try:
-                    os.killpg(proc.pid, signal.SIGINT)
-                except ProcessLookupError:
-                    pass
-
-        old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
-        logging = True
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                if logging:
-                    try:
-                        log.write(line)
-                        log.flush()
-                    except OSError as exc:  # keep reading: a blocked pipe would hang Snakemake
-                        logging = False
-                        stop(describe_os_error(exc, log_path))
-                if line.startswith("benchmatrix:"):
-                    last_msg = line.strip()
-                m = _PROGRESS.match(line)
-                if m and not interrupted:
-                    done, total = int(m.group(1)), int(m.group(2))
-                    el = time.monotonic() - t0
-                    eta = el / done * (total - done) if done else 0
-                    n_rec = sum(1 for _ in (exp / "runs").glob("*/*/record.json")) if (exp / "runs").is_dir() else 0
-                    print(f"bmx: {done}/{total} jobs done, {n_rec} run records, "
-                          f"elapsed {_fmt_s(el)}, ETA {_fmt_s(eta)}", flush=True)
-                m = _ERROR_RULE.match(line)
-                if m:
-                    pending_rule = m.group(1)
-                m = _LOG_LINE.match(line)
-                if m and pending_rule:
-                    msg = _last_error_line(proj / m.group(1)) or last_msg
-                    failed.append((pending_rule, m.group(1), msg))
-                    pending_rule = None
-                    if "No space left on device" in msg:
-                        stop(msg.removeprefix("benchmatrix: "))
-            rc = proc.wait()
-        finally:
-            for sig, handler in old.items():
-                signal.signal(sig, handler)
-            try:
-                log.close()
-            except OSError:
-                pass  # a full disk: the reason is already printed
-    return rc, bool(interrupted), failed, stopped[0] if stopped else ""
-
-
-def _execute(args: argparse.Namespace, spec: Any, proj: Path, exp: Path, lock: Any) -> int:
-    """Run the workflow until no new re-run round appears; print the outcome."""
-    from benchmatrix.execute.hosts import resolve_hosts
-    from benchmatrix.plan.reruns import reruns_digest
-    from benchmatrix.results.status import campaign_status, exit_code
-
-    log_path = exp / "logs" / "snakemake.log"
-    args.hosts = resolve_hosts(spec.inventory_path(proj), spec.data["hosts"])
-    print(f"bmx: running {spec.name} ({len(spec.cells)} cells) on {len(args.hosts)} host(s); log {log_path}",
-          flush=True)
-    t0 = time.monotonic()
-    # Interrupted runs found while executing become a re-run round (their next
-    # attempt): one more pass executes them. Bounded, in case runs keep ending that way.
-    for _ in range(3):
-        before = reruns_digest(exp)
-        rc, interrupted, failed, stopped = _snakemake_pass(args, spec, proj, exp, lock, t0)
-        if stopped:
-            for rule, log_file, msg in failed:
-                if stopped not in msg:  # the reason itself was printed when bmx stopped
-                    print(f"bmx: job {rule} failed: {msg} (log: {log_file})", file=sys.stderr)
-            print(f"bmx: stopped; every finished run is kept (on its host until fetched). "
-                  f"Free some space, then resume with: bmx run {args.spec}", file=sys.stderr)
-            return 1
-        if interrupted:
-            print(f"bmx: interrupted; every finished run is kept. Resume with: bmx run {args.spec}",
-                  file=sys.stderr)
-            return 130
-        if rc != 0 or reruns_digest(exp) == before:
-            break
-        print("bmx: resuming the runs that an interrupt cut short", flush=True)
-    if rc != 0:
-        for rule, log_file, msg in failed:
-            print(f"bmx: job {rule} failed: {msg or _disk_hint(exp)} (log: {log_file})", file=sys.stderr)
-        if not failed:
-            print(f"bmx: snakemake failed (exit {rc}); see {log_path}", file=sys.stderr)
-        return 1
-    status = campaign_status(exp, spec.factor_names)
-    t = status["totals"]
-    bad = sum(t[k] for k in ("failed", "timeout", "unreachable", "invalid"))
-    print(f"bmx: done in {_fmt_s(time.monotonic() - t0)}: {t['ok']} of {t['planned']} runs ok, "
-          f"{bad} failed, {t['pending']} pending")
-    for f in status["failed"][:10]:
-        print(f"bmx: {f['status']}: {f['run_id']} (attempt {f['attempt']}): {f['reason']}", file=sys.stderr)
-    if bad:
-        print(f"bmx: details with 'bmx status {args.spec}'; retry with 'bmx rerun {args.spec} --failed'",
-              file=sys.stderr)
-    print(f"report: {exp / 'report.html'}")
-    print(f"report: {exp / 'report.md'}")
-    return exit_code(status) if bad else 0
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from benchmatrix.execute.rules import exp_dir_of
     from benchmatrix.spec.load import load_spec
@@ -516,10 +258,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     with experiment_lock(exp, "bmx run", args.spec, args.stop_orphan) as lock:
         _start_campaign(exp, spec, args.campaign)
         (exp / "logs").mkdir(parents=True, exist_ok=True)
-        return _execute(args, spec, proj, exp, lock)
+        return execute(args, spec, proj, exp, lock)
 
 
-def _start_campaign(exp: Path, spec: Any, label: str | None, out: Any = None) -> None:
+def _start_campaign(exp: Path, spec: Spec, label: str | None, out: Any = None) -> None:
     """Keep a finished campaign and start a new one where due (docs/campaigns.md);
     say so on ``out`` (stdout; ``bmx plan`` passes stderr, its stdout may be JSON)."""
     from benchmatrix.campaigns.store import read_meta, start_campaign
@@ -569,8 +311,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"  {f['run_id']} attempt {f['attempt']} on {f['host']}: {f['status']}: {f['reason']}"
                   + (f" (log: results/{spec.name}/{f['log']})" if f["log"] else ""))
     remaining = status["remaining_s"]
-    print(f"\nelapsed {_fmt_s(status['elapsed_s'])}"
-          + (f", estimated remaining {_fmt_s(remaining)}" if remaining is not None and t["pending"] else ""))
+    print(f"\nelapsed {fmt_hms(status['elapsed_s'])}"
+          + (f", estimated remaining {fmt_hms(remaining)}" if remaining is not None and t["pending"] else ""))
     return code
 
 
@@ -582,7 +324,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     proj = project_dir()
     spec = load_spec(args.spec)
     exp = exp_dir_of(proj, spec)
-    hosts = [h for h in resolve_hosts(spec.inventory_path(proj), spec.data["hosts"])
+    hosts = [h for h in resolve_hosts(spec.inventory_path(proj), spec.hosts)
              if (exp / "hosts" / h / "baseline.json").is_file()]
     if not hosts:
         print(f"bmx: no baseline recorded for {spec.name}: no host was reconfigured")
@@ -601,46 +343,9 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return code
 
 
-def select_reruns(exp: Path, factor_names: list[str], failed: bool, where: str | None) -> list[tuple[str, int]]:
-    """(run_id, next attempt) of the runs ``bmx rerun`` selects.
-
-    ``failed`` picks every run whose state is failed, timeout, unreachable or invalid;
-    ``where`` is an expression of :mod:`benchmatrix.spec.where` over one row per run (its
-    newest attempt): the factor columns, run_id, cell_id, host, status, attempt,
-    replicate, warmup, control and the metrics of that attempt.
-
-    Raises:
-        benchmatrix.spec.where.WhereError: ``where`` is outside the language (one line).
-    """
-    from benchmatrix.results.status import FAILED_STATES, run_states
-    from benchmatrix.spec.where import Where
-
-    states = [s for s in run_states(exp) if s.attempts]
-    picked = []
-    if failed:
-        picked += [s for s in states if s.state in FAILED_STATES]
-    if where:
-        rows = []
-        for s in states:
-            row = {"run_id": s.run.run_id, "cell_id": s.run.cell_id, "host": s.run.host, "status": s.state,
-                   "attempt": s.latest["attempt"], "replicate": s.run.replicate, "warmup": s.run.warmup,
-                   "control": s.run.control}
-            # Metrics first, so that a factor or a run column of the same name wins.
-            metrics = {k: (m or {}).get("value") for k, m in (s.latest.get("metrics") or {}).items()}
-            rows.append({**metrics, **{f: s.run.factors.get(f) for f in factor_names}, **row})
-        columns = set(factor_names) | {"run_id", "cell_id", "host", "status", "attempt", "replicate",
-                                       "warmup", "control"}
-        columns |= {k for r in rows for k in r}
-        expr = Where(where, columns)  # parsed before anything is selected: a bad one never half-runs
-        hit = {r["run_id"] for r in rows if expr.matches(r)}
-        picked += [s for s in states if s.run.run_id in hit and s not in picked]
-    # Warm-ups are never re-run on their own: the planner adds the ones a re-run needs.
-    return [(s.run.run_id, max(a["attempt"] for a in s.attempts) + 1) for s in picked if not s.run.warmup]
-
-
 def cmd_rerun(args: argparse.Namespace) -> int:
     from benchmatrix.execute.rules import exp_dir_of
-    from benchmatrix.plan.reruns import append_round
+    from benchmatrix.plan.reruns import append_round, select_reruns
     from benchmatrix.spec.load import load_spec
 
     if not args.failed and not args.where:
@@ -660,7 +365,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
         rnd = append_round(exp, picks, reason)
         print(f"bmx: re-run round {rnd}: {len(picks)} run(s) as new attempts")
         (exp / "logs").mkdir(parents=True, exist_ok=True)
-        return _execute(args, spec, proj, exp, lock)
+        return execute(args, spec, proj, exp, lock)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -82,10 +82,6 @@ class PlaybookFailedError(AnsibleError):
     """A task failed on the host or the playbook could not run."""
 
 
-class RunnerError(BenchmatrixError):
-    """The batch runner on the host failed as a whole (not a single run)."""
-
-
 class ParseError(BenchmatrixError):
     """A workload's raw output cannot be turned into metrics."""
 
@@ -96,10 +92,6 @@ class WorkloadVarsError(BenchmatrixError):
     Raised by the argv builders of :mod:`benchmatrix.workloads`; the roles' filter plugins
     turn it into Ansible's filter error, so the batch fails naming the role and the run.
     """
-
-
-class WorkflowError(BenchmatrixError):
-    """Snakemake ended with failed jobs."""
 
 
 class Interrupted(BenchmatrixError):

@@ -70,7 +70,7 @@ import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -86,11 +86,11 @@ from benchmatrix.analyze.stats import (
     summarize_by_host,
     welch_test,
 )
+from benchmatrix.spec.load import DEFAULT_ALPHA
 
-#: Default significance level of verdicts (``report.alpha``).
-DEFAULT_ALPHA = 0.05
-#: Cost classes whose knobs make a factor a whole-plot factor in a restricted plan.
-WHOLE_PLOT_CLASSES = frozenset({"restart", "reboot"})
+if TYPE_CHECKING:
+    from benchmatrix.spec.load import Spec
+
 #: Beyond these sizes the mixed model is not attempted (fit time grows fast).
 MIXED_MAX_CELLS = 300
 MIXED_MAX_ROWS = 200_000
@@ -145,7 +145,7 @@ def level_keys(column: pd.Series) -> pd.Series:
     return pd.Series(mapped[codes], index=column.index, dtype=object)
 
 
-def family_metrics(spec: Any, measured: Iterable[str] | None = None) -> list[str]:
+def family_metrics(spec: Spec, measured: Iterable[str] | None = None) -> list[str]:
     """The metrics whose comparisons form Holm's family and get verdicts.
 
     ``report.primary`` when the spec gives it; otherwise every metric the report
@@ -156,25 +156,23 @@ def family_metrics(spec: Any, measured: Iterable[str] | None = None) -> list[str
     sizes the family with this same function.
 
     Args:
-        spec: The loaded spec (only ``spec.data`` is read).
+        spec: The loaded spec (its ``report`` settings and declared metrics are read).
         measured: Names of the measured metrics, when known.
 
     Returns:
         Metric names, in the order the spec lists them.
     """
-    data = getattr(spec, "data", None) or {}
-    cfg = data.get("report") or {}
-    primary = cfg.get("primary")
-    if primary:
-        return list(dict.fromkeys(str(m) for m in primary))
-    declared = (data.get("workload") or {}).get("metrics") or {}
-    return list(dict.fromkeys(cfg.get("metrics") or (measured if measured is not None else declared) or []))
+    cfg = spec.report
+    if cfg.primary:
+        return list(dict.fromkeys(str(m) for m in cfg.primary))
+    declared = spec.declared_metrics
+    return list(dict.fromkeys(cfg.metrics or (measured if measured is not None else declared) or []))
 
 
-def whole_plot_factors(spec: Any) -> list[str]:
+def whole_plot_factors(spec: Spec) -> list[str]:
     """Factors whose knob is costly (restart or reboot), in spec order."""
-    return [f for f in spec.factor_names
-            if f in spec.knobs and spec.knobs[f].cost_class in WHOLE_PLOT_CLASSES]
+    costly = set(spec.whole_plot_factors())
+    return [f for f in spec.factor_names if f in costly]
 
 
 @dataclass
@@ -213,12 +211,6 @@ def comparison_columns(by: list[str], host: bool = False) -> list[str]:
     return [*HEAD_COLUMNS, *([HOST_COLUMN] if host else []), *[by_column(b, fixed) for b in by], *TAIL_COLUMNS]
 
 
-def hosts_mode(spec: Any) -> str:
-    """``hosts_mode`` of the spec: ``replicate`` (default) or ``partition``."""
-    mode = str((getattr(spec, "data", None) or {}).get("hosts_mode") or "replicate").strip().lower()
-    return mode if mode in ("replicate", "partition") else "replicate"
-
-
 def by_column(name: str, fixed: set[str] | None = None) -> str:
     fixed = fixed if fixed is not None else set(HEAD_COLUMNS) | set(TAIL_COLUMNS)
     return f"by_{name}" if name in fixed else name
@@ -233,7 +225,7 @@ def _ordered_levels(spec_levels: list[Any], present: list[str]) -> list[str]:
     return [k for k in dict.fromkeys(keys) if k in present] + sorted(set(present) - set(keys))
 
 
-def compare(spec: Any, runs: pd.DataFrame, metrics: list[str], units: dict[str, str] | None = None,
+def compare(spec: Spec, runs: pd.DataFrame, metrics: list[str], units: dict[str, str] | None = None,
             alpha: float | None = None) -> Comparisons:
     """Compute every comparison that ``report.compare`` asks for.
 
@@ -247,17 +239,17 @@ def compare(spec: Any, runs: pd.DataFrame, metrics: list[str], units: dict[str, 
     Returns:
         The comparisons, with the explanation of the analysis of each.
     """
-    report_cfg = spec.data.get("report") or {}
-    alpha = float(alpha if alpha is not None else report_cfg.get("alpha") or DEFAULT_ALPHA)
-    cfg = report_cfg.get("compare")
-    if not cfg:
+    report_cfg = spec.report
+    alpha = float(alpha if alpha is not None else report_cfg.alpha)
+    if report_cfg.compare is None:
         return Comparisons(_empty([]), None, alpha=alpha)
-    factor, by = cfg["factor"], list(cfg.get("by") or [])
+    cfg = report_cfg.compare.as_dict()
+    factor, by = cfg["factor"], cfg["by"]
     hosts = run_hosts(runs)
     multi = len(hosts) > 1
-    mode = hosts_mode(spec)
+    mode = spec.hosts_mode
     blocked = multi and mode == "partition"
-    result = Comparisons(_empty(by, multi), dict(cfg, by=by), alpha=alpha)
+    result = Comparisons(_empty(by, multi), cfg, alpha=alpha)
     units = units or {}
     eff = effective_runs(runs) if len(runs) else runs
     metrics = [m for m in dict.fromkeys(metrics) if m in eff.columns]
@@ -267,8 +259,8 @@ def compare(spec: Any, runs: pd.DataFrame, metrics: list[str], units: dict[str, 
             result.notes.append(f"no comparison: the runs lack factor column(s) {', '.join(lacking)}")
         return result
 
-    declared = (spec.data.get("workload") or {}).get("metrics") or {}
-    spec_factors = spec.data.get("factors") or {}
+    declared = spec.declared_metrics
+    spec_factors = spec.levels
     fkey = level_keys(eff[factor])
     bkeys = [level_keys(eff[b]) for b in by]
     base = level_key(cfg["baseline"])
@@ -278,7 +270,7 @@ def compare(spec: Any, runs: pd.DataFrame, metrics: list[str], units: dict[str, 
         result.notes.append(f"no comparison: no measured run has the baseline {factor}={cfg['baseline']}")
         return result
 
-    strategy = (spec.data.get("order") or {}).get("strategy")
+    strategy = spec.order.get("strategy")
     use_mixed = strategy == "restricted" and factor in whole_plot_factors(spec)
     analysis = _explain(spec, factor, strategy, use_mixed)
 
@@ -318,7 +310,7 @@ def compare(spec: Any, runs: pd.DataFrame, metrics: list[str], units: dict[str, 
             stats_by_side = None
             if use_mixed:
                 stats_by_side, method, why = _mixed_sides(spec, eff[sel], values[sel], keys[sel], key_cols,
-                                                          factor, base, levels, combo_list, blocks=block)
+                                                          base, levels, combo_list, blocks=block)
                 if why:
                     result.notes.append(f"{where}: {why}")
             if stats_by_side is None and blocked:
@@ -355,7 +347,7 @@ def compare(spec: Any, runs: pd.DataFrame, metrics: list[str], units: dict[str, 
     result.family = [m for m in family if m in metrics]
     result.descriptive = [m for m in metrics if m not in set(family)]
     _judge(table, set(family), alpha)
-    _verdict_notes(result, table, factor, family, metrics, bool(report_cfg.get("primary")))
+    _verdict_notes(result, table, factor, family, metrics, bool(report_cfg.primary))
     result.table = table.reindex(columns=comparison_columns(by, multi))
     return result
 
@@ -561,8 +553,8 @@ def _visit_groups(eff: pd.DataFrame) -> pd.Series | None:
     return host + "/" + visit.astype("Int64").astype(str)
 
 
-def _mixed_sides(spec: Any, eff: pd.DataFrame, values: pd.Series, keys: pd.DataFrame, key_cols: list[str],
-                 factor: str, base: str, levels: list[str], combos: list[tuple[str, ...]],
+def _mixed_sides(spec: Spec, eff: pd.DataFrame, values: pd.Series, keys: pd.DataFrame, key_cols: list[str],
+                 base: str, levels: list[str], combos: list[tuple[str, ...]],
                  blocks: pd.Series | None = None):
     """Sides of a whole-plot comparison from a mixed model, or a fallback.
 
@@ -819,7 +811,7 @@ def _verdicts(table: pd.DataFrame, alpha: float, primary: np.ndarray) -> np.ndar
     return out
 
 
-def _explain(spec: Any, factor: str, strategy: str | None, use_mixed: bool) -> dict[str, str]:
+def _explain(spec: Spec, factor: str, strategy: str | None, use_mixed: bool) -> dict[str, str]:
     knob = spec.knobs.get(factor)
     cost = knob.cost_class if knob else "none"
     if use_mixed:

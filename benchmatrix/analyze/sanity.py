@@ -48,7 +48,7 @@ import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -56,10 +56,11 @@ from scipy import stats as sps
 
 from benchmatrix.analyze.stats import bool_column, effective_runs, execution_order, holm, is_ok, run_hosts
 from benchmatrix.results.status import State, decide
+from benchmatrix.spec.load import DEFAULT_DRIFT_THRESHOLD
 
-#: Defaults of the spec's report keys.
-DEFAULT_CV_THRESHOLD = 0.05
-DEFAULT_DRIFT_THRESHOLD = 0.01
+if TYPE_CHECKING:
+    from benchmatrix.spec.load import Spec
+
 #: Modified z-score above which a run is an outlier.
 OUTLIER_Z = 3.5
 #: Fewest control runs for drift tests.
@@ -849,7 +850,7 @@ def note_warnings(notes: pd.DataFrame | None) -> list[dict[str, Any]]:
     return out
 
 
-def sanity_warnings(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
+def sanity_warnings(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
                     metrics: list[str], notes: pd.DataFrame | None, cells: pd.DataFrame | None = None,
                     alpha: float = 0.05, *, summary_by_host: pd.DataFrame | None = None,
                     host_table: pd.DataFrame | None = None,
@@ -874,34 +875,32 @@ def sanity_warnings(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
     Returns:
         ``(warnings, drift table)``.
     """
-    cfg = spec.data.get("report") or {}
-    cv_threshold = float(cfg.get("cv_threshold", DEFAULT_CV_THRESHOLD))
-    threshold = float(cfg.get("drift_threshold", DEFAULT_DRIFT_THRESHOLD))
+    cfg = spec.report
+    cv_threshold, threshold = cfg.cv_threshold, cfg.drift_threshold
     labels = _cell_labels(cells)
     eff = effective_runs(runs) if len(runs) else runs
     ctl = spec.control_cell()
-    knobs, warmup = list(spec.knobs), int(spec.data.get("warmup") or 0)
+    knobs, warmup = list(spec.knobs), spec.warmup
     drift_table = drift(runs, metrics, alpha, threshold, knobs=knobs, warmup=warmup) if len(runs) else pd.DataFrame()
     out = drift_warnings(drift_table, runs, ctl.label() if ctl is not None else None, knobs=knobs, warmup=warmup)
     if len(runs):
         out += failure_warnings(runs, labels, plan)
     out += missing_warnings(plan, eff if len(runs) else pd.DataFrame(columns=["run_id"]), labels)
     multi = len(run_hosts(runs)) > 1 if len(runs) else False
-    mode = str(spec.data.get("hosts_mode") or "replicate")
+    mode = spec.hosts_mode
     # Every host ran the whole plan: judge run-to-run noise within each host.
     per_host = multi and mode != "partition"
     if len(eff):
         cv_source = summary_by_host if per_host and summary_by_host is not None else summary
         out += cv_warnings(cv_source, eff, metrics, cv_threshold, labels)
         out += outlier_warnings(eff, metrics, labels, by_host=per_host)
-        out += warmup_warnings(runs, eff, metrics, int(spec.data.get("warmup") or 0), alpha, threshold, labels,
+        out += warmup_warnings(runs, eff, metrics, warmup, alpha, threshold, labels,
                                by_host=per_host)
         if multi:
             if host_table is None:
                 host_table = host_differences(eff, metrics, alpha, threshold)
             out += host_warnings(host_table, eff, labels, mode, threshold)
     if multi and comparisons is not None:
-        out += host_effect_warnings(comparisons, list(((spec.data.get("report") or {}).get("compare") or {})
-                                                      .get("by") or []))
+        out += host_effect_warnings(comparisons, list(cfg.compare.by) if cfg.compare else [])
     out += note_warnings(notes)
     return out, drift_table

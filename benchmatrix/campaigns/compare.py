@@ -31,13 +31,12 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from benchmatrix.analyze.comparisons import DEFAULT_ALPHA, _judge, _side_stats, family_metrics, level_key
+from benchmatrix.analyze.comparisons import _judge, _side_stats, family_metrics, level_key
 from benchmatrix.analyze.stats import effective_runs, metric_direction
 from benchmatrix.campaigns.store import (
     CAMPAIGNS_DIR,
@@ -50,6 +49,7 @@ from benchmatrix.campaigns.store import (
     read_campaign,
 )
 from benchmatrix.errors import BenchmatrixError
+from benchmatrix.spec.load import DEFAULT_ALPHA, Spec
 
 #: Host facts that describe the environment a campaign ran in.
 ENV_FACTS = ("kernel", "cpu_model", "cpu_count", "sockets", "cores", "threads_per_core", "memory_mb",
@@ -347,11 +347,12 @@ def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None) -> C
     """
     sa, sb = load_side(a), load_side(b)
     spec = sb.spec or sa.spec or {}
-    alpha = float(alpha if alpha is not None else dig(spec, "report.alpha") or DEFAULT_ALPHA)
+    stored = Spec(SPEC_FILE, spec, "", [], {})  # the typed view of the kept spec.json
+    alpha = float(alpha if alpha is not None else stored.report.alpha)
     common = [m for m in _metrics(sb) if m in set(_metrics(sa))]
-    wanted = [m for m in (dig(spec, "report.metrics") or []) if m in common]
+    wanted = [m for m in stored.report.metrics if m in common]
     metrics = wanted or sorted(common)
-    family = [m for m in family_metrics(SimpleNamespace(data=spec), metrics) if m in metrics]
+    family = [m for m in family_metrics(stored, metrics) if m in metrics]
     units = {**_units(sa), **_units(sb)}
     table = compare_frames(sa.runs, sb.runs, metrics, family, dig(spec, "workload.metrics"), units, alpha)
     pairs_a = _pairs(sa.runs)

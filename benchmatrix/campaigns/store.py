@@ -18,9 +18,12 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmatrix.errors import BenchmatrixError
+
+if TYPE_CHECKING:
+    from benchmatrix.spec.load import Spec
 
 #: Folder under an experiment's results directory that keeps its earlier campaigns.
 CAMPAIGNS_DIR = "campaigns"
@@ -256,7 +259,7 @@ def measurement_of(spec_data: dict[str, Any] | None) -> str:
     return json.dumps({k: measured(spec_data, k) for k in MEASUREMENT_KEYS}, sort_keys=True, default=str)
 
 
-def _measurement_changed(exp_dir: Path, spec: Any) -> bool:
+def _measurement_changed(exp_dir: Path, spec: Spec) -> bool:
     """True when the campaign's spec.json measures differently from ``spec``; False
     when unknown (a campaign planned before spec.json was kept)."""
     try:
@@ -266,7 +269,7 @@ def _measurement_changed(exp_dir: Path, spec: Any) -> bool:
     return measurement_of(planned) != measurement_of(spec.data)
 
 
-def start_campaign(exp_dir: str | Path, spec: Any, label: str | None = None) -> tuple[str, Campaign | None]:
+def start_campaign(exp_dir: str | Path, spec: Spec, label: str | None = None) -> tuple[str, Campaign | None]:
     """Decide which campaign a ``bmx run`` (or ``bmx plan``) works on; keep the old one.
 
     * A move cut short by a crash is finished first.

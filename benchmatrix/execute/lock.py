@@ -14,7 +14,10 @@ import fcntl
 import os
 import re
 import signal
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -198,3 +201,26 @@ def stop_orphans(exp_dir: Path, wait_s: float = 120.0) -> list[int]:
     while time.monotonic() < deadline and holders(path):
         time.sleep(0.1)
     return left
+
+
+@contextmanager
+def experiment_lock(exp_dir: Path, what: str = "bmx", spec: str = "",
+                    stop_orphan: bool = False) -> Iterator[IO[str]]:
+    """Hold the experiment's lock for one bmx command; refuse if another process has it.
+
+    The lock is an flock, so a killed bmx releases it
+    with its process: a stale lock file is never an obstacle. Children given the
+    file descriptor keep the lock while they live; when such a child outlived its
+    bmx (an orphan), the refusal says so, and ``stop_orphan`` stops it first.
+    """
+    hint = f"'bmx run {spec} --stop-orphan'" if spec else ""
+    if stop_orphan:
+        stopped = stop_orphans(exp_dir)
+        if stopped:
+            print(f"bmx: stopped the orphan holding {exp_dir.name} (pid {', '.join(map(str, stopped))}); "
+                  "finished runs are kept", file=sys.stderr, flush=True)
+    fh = acquire(exp_dir, what, hint)
+    try:
+        yield fh
+    finally:
+        release(fh)

@@ -76,7 +76,7 @@ def plan(spec_path: str, project_dir: Path, out: Path, batch_max_runs: int) -> l
     """Expand and order the runs of every host, append the re-run rounds of
     reruns.csv after them, and write plan.csv atomically."""
     spec = load_spec(spec_path)
-    hosts = resolve_hosts(spec.inventory_path(project_dir), spec.data["hosts"])
+    hosts = resolve_hosts(spec.inventory_path(project_dir), spec.hosts)
     runs = make_plan(spec, hosts, batch_max_runs)
     exp = exp_dir_of(project_dir, spec)
     campaign_id(exp, spec_digest=spec.digest)  # made here, before any batch job of any host needs it
@@ -321,9 +321,9 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
                                        f"({', '.join(f'{k}={v}' for k, v in cells[r.cell_id].items())}): "
                                        f"{type(exc).__name__}: {exc}") from None
             bmx_runs.append({"run_id": r.run_id, "attempt": r.attempt, "seq": r.seq,
-                             "timeout": wl["timeout"], "before_run": spec.data["before_run"],
+                             "timeout": wl["timeout"], "before_run": spec.before_run,
                              "vars": rendered, "factors": cells[r.cell_id],
-                             "collect": list(spec.data.get("collect") or [])})
+                             "collect": spec.collect})
         staging = exp / ".staging" / batch  # the fetched archive, unpacked; removed after
         touched["staging"] = staging
         shutil.rmtree(staging, ignore_errors=True)
@@ -340,7 +340,7 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
                     extravars={"bmx_host": host, "bmx_workload_role": wl["role"], "bmx_experiment": spec.name,
                                "bmx_campaign": campaign_id(exp),
                                "batch_runner_source": str(PACKAGE_DIR / "host" / "batch_runner.py"),
-                               "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False)),
+                               "bmx_allow_reboot": spec.allow_reboot,
                                "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),
                                "batch_runner_timeout": int(sum(wl["timeout"] + 30 for _ in todo) + 60)},
                     log=batch_log)
@@ -546,7 +546,7 @@ def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = No
             data={"bmx_knobs": knobs},
             extravars={"bmx_host": host, "bmx_experiment": spec.name,
                        "bmx_workload_role": spec.workload["role"],
-                       "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False))},
+                       "bmx_allow_reboot": spec.allow_reboot},
             log=exp / "logs" / "ansible" / f"restore-{host}.log")
         states = (result.task_result("Report knob states to benchmatrix", host) or {}).get("msg") or {}
     summary = {"host": host, "restored_at": iso(time.time()), "knobs": states}
@@ -703,36 +703,61 @@ def _main(fn: Callable[[argparse.Namespace], Any], parser: argparse.ArgumentPars
     return 0
 
 
+def _plan_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--batch-max-runs", type=int, default=50)
+
+
+def _prepare_host_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", required=True)
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--log", required=True, type=Path)
+
+
+def _run_batch_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plan", required=True, type=Path)
+    p.add_argument("--batch", required=True)
+    p.add_argument("--marker", required=True, type=Path)
+    p.add_argument("--facts", type=Path)
+    p.add_argument("--log", required=True, type=Path)
+
+
+def _restore_host_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", required=True)
+    p.add_argument("--out", required=True, type=Path)
+
+
+def _collect_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plan", required=True, type=Path)
+    p.add_argument("--runs", required=True, type=Path)
+    p.add_argument("--summary", required=True, type=Path)
+
+
+def _no_options(p: argparse.ArgumentParser) -> None:
+    pass
+
+
+#: ``scripts/TASK.py`` -> (adds the task's options beyond ``--spec`` and ``--project-dir``,
+#: calls the rule body with the parsed arguments).
+TASKS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], Any]]] = {
+    "plan": (_plan_options, lambda a: plan(a.spec, a.project_dir, a.out, a.batch_max_runs)),
+    "prepare_host": (_prepare_host_options, lambda a: prepare_host(a.spec, a.project_dir, a.host, a.out, a.log)),
+    "run_batch": (_run_batch_options,
+                  lambda a: run_batch(a.spec, a.project_dir, a.plan, a.batch, a.marker, a.log, a.facts)),
+    "restore_host": (_restore_host_options,
+                     lambda a: restore_host(load_spec(a.spec), a.project_dir, a.host, a.out)),
+    "collect": (_collect_options, lambda a: collect(a.spec, a.project_dir, a.plan, a.runs, a.summary)),
+    "report": (_no_options, lambda a: report(a.spec, a.project_dir)),
+}
+
+
 def entry(task: str, argv: list[str]) -> int:
     """Command-line entry for ``scripts/TASK.py`` (used by the Snakemake rules)."""
+    if task not in TASKS:
+        raise SystemExit(f"unknown task {task}")
+    options, fn = TASKS[task]
     p = argparse.ArgumentParser(prog=f"scripts/{task}.py")
     p.add_argument("--spec", required=True)
     p.add_argument("--project-dir", default=".", type=Path)
-    if task == "plan":
-        p.add_argument("--out", required=True, type=Path)
-        p.add_argument("--batch-max-runs", type=int, default=50)
-        return _main(lambda a: plan(a.spec, a.project_dir, a.out, a.batch_max_runs), p, argv)
-    if task == "prepare_host":
-        p.add_argument("--host", required=True)
-        p.add_argument("--out", required=True, type=Path)
-        p.add_argument("--log", required=True, type=Path)
-        return _main(lambda a: prepare_host(a.spec, a.project_dir, a.host, a.out, a.log), p, argv)
-    if task == "run_batch":
-        p.add_argument("--plan", required=True, type=Path)
-        p.add_argument("--batch", required=True)
-        p.add_argument("--marker", required=True, type=Path)
-        p.add_argument("--facts", type=Path)
-        p.add_argument("--log", required=True, type=Path)
-        return _main(lambda a: run_batch(a.spec, a.project_dir, a.plan, a.batch, a.marker, a.log, a.facts), p, argv)
-    if task == "restore_host":
-        p.add_argument("--host", required=True)
-        p.add_argument("--out", required=True, type=Path)
-        return _main(lambda a: restore_host(load_spec(a.spec), a.project_dir, a.host, a.out), p, argv)
-    if task == "collect":
-        p.add_argument("--plan", required=True, type=Path)
-        p.add_argument("--runs", required=True, type=Path)
-        p.add_argument("--summary", required=True, type=Path)
-        return _main(lambda a: collect(a.spec, a.project_dir, a.plan, a.runs, a.summary), p, argv)
-    if task == "report":
-        return _main(lambda a: report(a.spec, a.project_dir), p, argv)
-    raise SystemExit(f"unknown task {task}")
+    options(p)
+    return _main(fn, p, argv)

@@ -231,8 +231,8 @@ def host_shares(spec: Spec, hosts: list[str]) -> dict[str, dict[str, list[int]]]
     starting one host further for each cell, so every cell is spread over the hosts
     and their loads differ by at most one run per cell.
     """
-    reps = list(range(1, spec.data["replicates"] + 1))
-    if spec.data.get("hosts_mode", "replicate") != "partition" or len(hosts) < 2:
+    reps = list(range(1, spec.replicates + 1))
+    if spec.hosts_mode != "partition" or len(hosts) < 2:
         return {h: {c.cell_id: list(reps) for c in spec.cells} for h in hosts}
     shares: dict[str, dict[str, list[int]]] = {h: {c.cell_id: [] for c in spec.cells} for h in hosts}
     for ci, cell in enumerate(spec.cells):
@@ -255,7 +255,7 @@ def plan_visits(spec: Spec, host: str, share: dict[str, list[int]] | None = None
     rng = _host_rng(spec.order["seed"], host)
     if strategy == "restricted":
         return _restricted_visits(spec, rng, share)
-    reps = spec.data["replicates"]
+    reps = spec.replicates
     runs = [(cell, r) for r in range(1, reps + 1) for cell in spec.cells if r in share[cell.cell_id]]
     rng.shuffle(runs)
     return _stretch_visits(spec, runs)
@@ -272,7 +272,7 @@ class WarmUps:
 
     def __init__(self, spec: Spec):
         self._spec = spec
-        self._n = spec.data["warmup"]
+        self._n = spec.warmup
         self._state: tuple[Any, ...] | None = None  # the knob setting the host is in
         self._warm: set[str] = set()
         self._count: dict[str, int] = {}

@@ -41,12 +41,15 @@ import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmatrix.errors import BenchmatrixError
+from benchmatrix.spec.load import DEFAULT_ALPHA
 
-#: Significance level and power of the replicate planning unless told otherwise.
-DEFAULT_ALPHA = 0.05
+if TYPE_CHECKING:
+    from benchmatrix.spec.load import Spec
+
+#: Power of the replicate planning unless told otherwise (its alpha: ``report.alpha``'s default).
 DEFAULT_POWER = 0.80
 #: The fewest runs a comparison can use: a standard deviation needs two.
 MIN_RUNS = 2
@@ -161,7 +164,7 @@ def runs_needed(detect: float, cv: float, alpha: float = DEFAULT_ALPHA, power: f
     return n
 
 
-def family_metrics(spec: Any) -> tuple[list[str], str]:
+def family_metrics(spec: Spec) -> tuple[list[str], str]:
     """The metrics of the report's Holm family and where that list comes from.
 
     ``report.primary`` names the family when the spec has it (the other metrics are
@@ -175,28 +178,28 @@ def family_metrics(spec: Any) -> tuple[list[str], str]:
     from benchmatrix.analyze.comparisons import family_metrics as report_family
 
     metrics = report_family(spec)
-    report = (getattr(spec, "data", None) or {}).get("report") or {}
-    for key in ("primary", "metrics"):
-        if report.get(key):
+    report = spec.report
+    for key, given in (("primary", report.primary), ("metrics", report.metrics)):
+        if given:
             return metrics, f"report.{key}"
     if metrics:
         return metrics, "workload.metrics (report.metrics not set: every metric is compared)"
     return [], "unknown (report.metrics not set)"
 
 
-def comparisons_per_metric(spec: Any, hosts: list[str] | None = None) -> int:
+def comparisons_per_metric(spec: Spec, hosts: list[str] | None = None) -> int:
     """Comparisons the report makes for one metric: every level of
     ``report.compare.factor`` against the baseline where both are among the cells
     of one combination of the ``by`` factors, on each host of a ``replicate``
     campaign with several hosts. 1 when the spec asks for no comparison (the
     figure is then for one pair of levels)."""
-    from benchmatrix.analyze.comparisons import hosts_mode, level_key
+    from benchmatrix.analyze.comparisons import level_key
 
-    cfg = ((getattr(spec, "data", None) or {}).get("report") or {}).get("compare")
-    if not cfg:
+    cfg = spec.report.compare
+    if cfg is None:
         return 1
-    factor, by = cfg["factor"], list(cfg.get("by") or [])
-    base = level_key(cfg["baseline"])
+    factor, by = cfg.factor, list(cfg.by)
+    base = level_key(cfg.baseline)
     levels: dict[tuple[str, ...], set[str]] = {}
     for cell in spec.cells:
         if factor not in cell.factors or any(b not in cell.factors for b in by):
@@ -204,11 +207,11 @@ def comparisons_per_metric(spec: Any, hosts: list[str] | None = None) -> int:
         combo = tuple(level_key(cell.factors[b]) for b in by)
         levels.setdefault(combo, set()).add(level_key(cell.factors[factor]))
     count = sum(len(found - {base}) for found in levels.values() if base in found)
-    per_host = len(hosts) if hosts and len(hosts) > 1 and hosts_mode(spec) == "replicate" else 1
+    per_host = len(hosts) if hosts and len(hosts) > 1 and spec.hosts_mode == "replicate" else 1
     return max(1, count) * per_host
 
 
-def family_size(spec: Any, hosts: list[str] | None = None, known_metrics: list[str] | None = None
+def family_size(spec: Spec, hosts: list[str] | None = None, known_metrics: list[str] | None = None
                 ) -> dict[str, Any]:
     """The size of the Holm family the spec's report will produce.
 

@@ -129,3 +129,40 @@ def plan_reruns(spec: Spec, planned: list[PlannedRun], requests: list[dict[str, 
                                            warmup=True, control=False, attempt=1, factors=dict(run.factors)))
                     out.append(run)
     return out
+
+
+def select_reruns(exp: Path, factor_names: list[str], failed: bool, where: str | None) -> list[tuple[str, int]]:
+    """(run_id, next attempt) of the runs ``bmx rerun`` selects.
+
+    ``failed`` picks every run whose state is failed, timeout, unreachable or invalid;
+    ``where`` is an expression of :mod:`benchmatrix.spec.where` over one row per run (its
+    newest attempt): the factor columns, run_id, cell_id, host, status, attempt,
+    replicate, warmup, control and the metrics of that attempt.
+
+    Raises:
+        benchmatrix.spec.where.WhereError: ``where`` is outside the language (one line).
+    """
+    from benchmatrix.results.status import FAILED_STATES, run_states
+    from benchmatrix.spec.where import Where
+
+    states = [s for s in run_states(exp) if s.attempts]
+    picked = []
+    if failed:
+        picked += [s for s in states if s.state in FAILED_STATES]
+    if where:
+        rows = []
+        for s in states:
+            row = {"run_id": s.run.run_id, "cell_id": s.run.cell_id, "host": s.run.host, "status": s.state,
+                   "attempt": s.latest["attempt"], "replicate": s.run.replicate, "warmup": s.run.warmup,
+                   "control": s.run.control}
+            # Metrics first, so that a factor or a run column of the same name wins.
+            metrics = {k: (m or {}).get("value") for k, m in (s.latest.get("metrics") or {}).items()}
+            rows.append({**metrics, **{f: s.run.factors.get(f) for f in factor_names}, **row})
+        columns = set(factor_names) | {"run_id", "cell_id", "host", "status", "attempt", "replicate",
+                                       "warmup", "control"}
+        columns |= {k for r in rows for k in r}
+        expr = Where(where, columns)  # parsed before anything is selected: a bad one never half-runs
+        hit = {r["run_id"] for r in rows if expr.matches(r)}
+        picked += [s for s in states if s.run.run_id in hit and s not in picked]
+    # Warm-ups are never re-run on their own: the planner adds the ones a re-run needs.
+    return [(s.run.run_id, max(a["attempt"] for a in s.attempts) + 1) for s in picked if not s.run.warmup]

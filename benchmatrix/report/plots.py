@@ -25,12 +25,15 @@ import io
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from benchmatrix.analyze.stats import bool_column, execution_order, is_ok, metric_direction
+
+if TYPE_CHECKING:
+    from benchmatrix.spec.load import Spec
 
 #: Point clouds above this size are drawn as an embedded raster.
 RASTER_POINTS = 3000
@@ -104,19 +107,19 @@ def _label(unit: str) -> str:
     return f" ({unit})" if unit else ""
 
 
-def factor_lines(spec: Any, summary: pd.DataFrame, metrics: list[str], units: dict[str, str],
+def factor_lines(spec: Spec, summary: pd.DataFrame, metrics: list[str], units: dict[str, str],
                  notes: list[str]) -> list[Plot]:
     """Metric against a numeric factor, one line per level of another factor."""
-    factors = spec.data.get("factors") or {}
+    factors = spec.levels
     numeric = [f for f, lv in factors.items() if _numeric_levels(lv)]
     if not numeric or summary.empty:
         return []
-    compare = (spec.data.get("report") or {}).get("compare") or {}
+    compared = spec.report.compare.factor if spec.report.compare else None
     # The x axis: the numeric factor with the most levels, not the compared one if possible.
-    numeric.sort(key=lambda f: (f == compare.get("factor"), -len(factors[f])))
+    numeric.sort(key=lambda f: (f == compared, -len(factors[f])))
     x = numeric[0]
     others = [f for f in factors if f != x]
-    line = compare.get("factor") if compare.get("factor") in others else None
+    line = compared if compared in others else None
     if line is None and others:
         line = min(others, key=lambda f: len(factors[f]))
     panel_factors = [f for f in others if f != line]
@@ -177,12 +180,12 @@ def _direction_of(metric: str) -> str:
     return metric.split("_", 1)[0] if "_" in metric else ""
 
 
-def latency_beside_throughput(spec: Any, summary: pd.DataFrame, metrics: list[str], units: dict[str, str],
+def latency_beside_throughput(spec: Spec, summary: pd.DataFrame, metrics: list[str], units: dict[str, str],
                               labels: dict[str, str], notes: list[str]) -> list[Plot]:
     """Throughput and latency percentiles of every cell, side by side."""
     if summary.empty:
         return []
-    declared = (spec.data.get("workload") or {}).get("metrics") or {}
+    declared = spec.declared_metrics
     present = list(dict.fromkeys(summary["metric"]))
     throughput = next((m for m in metrics if metric_direction(m, declared) == "higher"), None)
     if throughput is None:
@@ -283,7 +286,7 @@ def run_order(runs: pd.DataFrame, metrics: list[str], units: dict[str, str], lab
                  "that crosses cells is drift or an order effect, not a factor's effect.", _svg(fig))]
 
 
-def control_over_time(runs: pd.DataFrame, drift_table: pd.DataFrame, metrics: list[str],
+def control_over_time(drift_table: pd.DataFrame, metrics: list[str],
                       units: dict[str, str], control_runs: pd.DataFrame) -> list[Plot]:
     """The control cell's runs over time per host, with any detected shift or trend."""
     if control_runs.empty:

@@ -24,7 +24,7 @@ import math
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 import numpy as np
@@ -46,6 +46,9 @@ from benchmatrix.report import plots
 from benchmatrix.results.records import atomic_write
 from benchmatrix.results.status import STATES, decide
 
+if TYPE_CHECKING:
+    from benchmatrix.spec.load import Spec
+
 #: Placeholder shown for a missing value.
 MISSING = "–"
 #: Above this many executed runs the HTML order table starts collapsed.
@@ -66,7 +69,6 @@ HOST_ROWS = 2000
 TEMPLATES = ("report.html.j2", "report.md.j2")
 
 _KINDS = ("measured", "warm-up", "control")
-_STATES = STATES
 
 
 # ----------------------------------------------------------------- template filters
@@ -189,12 +191,12 @@ def _run_states(plan: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
 def _progress(states: pd.DataFrame) -> dict[str, Any]:
     counts = (pd.crosstab(states["kind"], states["state"])
-              .reindex(index=list(_KINDS), columns=list(_STATES), fill_value=0))
+              .reindex(index=list(_KINDS), columns=list(STATES), fill_value=0))
     rows = []
     for kind in _KINDS:
-        row = {s: int(counts.at[kind, s]) for s in _STATES}
+        row = {s: int(counts.at[kind, s]) for s in STATES}
         rows.append({"kind": kind, "planned_or_run": sum(row.values()), **row})
-    total = {s: int(counts[s].sum()) for s in _STATES}
+    total = {s: int(counts[s].sum()) for s in STATES}
     rows.append({"kind": "all", "planned_or_run": sum(total.values()), **total})
     measured = rows[0]
     return {
@@ -208,7 +210,7 @@ def _progress(states: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def _cell_table(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
+def _cell_table(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
                 states: pd.DataFrame) -> pd.DataFrame:
     """Every cell: the spec's cells in matrix order, then any unknown to the spec
     (results of an older matrix) with factor values taken from the data."""
@@ -228,18 +230,18 @@ def _cell_table(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.D
 
     measured = states[states["kind"] == "measured"]
     counts = (pd.crosstab(measured["cell_id"], measured["state"])
-              .reindex(columns=list(_STATES), fill_value=0))
+              .reindex(columns=list(STATES), fill_value=0))
     cells = known.join(counts, on="cell_id")
-    cells[list(_STATES)] = cells[list(_STATES)].fillna(0).astype("int64")
-    cells["planned"] = cells[list(_STATES)].sum(axis=1)
+    cells[list(STATES)] = cells[list(STATES)].fillna(0).astype("int64")
+    cells["planned"] = cells[list(STATES)].sum(axis=1)
     return cells
 
 
-def _metric_tables(spec: Any, summary: pd.DataFrame, cells: pd.DataFrame) -> dict[str, Any]:
+def _metric_tables(spec: Spec, summary: pd.DataFrame, cells: pd.DataFrame) -> dict[str, Any]:
     present = sorted(summary["metric"].dropna().unique().tolist()) if len(summary) else []
-    wanted = list(dict.fromkeys(spec.data.get("report", {}).get("metrics") or []))
+    wanted = list(dict.fromkeys(spec.report.metrics))
     shown = [m for m in wanted if m in present] or present
-    declared = spec.data.get("workload", {}).get("metrics") or {}
+    declared = spec.declared_metrics
     factors = spec.factor_names
     tables = []
     for metric in shown:
@@ -277,7 +279,7 @@ def _campaign_hosts(plan: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     return sorted(set(run_hosts(plan)) | set(run_hosts(runs)))
 
 
-def _by_host(spec: Any, hosts: list[str], summary_by_host: pd.DataFrame | None, host_table: pd.DataFrame | None,
+def _by_host(spec: Spec, hosts: list[str], summary_by_host: pd.DataFrame | None, host_table: pd.DataFrame | None,
              cells: pd.DataFrame, metrics: list[str], units: dict[str, str]) -> dict[str, Any]:
     """The per-host results of a campaign on several hosts.
 
@@ -286,13 +288,13 @@ def _by_host(spec: Any, hosts: list[str], summary_by_host: pd.DataFrame | None, 
     measured on two or more hosts: each host's mean, the spread between them and the
     host effect's adjusted p-value (:func:`benchmatrix.analyze.sanity.host_differences`).
     """
-    mode = analysis.hosts_mode(spec)
+    mode = spec.hosts_mode
     out: dict[str, Any] = {"enabled": len(hosts) > 1, "mode": mode, "hosts": hosts, "tables": [],
                            "compared": [], "row_cap": HOST_ROWS}
     if not out["enabled"]:
         return out
     factors = spec.factor_names
-    declared = (spec.data.get("workload") or {}).get("metrics") or {}
+    declared = spec.declared_metrics
     order = {c: i for i, c in enumerate(cells["cell_id"])}
     host_rank = {h: i for i, h in enumerate(hosts)}
     levels = cells.set_index("cell_id")[factors]
@@ -407,7 +409,7 @@ def _hosts(host_facts: dict[str, dict], plan: pd.DataFrame, runs: pd.DataFrame) 
     return {"columns": keys, "rows": rows}
 
 
-def _reconfigurations(spec: Any, plan: pd.DataFrame) -> dict[str, int]:
+def _reconfigurations(spec: Spec, plan: pd.DataFrame) -> dict[str, int]:
     """Knob changes per cost class over every host's plan (the first setting counts)."""
     counts = {"none": 0, "restart": 0, "reboot": 0}
     if plan.empty or not spec.knobs:
@@ -424,8 +426,8 @@ def _reconfigurations(spec: Any, plan: pd.DataFrame) -> dict[str, int]:
     return counts
 
 
-def _design(spec: Any, plan: pd.DataFrame) -> dict[str, Any]:
-    order = spec.data.get("order", {})
+def _design(spec: Spec, plan: pd.DataFrame) -> dict[str, Any]:
+    order = spec.order
     control = spec.control_cell()
     visits = None
     if not plan.empty and "visit" in plan.columns:
@@ -434,8 +436,8 @@ def _design(spec: Any, plan: pd.DataFrame) -> dict[str, Any]:
     return {
         "strategy": order.get("strategy"),
         "seed": order.get("seed"),
-        "replicates": spec.data.get("replicates"),
-        "warmup": spec.data.get("warmup"),
+        "replicates": spec.replicates,
+        "warmup": spec.warmup,
         "control": control.label() if control else None,
         "control_every": order.get("control_every") if control else None,
         "visits": visits,
@@ -445,7 +447,7 @@ def _design(spec: Any, plan: pd.DataFrame) -> dict[str, Any]:
                   for k in spec.knobs.values()],
         "whole_plot_factors": analysis.whole_plot_factors(spec),
         "hosts": sorted(plan["host"].dropna().astype(str).unique().tolist()) if not plan.empty else [],
-        "hosts_mode": analysis.hosts_mode(spec),
+        "hosts_mode": spec.hosts_mode,
     }
 
 
@@ -482,9 +484,9 @@ def _timeline(runs: pd.DataFrame) -> dict[str, Any]:
             "batches_omitted": total - len(batches)}
 
 
-def _pivots(spec: Any, runs: pd.DataFrame, units: dict[str, str]) -> dict[str, Any]:
+def _pivots(spec: Spec, runs: pd.DataFrame, units: dict[str, str]) -> dict[str, Any]:
     """``report.tables``: pivots of a statistic of measured runs, rows x columns."""
-    wanted = (spec.data.get("report") or {}).get("tables") or []
+    wanted = spec.report.tables
     out, notes = [], []
     if not wanted:
         return {"tables": out, "notes": notes}
@@ -512,7 +514,7 @@ def _pivots(spec: Any, runs: pd.DataFrame, units: dict[str, str]) -> dict[str, A
         agg = pd.DataFrame({"mean": g.mean(), "median": g.median(), "min": g.min(), "max": g.max(),
                             "sd": g.std(), "n": g.count()})
         agg["cv"] = agg["sd"] / agg["mean"]
-        order = {k: [analysis.level_key(v) for v in spec.data["factors"][k]] for k in keys}
+        order = {k: [analysis.level_key(v) for v in spec.levels[k]] for k in keys}
 
         def sort_key(combo: tuple[str, ...], names: list[str], order: dict = order) -> tuple[int, ...]:
             return tuple(order[n].index(v) if v in order[n] else len(order[n]) for n, v in zip(names, combo))
@@ -597,7 +599,7 @@ def _comparison_context(result: analysis.Comparisons) -> dict[str, Any]:
             "family": result.family, "descriptive": result.descriptive}
 
 
-def _spec_text(spec: Any) -> str:
+def _spec_text(spec: Spec) -> str:
     try:
         return Path(spec.path).read_text(encoding="utf-8")
     except OSError:
@@ -606,14 +608,14 @@ def _spec_text(spec: Any) -> str:
         return yaml.safe_dump(spec.data, sort_keys=False)
 
 
-def _shown_metrics(spec: Any, summary: pd.DataFrame) -> list[str]:
+def _shown_metrics(spec: Spec, summary: pd.DataFrame) -> list[str]:
     present = list(dict.fromkeys(summary["metric"].dropna().tolist())) if len(summary) else []
-    wanted = list(dict.fromkeys((spec.data.get("report") or {}).get("metrics") or []))
+    wanted = list(dict.fromkeys(spec.report.metrics))
     return [m for m in wanted if m in present] or sorted(present)
 
 
-def _units(summary: pd.DataFrame, spec: Any) -> dict[str, str]:
-    declared = (spec.data.get("workload") or {}).get("metrics") or {}
+def _units(summary: pd.DataFrame, spec: Spec) -> dict[str, str]:
+    declared = spec.declared_metrics
     units = {m: str((d or {}).get("unit", "")) for m, d in declared.items()}
     if len(summary):
         for m, u in summary[["metric", "unit"]].drop_duplicates("metric").itertuples(index=False):
@@ -624,7 +626,7 @@ def _units(summary: pd.DataFrame, spec: Any) -> dict[str, str]:
 
 # ----------------------------------------------------------------- entry point
 
-def report_context(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
+def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
                    host_facts: dict[str, dict], *, exp_dir: str | Path | None = None,
                    record_notes: pd.DataFrame | None = None, with_plots: bool = True,
                    comparisons: analysis.Comparisons | None = None) -> dict[str, Any]:
@@ -658,8 +660,8 @@ def report_context(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
     effective = effective_runs(runs)
     metrics = _shown_metrics(spec, summary)
     units = _units(summary, spec)
-    cfg = spec.data.get("report") or {}
-    alpha = float(cfg.get("alpha") or analysis.DEFAULT_ALPHA)
+    cfg = spec.report
+    alpha = cfg.alpha
     if comparisons is None:
         comparisons = analysis.compare(spec, runs, metrics, units, alpha)
     if record_notes is None and exp_dir is not None:
@@ -671,7 +673,7 @@ def report_context(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
     if len(hosts) > 1 and len(effective):
         summary_by_host = summarize_by_host(runs, spec.factor_names, units, metrics)
         host_table = sanity.host_differences(effective, metrics, alpha,
-                                             float(cfg.get("drift_threshold", sanity.DEFAULT_DRIFT_THRESHOLD)))
+                                             cfg.drift_threshold)
     warnings_, drift_table = sanity.sanity_warnings(spec, plan, runs, summary, metrics, record_notes, cells, alpha,
                                                     summary_by_host=summary_by_host, host_table=host_table,
                                                     comparisons=comparisons.table)
@@ -682,8 +684,8 @@ def report_context(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
     rendered: list[plots.Plot] = []
     if with_plots:
         # The drift test's own control runs, so a flagged shift is drawn where it was found.
-        comparable = sanity.control_runs(runs, list(spec.knobs), int(spec.data.get("warmup") or 0))
-        rendered += plots.control_over_time(runs, drift_table, metrics, units, comparable)
+        comparable = sanity.control_runs(runs, list(spec.knobs), spec.warmup)
+        rendered += plots.control_over_time(drift_table, metrics, units, comparable)
         rendered += plots.factor_lines(spec, summary, metrics, units, plot_notes)
         rendered += plots.latency_beside_throughput(spec, summary, metrics, units, labels, plot_notes)
         rendered += plots.run_order(runs, metrics, units, labels)
@@ -693,7 +695,7 @@ def report_context(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
     control_plot = next((p for p in plot_list if p["name"] == "control"), None)
     return {
         "name": spec.name,
-        "description": spec.data.get("description") or "",
+        "description": spec.description,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "spec_path": str(spec.path),
         "spec_text": _spec_text(spec),
@@ -719,17 +721,17 @@ def report_context(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
         "executed": _executed(runs, cells),
         "timeline": _timeline(runs),
         "collapse_order_rows": COLLAPSE_ORDER_ROWS,
-        "thresholds": {"cv": float(cfg.get("cv_threshold", sanity.DEFAULT_CV_THRESHOLD)),
-                       "drift": float(cfg.get("drift_threshold", sanity.DEFAULT_DRIFT_THRESHOLD)),
+        "thresholds": {"cv": cfg.cv_threshold,
+                       "drift": cfg.drift_threshold,
                        "alpha": alpha},
         "missing": MISSING,
     }
 
 
-def template_dir_of(spec: Any, override: str | Path | None = None) -> Path | None:
+def template_dir_of(spec: Spec, override: str | Path | None = None) -> Path | None:
     """The user template directory: ``override``, else ``report.template_dir``
     (relative to the spec file's directory, then to the working directory)."""
-    value = override if override is not None else (spec.data.get("report") or {}).get("template_dir")
+    value = override if override is not None else spec.report.template_dir
     if not value:
         return None
     path = Path(value).expanduser()
@@ -743,7 +745,7 @@ def template_dir_of(spec: Any, override: str | Path | None = None) -> Path | Non
     return path
 
 
-def render_report(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
+def render_report(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
                   host_facts: dict[str, dict], out_dir: Path, *,
                   template_dir: str | Path | None = None,
                   record_notes: pd.DataFrame | None = None) -> tuple[Path, Path]:

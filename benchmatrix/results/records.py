@@ -18,7 +18,6 @@ from typing import Any
 from benchmatrix.plan.design import PLAN_COLUMNS, PlannedRun
 
 RUN_COLUMNS = PLAN_COLUMNS + ["status", "reason", "started_at", "ended_at", "duration_s"]
-STATUSES = ("ok", "failed", "timeout", "unreachable", "invalid", "interrupted")
 
 
 def atomic_write(path: str | Path, data: str | bytes) -> None:

@@ -92,6 +92,73 @@ class Knob:
     vars: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
 
+def _report_default(key: str) -> Any:
+    return schema()["properties"]["report"]["properties"][key]["default"]
+
+
+#: Defaults of ``report.alpha``, ``report.cv_threshold`` and ``report.drift_threshold``
+#: (the schema's, which docs/spec.md shows).
+DEFAULT_ALPHA: float = _report_default("alpha")
+DEFAULT_CV_THRESHOLD: float = _report_default("cv_threshold")
+DEFAULT_DRIFT_THRESHOLD: float = _report_default("drift_threshold")
+#: Values of ``hosts_mode``, the default first.
+HOSTS_MODES = ("replicate", "partition")
+
+
+@dataclass(frozen=True)
+class CompareSettings:
+    """``report.compare``: every level of ``factor`` against ``baseline`` within each
+    combination of the ``by`` factors."""
+
+    factor: str
+    baseline: Level
+    by: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as the spec writes them (``by`` a list), for templates and tables."""
+        return {"factor": self.factor, "baseline": self.baseline, "by": list(self.by)}
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    """The ``report`` section of a spec, with every default filled in.
+
+    Attributes:
+        metrics: Metrics the report shows (empty: every measured metric).
+        primary: The primary metrics (Holm's family); empty: every report metric.
+        alpha: Significance level of verdicts and drift tests.
+        cv_threshold: Coefficient of variation above which a cell earns a warning.
+        drift_threshold: Smallest relative change that earns a drift or warm-up warning.
+        template_dir: Directory of user templates, relative to the spec file.
+        tables: Extra pivot tables, as the spec writes them.
+        compare: The comparison asked for, or None.
+    """
+
+    metrics: tuple[str, ...] = ()
+    primary: tuple[str, ...] = ()
+    alpha: float = DEFAULT_ALPHA
+    cv_threshold: float = DEFAULT_CV_THRESHOLD
+    drift_threshold: float = DEFAULT_DRIFT_THRESHOLD
+    template_dir: str | None = None
+    tables: tuple[dict[str, Any], ...] = ()
+    compare: CompareSettings | None = None
+
+    @classmethod
+    def of(cls, report: dict[str, Any] | None) -> ReportSettings:
+        """The settings of a ``report`` mapping (None or missing keys: the defaults)."""
+        cfg = report or {}
+        cmp = cfg.get("compare")
+        return cls(
+            metrics=tuple(cfg.get("metrics") or ()),
+            primary=tuple(cfg.get("primary") or ()),
+            alpha=float(cfg.get("alpha") or DEFAULT_ALPHA),
+            cv_threshold=float(cfg.get("cv_threshold", DEFAULT_CV_THRESHOLD)),
+            drift_threshold=float(cfg.get("drift_threshold", DEFAULT_DRIFT_THRESHOLD)),
+            template_dir=cfg.get("template_dir"),
+            tables=tuple(cfg.get("tables") or ()),
+            compare=CompareSettings(cmp["factor"], cmp["baseline"], tuple(cmp.get("by") or ())) if cmp else None)
+
+
 @dataclass
 class Spec:
     """A validated experiment spec with defaults filled in.
@@ -129,7 +196,62 @@ class Spec:
     @property
     def visits(self) -> int:
         """Whole-plot visits per whole plot of a restricted plan (``order.visits``, else replicates)."""
-        return int(self.order.get("visits") or self.data["replicates"])
+        return int(self.order.get("visits") or self.replicates)
+
+    # The typed view: read from ``data`` on every access, so a copy whose ``data`` is
+    # changed (the planner's alternative strategies, tests) sees the change.
+    @property
+    def report(self) -> ReportSettings:
+        """The ``report`` section, defaults filled in."""
+        return ReportSettings.of(self.data.get("report"))
+
+    @property
+    def hosts_mode(self) -> str:
+        """``hosts_mode``: ``replicate`` (every host runs the whole plan, the default) or
+        ``partition`` (the replicates of each cell are dealt over the hosts)."""
+        mode = str(self.data.get("hosts_mode") or HOSTS_MODES[0]).strip().lower()
+        return mode if mode in HOSTS_MODES else HOSTS_MODES[0]
+
+    @property
+    def hosts(self) -> str:
+        """The inventory host pattern."""
+        return self.data["hosts"]
+
+    @property
+    def description(self) -> str:
+        return self.data.get("description") or ""
+
+    @property
+    def replicates(self) -> int:
+        return int(self.data["replicates"])
+
+    @property
+    def warmup(self) -> int:
+        """Unmeasured runs of a cell after each reconfiguration."""
+        return int(self.data.get("warmup") or 0)
+
+    @property
+    def levels(self) -> dict[str, list[Level]]:
+        """Factor name -> its levels, in the spec's order."""
+        return self.data.get("factors") or {}
+
+    @property
+    def declared_metrics(self) -> dict[str, dict[str, Any]]:
+        """``workload.metrics``: metric name -> its declaration (unit, better, ...)."""
+        return (self.data.get("workload") or {}).get("metrics") or {}
+
+    @property
+    def before_run(self) -> list[str]:
+        return list(self.data.get("before_run") or [])
+
+    @property
+    def collect(self) -> list[str]:
+        """System counters sampled beside each run."""
+        return list(self.data.get("collect") or [])
+
+    @property
+    def allow_reboot(self) -> bool:
+        return bool(self.data.get("allow_reboot", False))
 
     def costly_factors(self, cost_class: str) -> list[str]:
         """Knob factors of one cost class, in the spec's factor order."""
@@ -243,7 +365,6 @@ def _templates(value: Any, at: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...
             yield from _templates(v, at + (i,))
 
 
-_ENV = templating.ENV
 _WHOLE_VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
@@ -423,7 +544,7 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
         templates = []
     for at, text in templates:
         try:
-            names_in = jinja2.meta.find_undeclared_variables(_ENV.parse(text))
+            names_in = jinja2.meta.find_undeclared_variables(templating.ENV.parse(text))
         except jinja2.TemplateSyntaxError as exc:
             errs.append(doc.error(at, f"template error in {'.'.join(map(str, at))}: {exc.message}"))
             continue
@@ -521,7 +642,7 @@ def _render_errors(doc: LocatedDocument, cells: list[Cell]) -> tuple[list[SpecEr
     for at, text in _templates(d["workload"]["vars"], ("workload", "vars")):
         if _WHOLE_VAR.fullmatch(text):
             continue  # exactly {{ name }}: the value itself, nothing to render
-        used = sorted(jinja2.meta.find_undeclared_variables(_ENV.parse(text)))
+        used = sorted(jinja2.meta.find_undeclared_variables(templating.ENV.parse(text)))
         done: set[tuple[Any, ...]] = set()
         for cell in cells:
             combo = tuple(level_key(cell.factors[n]) for n in used if n in cell.factors)

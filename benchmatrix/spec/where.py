@@ -172,7 +172,3 @@ class Where:
         except TypeError:
             text = ast.get_source_segment(self.expr.strip(), node) or ""
             raise self._error(f"cannot compare {a!r} {_SYMBOL[type(op)]} {b!r} in {text!r}") from None
-
-    def filter(self, rows: Iterable[Row]) -> list[Row]:
-        """The rows that match, in order."""
-        return [r for r in rows if self.matches(r)]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from benchmatrix.workloads.base import Parsed, Parser
 from benchmatrix.workloads.command import check_declarations, parse_command
-from benchmatrix.workloads.counters import COUNTERS_FILE, load_counters, parse_counters
+from benchmatrix.workloads.counters import load_counters, parse_counters
 from benchmatrix.workloads.fio import FIO_METRICS, parse_fio
 from benchmatrix.workloads.pgbench import PGBENCH_METRICS, parse_pgbench
 from benchmatrix.workloads.success import check_success
@@ -30,7 +30,7 @@ PARSERS: dict[str, Parser] = {
 }
 
 __all__ = [
-    "COUNTERS_FILE", "FIO_METRICS", "PARSERS", "PGBENCH_METRICS", "Parsed", "Parser",
+    "FIO_METRICS", "PARSERS", "PGBENCH_METRICS", "Parsed", "Parser",
     "check_declarations", "check_success", "load_counters", "parse_command", "parse_counters",
     "parse_fio", "parse_pgbench", "parse_sysbench",
 ]

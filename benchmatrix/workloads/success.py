@@ -19,8 +19,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-SUCCESS_KEYS = ("exit_code", "required_line", "forbidden_line", "metrics")
-
 
 def _patterns(value: Any) -> list[str]:
     if value is None:

@@ -8,7 +8,6 @@ are binomial intervals wide enough that a correct method passes with almost any 
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -18,21 +17,19 @@ from scipy import stats as sps
 from benchmatrix.analyze import sanity
 from benchmatrix.analyze.comparisons import compare, comparison_columns, level_key, sentence
 from benchmatrix.analyze.stats import fieller_ratio_ci, holm, metric_direction, summarize, welch_test
-from benchmatrix.spec.load import Knob
+from benchmatrix.spec.load import Knob, Spec
 from benchmatrix.spec.matrix import Cell
 
 ALPHA = 0.05
 
 
 def make_spec(factors, compare_cfg=None, strategy="random", knobs=None, control=None, metrics=None, **report):
-    """A stand-in for a loaded Spec with just what analysis and sanity read."""
+    """A Spec with just what analysis and sanity read (no file, no validation)."""
     cells = [Cell(f"c{i}", dict(zip(factors, combo)))
              for i, combo in enumerate(pd.MultiIndex.from_product(list(factors.values())).tolist())]
     data = {"factors": factors, "order": {"strategy": strategy, "control": control},
             "report": {"compare": compare_cfg, **report}, "workload": {"metrics": metrics or {}}, "warmup": 0}
-    spec = SimpleNamespace(data=data, knobs=knobs or {}, factor_names=list(factors), cells=cells)
-    spec.control_cell = lambda: Cell("ctl", control) if control else None
-    return spec
+    return Spec("test.yaml", data, "0", cells, knobs or {})
 
 
 def runs_frame(rows):

@@ -271,8 +271,8 @@ def crawl(site: Path) -> tuple[set[Path], list[str]]:
 
 @pytest.mark.slow
 def test_site_in_headless_chromium(tmp_path):
-    from test_report_browser import DevTools, chromium_binary
-    from test_report_browser import campaign as report_campaign
+    from browser import DevTools, chromium_binary
+    from browser import campaign as report_campaign
 
     binary = chromium_binary()
     (tmp_path / "render").mkdir()

@@ -58,3 +58,14 @@ def test_a_live_holder_is_never_stopped(tmp_path):
         assert lock.orphans(tmp_path / "exp" / lock.LOCK_NAME) == (None, [])
     finally:
         lock.release(fh)
+
+
+def test_experiment_lock_holds_for_the_block_and_names_the_resume_hint(tmp_path):
+    with lock.experiment_lock(tmp_path, "bmx run", "spec.yaml") as fh:
+        assert not fh.closed
+        with pytest.raises(LockError, match="bmx run spec.yaml --stop-orphan|pid"):
+            with lock.experiment_lock(tmp_path, "bmx rerun", "spec.yaml"):
+                pass
+    assert fh.closed
+    with lock.experiment_lock(tmp_path, "bmx rerun"):
+        pass  # free again once the block ended

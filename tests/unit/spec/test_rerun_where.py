@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from benchmatrix.cli import select_reruns
 from benchmatrix.execute.rules import _base_record, exp_dir_of, plan
 from benchmatrix.plan.design import read_plan
+from benchmatrix.plan.reruns import select_reruns
 from benchmatrix.results.records import write_record
 from benchmatrix.spec.load import load_spec
 from benchmatrix.spec.where import Where, WhereError

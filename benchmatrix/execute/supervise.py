@@ -1,0 +1,248 @@
+"""Supervision of the Snakemake that executes a campaign for ``bmx run`` and ``bmx rerun``.
+
+:func:`execute` starts Snakemake in its own process group, holding the experiment
+lock it was given, forwards Ctrl-C (and SIGTERM) to it as one SIGINT, prints
+progress with an ETA from its stream, stops the campaign cleanly on a full disk,
+repeats the pass while interrupted runs became a new re-run round, and maps the
+outcome to bmx's exit status (0, 1 for failed runs or jobs, 130 after an interrupt).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from benchmatrix.spec.load import Spec
+
+
+def _spec_arg(spec: str, proj: Path) -> str:
+    """The spec path as Snakemake's rules see it (relative to the project when inside it)."""
+    p = Path(spec).resolve()
+    try:
+        return str(p.relative_to(proj))
+    except ValueError:
+        return str(p)
+
+
+_PROGRESS = re.compile(r"^(\d+) of (\d+) steps \((\d+)%\) done")
+_ERROR_RULE = re.compile(r"^Error in rule (\w+):")
+_LOG_LINE = re.compile(r"^\s+log: (\S+)")
+
+
+def _snakemake_child_setup() -> None:
+    """In the Snakemake child, before exec: take SIGINT by default again.
+
+    A bmx started with SIGINT ignored (``nohup bmx run ... &``, a non-interactive
+    shell's background job) would hand that on, and Snakemake could then never be
+    stopped by the SIGINT that bmx forwards or that the workflow sends its own
+    group when bmx dies (benchmatrix.execute.snakefile.die_with_bmx). That watcher replaces
+    PR_SET_PDEATHSIG, which only signalled Snakemake itself: Snakemake then waited
+    for its in-flight batch job, whose runner went on measuring.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def fmt_hms(seconds: float) -> str:
+    """Seconds as H:MM:SS."""
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def _disk_hint(exp: Path) -> str:
+    """What to say about a job that left no message: often a full disk ate its log."""
+    import shutil
+
+    try:
+        free = shutil.disk_usage(exp).free
+    except OSError:
+        return "no message"
+    if free < 4 << 20:
+        return f"no message; only {free / 2**20:.1f} MiB free on the file system of {exp}"
+    return "no message"
+
+
+def _last_error_line(path: Path) -> str:
+    try:
+        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    for ln in reversed(lines):
+        if ln.startswith("benchmatrix:"):
+            return ln
+    return lines[-1] if lines else ""
+
+
+def _collected_early(exp: Path) -> bool:
+    """runs.csv exists although a batch of plan.csv has not finished.
+
+    ``bmx report`` after an interrupt writes runs.csv; Snakemake does not re-create a
+    missing intermediate file (a batch marker) of an up-to-date output, so the next
+    ``bmx run`` would see nothing to do and leave the rest of the campaign pending.
+    """
+    from benchmatrix.execute.snakefile import batches
+
+    if not (exp / "runs.csv").is_file() or not (exp / "plan.csv").is_file():
+        return False
+    order, _ = batches(exp / "plan.csv")
+    return any(not (exp / "batches" / f"{b}.done").is_file() for b in order)
+
+
+def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: Any,
+                    t0: float) -> tuple[int, bool, list[tuple[str, str, str]], str]:
+    """One Snakemake invocation.
+
+    Returns:
+        (exit status, interrupted, failed jobs as (rule, log, the job's last
+        ``benchmatrix:`` line seen on the stream), why bmx stopped the campaign itself
+        ("" when it did not: a full disk makes it stop cleanly rather than fail on)).
+    """
+    from benchmatrix.execute.lock import LOCK_FD_ENV, note_child
+    from benchmatrix.execute.rules import describe_os_error
+
+    target = f"results/{spec.name}/report.html"
+    # The target comes first: --config takes every following word as a KEY=VALUE.
+    # Batch jobs wait on their hosts, not on this machine's CPUs: allow one job per
+    # parallel host even on a small controller.
+    slots = args.hosts_parallel or len(args.hosts)
+    cmd = [sys.executable, "-m", "snakemake", target, "--snakefile", str(proj / "Snakefile"),
+           "--directory", str(proj), "--cores", str(max(args.cores, slots)), "--nolock",
+           "--resources", f"host_slots={slots}",
+           *(["--forcerun", "collect"] if _collected_early(exp) else []),
+           "--config", f"spec={_spec_arg(args.spec, proj)}"]
+    if args.batch_max_runs:
+        cmd.append(f"batch_max_runs={args.batch_max_runs}")
+    log_path = exp / "logs" / "snakemake.log"
+    failed: list[tuple[str, str, str]] = []
+    pending_rule = None
+    interrupted: list[int] = []
+    stopped: list[str] = []  # why bmx stopped Snakemake itself (a full disk)
+    last_msg = ""
+    with open(log_path, "a") as log:
+        # Snakemake runs in its own process group so that one Ctrl-C reaches it, its
+        # jobs and the batch runners exactly once, forwarded by the handler below.
+        # The workflow knows the inherited lock by BMX_LOCK_FD (it takes the lock itself
+        # otherwise), and watches BMX_PARENT_PID: when bmx dies, it interrupts itself.
+        env = {**os.environ, LOCK_FD_ENV: str(lock.fileno()), "BMX_PARENT_PID": str(os.getpid())}
+        proc = subprocess.Popen(cmd, cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, bufsize=1, start_new_session=True, env=env,
+                                pass_fds=(lock.fileno(),), preexec_fn=_snakemake_child_setup)
+        note_child(lock, proc.pid)
+
+        def forward(signum: int, frame: Any) -> None:
+            if not interrupted:
+                interrupted.append(signum)
+                try:
+                    os.killpg(proc.pid, signal.SIGINT)
+                except ProcessLookupError:
+                    pass
+
+        def stop(reason: str) -> None:
+            # Like Ctrl-C: each batch job stops its runner and restores its host.
+            if not stopped and not interrupted:
+                stopped.append(reason)
+                print(f"bmx: {reason}; stopping the campaign", file=sys.stderr, flush=True)
+                try:
+                    os.killpg(proc.pid, signal.SIGINT)
+                except ProcessLookupError:
+                    pass
+
+        old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+        logging = True
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if logging:
+                    try:
+                        log.write(line)
+                        log.flush()
+                    except OSError as exc:  # keep reading: a blocked pipe would hang Snakemake
+                        logging = False
+                        stop(describe_os_error(exc, log_path))
+                if line.startswith("benchmatrix:"):
+                    last_msg = line.strip()
+                m = _PROGRESS.match(line)
+                if m and not interrupted:
+                    done, total = int(m.group(1)), int(m.group(2))
+                    el = time.monotonic() - t0
+                    eta = el / done * (total - done) if done else 0
+                    n_rec = sum(1 for _ in (exp / "runs").glob("*/*/record.json")) if (exp / "runs").is_dir() else 0
+                    print(f"bmx: {done}/{total} jobs done, {n_rec} run records, "
+                          f"elapsed {fmt_hms(el)}, ETA {fmt_hms(eta)}", flush=True)
+                m = _ERROR_RULE.match(line)
+                if m:
+                    pending_rule = m.group(1)
+                m = _LOG_LINE.match(line)
+                if m and pending_rule:
+                    msg = _last_error_line(proj / m.group(1)) or last_msg
+                    failed.append((pending_rule, m.group(1), msg))
+                    pending_rule = None
+                    if "No space left on device" in msg:
+                        stop(msg.removeprefix("benchmatrix: "))
+            rc = proc.wait()
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+            try:
+                log.close()
+            except OSError:
+                pass  # a full disk: the reason is already printed
+    return rc, bool(interrupted), failed, stopped[0] if stopped else ""
+
+
+def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: Any) -> int:
+    """Run the workflow until no new re-run round appears; print the outcome."""
+    from benchmatrix.execute.hosts import resolve_hosts
+    from benchmatrix.plan.reruns import reruns_digest
+    from benchmatrix.results.status import campaign_status, exit_code
+
+    log_path = exp / "logs" / "snakemake.log"
+    args.hosts = resolve_hosts(spec.inventory_path(proj), spec.hosts)
+    print(f"bmx: running {spec.name} ({len(spec.cells)} cells) on {len(args.hosts)} host(s); log {log_path}",
+          flush=True)
+    t0 = time.monotonic()
+    # Interrupted runs found while executing become a re-run round (their next
+    # attempt): one more pass executes them. Bounded, in case runs keep ending that way.
+    for _ in range(3):
+        before = reruns_digest(exp)
+        rc, interrupted, failed, stopped = _snakemake_pass(args, spec, proj, exp, lock, t0)
+        if stopped:
+            for rule, log_file, msg in failed:
+                if stopped not in msg:  # the reason itself was printed when bmx stopped
+                    print(f"bmx: job {rule} failed: {msg} (log: {log_file})", file=sys.stderr)
+            print(f"bmx: stopped; every finished run is kept (on its host until fetched). "
+                  f"Free some space, then resume with: bmx run {args.spec}", file=sys.stderr)
+            return 1
+        if interrupted:
+            print(f"bmx: interrupted; every finished run is kept. Resume with: bmx run {args.spec}",
+                  file=sys.stderr)
+            return 130
+        if rc != 0 or reruns_digest(exp) == before:
+            break
+        print("bmx: resuming the runs that an interrupt cut short", flush=True)
+    if rc != 0:
+        for rule, log_file, msg in failed:
+            print(f"bmx: job {rule} failed: {msg or _disk_hint(exp)} (log: {log_file})", file=sys.stderr)
+        if not failed:
+            print(f"bmx: snakemake failed (exit {rc}); see {log_path}", file=sys.stderr)
+        return 1
+    status = campaign_status(exp, spec.factor_names)
+    t = status["totals"]
+    bad = sum(t[k] for k in ("failed", "timeout", "unreachable", "invalid"))
+    print(f"bmx: done in {fmt_hms(time.monotonic() - t0)}: {t['ok']} of {t['planned']} runs ok, "
+          f"{bad} failed, {t['pending']} pending")
+    for f in status["failed"][:10]:
+        print(f"bmx: {f['status']}: {f['run_id']} (attempt {f['attempt']}): {f['reason']}", file=sys.stderr)
+    if bad:
+        print(f"bmx: details with 'bmx status {args.spec}'; retry with 'bmx rerun {args.spec} --failed'",
+              file=sys.stderr)
+    print(f"report: {exp / 'report.html'}")
+    print(f"report: {exp / 'report.md'}")
+    return exit_code(status) if bad else 0
