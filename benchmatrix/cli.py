@@ -22,6 +22,7 @@ from typing import Any
 
 from benchmatrix import __version__
 from benchmatrix.errors import BenchmatrixError, SpecErrors
+from benchmatrix.results import layout
 
 EXAMPLES = {
     "validate": "example:\n  bmx validate config/experiments/quickstart.yaml",
@@ -186,14 +187,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     max_runs = args.batch_max_runs or cfg["batch_max_runs"] or DEFAULT_BATCH_MAX_RUNS
     detect = _detect_inputs(args, spec, proj)
     exp = exp_dir_of(proj, spec)
-    out = exp / "plan.csv"
+    out = exp / layout.PLAN
     with experiment_lock(exp, "bmx plan", args.spec):
         _start_campaign(exp, spec, None, sys.stderr)
         runs = plan(args.spec, proj, out, max_runs)
     # Re-run rounds appended after the planned runs are not part of the design compared here.
     planned = [r for r in runs if getattr(r, "round", 0) == 0]
     hosts = resolve_hosts(spec.inventory_path(proj), spec.data["hosts"])
-    per_run, per_run_source = per_run_estimate(spec, exp / "runs.csv")
+    per_run, per_run_source = per_run_estimate(spec, exp / layout.RUNS)
     overhead = cfg["batch_overhead_seconds"]
     chosen = plan_summary(spec, planned, per_run, overhead)
     alternatives = {k: plan_summary(spec, v, per_run, overhead)
@@ -342,9 +343,9 @@ def _collected_early(exp: Path) -> bool:
     """
     from benchmatrix.execute.snakefile import batches
 
-    if not (exp / "runs.csv").is_file() or not (exp / "plan.csv").is_file():
+    if not (exp / layout.RUNS).is_file() or not (exp / layout.PLAN).is_file():
         return False
-    order, _ = batches(exp / "plan.csv")
+    order, _ = batches(exp / layout.PLAN)
     return any(not (exp / "batches" / f"{b}.done").is_file() for b in order)
 
 
@@ -548,7 +549,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     proj = project_dir()
     spec = load_spec(args.spec)
     exp = exp_dir_of(proj, spec)
-    if not (exp / "plan.csv").is_file():
+    if not (exp / layout.PLAN).is_file():
         raise BenchmatrixError(f"{exp / 'plan.csv'}: no plan yet; run 'bmx run {args.spec}' first")
     status = campaign_status(exp, spec.factor_names)
     code = exit_code(status)
@@ -580,7 +581,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     exp = exp_dir_of(proj, spec)
     hosts = [h for h in resolve_hosts(spec.inventory_path(proj), spec.data["hosts"])
-             if (exp / "hosts" / h / "baseline.json").is_file()]
+             if (exp / layout.HOSTS_DIR / h / layout.BASELINE).is_file()]
     if not hosts:
         print(f"bmx: no baseline recorded for {spec.name}: no host was reconfigured")
         return 0
@@ -588,7 +589,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     with experiment_lock(exp, "bmx restore", args.spec):
         for host in hosts:
             try:
-                done = restore_host(spec, proj, host, exp / "hosts" / host / "restored.json")
+                done = restore_host(spec, proj, host, exp / layout.HOSTS_DIR / host / layout.RESTORED)
             except BenchmatrixError as exc:
                 print(f"bmx: {exc}", file=sys.stderr)
                 code = 1
@@ -645,7 +646,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     proj = project_dir()
     spec = load_spec(args.spec)
     exp = exp_dir_of(proj, spec)
-    if not (exp / "plan.csv").is_file():
+    if not (exp / layout.PLAN).is_file():
         raise BenchmatrixError(f"{exp / 'plan.csv'}: no plan yet; run 'bmx run {args.spec}' first")
     with experiment_lock(exp, "bmx rerun", args.spec, args.stop_orphan) as lock:
         picks = select_reruns(exp, spec.factor_names, args.failed, args.where)
@@ -667,10 +668,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     proj = project_dir()
     spec = load_spec(args.spec)
     exp = exp_dir_of(proj, spec)
-    plan_path = exp / "plan.csv"
+    plan_path = exp / layout.PLAN
     if not plan_path.is_file():
         raise BenchmatrixError(f"{plan_path}: no plan yet; run 'bmx run {args.spec}' (or 'bmx plan') first")
-    collect(args.spec, proj, plan_path, exp / "runs.csv", exp / "summary.csv")
+    collect(args.spec, proj, plan_path, exp / layout.RUNS, exp / layout.SUMMARY)
     html, md = report(args.spec, proj, template_dir=args.templates)
     print(f"report: {html}")
     print(f"report: {md}")

@@ -86,6 +86,7 @@ from benchmatrix.analyze.stats import (
     summarize_by_host,
     welch_test,
 )
+from benchmatrix.results.layout import ALL_HOSTS, HOST_COLUMN, NON_METRIC_COLUMNS, by_column, comparison_columns
 
 #: Default significance level of verdicts (``report.alpha``).
 DEFAULT_ALPHA = 0.05
@@ -95,19 +96,6 @@ WHOLE_PLOT_CLASSES = frozenset({"restart", "reboot"})
 MIXED_MAX_CELLS = 300
 MIXED_MAX_ROWS = 200_000
 
-#: Columns of runs.csv that are not metrics.
-_RUN_COLUMNS = frozenset({"seq", "host", "run_id", "cell_id", "replicate", "warmup", "control", "visit", "batch",
-                          "attempt", "status", "reason", "started_at", "ended_at", "duration_s", "exit_code"})
-#: The host column of a campaign with several hosts (right after HEAD_COLUMNS).
-HOST_COLUMN = "host"
-#: Its value for a comparison that pools the hosts (``hosts_mode: partition``).
-ALL_HOSTS = "all"
-#: Columns of comparisons.csv before the ``by`` factor columns ...
-HEAD_COLUMNS = ["metric", "factor", "level", "baseline"]
-#: ... and after them.
-TAIL_COLUMNS = ["n_level", "n_baseline", "rel_diff_pct", "ci_low_pct", "ci_high_pct", "p_value",
-                "analysis", "verdict", "unit", "better", "mean_level", "mean_baseline",
-                "p_value_unadjusted", "df", "ci_low_adj_pct", "ci_high_adj_pct"]
 #: A comparison resting on fewer independent units (runs, or visits for a whole-plot
 #: factor) on a side gets no ``no_difference`` verdict: a test on two visits per level
 #: (2 error degrees of freedom) detects an effect of 2.5 standard deviations of a
@@ -203,25 +191,10 @@ class Comparisons:
     descriptive: list[str] = field(default_factory=list)
 
 
-def comparison_columns(by: list[str], host: bool = False) -> list[str]:
-    """Columns of comparisons.csv for these ``by`` factors.
-
-    A ``by`` factor whose name clashes with a fixed column is written as ``by_NAME``.
-    With ``host`` (a campaign on several hosts) a ``host`` column follows ``baseline``.
-    """
-    fixed = set(HEAD_COLUMNS) | set(TAIL_COLUMNS)
-    return [*HEAD_COLUMNS, *([HOST_COLUMN] if host else []), *[by_column(b, fixed) for b in by], *TAIL_COLUMNS]
-
-
 def hosts_mode(spec: Any) -> str:
     """``hosts_mode`` of the spec: ``replicate`` (default) or ``partition``."""
     mode = str((getattr(spec, "data", None) or {}).get("hosts_mode") or "replicate").strip().lower()
     return mode if mode in ("replicate", "partition") else "replicate"
-
-
-def by_column(name: str, fixed: set[str] | None = None) -> str:
-    fixed = fixed if fixed is not None else set(HEAD_COLUMNS) | set(TAIL_COLUMNS)
-    return f"by_{name}" if name in fixed else name
 
 
 def _empty(by: list[str], host: bool = False) -> pd.DataFrame:
@@ -949,7 +922,7 @@ def write_analysis(exp_dir: str | Path, spec: Any, runs: pd.DataFrame,
     from benchmatrix.results.records import atomic_write
 
     exp_dir = Path(exp_dir)
-    metric_cols = [c for c in runs.columns if c not in set(spec.factor_names) | _RUN_COLUMNS]
+    metric_cols = [c for c in runs.columns if c not in set(spec.factor_names) | NON_METRIC_COLUMNS]
     wanted = [m for m in (spec.data.get("report") or {}).get("metrics") or [] if m in runs.columns]
     result = compare(spec, runs, wanted or sorted(metric_cols), units)
     atomic_write(exp_dir / "comparisons.csv", result.table.to_csv(index=False))

@@ -55,7 +55,9 @@ import pandas as pd
 from scipy import stats as sps
 
 from benchmatrix.analyze.stats import bool_column, effective_runs, execution_order, holm, is_ok, run_hosts
-from benchmatrix.results.status import State, decide
+from benchmatrix.results import layout
+from benchmatrix.results.layout import ALL_HOSTS, HOST_COLUMN, NOTE_COLUMNS, RECORD_NOTES, State, by_column
+from benchmatrix.results.status import decide
 
 #: Defaults of the spec's report keys.
 DEFAULT_CV_THRESHOLD = 0.05
@@ -74,9 +76,6 @@ ITEMS_LISTED = 20
 #: Facts that change without the host changing.
 VOLATILE_FACTS = frozenset({"gathered_at", "uptime", "uptime_seconds", "date_time", "inventory_name",
                             "boot_time", "load_average", "memory_free_mb"})
-#: Name of the file with notes drawn from the run records.
-RECORD_NOTES = "record_notes.csv"
-NOTE_COLUMNS = ["run_id", "attempt", "host", "started_at", "check", "detail"]
 
 
 def warning(check: str, title: str, message: str, runs: Iterable[str] = (), *,
@@ -624,12 +623,10 @@ def host_warnings(table: pd.DataFrame, eff: pd.DataFrame, labels: dict[str, str]
 
 def host_effect_warnings(comparisons: pd.DataFrame | None, by: list[str]) -> list[dict[str, Any]]:
     """Comparisons whose verdict differs between hosts (``hosts_mode: replicate``)."""
-    if comparisons is None or comparisons.empty or "host" not in comparisons.columns:
+    if comparisons is None or comparisons.empty or HOST_COLUMN not in comparisons.columns:
         return []
-    from benchmatrix.analyze.comparisons import by_column
-
     table = comparisons[comparisons["verdict"] != "insufficient_data"]
-    if table.empty or table["host"].astype(str).eq("all").all():
+    if table.empty or table[HOST_COLUMN].astype(str).eq(ALL_HOSTS).all():
         return []
     keys = ["metric", "level", *[by_column(b) for b in by]]
     items = []
@@ -804,7 +801,7 @@ def load_record_notes(exp_dir: Path, runs: pd.DataFrame, scan_limit: int = 20_00
 
     def records() -> Iterable[dict[str, Any]]:
         for rid, attempt in zip(runs["run_id"], runs.get("attempt", pd.Series(1, index=runs.index))):
-            p = Path(exp_dir) / "runs" / str(rid) / str(attempt) / "record.json"
+            p = Path(exp_dir) / "runs" / str(rid) / str(attempt) / layout.RECORD
             try:
                 yield json.loads(p.read_text())
             except (OSError, ValueError):

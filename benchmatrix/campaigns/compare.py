@@ -50,6 +50,7 @@ from benchmatrix.campaigns.store import (
     read_campaign,
 )
 from benchmatrix.errors import BenchmatrixError
+from benchmatrix.results import layout
 
 #: Host facts that describe the environment a campaign ran in.
 ENV_FACTS = ("kernel", "cpu_model", "cpu_count", "sockets", "cores", "threads_per_core", "memory_mb",
@@ -58,8 +59,7 @@ ENV_FACTS = ("kernel", "cpu_model", "cpu_count", "sockets", "cores", "threads_pe
 #: Keys of a record's ``workload`` that are the environment's doing, not the spec's.
 _WORKLOAD_ENV = frozenset({"affinity_applied"})
 #: Columns of runs.csv that are not metrics.
-_RUN_COLUMNS = frozenset({"seq", "host", "run_id", "cell_id", "replicate", "warmup", "control", "visit", "batch",
-                          "attempt", "status", "reason", "started_at", "ended_at", "duration_s", "exit_code"})
+_RUN_COLUMNS = layout.NON_METRIC_COLUMNS
 #: Columns of compare.csv after the factor columns.
 TAIL_COLUMNS = ["host", "metric", "unit", "better", "n_a", "n_b", "mean_a", "mean_b", "rel_diff_pct",
                 "ci_low_pct", "ci_high_pct", "ci_low_adj_pct", "ci_high_adj_pct", "p_value",
@@ -147,7 +147,7 @@ def load_side(campaign: Campaign) -> Side:
     from benchmatrix.results.records import load_records
 
     path = campaign.path
-    runs_csv, plan_csv = path / "runs.csv", path / "plan.csv"
+    runs_csv, plan_csv = path / layout.RUNS, path / layout.PLAN
     if not runs_csv.is_file() or not plan_csv.is_file() or not runs_csv.stat().st_size:
         raise BenchmatrixError(f"{path}: campaign {campaign.name} has no runs.csv yet; run or report it first")
     plan, factor_names = read_plan(plan_csv)

@@ -15,7 +15,6 @@ import sys
 import tarfile
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -25,13 +24,14 @@ from typing import Any
 import jinja2
 
 import benchmatrix
-from benchmatrix.campaigns.store import SPEC_FILE, mark_progress, update_meta
+from benchmatrix.campaigns.store import SPEC_FILE, campaign_id, mark_progress, update_meta
 from benchmatrix.errors import AnsibleError, BenchmatrixError, HostUnreachableError, Interrupted, ParseError, PlanError
 from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.execute.hosts import resolve_hosts
 from benchmatrix.execute.lock import same_file
 from benchmatrix.plan.design import PlannedRun, assign_batches, make_plan, plan_csv_text, read_plan
 from benchmatrix.plan.reruns import append_round, plan_reruns, read_reruns
+from benchmatrix.results import layout
 from benchmatrix.results.records import atomic_write, load_records, record_path, run_dir, runs_rows, write_record
 from benchmatrix.spec.load import REBOOT_ROLES, Spec, load_spec, render_vars
 
@@ -43,7 +43,7 @@ WORKLOADS_WITH_CLEANUP = frozenset({"workload_fio", "workload_pgbench", "workloa
 
 def exp_dir_of(project_dir: Path, spec: Spec) -> Path:
     """``results/NAME`` of an experiment."""
-    return (Path(project_dir) / "results" / spec.name).resolve()
+    return layout.exp_dir(project_dir, spec.name)
 
 
 def iso(ts: float | None) -> str | None:
@@ -51,23 +51,6 @@ def iso(ts: float | None) -> str | None:
     if ts is None:
         return None
     return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="microseconds")
-
-
-def campaign_id(exp: Path, label: str | None = None, spec_digest: str | None = None) -> str:
-    """The id of the campaign whose results live in ``exp`` (made on first use).
-
-    It names the batch runner's work directory on the hosts, so that raw outputs a
-    deleted or other results directory left there are never taken for this one's.
-    A new campaign also gets ``label`` and ``spec_digest`` when given (an existing
-    one keeps its campaign.json; see :mod:`benchmatrix.campaigns.store`).
-    """
-    path = Path(exp) / "campaign.json"
-    if path.is_file():
-        return json.loads(path.read_text())["id"]
-    cid = uuid.uuid4().hex[:12]
-    meta = {"id": cid, "created_at": iso(time.time()), "label": label or None, "spec_digest": spec_digest}
-    atomic_write(path, json.dumps({k: v for k, v in meta.items() if v is not None}) + "\n")
-    return cid
 
 
 # ---------------------------------------------------------------- plan
@@ -261,7 +244,7 @@ def _remove_partial(touched: dict[str, Any]) -> None:
         except OSError:
             pass
     for dest in touched["partial"]:
-        if not (dest / "record.json").is_file():
+        if not (dest / layout.RECORD).is_file():
             shutil.rmtree(dest, ignore_errors=True)
 
 
@@ -297,7 +280,7 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
     if not mine:
         raise PlanError(f"{plan_path}: no runs in batch {batch}; re-plan with 'bmx plan'")
     host = mine[0].host
-    if (exp / "hosts" / host / "baseline.json").is_file():
+    if (exp / layout.HOSTS_DIR / host / layout.BASELINE).is_file():
         touched.update(spec=spec, host=host)  # an earlier batch reconfigured the host
     todo = [r for r in mine if not record_path(exp, r.run_id, r.attempt).is_file()]
     summary: dict[str, Any] = {"batch": batch, "host": host, "runs": len(mine), "executed": 0,
@@ -513,7 +496,7 @@ def save_baseline(exp: Path, host: str, spec: Spec, knob_states: dict[str, Any])
     """Remember each knob's state before the campaign first touched it (first seen wins)."""
     if not knob_states:
         return
-    path = Path(exp) / "hosts" / host / "baseline.json"
+    path = Path(exp) / layout.HOSTS_DIR / host / layout.BASELINE
     baseline = json.loads(path.read_text()) if path.is_file() else {}
     new = {f: {"role": k["role"], "value": k["baseline"], "vars": spec.knobs[f].vars if f in spec.knobs else {},
                "cost": spec.knobs[f].cost_class if f in spec.knobs else "none"}
@@ -530,7 +513,7 @@ def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = No
         BenchmatrixError: a knob did not return to its baseline.
     """
     exp = exp_dir_of(project_dir, spec)
-    path = exp / "hosts" / host / "baseline.json"
+    path = exp / layout.HOSTS_DIR / host / layout.BASELINE
     baseline = json.loads(path.read_text()) if path.is_file() else {}
     states: dict[str, Any] = {}
     # A workload without anything to clean up and no knob to restore needs no Ansible call.
@@ -578,20 +561,20 @@ def restore_touched_hosts(spec: Spec, project_dir: Path) -> list[str]:
     Returns:
         The hosts it restored.
     """
-    from benchmatrix.execute.snakefile import batches
+    from benchmatrix.plan.design import batches
 
     exp = exp_dir_of(project_dir, spec)
-    plan_path = exp / "plan.csv"
+    plan_path = exp / layout.PLAN
     if not plan_path.is_file():
         return []
     order, host_of = batches(plan_path)
     done = []
     for host in sorted(set(host_of.values())):
-        if not (exp / "hosts" / host / "baseline.json").is_file():
+        if not (exp / layout.HOSTS_DIR / host / layout.BASELINE).is_file():
             continue
         started = [p.stat().st_mtime for b in order if host_of[b] == host
                    for p in [exp / "logs" / "batches" / f"{b}.log"] if p.is_file()]
-        restored = exp / "hosts" / host / "restored.json"
+        restored = exp / layout.HOSTS_DIR / host / layout.RESTORED
         if started and restored.is_file() and restored.stat().st_mtime >= max(started):
             continue
         if _restore_quietly(spec, project_dir, host):
@@ -646,17 +629,6 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, runs_csv: Path, 
     mark_progress(exp, runs, records)
 
 
-def load_tables(exp: Path):
-    """plan, runs and summary tables of an experiment directory (empty when missing)."""
-    import pandas as pd
-
-    def read(name: str) -> pd.DataFrame:
-        path = exp / name
-        return pd.read_csv(path, keep_default_na=True) if path.is_file() and path.stat().st_size else pd.DataFrame()
-
-    return read("plan.csv"), read("runs.csv"), read("summary.csv")
-
-
 def report(spec_path: str, project_dir: Path, template_dir: Path | None = None) -> tuple[Path, Path]:
     """Render report.html and report.md from the experiment's result files.
 
@@ -664,12 +636,13 @@ def report(spec_path: str, project_dir: Path, template_dir: Path | None = None) 
         template_dir: Jinja2 templates overriding the built-in ones (docs/report.md).
     """
     from benchmatrix.report.render import render_report
+    from benchmatrix.results.tables import load_tables
 
     spec = load_spec(spec_path)
     exp = exp_dir_of(project_dir, spec)
     plan_df, runs_df, summary_df = load_tables(exp)
     facts = {}
-    for path in sorted((exp / "hosts").glob("*/facts.json")):
+    for path in sorted((exp / layout.HOSTS_DIR).glob("*/facts.json")):
         facts[path.parent.name] = json.loads(path.read_text())
     return render_report(spec, plan_df, runs_df, summary_df, facts, exp, template_dir=template_dir)
 

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmatrix.errors import BenchmatrixError
+from benchmatrix.results import layout
 
 #: Significance level and power of the replicate planning unless told otherwise.
 DEFAULT_ALPHA = 0.05
@@ -250,7 +251,7 @@ def pilot_cvs(pilot: Path, metrics: list[str] | None = None) -> list[CvSample]:
     Raises:
         BenchmatrixError: no summary.csv, or no cell with a CV in it.
     """
-    path = pilot / "summary.csv" if pilot.is_dir() else pilot
+    path = pilot / layout.SUMMARY if pilot.is_dir() else pilot
     if not path.is_file():
         raise BenchmatrixError(f"{path}: no summary.csv in the pilot campaign; run 'bmx report' on it first")
     out: list[CvSample] = []

@@ -43,6 +43,7 @@ from benchmatrix.analyze.stats import (
     with_start_ns,
 )
 from benchmatrix.report import plots
+from benchmatrix.results import layout
 from benchmatrix.results.records import atomic_write
 from benchmatrix.results.status import STATES, decide
 
@@ -791,7 +792,7 @@ def render_report(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd
             if stale.name not in keep:
                 stale.unlink(missing_ok=True)
     table = context["comparisons"]["table"]
-    atomic_write(out_dir / "comparisons.csv", table.to_csv(index=False))
+    atomic_write(out_dir / layout.COMPARISONS, table.to_csv(index=False))
     for name, text in rendered.items():
         atomic_write(out_dir / name, text)
-    return out_dir / "report.html", out_dir / "report.md"
+    return out_dir / layout.REPORT_HTML, out_dir / layout.REPORT_MD

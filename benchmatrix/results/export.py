@@ -35,12 +35,13 @@ import pandas as pd
 from benchmatrix.analyze.stats import bool_column, effective_runs, metric_direction
 from benchmatrix.campaigns.store import read_meta
 from benchmatrix.errors import BenchmatrixError
+from benchmatrix.results import layout
 from benchmatrix.results.records import RUN_COLUMNS, atomic_write
 
 #: Version of the long table's schema; bumped whenever a column changes meaning.
 SCHEMA_VERSION = 1
 #: File name of the long table under results/NAME/.
-LONG_TABLE_NAME = "runs_long.parquet"
+LONG_TABLE_NAME = layout.RUNS_LONG
 #: The formats of ``bmx export``.
 FORMATS = ("bmf", "pyperf", "csv", "parquet")
 #: Default output file of each format under results/NAME/.
@@ -339,14 +340,14 @@ def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None =
     Raises:
         BenchmatrixError: Unknown format, no runs.csv yet, parquet to stdout.
     """
-    from benchmatrix.execute.rules import exp_dir_of, load_tables
+    from benchmatrix.results.tables import load_tables
     from benchmatrix.spec.load import load_spec
 
     if fmt not in FORMATS:
         raise BenchmatrixError(f"unknown export format '{fmt}'; use one of {', '.join(FORMATS)}")
     spec = load_spec(spec_path)
-    exp = exp_dir_of(project_dir, spec)
-    runs_csv = exp / "runs.csv"
+    exp = layout.exp_dir(project_dir, spec.name)
+    runs_csv = exp / layout.RUNS
     if not runs_csv.is_file():
         raise BenchmatrixError(f"{runs_csv}: no runs yet; run 'bmx run {spec_path}' first")
     _, runs, summary = load_tables(exp)
@@ -357,7 +358,7 @@ def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None =
     if fmt == "bmf":
         data: str | bytes = json.dumps(to_bmf(summary, factors), indent=1) + "\n"
     else:
-        units = _units(exp, summary, runs, factors, declared, exp / "plan.csv")
+        units = _units(exp, summary, runs, factors, declared, exp / layout.PLAN)
         if fmt == "pyperf":
             data = json.dumps(to_pyperf(runs, factors, units, declared, spec.name)) + "\n"
         else:

@@ -15,10 +15,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from benchmatrix.plan.design import PLAN_COLUMNS, PlannedRun
+from benchmatrix.plan.design import PlannedRun
+from benchmatrix.results.layout import RECORD, RUN_COLUMNS, RUNS_DIR, STATUSES, record_path, run_dir
 
-RUN_COLUMNS = PLAN_COLUMNS + ["status", "reason", "started_at", "ended_at", "duration_s"]
-STATUSES = ("ok", "failed", "timeout", "unreachable", "invalid", "interrupted")
+__all__ = ["RUN_COLUMNS", "STATUSES", "atomic_write", "load_records", "record_path", "run_dir", "runs_rows",
+           "write_record"]
 
 
 def atomic_write(path: str | Path, data: str | bytes) -> None:
@@ -54,16 +55,6 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
         raise
 
 
-def run_dir(exp_dir: Path, run_id: str, attempt: int) -> Path:
-    """Directory of one attempt of one run."""
-    return Path(exp_dir) / "runs" / run_id / str(attempt)
-
-
-def record_path(exp_dir: Path, run_id: str, attempt: int) -> Path:
-    """Path of an attempt's record.json (it exists only once the attempt is complete)."""
-    return run_dir(exp_dir, run_id, attempt) / "record.json"
-
-
 def write_record(exp_dir: Path, record: dict[str, Any]) -> Path:
     """Write one record.json atomically; returns its path."""
     path = record_path(exp_dir, record["run_id"], record["attempt"])
@@ -79,12 +70,12 @@ def load_records(exp_dir: Path, plan: Iterable[PlannedRun]) -> list[dict[str, An
         if run.run_id in seen:
             continue
         seen.add(run.run_id)
-        base = Path(exp_dir) / "runs" / run.run_id
+        base = Path(exp_dir) / RUNS_DIR / run.run_id
         if not base.is_dir():
             continue
         attempts = sorted(int(p.name) for p in base.iterdir() if p.name.isdigit())
         for attempt in attempts:
-            path = base / str(attempt) / "record.json"
+            path = base / str(attempt) / RECORD
             if path.is_file():
                 out.append(json.loads(path.read_text()))
     return out
