@@ -662,7 +662,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from benchmatrix.execute.rules import collect, exp_dir_of, report
+    from benchmatrix.execute.rules import collect, exp_dir_of
     from benchmatrix.spec.load import load_spec
 
     proj = project_dir()
@@ -671,8 +671,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     plan_path = exp / layout.PLAN
     if not plan_path.is_file():
         raise BenchmatrixError(f"{plan_path}: no plan yet; run 'bmx run {args.spec}' (or 'bmx plan') first")
-    collect(args.spec, proj, plan_path, exp / layout.RUNS, exp / layout.SUMMARY)
-    html, md = report(args.spec, proj, template_dir=args.templates)
+    # Whatever runs exist now: the tables from the records, the reports from the tables.
+    html, md = collect(args.spec, proj, plan_path, template_dir=args.templates)[-2:]
     print(f"report: {html}")
     print(f"report: {md}")
     return 0

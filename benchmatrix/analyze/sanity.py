@@ -44,10 +44,8 @@ concerns, so a reader can open their raw output. The checks:
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -55,7 +53,6 @@ import pandas as pd
 from scipy import stats as sps
 
 from benchmatrix.analyze.stats import bool_column, effective_runs, execution_order, holm, is_ok, run_hosts
-from benchmatrix.results import layout
 from benchmatrix.results.layout import ALL_HOSTS, HOST_COLUMN, NOTE_COLUMNS, RECORD_NOTES, State, by_column
 from benchmatrix.results.status import decide
 
@@ -785,31 +782,6 @@ def record_notes(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=NOTE_COLUMNS)
 
 
-def load_record_notes(exp_dir: Path, runs: pd.DataFrame, scan_limit: int = 20_000) -> pd.DataFrame | None:
-    """``record_notes.csv`` if collect wrote it; else a scan of the records.
-
-    The scan reads one record.json per attempt, so it is skipped (``None``) beyond
-    ``scan_limit`` attempts: wire :func:`benchmatrix.analyze.comparisons.write_analysis` into
-    collect, which sees every record anyway.
-    """
-    path = Path(exp_dir) / RECORD_NOTES
-    if path.is_file():
-        return pd.read_csv(path, dtype=str, keep_default_na=False) if path.stat().st_size else \
-            pd.DataFrame(columns=NOTE_COLUMNS)
-    if runs.empty or len(runs) > scan_limit or "run_id" not in runs.columns:
-        return None if len(runs) > scan_limit else pd.DataFrame(columns=NOTE_COLUMNS)
-
-    def records() -> Iterable[dict[str, Any]]:
-        for rid, attempt in zip(runs["run_id"], runs.get("attempt", pd.Series(1, index=runs.index))):
-            p = Path(exp_dir) / "runs" / str(rid) / str(attempt) / layout.RECORD
-            try:
-                yield json.loads(p.read_text())
-            except (OSError, ValueError):
-                continue
-
-    return record_notes(records())
-
-
 _NOTE_TEXT = {
     "knob": ("verified knob state differs from the intended",
              "The host did not end up in the state the plan asked for: these runs measured another "
@@ -832,8 +804,8 @@ def note_warnings(notes: pd.DataFrame | None) -> list[dict[str, Any]]:
     """Warnings from :func:`record_notes`, one per check."""
     if notes is None:
         return [warning("records", "run records not checked",
-                        f"Knob state, host facts and tool warnings come from the run records; there are too many "
-                        f"to scan at report time and {RECORD_NOTES} is absent.", severity="notice")]
+                        f"Knob state, host facts and tool warnings come from the run records, which were not "
+                        f"checked: {RECORD_NOTES} is absent (collect writes it).", severity="notice")]
     out = []
     for check in ("knob", "host_facts", "fio_overlap", "tool", "killed"):
         part = notes[notes["check"] == check]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import io
 import json
 import shutil
 import signal
@@ -602,49 +603,70 @@ def stop_runner(spec: Spec, project_dir: Path, host: str) -> None:
 
 # ---------------------------------------------------------------- collect and report
 
-def collect(spec_path: str, project_dir: Path, plan_path: Path, runs_csv: Path, summary_csv: Path) -> None:
-    """Write runs.csv (every attempt), summary.csv and comparisons.csv from the records."""
+def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool = True,
+            template_dir: Path | None = None) -> list[Path]:
+    """Compute every table from the records, write them, and render the reports from them.
+
+    The one place a campaign's tables are computed (:func:`benchmatrix.analyze.tables.derive_tables`):
+    runs.csv, summary.csv, summary_by_host.csv, comparisons.csv, record_notes.csv,
+    analysis.json and runs_long.parquet (:data:`benchmatrix.results.layout.COLLECTED`),
+    then report.html and report.md rendered from the same tables in memory.
+
+    Args:
+        render: Also render the reports (the Snakemake rule and ``bmx report`` do).
+        template_dir: Jinja2 templates overriding the built-in ones (docs/report.md).
+
+    Returns:
+        The paths written.
+    """
     import pandas as pd
 
-    from benchmatrix.analyze.stats import summarize
+    from benchmatrix.analyze.tables import derive_tables
+    from benchmatrix.results.export import write_long_table
+    from benchmatrix.results.tables import read_table, write_tables
 
     spec = load_spec(spec_path)
     exp = exp_dir_of(project_dir, spec)
-    from benchmatrix.analyze.comparisons import write_analysis
-    from benchmatrix.results.records import RUN_COLUMNS
-
     runs, _ = read_plan(plan_path)
     records = load_records(exp, runs)
     rows, units = runs_rows(records, spec.factor_names)
-    columns = RUN_COLUMNS + spec.factor_names + sorted(units)
-    table = pd.DataFrame(rows, columns=columns)
-    atomic_write(runs_csv, table.to_csv(index=False))
-    atomic_write(summary_csv, summarize(table, spec.factor_names, units).to_csv(index=False))
-    # comparisons.csv and the record-based sanity notes, from the records already in memory.
-    write_analysis(exp, spec, table, records, units=units)
+    table = pd.DataFrame(rows, columns=layout.RUN_COLUMNS + spec.factor_names + sorted(units))
+    runs_text = table.to_csv(index=False)
+    # runs.csv as a reader of the file sees it (types as read back), so that the report
+    # renders the same from memory here as from disk under `bmx report`.
+    read_back = pd.read_csv(io.StringIO(runs_text))
+    tables = derive_tables(spec, read_table(exp, layout.PLAN), read_back, units, records=records)
+    written = write_tables(exp, tables, runs_text=runs_text)
     # The tidy long table (runs_long.parquet) that export, compare and publish read.
-    from benchmatrix.results.export import write_long_table
-    write_long_table(exp, table, spec.factor_names, units, spec.workload.get("metrics"), spec.name)
+    written.append(write_long_table(exp, table, spec.factor_names, units, spec.workload.get("metrics"), spec.name))
     # campaign.json: its hosts, and ended_at once no planned run is pending.
     mark_progress(exp, runs, records)
+    if render:
+        written += _render(spec, exp, tables, template_dir)
+    return written
+
+
+def _render(spec: Spec, exp: Path, tables: Any, template_dir: Path | None) -> list[Path]:
+    from benchmatrix.report.render import render_report
+
+    facts = {path.parent.name: json.loads(path.read_text())
+             for path in sorted((exp / layout.HOSTS_DIR).glob(f"*/{layout.FACTS}"))}
+    return list(render_report(spec, tables.plan, tables.runs, tables.summary, facts, exp,
+                              template_dir=template_dir, tables=tables))
 
 
 def report(spec_path: str, project_dir: Path, template_dir: Path | None = None) -> tuple[Path, Path]:
-    """Render report.html and report.md from the experiment's result files.
+    """Render report.html and report.md from the tables collect wrote (no table is recomputed).
 
     Args:
         template_dir: Jinja2 templates overriding the built-in ones (docs/report.md).
     """
-    from benchmatrix.report.render import render_report
-    from benchmatrix.results.tables import load_tables
+    from benchmatrix.results.tables import read_tables
 
     spec = load_spec(spec_path)
     exp = exp_dir_of(project_dir, spec)
-    plan_df, runs_df, summary_df = load_tables(exp)
-    facts = {}
-    for path in sorted((exp / layout.HOSTS_DIR).glob("*/facts.json")):
-        facts[path.parent.name] = json.loads(path.read_text())
-    return render_report(spec, plan_df, runs_df, summary_df, facts, exp, template_dir=template_dir)
+    html, md = _render(spec, exp, read_tables(exp), template_dir)
+    return html, md
 
 
 # ---------------------------------------------------------------- entry points
@@ -700,9 +722,8 @@ def entry(task: str, argv: list[str]) -> int:
         return _main(lambda a: restore_host(load_spec(a.spec), a.project_dir, a.host, a.out), p, argv)
     if task == "collect":
         p.add_argument("--plan", required=True, type=Path)
-        p.add_argument("--runs", required=True, type=Path)
-        p.add_argument("--summary", required=True, type=Path)
-        return _main(lambda a: collect(a.spec, a.project_dir, a.plan, a.runs, a.summary), p, argv)
+        p.add_argument("--no-render", action="store_true", help="write the tables only (bench/report.py)")
+        return _main(lambda a: collect(a.spec, a.project_dir, a.plan, render=not a.no_render), p, argv)
     if task == "report":
         return _main(lambda a: report(a.spec, a.project_dir), p, argv)
     raise SystemExit(f"unknown task {task}")

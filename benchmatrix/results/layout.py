@@ -16,7 +16,8 @@ report, campaigns) can use it without an import circle.
     summary.csv              one row per cell and metric            (summary columns)
     summary_by_host.csv      the same per host (several hosts only)
     comparisons.csv          one row per comparison                 (comparison_columns)
-    comparisons.json         what the comparisons' table cannot hold: explanations, notes
+    analysis.json            what the tables cannot hold: metric units, the comparisons'
+                             explanations, notes and warnings
     record_notes.csv         findings only the records hold         (NOTE_COLUMNS)
     runs_long.parquet        the tidy long table (export, compare, publish read it)
     report.html, report.md   the reports; plots/ beside report.md
@@ -40,7 +41,7 @@ RUNS = "runs.csv"
 SUMMARY = "summary.csv"
 SUMMARY_BY_HOST = "summary_by_host.csv"
 COMPARISONS = "comparisons.csv"
-COMPARISONS_META = "comparisons.json"
+ANALYSIS = "analysis.json"
 RECORD_NOTES = "record_notes.csv"
 RUNS_LONG = "runs_long.parquet"
 REPORT_HTML = "report.html"
@@ -58,7 +59,7 @@ RESTORED = "restored.json"
 LOCK = ".bmx.lock"
 
 #: The tables collect writes, in the order it writes them (each a Snakemake output).
-COLLECTED = (RUNS, SUMMARY, SUMMARY_BY_HOST, COMPARISONS, COMPARISONS_META, RECORD_NOTES, RUNS_LONG)
+COLLECTED = (RUNS, SUMMARY, SUMMARY_BY_HOST, COMPARISONS, RECORD_NOTES, ANALYSIS, RUNS_LONG)
 
 
 def exp_dir(project_dir: str | Path, name: str) -> Path:

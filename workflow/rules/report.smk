@@ -1,4 +1,4 @@
-# Collect every record into runs.csv and summary.csv, then render the reports.
+# Collect every record into the campaign's tables, then render the reports from them.
 
 
 rule collect:
@@ -8,6 +8,11 @@ rule collect:
     output:
         runs="results/{experiment}/runs.csv",
         summary="results/{experiment}/summary.csv",
+        summary_by_host="results/{experiment}/summary_by_host.csv",
+        comparisons="results/{experiment}/comparisons.csv",
+        record_notes="results/{experiment}/record_notes.csv",
+        analysis="results/{experiment}/analysis.json",
+        runs_long="results/{experiment}/runs_long.parquet",
     log:
         "results/{experiment}/logs/collect.log",
     params:
@@ -16,13 +21,17 @@ rule collect:
         plan="results/{experiment}/plan.csv",
     shell:
         "{params.py} scripts/collect.py --spec {params.spec:q} --plan {params.plan:q}"
-        " --runs {output.runs:q} --summary {output.summary:q} > {log:q} 2>&1"
+        " --no-render > {log:q} 2>&1"
 
 
 rule report:
     input:
         runs="results/{experiment}/runs.csv",
         summary="results/{experiment}/summary.csv",
+        summary_by_host="results/{experiment}/summary_by_host.csv",
+        comparisons="results/{experiment}/comparisons.csv",
+        record_notes="results/{experiment}/record_notes.csv",
+        analysis="results/{experiment}/analysis.json",
     output:
         html="results/{experiment}/report.html",
         md="results/{experiment}/report.md",
