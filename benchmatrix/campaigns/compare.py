@@ -51,6 +51,7 @@ from benchmatrix.campaigns.store import (
 )
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.results import layout
+from benchmatrix.results.tables import metric_units
 
 #: Host facts that describe the environment a campaign ran in.
 ENV_FACTS = ("kernel", "cpu_model", "cpu_count", "sockets", "cores", "threads_per_core", "memory_mb",
@@ -323,13 +324,10 @@ def compare_frames(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metrics: list[str
 
 
 def _units(side: Side) -> dict[str, str]:
-    declared = dig(side.spec, "workload.metrics") or {}
-    units = {m: str((d or {}).get("unit") or "") for m, d in declared.items() if isinstance(d, dict)}
-    for rec in side.records:
-        for m, v in (rec.get("metrics") or {}).items():
-            if isinstance(v, dict) and v.get("unit") and not units.get(m):
-                units[m] = str(v["unit"])
-    return units
+    """Metric -> unit of one side, by collect's rule (:func:`benchmatrix.results.tables.metric_units`)."""
+    seen = {m: v.get("unit") for rec in side.records for m, v in (rec.get("metrics") or {}).items()
+            if isinstance(v, dict)}
+    return metric_units(dig(side.spec, "workload.metrics"), seen)
 
 
 def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None) -> CampaignComparison:

@@ -41,7 +41,7 @@ from benchmatrix.analyze.changepoint import MIN_CAMPAIGNS, detect_step, detect_s
 from benchmatrix.campaigns.store import Campaign, list_campaigns
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.report.plots import _pyplot, _svg, safe_file_stem
-from benchmatrix.report.render import format_number, format_value
+from benchmatrix.report.render import format_number
 from benchmatrix.results import layout
 
 #: File in a published site's root: ``bmx publish`` only ever replaces such a directory.
@@ -188,16 +188,13 @@ class History:
 
 
 def _cell_labels(long: pd.DataFrame, stats_cols: set[str]) -> pd.Series:
-    """``factor=level, ...`` per cell id, from the newest campaign naming it."""
+    """:func:`benchmatrix.results.layout.cell_label` per cell id, from the newest campaign naming it."""
     factors = [c for c in long.columns if c not in stats_cols]
     newest = long.drop_duplicates("cell_id", keep="last").set_index("cell_id")
     if not factors:
         return pd.Series(newest.index, index=newest.index)
-    parts = [f + "=" + newest[f].map(format_value) for f in factors]
-    label = parts[0]
-    for p in parts[1:]:
-        label = label + ", " + p
-    return label
+    return pd.Series([layout.cell_label(zip(factors, vals)) for vals in newest[factors].itertuples(index=False)],
+                     index=newest.index)
 
 
 def build_history(pages: list[CampaignPage], alpha: float = ALPHA) -> History | None:

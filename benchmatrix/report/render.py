@@ -50,7 +50,7 @@ from benchmatrix.results.status import STATES, decide
 from benchmatrix.results.tables import Tables, metric_units
 
 #: Placeholder shown for a missing value.
-MISSING = "–"
+MISSING = layout.MISSING
 #: Above this many executed runs the HTML order table starts collapsed.
 COLLAPSE_ORDER_ROWS = 200
 #: Rows of the executed-order table: the first ORDER_HEAD and the last ORDER_TAIL.
@@ -110,16 +110,8 @@ def format_percent(fraction: Any) -> str:
     return f"{float(fraction) * 100:.1f}"
 
 
-def format_value(value: Any) -> str:
-    """Any cell value as text: booleans as YAML writes them, whole floats without
-    ``.0`` (a column with gaps turns integers into floats), ``–`` when missing."""
-    if _is_missing(value):
-        return MISSING
-    if isinstance(value, (bool, np.bool_)):
-        return "true" if value else "false"
-    if isinstance(value, (float, np.floating)) and float(value).is_integer():
-        return str(int(value))
-    return str(value)
+#: Any cell value as text (a template filter): :func:`benchmatrix.results.layout.level_text`.
+format_value = layout.level_text
 
 
 def markdown_cell(text: Any) -> str:
@@ -225,7 +217,7 @@ def _cell_table(spec: Any, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.D
     others = others.dropna(subset=["cell_id"]).drop_duplicates("cell_id")
     others = _with_columns(others[~others["cell_id"].isin(known["cell_id"])], factors)
     if len(others):
-        others = others.assign(label=[" ".join(f"{f}={format_value(v)}" for f, v in zip(factors, vals))
+        others = others.assign(label=[layout.cell_label(zip(factors, vals))
                                       for vals in others[factors].itertuples(index=False)])
         known = pd.concat([known, others[["cell_id", *factors, "label"]]], ignore_index=True)
 

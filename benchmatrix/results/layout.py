@@ -27,6 +27,8 @@ report, campaigns) can use it without an import circle.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from enum import StrEnum
 from pathlib import Path
 
@@ -135,6 +137,45 @@ def comparison_columns(by: list[str], host: bool = False) -> list[str]:
     With ``host`` (a campaign on several hosts) a ``host`` column follows ``baseline``.
     """
     return [*COMPARISON_HEAD, *([HOST_COLUMN] if host else []), *[by_column(b) for b in by], *COMPARISON_TAIL]
+
+
+# ---------------------------------------------------------------- cell labels
+
+#: How a missing value is shown.
+MISSING = "–"
+
+
+def level_text(value: object) -> str:
+    """A factor level (any cell value) as text: booleans as YAML writes them, whole
+    floats without ``.0`` (a column with gaps turns integers into floats), ``–`` when
+    missing. plan.csv, the report, the exports and the site all write levels so."""
+    if value is None or type(value).__name__ in _MISSING_TYPES:
+        return MISSING
+    if isinstance(value, bool) or type(value).__name__ in ("bool_", "bool"):  # numpy's bool too
+        return "true" if value else "false"
+    if isinstance(value, float) or type(value).__name__.startswith("float"):
+        number = float(value)  # type: ignore[arg-type]
+        if math.isnan(number):
+            return MISSING
+        if number.is_integer():
+            return str(int(number))
+    return str(value)
+
+
+#: pandas' missing values (pd.NA, pd.NaT) by their type, so this module needs no pandas import.
+_MISSING_TYPES = frozenset({"NAType", "NaTType"})
+
+
+def cell_label(levels: Iterable[tuple[str, object]]) -> str:
+    """The label of a cell: ``factor=level`` pairs joined by spaces, e.g. ``rw=read bs=4k``.
+
+    The one derivation of a cell's name: the report, the spec's messages, the BMF and
+    pyperf benchmark names and the published site all use it.
+
+    Args:
+        levels: ``(factor, level)`` pairs in the spec's factor order (``dict.items()``).
+    """
+    return " ".join(f"{factor}={level_text(level)}" for factor, level in levels)
 
 
 # ---------------------------------------------------------------- run states
