@@ -44,6 +44,7 @@ concerns, so a reader can open their raw output. The checks:
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -736,9 +737,24 @@ def record_notes(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     Returns:
         Columns of ``NOTE_COLUMNS``: run_id, attempt, host, started_at, check, detail.
     """
-    rows: list[dict[str, Any]] = []
-    facts_seen: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = []
+    notes = RecordNotes()
     for rec in records:
+        notes.add(rec)
+    return notes.frame()
+
+
+class RecordNotes:
+    """:func:`record_notes` one record at a time, keeping none of them: collect reads a
+    million records once and lets each go (the host facts are kept once per distinct value)."""
+
+    def __init__(self) -> None:
+        self._rows: list[dict[str, Any]] = []
+        self._facts_seen: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = []
+        self._distinct: dict[str, dict[str, Any]] = {}
+
+    def add(self, rec: dict[str, Any]) -> None:
+        """Take the notes of one record."""
+        rows = self._rows
         base = {"run_id": rec.get("run_id"), "attempt": rec.get("attempt"), "host": rec.get("host"),
                 "started_at": rec.get("started_at")}
         for name, knob in (rec.get("knobs") or {}).items():
@@ -769,17 +785,22 @@ def record_notes(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
                                        "(a missing stonewall?)"})
         facts = rec.get("host_facts")
         if isinstance(facts, dict) and facts:
-            facts_seen.append((str(rec.get("host")), str(rec.get("started_at") or ""), base, facts))
-    last: dict[str, dict[str, Any]] = {}
-    for host, _, base, facts in sorted(facts_seen, key=lambda t: (t[0], t[1])):
-        stable = {k: v for k, v in facts.items() if k not in VOLATILE_FACTS}
-        prev = last.get(host)
-        if prev is not None and prev != stable:
-            changed = [f"{k}: {prev.get(k)} → {stable.get(k)}" for k in sorted(set(prev) | set(stable))
-                       if prev.get(k) != stable.get(k)]
-            rows.append({**base, "check": "host_facts", "detail": "; ".join(changed)})
-        last[host] = stable
-    return pd.DataFrame(rows, columns=NOTE_COLUMNS)
+            stable = {k: v for k, v in facts.items() if k not in VOLATILE_FACTS}
+            stable = self._distinct.setdefault(json.dumps(stable, sort_keys=True, default=str), stable)
+            self._facts_seen.append((str(rec.get("host")), str(rec.get("started_at") or ""), base, stable))
+
+    def frame(self) -> pd.DataFrame:
+        """The notes so far, host-fact changes included (in each host's time order)."""
+        rows = list(self._rows)
+        last: dict[str, dict[str, Any]] = {}
+        for host, _, base, stable in sorted(self._facts_seen, key=lambda t: (t[0], t[1])):
+            prev = last.get(host)
+            if prev is not None and prev is not stable and prev != stable:
+                changed = [f"{k}: {prev.get(k)} → {stable.get(k)}" for k in sorted(set(prev) | set(stable))
+                           if prev.get(k) != stable.get(k)]
+                rows.append({**base, "check": "host_facts", "detail": "; ".join(changed)})
+            last[host] = stable
+        return pd.DataFrame(rows, columns=NOTE_COLUMNS)
 
 
 _NOTE_TEXT = {

@@ -33,7 +33,14 @@ from benchmatrix.execute.lock import same_file
 from benchmatrix.plan.design import PlannedRun, assign_batches, make_plan, plan_csv_text, read_plan
 from benchmatrix.plan.reruns import append_round, plan_reruns, read_reruns
 from benchmatrix.results import layout
-from benchmatrix.results.records import atomic_write, load_records, record_path, run_dir, runs_rows, write_record
+from benchmatrix.results.records import (
+    atomic_write,
+    iter_records,
+    record_path,
+    run_dir,
+    runs_rows,
+    write_record,
+)
 from benchmatrix.spec.load import REBOOT_ROLES, Spec, load_spec, render_vars
 
 PACKAGE_DIR = Path(benchmatrix.__file__).resolve().parent
@@ -621,6 +628,7 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool 
     """
     import pandas as pd
 
+    from benchmatrix.analyze.sanity import RecordNotes
     from benchmatrix.analyze.tables import derive_tables
     from benchmatrix.results.export import write_long_table
     from benchmatrix.results.tables import read_table, write_tables
@@ -628,14 +636,25 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool 
     spec = load_spec(spec_path)
     exp = exp_dir_of(project_dir, spec)
     runs, _ = read_plan(plan_path)
-    records = load_records(exp, runs)
-    rows, units = runs_rows(records, spec.factor_names)
+    # One pass over the records, none of them kept whole (a million records with their
+    # host facts would not fit in memory): the runs.csv rows, the notes, and what the
+    # run-state rule reads for campaign.json.
+    notes = RecordNotes()
+    records: list[dict[str, Any]] = []
+
+    def each_record() -> Iterator[dict[str, Any]]:
+        for rec in iter_records(exp, runs):
+            notes.add(rec)
+            records.append({k: rec.get(k) for k in _STATE_FIELDS})
+            yield rec
+
+    rows, units = runs_rows(each_record(), spec.factor_names)
     table = pd.DataFrame(rows, columns=layout.RUN_COLUMNS + spec.factor_names + sorted(units))
     runs_text = table.to_csv(index=False)
     # runs.csv as a reader of the file sees it (types as read back), so that the report
     # renders the same from memory here as from disk under `bmx report`.
     read_back = pd.read_csv(io.StringIO(runs_text))
-    tables = derive_tables(spec, read_table(exp, layout.PLAN), read_back, units, records=records)
+    tables = derive_tables(spec, read_table(exp, layout.PLAN), read_back, units, record_notes=notes.frame())
     written = write_tables(exp, tables, runs_text=runs_text)
     # The tidy long table (runs_long.parquet) that export, compare and publish read.
     written.append(write_long_table(exp, table, spec.factor_names, units, spec.workload.get("metrics"), spec.name))
@@ -644,6 +663,10 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool 
     if render:
         written += _render(spec, exp, tables, template_dir)
     return written
+
+
+#: What campaign.json's progress (:func:`benchmatrix.campaigns.store.mark_progress`) reads of a record.
+_STATE_FIELDS = ("run_id", "attempt", "status", "started_at", "ended_at")
 
 
 def _render(spec: Spec, exp: Path, tables: Any, template_dir: Path | None) -> list[Path]:

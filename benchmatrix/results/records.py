@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from benchmatrix.plan.design import PlannedRun
 from benchmatrix.results.layout import RECORD, RUN_COLUMNS, RUNS_DIR, STATUSES, record_path, run_dir
 
-__all__ = ["RUN_COLUMNS", "STATUSES", "atomic_write", "load_records", "record_path", "run_dir", "runs_rows",
-           "write_record"]
+__all__ = ["RUN_COLUMNS", "STATUSES", "atomic_write", "iter_records", "load_records", "record_path", "run_dir",
+           "runs_rows", "write_record"]
 
 
 def atomic_write(path: str | Path, data: str | bytes) -> None:
@@ -64,7 +64,11 @@ def write_record(exp_dir: Path, record: dict[str, Any]) -> Path:
 
 def load_records(exp_dir: Path, plan: Iterable[PlannedRun]) -> list[dict[str, Any]]:
     """Every existing record of the planned runs, in plan order (all attempts)."""
-    out = []
+    return list(iter_records(exp_dir, plan))
+
+
+def iter_records(exp_dir: Path, plan: Iterable[PlannedRun]) -> Iterator[dict[str, Any]]:
+    """:func:`load_records` one at a time (collect keeps only what it needs of each)."""
     seen = set()
     for run in plan:
         if run.run_id in seen:
@@ -77,11 +81,11 @@ def load_records(exp_dir: Path, plan: Iterable[PlannedRun]) -> list[dict[str, An
         for attempt in attempts:
             path = base / str(attempt) / RECORD
             if path.is_file():
-                out.append(json.loads(path.read_text()))
-    return out
+                yield json.loads(path.read_text())
 
 
-def runs_rows(records: list[dict[str, Any]], factor_names: list[str]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def runs_rows(records: Iterable[dict[str, Any]],
+              factor_names: list[str]) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """runs.csv rows (one per attempt) and the unit of every metric seen."""
     units: dict[str, str] = {}
     rows = []
