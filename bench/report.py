@@ -7,14 +7,14 @@ planned by benchmatrix itself (plan.csv from make_plan). Then, per size:
 
 - 10k and 100k: one record.json per run, shaped like the real ones (ids, factors,
   timestamps, phases, host facts, metrics, details), written without fsync. Measured:
-  the collect job (scripts/collect.py: every record -> runs.csv, summary.csv,
-  comparisons.csv, record_notes.csv), then the report job (scripts/report.py:
-  runs.csv, summary.csv, plan.csv -> report.html, report.md, plots), then
+  collect's tables (scripts/collect.py --no-render: every record -> runs.csv, summary.csv,
+  comparisons.csv, record_notes.csv, ...), then the rendering (scripts/report.py: the
+  tables -> report.html, report.md, plots), then
   `bmx report` (both in one process, what a user types).
 - 1M: no record files (a million files is a file-system benchmark of its own).
   runs.csv is synthesized in collect's layout (checked against the 10k runs.csv
-  collect wrote) and summary.csv with benchmatrix.analyze.stats.summarize, collect's own
-  function. Measured: the report job only. The collect figure at 1M is an
+  collect wrote) and the other tables with benchmatrix.analyze.tables.derive_tables,
+  collect's own function. Measured: the report job only. The collect figure at 1M is an
   extrapolation from 10k and 100k, labelled as such.
 
 Every step runs in a fresh process: wall time and peak RSS (wait4: the process and
@@ -117,7 +117,6 @@ if with_records:
         (d / "stdout").write_text(" ".join(f"{m}={values[m][i]:.3f}" for m in METRICS) + "\n")
         (d / "stderr").write_text("")
 else:
-    from benchmatrix.analyze.stats import summarize
     cols = {"seq": [r.seq for r in runs], "host": "localhost", "run_id": [r.run_id for r in runs],
             "cell_id": [r.cell_id for r in runs], "replicate": [r.replicate for r in runs],
             "warmup": [r.warmup for r in runs], "control": [r.control for r in runs],
@@ -131,8 +130,11 @@ else:
     frame = pd.DataFrame(cols)
     frame = frame[RUN_COLUMNS + spec.factor_names + sorted(METRICS)]
     frame.to_csv(exp / "runs.csv", index=False)
-    summarize(frame, spec.factor_names, {m: u for m, (u, _, _) in METRICS.items()}).to_csv(
-        exp / "summary.csv", index=False)
+    # Every other table as collect derives them (the report renders from them alone).
+    from benchmatrix.analyze.tables import derive_tables
+    from benchmatrix.results.tables import write_tables
+    write_tables(exp, derive_tables(spec, pd.read_csv(exp / "plan.csv"), pd.read_csv(exp / "runs.csv"),
+                                    {m: u for m, (u, _, _) in METRICS.items()}, records=[]))
 print(json.dumps({"runs": n}))
 '''
 
@@ -189,8 +191,8 @@ def main() -> int:
             plan = f"results/{name}/plan.csv"
             print(f"{runs} runs: records synthesized in {synth_s:.1f} s ({tree_mib(exp / 'runs'):.0f} MiB on disk)",
                   flush=True)
-            col = step(project, ["scripts/collect.py", "--spec", rel, "--plan", plan, "--runs",
-                                 f"results/{name}/runs.csv", "--summary", f"results/{name}/summary.csv"],
+            # The tables alone (--no-render), so that collect and the report are measured apart.
+            col = step(project, ["scripts/collect.py", "--spec", rel, "--plan", plan, "--no-render"],
                        "collect", tmp / f"collect-{n}.log")
             rep = step(project, ["scripts/report.py", "--spec", rel], "report", tmp / f"report-{n}.log")
             both = {"wall_s": None, "peak_rss_mib": None}

@@ -18,6 +18,7 @@ from benchmatrix import __version__
 from benchmatrix.errors import BenchmatrixError, SpecErrors
 from benchmatrix.execute.lock import experiment_lock
 from benchmatrix.execute.supervise import execute, fmt_hms
+from benchmatrix.results import layout
 
 if TYPE_CHECKING:
     from benchmatrix.spec.load import Spec
@@ -146,14 +147,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
     max_runs = args.batch_max_runs or cfg["batch_max_runs"] or DEFAULT_BATCH_MAX_RUNS
     detect = _detect_inputs(args, spec, proj)
     exp = exp_dir_of(proj, spec)
-    out = exp / "plan.csv"
+    out = exp / layout.PLAN
     with experiment_lock(exp, "bmx plan", args.spec):
         _start_campaign(exp, spec, None, sys.stderr)
         runs = plan(args.spec, proj, out, max_runs)
     # Re-run rounds appended after the planned runs are not part of the design compared here.
     planned = [r for r in runs if getattr(r, "round", 0) == 0]
     hosts = resolve_hosts(spec.inventory_path(proj), spec.hosts)
-    per_run, per_run_source = per_run_estimate(spec, exp / "runs.csv")
+    per_run, per_run_source = per_run_estimate(spec, exp / layout.RUNS)
     overhead = cfg["batch_overhead_seconds"]
     chosen = plan_costs(spec, planned, per_run, overhead)
     alternatives = {k: plan_costs(spec, v, per_run, overhead)
@@ -293,7 +294,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     proj = project_dir()
     spec = load_spec(args.spec)
     exp = exp_dir_of(proj, spec)
-    if not (exp / "plan.csv").is_file():
+    if not (exp / layout.PLAN).is_file():
         raise BenchmatrixError(f"{exp / 'plan.csv'}: no plan yet; run 'bmx run {args.spec}' first")
     status = campaign_status(exp, spec.factor_names)
     code = exit_code(status)
@@ -325,7 +326,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     exp = exp_dir_of(proj, spec)
     hosts = [h for h in resolve_hosts(spec.inventory_path(proj), spec.hosts)
-             if (exp / "hosts" / h / "baseline.json").is_file()]
+             if (exp / layout.HOSTS_DIR / h / layout.BASELINE).is_file()]
     if not hosts:
         print(f"bmx: no baseline recorded for {spec.name}: no host was reconfigured")
         return 0
@@ -333,7 +334,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     with experiment_lock(exp, "bmx restore", args.spec):
         for host in hosts:
             try:
-                done = restore_host(spec, proj, host, exp / "hosts" / host / "restored.json")
+                done = restore_host(spec, proj, host, exp / layout.HOSTS_DIR / host / layout.RESTORED)
             except BenchmatrixError as exc:
                 print(f"bmx: {exc}", file=sys.stderr)
                 code = 1
@@ -353,7 +354,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     proj = project_dir()
     spec = load_spec(args.spec)
     exp = exp_dir_of(proj, spec)
-    if not (exp / "plan.csv").is_file():
+    if not (exp / layout.PLAN).is_file():
         raise BenchmatrixError(f"{exp / 'plan.csv'}: no plan yet; run 'bmx run {args.spec}' first")
     with experiment_lock(exp, "bmx rerun", args.spec, args.stop_orphan) as lock:
         picks = select_reruns(exp, spec.factor_names, args.failed, args.where)
@@ -369,17 +370,17 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from benchmatrix.execute.rules import collect, exp_dir_of, report
+    from benchmatrix.execute.rules import collect, exp_dir_of
     from benchmatrix.spec.load import load_spec
 
     proj = project_dir()
     spec = load_spec(args.spec)
     exp = exp_dir_of(proj, spec)
-    plan_path = exp / "plan.csv"
+    plan_path = exp / layout.PLAN
     if not plan_path.is_file():
         raise BenchmatrixError(f"{plan_path}: no plan yet; run 'bmx run {args.spec}' (or 'bmx plan') first")
-    collect(args.spec, proj, plan_path, exp / "runs.csv", exp / "summary.csv")
-    html, md = report(args.spec, proj, template_dir=args.templates)
+    # Whatever runs exist now: the tables from the records, the reports from the tables.
+    html, md = collect(args.spec, proj, plan_path, template_dir=args.templates)[-2:]
     print(f"report: {html}")
     print(f"report: {md}")
     return 0

@@ -69,7 +69,6 @@ import math
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -83,9 +82,9 @@ from benchmatrix.analyze.stats import (
     holm,
     metric_direction,
     run_hosts,
-    summarize_by_host,
     welch_test,
 )
+from benchmatrix.results.layout import ALL_HOSTS, HOST_COLUMN, by_column, comparison_columns
 from benchmatrix.spec.load import DEFAULT_ALPHA
 
 if TYPE_CHECKING:
@@ -95,19 +94,6 @@ if TYPE_CHECKING:
 MIXED_MAX_CELLS = 300
 MIXED_MAX_ROWS = 200_000
 
-#: Columns of runs.csv that are not metrics.
-_RUN_COLUMNS = frozenset({"seq", "host", "run_id", "cell_id", "replicate", "warmup", "control", "visit", "batch",
-                          "attempt", "status", "reason", "started_at", "ended_at", "duration_s", "exit_code"})
-#: The host column of a campaign with several hosts (right after HEAD_COLUMNS).
-HOST_COLUMN = "host"
-#: Its value for a comparison that pools the hosts (``hosts_mode: partition``).
-ALL_HOSTS = "all"
-#: Columns of comparisons.csv before the ``by`` factor columns ...
-HEAD_COLUMNS = ["metric", "factor", "level", "baseline"]
-#: ... and after them.
-TAIL_COLUMNS = ["n_level", "n_baseline", "rel_diff_pct", "ci_low_pct", "ci_high_pct", "p_value",
-                "analysis", "verdict", "unit", "better", "mean_level", "mean_baseline",
-                "p_value_unadjusted", "df", "ci_low_adj_pct", "ci_high_adj_pct"]
 #: A comparison resting on fewer independent units (runs, or visits for a whole-plot
 #: factor) on a side gets no ``no_difference`` verdict: a test on two visits per level
 #: (2 error degrees of freedom) detects an effect of 2.5 standard deviations of a
@@ -200,20 +186,21 @@ class Comparisons:
     family: list[str] = field(default_factory=list)
     descriptive: list[str] = field(default_factory=list)
 
+    def meta(self) -> dict[str, Any]:
+        """Everything but the table, as JSON-ready values (collect keeps it in analysis.json)."""
+        return {"config": self.config, "explanations": self.explanations, "notes": self.notes,
+                "alpha": self.alpha, "warnings": self.warnings, "family": self.family,
+                "descriptive": self.descriptive}
 
-def comparison_columns(by: list[str], host: bool = False) -> list[str]:
-    """Columns of comparisons.csv for these ``by`` factors.
+    @classmethod
+    def from_tables(cls, table: pd.DataFrame, meta: dict[str, Any]) -> Comparisons:
+        """The comparisons as collect wrote them: comparisons.csv and :meth:`meta`."""
+        return cls(table=table, config=meta.get("config"), explanations=list(meta.get("explanations") or []),
+                   notes=list(meta.get("notes") or []), alpha=float(meta.get("alpha") or DEFAULT_ALPHA),
+                   warnings=list(meta.get("warnings") or []), family=list(meta.get("family") or []),
+                   descriptive=list(meta.get("descriptive") or []))
 
-    A ``by`` factor whose name clashes with a fixed column is written as ``by_NAME``.
-    With ``host`` (a campaign on several hosts) a ``host`` column follows ``baseline``.
-    """
-    fixed = set(HEAD_COLUMNS) | set(TAIL_COLUMNS)
-    return [*HEAD_COLUMNS, *([HOST_COLUMN] if host else []), *[by_column(b, fixed) for b in by], *TAIL_COLUMNS]
 
-
-def by_column(name: str, fixed: set[str] | None = None) -> str:
-    fixed = fixed if fixed is not None else set(HEAD_COLUMNS) | set(TAIL_COLUMNS)
-    return f"by_{name}" if name in fixed else name
 
 
 def _empty(by: list[str], host: bool = False) -> pd.DataFrame:
@@ -913,62 +900,3 @@ def sentence(row: dict[str, Any], by: list[str]) -> str:
 
 def _text(value: Any) -> str:
     return level_key(value) if not isinstance(value, str) else value
-
-
-#: Per-host summary, written beside summary.csv when runs come from several hosts.
-SUMMARY_BY_HOST = "summary_by_host.csv"
-
-
-def write_analysis(exp_dir: str | Path, spec: Any, runs: pd.DataFrame,
-                   records: Iterable[dict[str, Any]] | None = None, units: dict[str, str] | None = None) -> None:
-    """Write ``comparisons.csv``, ``summary_by_host.csv`` (several hosts) and, given
-    the records, ``record_notes.csv``.
-
-    Meant for ``tasks.collect()``, which already holds every record: the report
-    then reads the notes instead of re-reading a record.json per run (too slow for
-    a million runs). The report rewrites ``comparisons.csv`` itself, so calling
-    this is optional for the comparisons.
-
-    Args:
-        exp_dir: ``results/NAME``.
-        spec: The loaded spec.
-        runs: Rows of ``runs.csv`` as written.
-        records: The run records (all attempts), if at hand.
-        units: Metric -> unit for summary_by_host.csv; by default the units in
-            ``summary.csv`` (written just before by collect) and the spec's
-            declared metrics.
-    """
-    from benchmatrix.analyze import sanity
-    from benchmatrix.results.records import atomic_write
-
-    exp_dir = Path(exp_dir)
-    metric_cols = [c for c in runs.columns if c not in set(spec.factor_names) | _RUN_COLUMNS]
-    wanted = [m for m in (spec.data.get("report") or {}).get("metrics") or [] if m in runs.columns]
-    result = compare(spec, runs, wanted or sorted(metric_cols), units)
-    atomic_write(exp_dir / "comparisons.csv", result.table.to_csv(index=False))
-    by_host = exp_dir / SUMMARY_BY_HOST
-    if len(run_hosts(runs)) > 1:
-        units = dict(units) if units is not None else _known_units(exp_dir, spec)
-        table = summarize_by_host(runs, spec.factor_names, units, sorted(metric_cols))
-        atomic_write(by_host, table.to_csv(index=False))
-    else:
-        # A single-host campaign has none; one left from an earlier matrix would mislead.
-        by_host.unlink(missing_ok=True)
-    if records is not None:
-        notes = sanity.record_notes(records)
-        atomic_write(exp_dir / sanity.RECORD_NOTES, notes.to_csv(index=False))
-
-
-def _known_units(exp_dir: Path, spec: Any) -> dict[str, str]:
-    declared = (spec.data.get("workload") or {}).get("metrics") or {}
-    units = {m: str((d or {}).get("unit", "") or "") for m, d in declared.items()}
-    path = exp_dir / "summary.csv"
-    if path.is_file() and path.stat().st_size:
-        try:
-            table = pd.read_csv(path, usecols=["metric", "unit"], dtype=str, keep_default_na=False)
-        except (ValueError, OSError):
-            return units
-        for metric, unit in table.drop_duplicates("metric").itertuples(index=False):
-            if unit:
-                units[metric] = unit
-    return units

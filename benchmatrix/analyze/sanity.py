@@ -47,7 +47,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -55,7 +54,8 @@ import pandas as pd
 from scipy import stats as sps
 
 from benchmatrix.analyze.stats import bool_column, effective_runs, execution_order, holm, is_ok, run_hosts
-from benchmatrix.results.status import State, decide
+from benchmatrix.results.layout import ALL_HOSTS, HOST_COLUMN, NOTE_COLUMNS, RECORD_NOTES, State, by_column
+from benchmatrix.results.status import decide
 from benchmatrix.spec.load import DEFAULT_DRIFT_THRESHOLD
 
 if TYPE_CHECKING:
@@ -75,9 +75,6 @@ ITEMS_LISTED = 20
 #: Facts that change without the host changing.
 VOLATILE_FACTS = frozenset({"gathered_at", "uptime", "uptime_seconds", "date_time", "inventory_name",
                             "boot_time", "load_average", "memory_free_mb"})
-#: Name of the file with notes drawn from the run records.
-RECORD_NOTES = "record_notes.csv"
-NOTE_COLUMNS = ["run_id", "attempt", "host", "started_at", "check", "detail"]
 
 
 def warning(check: str, title: str, message: str, runs: Iterable[str] = (), *,
@@ -625,12 +622,10 @@ def host_warnings(table: pd.DataFrame, eff: pd.DataFrame, labels: dict[str, str]
 
 def host_effect_warnings(comparisons: pd.DataFrame | None, by: list[str]) -> list[dict[str, Any]]:
     """Comparisons whose verdict differs between hosts (``hosts_mode: replicate``)."""
-    if comparisons is None or comparisons.empty or "host" not in comparisons.columns:
+    if comparisons is None or comparisons.empty or HOST_COLUMN not in comparisons.columns:
         return []
-    from benchmatrix.analyze.comparisons import by_column
-
     table = comparisons[comparisons["verdict"] != "insufficient_data"]
-    if table.empty or table["host"].astype(str).eq("all").all():
+    if table.empty or table[HOST_COLUMN].astype(str).eq(ALL_HOSTS).all():
         return []
     keys = ["metric", "level", *[by_column(b) for b in by]]
     items = []
@@ -743,9 +738,24 @@ def record_notes(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     Returns:
         Columns of ``NOTE_COLUMNS``: run_id, attempt, host, started_at, check, detail.
     """
-    rows: list[dict[str, Any]] = []
-    facts_seen: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = []
+    notes = RecordNotes()
     for rec in records:
+        notes.add(rec)
+    return notes.frame()
+
+
+class RecordNotes:
+    """:func:`record_notes` one record at a time, keeping none of them: collect reads a
+    million records once and lets each go (the host facts are kept once per distinct value)."""
+
+    def __init__(self) -> None:
+        self._rows: list[dict[str, Any]] = []
+        self._facts_seen: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = []
+        self._distinct: dict[str, dict[str, Any]] = {}
+
+    def add(self, rec: dict[str, Any]) -> None:
+        """Take the notes of one record."""
+        rows = self._rows
         base = {"run_id": rec.get("run_id"), "attempt": rec.get("attempt"), "host": rec.get("host"),
                 "started_at": rec.get("started_at")}
         for name, knob in (rec.get("knobs") or {}).items():
@@ -776,42 +786,22 @@ def record_notes(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
                                        "(a missing stonewall?)"})
         facts = rec.get("host_facts")
         if isinstance(facts, dict) and facts:
-            facts_seen.append((str(rec.get("host")), str(rec.get("started_at") or ""), base, facts))
-    last: dict[str, dict[str, Any]] = {}
-    for host, _, base, facts in sorted(facts_seen, key=lambda t: (t[0], t[1])):
-        stable = {k: v for k, v in facts.items() if k not in VOLATILE_FACTS}
-        prev = last.get(host)
-        if prev is not None and prev != stable:
-            changed = [f"{k}: {prev.get(k)} → {stable.get(k)}" for k in sorted(set(prev) | set(stable))
-                       if prev.get(k) != stable.get(k)]
-            rows.append({**base, "check": "host_facts", "detail": "; ".join(changed)})
-        last[host] = stable
-    return pd.DataFrame(rows, columns=NOTE_COLUMNS)
+            stable = {k: v for k, v in facts.items() if k not in VOLATILE_FACTS}
+            stable = self._distinct.setdefault(json.dumps(stable, sort_keys=True, default=str), stable)
+            self._facts_seen.append((str(rec.get("host")), str(rec.get("started_at") or ""), base, stable))
 
-
-def load_record_notes(exp_dir: Path, runs: pd.DataFrame, scan_limit: int = 20_000) -> pd.DataFrame | None:
-    """``record_notes.csv`` if collect wrote it; else a scan of the records.
-
-    The scan reads one record.json per attempt, so it is skipped (``None``) beyond
-    ``scan_limit`` attempts: wire :func:`benchmatrix.analyze.comparisons.write_analysis` into
-    collect, which sees every record anyway.
-    """
-    path = Path(exp_dir) / RECORD_NOTES
-    if path.is_file():
-        return pd.read_csv(path, dtype=str, keep_default_na=False) if path.stat().st_size else \
-            pd.DataFrame(columns=NOTE_COLUMNS)
-    if runs.empty or len(runs) > scan_limit or "run_id" not in runs.columns:
-        return None if len(runs) > scan_limit else pd.DataFrame(columns=NOTE_COLUMNS)
-
-    def records() -> Iterable[dict[str, Any]]:
-        for rid, attempt in zip(runs["run_id"], runs.get("attempt", pd.Series(1, index=runs.index))):
-            p = Path(exp_dir) / "runs" / str(rid) / str(attempt) / "record.json"
-            try:
-                yield json.loads(p.read_text())
-            except (OSError, ValueError):
-                continue
-
-    return record_notes(records())
+    def frame(self) -> pd.DataFrame:
+        """The notes so far, host-fact changes included (in each host's time order)."""
+        rows = list(self._rows)
+        last: dict[str, dict[str, Any]] = {}
+        for host, _, base, stable in sorted(self._facts_seen, key=lambda t: (t[0], t[1])):
+            prev = last.get(host)
+            if prev is not None and prev is not stable and prev != stable:
+                changed = [f"{k}: {prev.get(k)} → {stable.get(k)}" for k in sorted(set(prev) | set(stable))
+                           if prev.get(k) != stable.get(k)]
+                rows.append({**base, "check": "host_facts", "detail": "; ".join(changed)})
+            last[host] = stable
+        return pd.DataFrame(rows, columns=NOTE_COLUMNS)
 
 
 _NOTE_TEXT = {
@@ -836,8 +826,8 @@ def note_warnings(notes: pd.DataFrame | None) -> list[dict[str, Any]]:
     """Warnings from :func:`record_notes`, one per check."""
     if notes is None:
         return [warning("records", "run records not checked",
-                        f"Knob state, host facts and tool warnings come from the run records; there are too many "
-                        f"to scan at report time and {RECORD_NOTES} is absent.", severity="notice")]
+                        f"Knob state, host facts and tool warnings come from the run records, which were not "
+                        f"checked: {RECORD_NOTES} is absent (collect writes it).", severity="notice")]
     out = []
     for check in ("knob", "host_facts", "fio_overlap", "tool", "killed"):
         part = notes[notes["check"] == check]

@@ -34,10 +34,8 @@ import pandas as pd
 from scipy import stats as sps
 
 from benchmatrix.errors import BenchmatrixError
+from benchmatrix.results.layout import SUMMARY_STATS, summary_by_host_columns, summary_columns
 
-#: Columns of ``summary.csv`` around the factor columns (which follow ``cell_id``).
-SUMMARY_STATS = ["metric", "unit", "n", "mean", "median", "min", "max", "sd", "cv",
-                 "ci_low", "ci_high", "ci_method"]
 #: Confidence level of ``ci_low`` / ``ci_high``.
 CONFIDENCE = 0.95
 _REQUIRED = ("run_id", "cell_id", "status", "warmup", "control", "attempt")
@@ -73,11 +71,6 @@ def _word_in(values: pd.Series, words: frozenset[str]) -> pd.Series:
 def is_ok(status: pd.Series) -> pd.Series:
     """True where a run attempt's status is ``ok`` (case and blanks ignored)."""
     return _word_in(status, frozenset({"ok"}))
-
-
-def summary_columns(factor_names: list[str]) -> list[str]:
-    """The columns of ``summary.csv``, in file order, for these factors."""
-    return ["cell_id", *factor_names, *SUMMARY_STATS]
 
 
 def effective_runs(runs: pd.DataFrame) -> pd.DataFrame:
@@ -245,12 +238,6 @@ def summarize(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str]
     levels = eff.drop_duplicates("cell_id", keep="first").set_index("cell_id")[factor_names]
     table = long.join(levels, on="cell_id")[columns]
     return _sort_rows(table, [*factor_names, "metric"]).reset_index(drop=True)
-
-
-def summary_by_host_columns(factor_names: list[str]) -> list[str]:
-    """The columns of ``summary_by_host.csv``: those of summary.csv with ``host``
-    after ``cell_id``."""
-    return ["cell_id", "host", *factor_names, *SUMMARY_STATS]
 
 
 def run_hosts(runs: pd.DataFrame) -> list[str]:

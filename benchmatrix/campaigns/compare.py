@@ -49,6 +49,8 @@ from benchmatrix.campaigns.store import (
     read_campaign,
 )
 from benchmatrix.errors import BenchmatrixError
+from benchmatrix.results import layout
+from benchmatrix.results.tables import metric_units
 from benchmatrix.spec.load import DEFAULT_ALPHA, Spec
 
 #: Host facts that describe the environment a campaign ran in.
@@ -58,8 +60,7 @@ ENV_FACTS = ("kernel", "cpu_model", "cpu_count", "sockets", "cores", "threads_pe
 #: Keys of a record's ``workload`` that are the environment's doing, not the spec's.
 _WORKLOAD_ENV = frozenset({"affinity_applied"})
 #: Columns of runs.csv that are not metrics.
-_RUN_COLUMNS = frozenset({"seq", "host", "run_id", "cell_id", "replicate", "warmup", "control", "visit", "batch",
-                          "attempt", "status", "reason", "started_at", "ended_at", "duration_s", "exit_code"})
+_RUN_COLUMNS = layout.NON_METRIC_COLUMNS
 #: Columns of compare.csv after the factor columns.
 TAIL_COLUMNS = ["host", "metric", "unit", "better", "n_a", "n_b", "mean_a", "mean_b", "rel_diff_pct",
                 "ci_low_pct", "ci_high_pct", "ci_low_adj_pct", "ci_high_adj_pct", "p_value",
@@ -147,7 +148,7 @@ def load_side(campaign: Campaign) -> Side:
     from benchmatrix.results.records import load_records
 
     path = campaign.path
-    runs_csv, plan_csv = path / "runs.csv", path / "plan.csv"
+    runs_csv, plan_csv = path / layout.RUNS, path / layout.PLAN
     if not runs_csv.is_file() or not plan_csv.is_file() or not runs_csv.stat().st_size:
         raise BenchmatrixError(f"{path}: campaign {campaign.name} has no runs.csv yet; run or report it first")
     plan, factor_names = read_plan(plan_csv)
@@ -325,13 +326,10 @@ def compare_frames(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metrics: list[str
 
 
 def _units(side: Side) -> dict[str, str]:
-    declared = dig(side.spec, "workload.metrics") or {}
-    units = {m: str((d or {}).get("unit") or "") for m, d in declared.items() if isinstance(d, dict)}
-    for rec in side.records:
-        for m, v in (rec.get("metrics") or {}).items():
-            if isinstance(v, dict) and v.get("unit") and not units.get(m):
-                units[m] = str(v["unit"])
-    return units
+    """Metric -> unit of one side, by collect's rule (:func:`benchmatrix.results.tables.metric_units`)."""
+    seen = {m: v.get("unit") for rec in side.records for m, v in (rec.get("metrics") or {}).items()
+            if isinstance(v, dict)}
+    return metric_units(dig(side.spec, "workload.metrics"), seen)
 
 
 def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None) -> CampaignComparison:

@@ -41,14 +41,15 @@ from benchmatrix.analyze.changepoint import MIN_CAMPAIGNS, detect_step, detect_s
 from benchmatrix.campaigns.store import Campaign, list_campaigns
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.report.plots import _pyplot, _svg, safe_file_stem
-from benchmatrix.report.render import format_number, format_value
+from benchmatrix.report.render import format_number
+from benchmatrix.results import layout
 
 #: File in a published site's root: ``bmx publish`` only ever replaces such a directory.
 SITE_MARKER = ".benchmatrix-site"
 #: The policy every page carries: nothing is fetched but the site's own images.
 CSP = "default-src 'none'; img-src data: 'self'; style-src 'unsafe-inline'"
 #: A campaign's files copied into the site (when present), in the order they are listed.
-DOWNLOADS = ("summary.csv", "runs.csv", "runs_long.parquet", "comparisons.csv")
+DOWNLOADS = (layout.SUMMARY, layout.RUNS, layout.RUNS_LONG, layout.COMPARISONS)
 #: Cells drawn as lines in a history plot; beyond it, the cells with a step (largest first).
 MAX_PLOT_CELLS = 8
 #: Metrics that get a history plot each (in summary order).
@@ -116,12 +117,12 @@ def campaign_page(campaign: Campaign, slug: str) -> CampaignPage:
     """Read what the index shows of one campaign from its directory (no copying)."""
     path = campaign.path
     page = CampaignPage(campaign, slug, date=_date(campaign.started_at) if campaign.started_at else "")
-    page.summary = _read_csv(path / "summary.csv", dtype={"cell_id": str})
-    runs = _read_csv(path / "runs.csv", dtype={"run_id": str, "cell_id": str, "host": str, "status": str},
+    page.summary = _read_csv(path / layout.SUMMARY, dtype={"cell_id": str})
+    runs = _read_csv(path / layout.RUNS, dtype={"run_id": str, "cell_id": str, "host": str, "status": str},
                      usecols=lambda c: c in {"run_id", "cell_id", "host", "attempt", "status"})
     if not page.date:
         # A campaign made before campaign.json had created_at: its files' age.
-        stamps = [p.stat().st_mtime for p in (path / "summary.csv", path / "runs.csv") if p.is_file()]
+        stamps = [p.stat().st_mtime for p in (path / layout.SUMMARY, path / layout.RUNS) if p.is_file()]
         if stamps:
             page.date = datetime.fromtimestamp(min(stamps), tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     if "cell_id" in page.summary.columns:
@@ -137,10 +138,10 @@ def campaign_page(campaign: Campaign, slug: str) -> CampaignPage:
         page.hosts = sorted(runs["host"].dropna().astype(str).unique())
     elif (path / "hosts").is_dir():
         page.hosts = sorted(p.name for p in (path / "hosts").iterdir() if p.is_dir())
-    md = path / "report.md"
+    md = path / layout.REPORT_MD
     if md.is_file():
         page.warnings = len(_WARNING_LINE.findall(md.read_text(encoding="utf-8", errors="replace")))
-    page.files = [n for n in ("report.html", *DOWNLOADS) if (path / n).is_file()]
+    page.files = [n for n in (layout.REPORT_HTML, *DOWNLOADS) if (path / n).is_file()]
     return page
 
 
@@ -148,7 +149,7 @@ def experiment_campaigns(exp_dir: Path) -> list[Campaign]:
     """The experiment's campaigns, oldest first; a results directory from before
     campaigns were kept (no campaign.json) counts as one campaign named ``current``."""
     found = list_campaigns(exp_dir)
-    if not any(c.current for c in found) and any((exp_dir / n).is_file() for n in ("summary.csv", "runs.csv")):
+    if not any(c.current for c in found) and any((exp_dir / n).is_file() for n in (layout.SUMMARY, layout.RUNS)):
         found.append(Campaign(id="current", path=exp_dir, current=True))
     return found
 
@@ -187,16 +188,13 @@ class History:
 
 
 def _cell_labels(long: pd.DataFrame, stats_cols: set[str]) -> pd.Series:
-    """``factor=level, ...`` per cell id, from the newest campaign naming it."""
+    """:func:`benchmatrix.results.layout.cell_label` per cell id, from the newest campaign naming it."""
     factors = [c for c in long.columns if c not in stats_cols]
     newest = long.drop_duplicates("cell_id", keep="last").set_index("cell_id")
     if not factors:
         return pd.Series(newest.index, index=newest.index)
-    parts = [f + "=" + newest[f].map(format_value) for f in factors]
-    label = parts[0]
-    for p in parts[1:]:
-        label = label + ", " + p
-    return label
+    return pd.Series([layout.cell_label(zip(factors, vals)) for vals in newest[factors].itertuples(index=False)],
+                     index=newest.index)
 
 
 def build_history(pages: list[CampaignPage], alpha: float = ALPHA) -> History | None:

@@ -16,27 +16,28 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmatrix.errors import BenchmatrixError
+from benchmatrix.results import layout
 
 if TYPE_CHECKING:
     from benchmatrix.spec.load import Spec
 
-#: Folder under an experiment's results directory that keeps its earlier campaigns.
-CAMPAIGNS_DIR = "campaigns"
-#: The file naming a campaign, in every campaign directory.
-CAMPAIGN_FILE = "campaign.json"
-#: The spec a campaign was planned with (its data as JSON), written by plan.
-SPEC_FILE = "spec.json"
+#: Folder under an experiment's results directory that keeps its earlier campaigns;
+#: the file naming a campaign, in every campaign directory; the spec a campaign was
+#: planned with (its data as JSON), written by plan.
+CAMPAIGNS_DIR, CAMPAIGN_FILE, SPEC_FILE = layout.CAMPAIGNS_DIR, layout.CAMPAIGN, layout.SPEC
 #: Written before a campaign is moved into campaigns/ID/, removed after: a move cut
 #: short by a crash is finished by the next start (:func:`finish_archive`).
 ARCHIVE_MARKER = ".bmx_archiving.json"
 #: Entries of results/NAME that belong to the experiment, not to its current campaign:
 #: never moved (``compare/`` holds comparisons across campaigns).
-KEPT_ENTRIES = frozenset({CAMPAIGNS_DIR, ".bmx.lock", ARCHIVE_MARKER, "compare"})
+KEPT_ENTRIES = frozenset({CAMPAIGNS_DIR, layout.LOCK, ARCHIVE_MARKER, "compare"})
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,26 @@ def read_meta(exp_dir: str | Path) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
+def campaign_id(exp: str | Path, label: str | None = None, spec_digest: str | None = None) -> str:
+    """The id of the campaign whose results live in ``exp`` (made on first use).
+
+    It names the batch runner's work directory on the hosts, so that raw outputs a
+    deleted or other results directory left there are never taken for this one's.
+    A new campaign also gets ``label`` and ``spec_digest`` when given (an existing
+    one keeps its campaign.json).
+    """
+    from benchmatrix.results.records import atomic_write
+
+    path = Path(exp) / CAMPAIGN_FILE
+    if path.is_file():
+        return json.loads(path.read_text())["id"]
+    cid = uuid.uuid4().hex[:12]
+    meta = {"id": cid, "created_at": datetime.now(UTC).isoformat(timespec="microseconds"),
+            "label": label or None, "spec_digest": spec_digest}
+    atomic_write(path, json.dumps({k: v for k, v in meta.items() if v is not None}) + "\n")
+    return cid
+
+
 def update_meta(exp_dir: str | Path, **fields: Any) -> dict[str, Any]:
     """Merge ``fields`` into an existing ``campaign.json`` (atomically); a None value
     removes its key. Returns the new content; does nothing without a campaign.json."""
@@ -215,7 +236,7 @@ def is_complete(exp_dir: str | Path, factor_names: list[str]) -> bool:
     from benchmatrix.results.status import campaign_status, exit_code
 
     exp_dir = Path(exp_dir)
-    if not (exp_dir / "plan.csv").is_file():
+    if not (exp_dir / layout.PLAN).is_file():
         return False
     return exit_code(campaign_status(exp_dir, factor_names)) != 3
 
@@ -299,8 +320,6 @@ def start_campaign(exp_dir: str | Path, spec: Spec, label: str | None = None) ->
         BenchmatrixError: the label names an earlier campaign, or the current campaign
             is unfinished and another label was asked for.
     """
-    from benchmatrix.execute.rules import campaign_id
-
     exp_dir = Path(exp_dir)
     finish_archive(exp_dir)
     if label is not None:
@@ -347,7 +366,7 @@ def mark_progress(exp_dir: str | Path, runs: list[Any] | None = None,
 
     exp_dir = Path(exp_dir)
     if runs is None:
-        runs = read_plan(exp_dir / "plan.csv")[0]
+        runs = read_plan(exp_dir / layout.PLAN)[0]
     states = run_states(exp_dir, runs, records)
     hosts = sorted({r.host for r in runs})
     done = bool(states) and all(s.state != "pending" for s in states)
@@ -373,16 +392,16 @@ def run_counts(path: str | Path, from_records: bool = True) -> dict[str, int]:
 
     path = Path(path)
     counts = {"planned": 0, "ok": 0, "failed": 0, "pending": 0}
-    if not (path / "plan.csv").is_file():
+    if not (path / layout.PLAN).is_file():
         return counts
-    if from_records or not (path / "runs.csv").is_file() or not (path / "runs.csv").stat().st_size:
+    if from_records or not (path / layout.RUNS).is_file() or not (path / layout.RUNS).stat().st_size:
         for st in run_states(path):
             if not (st.run.warmup or st.run.control):
                 counts["planned"] += 1
                 counts["failed" if st.state in FAILED_STATES else "ok" if st.state == "ok" else "pending"] += 1
         return counts
-    plan = pd.read_csv(path / "plan.csv", usecols=["run_id", "attempt", "warmup", "control"], dtype=str)
-    runs = pd.read_csv(path / "runs.csv", usecols=["run_id", "attempt", "status"], dtype=str)
+    plan = pd.read_csv(path / layout.PLAN, usecols=["run_id", "attempt", "warmup", "control"], dtype=str)
+    runs = pd.read_csv(path / layout.RUNS, usecols=["run_id", "attempt", "status"], dtype=str)
     plan = plan[~(bool_column(plan["warmup"]) | bool_column(plan["control"])).to_numpy()]
     runs = runs[runs["run_id"].isin(set(plan["run_id"]))]
     runs = runs.assign(attempt=pd.to_numeric(runs["attempt"], errors="coerce"))
@@ -409,8 +428,8 @@ def campaign_rows(exp_dir: str | Path) -> list[dict[str, Any]]:
     out = []
     for c in list_campaigns(exp_dir):
         counts = run_counts(c.path, from_records=c.current)
-        hosts = c.meta.get("hosts") or ([] if not (c.path / "plan.csv").is_file()
-                                        else sorted({r.host for r in read_plan(c.path / "plan.csv")[0]}))
+        hosts = c.meta.get("hosts") or ([] if not (c.path / layout.PLAN).is_file()
+                                        else sorted({r.host for r in read_plan(c.path / layout.PLAN)[0]}))
         out.append({"id": c.id, "label": c.label, "started_at": c.started_at, "ended_at": c.ended_at,
                     "hosts": list(hosts), "spec_digest": str(c.meta.get("spec_digest") or ""),
                     "runs": counts, "current": c.current, "path": str(c.path)})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import io
 import json
 import shutil
 import signal
@@ -15,7 +16,6 @@ import sys
 import tarfile
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -25,14 +25,22 @@ from typing import Any
 import jinja2
 
 import benchmatrix
-from benchmatrix.campaigns.store import SPEC_FILE, mark_progress, update_meta
+from benchmatrix.campaigns.store import SPEC_FILE, campaign_id, mark_progress, update_meta
 from benchmatrix.errors import AnsibleError, BenchmatrixError, HostUnreachableError, Interrupted, ParseError, PlanError
 from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.execute.hosts import resolve_hosts
 from benchmatrix.execute.lock import same_file
 from benchmatrix.plan.design import PlannedRun, assign_batches, make_plan, plan_csv_text, read_plan
 from benchmatrix.plan.reruns import append_round, plan_reruns, read_reruns
-from benchmatrix.results.records import atomic_write, load_records, record_path, run_dir, runs_rows, write_record
+from benchmatrix.results import layout
+from benchmatrix.results.records import (
+    atomic_write,
+    iter_records,
+    record_path,
+    run_dir,
+    runs_rows,
+    write_record,
+)
 from benchmatrix.spec.load import REBOOT_ROLES, Spec, load_spec, render_vars
 
 PACKAGE_DIR = Path(benchmatrix.__file__).resolve().parent
@@ -43,7 +51,7 @@ WORKLOADS_WITH_CLEANUP = frozenset({"workload_fio", "workload_pgbench", "workloa
 
 def exp_dir_of(project_dir: Path, spec: Spec) -> Path:
     """``results/NAME`` of an experiment."""
-    return (Path(project_dir) / "results" / spec.name).resolve()
+    return layout.exp_dir(project_dir, spec.name)
 
 
 def iso(ts: float | None) -> str | None:
@@ -51,23 +59,6 @@ def iso(ts: float | None) -> str | None:
     if ts is None:
         return None
     return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="microseconds")
-
-
-def campaign_id(exp: Path, label: str | None = None, spec_digest: str | None = None) -> str:
-    """The id of the campaign whose results live in ``exp`` (made on first use).
-
-    It names the batch runner's work directory on the hosts, so that raw outputs a
-    deleted or other results directory left there are never taken for this one's.
-    A new campaign also gets ``label`` and ``spec_digest`` when given (an existing
-    one keeps its campaign.json; see :mod:`benchmatrix.campaigns.store`).
-    """
-    path = Path(exp) / "campaign.json"
-    if path.is_file():
-        return json.loads(path.read_text())["id"]
-    cid = uuid.uuid4().hex[:12]
-    meta = {"id": cid, "created_at": iso(time.time()), "label": label or None, "spec_digest": spec_digest}
-    atomic_write(path, json.dumps({k: v for k, v in meta.items() if v is not None}) + "\n")
-    return cid
 
 
 # ---------------------------------------------------------------- plan
@@ -262,7 +253,7 @@ def _remove_partial(touched: dict[str, Any]) -> None:
         except OSError:
             pass
     for dest in touched["partial"]:
-        if not (dest / "record.json").is_file():
+        if not (dest / layout.RECORD).is_file():
             shutil.rmtree(dest, ignore_errors=True)
 
 
@@ -299,7 +290,7 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
     if not mine:
         raise PlanError(f"{plan_path}: no runs in batch {batch}; re-plan with 'bmx plan'")
     host = mine[0].host
-    if (exp / "hosts" / host / "baseline.json").is_file():
+    if (exp / layout.HOSTS_DIR / host / layout.BASELINE).is_file():
         touched.update(spec=spec, host=host)  # an earlier batch reconfigured the host
     todo = [r for r in mine if not record_path(exp, r.run_id, r.attempt).is_file()]
     summary: dict[str, Any] = {"batch": batch, "host": host, "runs": len(mine), "executed": 0,
@@ -516,7 +507,7 @@ def save_baseline(exp: Path, host: str, spec: Spec, knob_states: dict[str, Any])
     """Remember each knob's state before the campaign first touched it (first seen wins)."""
     if not knob_states:
         return
-    path = Path(exp) / "hosts" / host / "baseline.json"
+    path = Path(exp) / layout.HOSTS_DIR / host / layout.BASELINE
     baseline = json.loads(path.read_text()) if path.is_file() else {}
     new = {f: {"role": k["role"], "value": k["baseline"], "vars": spec.knobs[f].vars if f in spec.knobs else {},
                "cost": spec.knobs[f].cost_class if f in spec.knobs else "none"}
@@ -533,7 +524,7 @@ def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = No
         BenchmatrixError: a knob did not return to its baseline.
     """
     exp = exp_dir_of(project_dir, spec)
-    path = exp / "hosts" / host / "baseline.json"
+    path = exp / layout.HOSTS_DIR / host / layout.BASELINE
     baseline = json.loads(path.read_text()) if path.is_file() else {}
     states: dict[str, Any] = {}
     # A workload without anything to clean up and no knob to restore needs no Ansible call.
@@ -581,20 +572,20 @@ def restore_touched_hosts(spec: Spec, project_dir: Path) -> list[str]:
     Returns:
         The hosts it restored.
     """
-    from benchmatrix.execute.snakefile import batches
+    from benchmatrix.plan.design import batches
 
     exp = exp_dir_of(project_dir, spec)
-    plan_path = exp / "plan.csv"
+    plan_path = exp / layout.PLAN
     if not plan_path.is_file():
         return []
     order, host_of = batches(plan_path)
     done = []
     for host in sorted(set(host_of.values())):
-        if not (exp / "hosts" / host / "baseline.json").is_file():
+        if not (exp / layout.HOSTS_DIR / host / layout.BASELINE).is_file():
             continue
         started = [p.stat().st_mtime for b in order if host_of[b] == host
                    for p in [exp / "logs" / "batches" / f"{b}.log"] if p.is_file()]
-        restored = exp / "hosts" / host / "restored.json"
+        restored = exp / layout.HOSTS_DIR / host / layout.RESTORED
         if started and restored.is_file() and restored.stat().st_mtime >= max(started):
             continue
         if _restore_quietly(spec, project_dir, host):
@@ -622,59 +613,72 @@ def stop_runner(spec: Spec, project_dir: Path, host: str) -> None:
 
 # ---------------------------------------------------------------- collect and report
 
-def collect(spec_path: str, project_dir: Path, plan_path: Path, runs_csv: Path, summary_csv: Path) -> None:
-    """Write runs.csv (every attempt), summary.csv and comparisons.csv from the records."""
-    import pandas as pd
+def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool = True,
+            template_dir: Path | None = None) -> list[Path]:
+    """Compute every table from the records, write them, and render the reports from them.
 
-    from benchmatrix.analyze.stats import summarize
-
-    spec = load_spec(spec_path)
-    exp = exp_dir_of(project_dir, spec)
-    from benchmatrix.analyze.comparisons import write_analysis
-    from benchmatrix.results.records import RUN_COLUMNS
-
-    runs, _ = read_plan(plan_path)
-    records = load_records(exp, runs)
-    rows, units = runs_rows(records, spec.factor_names)
-    columns = RUN_COLUMNS + spec.factor_names + sorted(units)
-    table = pd.DataFrame(rows, columns=columns)
-    atomic_write(runs_csv, table.to_csv(index=False))
-    atomic_write(summary_csv, summarize(table, spec.factor_names, units).to_csv(index=False))
-    # comparisons.csv and the record-based sanity notes, from the records already in memory.
-    write_analysis(exp, spec, table, records, units=units)
-    # The tidy long table (runs_long.parquet) that export, compare and publish read.
-    from benchmatrix.results.export import write_long_table
-    write_long_table(exp, table, spec.factor_names, units, spec.workload.get("metrics"), spec.name)
-    # campaign.json: its hosts, and ended_at once no planned run is pending.
-    mark_progress(exp, runs, records)
-
-
-def load_tables(exp: Path):
-    """plan, runs and summary tables of an experiment directory (empty when missing)."""
-    import pandas as pd
-
-    def read(name: str) -> pd.DataFrame:
-        path = exp / name
-        return pd.read_csv(path, keep_default_na=True) if path.is_file() and path.stat().st_size else pd.DataFrame()
-
-    return read("plan.csv"), read("runs.csv"), read("summary.csv")
-
-
-def report(spec_path: str, project_dir: Path, template_dir: Path | None = None) -> tuple[Path, Path]:
-    """Render report.html and report.md from the experiment's result files.
+    The one place a campaign's tables are computed (:func:`benchmatrix.analyze.tables.derive_tables`):
+    runs.csv, summary.csv, summary_by_host.csv, comparisons.csv, record_notes.csv,
+    analysis.json and runs_long.parquet (:data:`benchmatrix.results.layout.COLLECTED`),
+    then report.html and report.md rendered from the same tables in memory.
 
     Args:
+        render: Also render the reports (the Snakemake rule and ``bmx report`` do).
         template_dir: Jinja2 templates overriding the built-in ones (docs/report.md).
+
+    Returns:
+        The paths written.
     """
-    from benchmatrix.report.render import render_report
+    import pandas as pd
+
+    from benchmatrix.analyze.sanity import RecordNotes
+    from benchmatrix.analyze.tables import derive_tables
+    from benchmatrix.results.export import write_long_table
+    from benchmatrix.results.tables import read_table, write_tables
 
     spec = load_spec(spec_path)
     exp = exp_dir_of(project_dir, spec)
-    plan_df, runs_df, summary_df = load_tables(exp)
-    facts = {}
-    for path in sorted((exp / "hosts").glob("*/facts.json")):
-        facts[path.parent.name] = json.loads(path.read_text())
-    return render_report(spec, plan_df, runs_df, summary_df, facts, exp, template_dir=template_dir)
+    runs, _ = read_plan(plan_path)
+    # One pass over the records, none of them kept whole (a million records with their
+    # host facts would not fit in memory): the runs.csv rows, the notes, and what the
+    # run-state rule reads for campaign.json.
+    notes = RecordNotes()
+    records: list[dict[str, Any]] = []
+
+    def each_record() -> Iterator[dict[str, Any]]:
+        for rec in iter_records(exp, runs):
+            notes.add(rec)
+            records.append({k: rec.get(k) for k in _STATE_FIELDS})
+            yield rec
+
+    rows, units = runs_rows(each_record(), spec.factor_names)
+    table = pd.DataFrame(rows, columns=layout.RUN_COLUMNS + spec.factor_names + sorted(units))
+    runs_text = table.to_csv(index=False)
+    # runs.csv as a reader of the file sees it (types as read back), so that the report
+    # renders the same from memory here as from disk under `bmx report`.
+    read_back = pd.read_csv(io.StringIO(runs_text))
+    tables = derive_tables(spec, read_table(exp, layout.PLAN), read_back, units, record_notes=notes.frame())
+    written = write_tables(exp, tables, runs_text=runs_text)
+    # The tidy long table (runs_long.parquet) that export, compare and publish read.
+    written.append(write_long_table(exp, table, spec.factor_names, units, spec.workload.get("metrics"), spec.name))
+    # campaign.json: its hosts, and ended_at once no planned run is pending.
+    mark_progress(exp, runs, records)
+    if render:
+        written += _render(spec, exp, tables, template_dir)
+    return written
+
+
+#: What campaign.json's progress (:func:`benchmatrix.campaigns.store.mark_progress`) reads of a record.
+_STATE_FIELDS = ("run_id", "attempt", "status", "started_at", "ended_at")
+
+
+def _render(spec: Spec, exp: Path, tables: Any, template_dir: Path | None) -> list[Path]:
+    from benchmatrix.report.render import render_report
+
+    facts = {path.parent.name: json.loads(path.read_text())
+             for path in sorted((exp / layout.HOSTS_DIR).glob(f"*/{layout.FACTS}"))}
+    return list(render_report(spec, tables.plan, tables.runs, tables.summary, facts, exp,
+                              template_dir=template_dir, tables=tables))
 
 
 # ---------------------------------------------------------------- entry points
@@ -729,12 +733,7 @@ def _restore_host_options(p: argparse.ArgumentParser) -> None:
 
 def _collect_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plan", required=True, type=Path)
-    p.add_argument("--runs", required=True, type=Path)
-    p.add_argument("--summary", required=True, type=Path)
-
-
-def _no_options(p: argparse.ArgumentParser) -> None:
-    pass
+    p.add_argument("--no-render", action="store_true", help="write the tables only (bench/report.py)")
 
 
 #: ``scripts/TASK.py`` -> (adds the task's options beyond ``--spec`` and ``--project-dir``,
@@ -746,8 +745,7 @@ TASKS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argp
                   lambda a: run_batch(a.spec, a.project_dir, a.plan, a.batch, a.marker, a.log, a.facts)),
     "restore_host": (_restore_host_options,
                      lambda a: restore_host(load_spec(a.spec), a.project_dir, a.host, a.out)),
-    "collect": (_collect_options, lambda a: collect(a.spec, a.project_dir, a.plan, a.runs, a.summary)),
-    "report": (_no_options, lambda a: report(a.spec, a.project_dir)),
+    "collect": (_collect_options, lambda a: collect(a.spec, a.project_dir, a.plan, render=not a.no_render)),
 }
 
 

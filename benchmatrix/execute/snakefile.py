@@ -6,18 +6,17 @@ Input functions read plan.csv only after the ``plan`` checkpoint has produced it
 
 from __future__ import annotations
 
-import csv
 import os
 import re
 import signal
 import sys
 import threading
 import time
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from benchmatrix.errors import SpecErrors
+from benchmatrix.plan.design import batches
 from benchmatrix.spec.load import Spec, load_spec
 
 #: A batch id as written by benchmatrix.plan.design.assign_batches.
@@ -43,26 +42,6 @@ def spec_from_config(config: dict[str, Any]) -> Spec:
 def name_pattern(spec: Spec) -> str:
     """Wildcard constraint matching exactly this experiment's name."""
     return re.escape(spec.name)
-
-
-@lru_cache(maxsize=8)
-def _batches(plan_path: str, mtime_ns: int) -> tuple[list[str], dict[str, str]]:
-    order: list[str] = []
-    host_of: dict[str, str] = {}
-    with open(plan_path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        for row in reader:
-            b = row["batch"]
-            if b not in host_of:
-                host_of[b] = row["host"]
-                order.append(b)
-    return order, host_of
-
-
-def batches(plan_path: str | Path) -> tuple[list[str], dict[str, str]]:
-    """Batch ids in plan order and the host of each (cached per file version)."""
-    p = Path(plan_path)
-    return _batches(str(p), p.stat().st_mtime_ns)
 
 
 class InputFunctions:

@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmatrix.results import layout
+
 if TYPE_CHECKING:
     from benchmatrix.spec.load import Spec
 
@@ -87,11 +89,11 @@ def _collected_early(exp: Path) -> bool:
     missing intermediate file (a batch marker) of an up-to-date output, so the next
     ``bmx run`` would see nothing to do and leave the rest of the campaign pending.
     """
-    from benchmatrix.execute.snakefile import batches
+    from benchmatrix.plan.design import batches
 
-    if not (exp / "runs.csv").is_file() or not (exp / "plan.csv").is_file():
+    if not (exp / layout.RUNS).is_file() or not (exp / layout.PLAN).is_file():
         return False
-    order, _ = batches(exp / "plan.csv")
+    order, _ = batches(exp / layout.PLAN)
     return any(not (exp / "batches" / f"{b}.done").is_file() for b in order)
 
 

@@ -28,14 +28,14 @@ import random
 import statistics
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from benchmatrix.results.layout import PLAN_COLUMNS
 from benchmatrix.spec.load import COST_CLASSES, Spec
 from benchmatrix.spec.matrix import Cell
 
-PLAN_COLUMNS = ["seq", "host", "run_id", "cell_id", "replicate", "warmup", "control",
-                "visit", "batch", "attempt"]
 #: Default cap on runs per batch: results come back to the controller at least this often.
 DEFAULT_BATCH_MAX_RUNS = 50
 
@@ -574,3 +574,23 @@ def read_plan(path: str | Path) -> tuple[list[PlannedRun], list[str]]:
                                    row[5] == "true", row[6] == "true", int(row[7]), row[8], int(row[9]),
                                    dict(zip(factor_names, row[len(PLAN_COLUMNS):]))))
     return runs, factor_names
+
+
+@lru_cache(maxsize=8)
+def _batches(plan_path: str, mtime_ns: int) -> tuple[list[str], dict[str, str]]:
+    order: list[str] = []
+    host_of: dict[str, str] = {}
+    with open(plan_path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        for row in reader:
+            b = row["batch"]
+            if b not in host_of:
+                host_of[b] = row["host"]
+                order.append(b)
+    return order, host_of
+
+
+def batches(plan_path: str | Path) -> tuple[list[str], dict[str, str]]:
+    """Batch ids in plan order and the host of each (cached per file version)."""
+    p = Path(plan_path)
+    return _batches(str(p), p.stat().st_mtime_ns)

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmatrix.errors import BenchmatrixError
+from benchmatrix.results import layout
 from benchmatrix.spec.load import DEFAULT_ALPHA
 
 if TYPE_CHECKING:
@@ -253,7 +254,7 @@ def pilot_cvs(pilot: Path, metrics: list[str] | None = None) -> list[CvSample]:
     Raises:
         BenchmatrixError: no summary.csv, or no cell with a CV in it.
     """
-    path = pilot / "summary.csv" if pilot.is_dir() else pilot
+    path = pilot / layout.SUMMARY if pilot.is_dir() else pilot
     if not path.is_file():
         raise BenchmatrixError(f"{path}: no summary.csv in the pilot campaign; run 'bmx report' on it first")
     out: list[CvSample] = []

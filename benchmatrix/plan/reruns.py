@@ -22,15 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmatrix.plan.design import PlannedRun, WarmUps, plan_round
+from benchmatrix.results.layout import RERUN_COLUMNS, RERUNS
 from benchmatrix.results.records import atomic_write
 from benchmatrix.spec.load import Spec
-
-RERUN_COLUMNS = ["round", "run_id", "attempt", "reason", "requested_at"]
 
 
 def reruns_path(exp_dir: Path) -> Path:
     """``results/NAME/reruns.csv``."""
-    return Path(exp_dir) / "reruns.csv"
+    return Path(exp_dir) / RERUNS
 
 
 def read_reruns(exp_dir: Path) -> list[dict[str, Any]]:

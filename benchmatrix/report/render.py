@@ -8,8 +8,9 @@ The report renders from whatever exists: a campaign that is still running or tha
 had failures gets a report too, with a visible "partial results" notice, and every
 cell of the matrix is listed even before it has a single result.
 
-Beside the two reports, rendering writes ``comparisons.csv`` (see
-:mod:`benchmatrix.analyze.comparisons`) and the plots as ``plots/NAME.svg`` for the Markdown.
+Rendering reads the tables collect computed (comparisons, summary by host, record
+notes: :mod:`benchmatrix.results.tables`) and writes no CSV; beside the two reports it
+writes only the plots, as ``plots/NAME.svg`` for the Markdown.
 Long tables are capped so that a million-run campaign still gives a readable page:
 the executed order shows the first and last ``ORDER_HEAD`` / ``ORDER_TAIL`` runs,
 failed runs the first ``FAILED_ROWS``; ``runs.csv`` holds everything. The template
@@ -39,18 +40,20 @@ from benchmatrix.analyze.stats import (
     is_ok,
     run_hosts,
     start_ns,
-    summarize_by_host,
     with_start_ns,
 )
+from benchmatrix.analyze.tables import derive_tables, report_metrics
 from benchmatrix.report import plots
+from benchmatrix.results import layout
 from benchmatrix.results.records import atomic_write
 from benchmatrix.results.status import STATES, decide
+from benchmatrix.results.tables import Tables, metric_units
 
 if TYPE_CHECKING:
     from benchmatrix.spec.load import Spec
 
 #: Placeholder shown for a missing value.
-MISSING = "–"
+MISSING = layout.MISSING
 #: Above this many executed runs the HTML order table starts collapsed.
 COLLAPSE_ORDER_ROWS = 200
 #: Rows of the executed-order table: the first ORDER_HEAD and the last ORDER_TAIL.
@@ -109,16 +112,8 @@ def format_percent(fraction: Any) -> str:
     return f"{float(fraction) * 100:.1f}"
 
 
-def format_value(value: Any) -> str:
-    """Any cell value as text: booleans as YAML writes them, whole floats without
-    ``.0`` (a column with gaps turns integers into floats), ``–`` when missing."""
-    if _is_missing(value):
-        return MISSING
-    if isinstance(value, (bool, np.bool_)):
-        return "true" if value else "false"
-    if isinstance(value, (float, np.floating)) and float(value).is_integer():
-        return str(int(value))
-    return str(value)
+#: Any cell value as text (a template filter): :func:`benchmatrix.results.layout.level_text`.
+format_value = layout.level_text
 
 
 def markdown_cell(text: Any) -> str:
@@ -224,7 +219,7 @@ def _cell_table(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.
     others = others.dropna(subset=["cell_id"]).drop_duplicates("cell_id")
     others = _with_columns(others[~others["cell_id"].isin(known["cell_id"])], factors)
     if len(others):
-        others = others.assign(label=[" ".join(f"{f}={format_value(v)}" for f, v in zip(factors, vals))
+        others = others.assign(label=[layout.cell_label(zip(factors, vals))
                                       for vals in others[factors].itertuples(index=False)])
         known = pd.concat([known, others[["cell_id", *factors, "label"]]], ignore_index=True)
 
@@ -555,8 +550,8 @@ def _findings(result: analysis.Comparisons) -> dict[str, Any]:
     sentences = [analysis.sentence(r, by) for r in significant[:FINDING_SENTENCES]]
     tradeoffs = []
     if len(table):
-        host = analysis.HOST_COLUMN in table.columns
-        keycols = ["level", *[analysis.by_column(b) for b in by], *([analysis.HOST_COLUMN] if host else [])]
+        host = layout.HOST_COLUMN in table.columns
+        keycols = ["level", *[layout.by_column(b) for b in by], *([layout.HOST_COLUMN] if host else [])]
         for key, part in table.groupby(keycols, sort=False, dropna=False):
             good = part[part["verdict"] == "better"]
             bad = part[part["verdict"] == "worse"]
@@ -565,7 +560,7 @@ def _findings(result: analysis.Comparisons) -> dict[str, Any]:
                 at = ", ".join(f"{b}={format_value(v)}" for b, v in zip(by, key[1:1 + len(by)]))
                 on = ""
                 if host:
-                    on = " on all hosts" if str(key[-1]) == analysis.ALL_HOSTS else f" on {format_value(key[-1])}"
+                    on = " on all hosts" if str(key[-1]) == layout.ALL_HOSTS else f" on {format_value(key[-1])}"
                 tradeoffs.append(
                     f"{result.config['factor']}={format_value(key[0])} vs {format_value(result.config['baseline'])}"
                     f"{' at ' + at if at else ''}{on}: better "
@@ -583,7 +578,7 @@ def _comparison_context(result: analysis.Comparisons) -> dict[str, Any]:
     table = result.table
     rows = []
     for r in _records(table.iloc[:COMPARISON_ROWS]) if len(table) else []:
-        r["by_values"] = [r.get(analysis.by_column(b)) for b in by]
+        r["by_values"] = [r.get(layout.by_column(b)) for b in by]
         # The interval shown beside a verdict is the Holm-adjusted one, so the two
         # agree; a descriptive metric has no verdict and shows its unadjusted 95 %.
         descriptive = r.get("verdict") == analysis.DESCRIPTIVE
@@ -592,7 +587,7 @@ def _comparison_context(result: analysis.Comparisons) -> dict[str, Any]:
         r["ci_shown_high"] = r.get("ci_high_pct" if descriptive else "ci_high_adj_pct")
         rows.append(r)
     return {"configured": result.config is not None, "config": result.config, "by": by, "rows": rows,
-            "table": table, "host_column": analysis.HOST_COLUMN in table.columns,
+            "table": table, "host_column": layout.HOST_COLUMN in table.columns,
             "total": len(table), "omitted": max(len(table) - COMPARISON_ROWS, 0), "alpha": result.alpha,
             "explanations": result.explanations, "notes": result.notes, "holm_count":
             int(table["p_value"].notna().sum()) if len(table) else 0,
@@ -608,29 +603,12 @@ def _spec_text(spec: Spec) -> str:
         return yaml.safe_dump(spec.data, sort_keys=False)
 
 
-def _shown_metrics(spec: Spec, summary: pd.DataFrame) -> list[str]:
-    present = list(dict.fromkeys(summary["metric"].dropna().tolist())) if len(summary) else []
-    wanted = list(dict.fromkeys(spec.report.metrics))
-    return [m for m in wanted if m in present] or sorted(present)
-
-
-def _units(summary: pd.DataFrame, spec: Spec) -> dict[str, str]:
-    declared = spec.declared_metrics
-    units = {m: str((d or {}).get("unit", "")) for m, d in declared.items()}
-    if len(summary):
-        for m, u in summary[["metric", "unit"]].drop_duplicates("metric").itertuples(index=False):
-            if not _is_missing(u) and str(u):
-                units[m] = str(u)
-    return units
-
-
 # ----------------------------------------------------------------- entry point
 
 def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
-                   host_facts: dict[str, dict], *, exp_dir: str | Path | None = None,
-                   record_notes: pd.DataFrame | None = None, with_plots: bool = True,
-                   comparisons: analysis.Comparisons | None = None) -> dict[str, Any]:
-    """Everything the report templates show, as plain Python values.
+                   host_facts: dict[str, dict], *, record_notes: pd.DataFrame | None = None,
+                   with_plots: bool = True, tables: Tables | None = None) -> dict[str, Any]:
+    """Everything the report templates show, as plain Python values (no file I/O).
 
     Args:
         spec: The loaded :class:`~benchmatrix.spec.load.Spec`.
@@ -638,12 +616,12 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
         runs: Rows of ``runs.csv`` (may be empty).
         summary: Rows of ``summary.csv`` (may be empty).
         host_facts: Host name -> facts (any keys).
-        exp_dir: The experiment directory, to read ``record_notes.csv`` or the run
-            records for the record-based checks (none when absent).
-        record_notes: Notes already computed (:func:`benchmatrix.analyze.sanity.record_notes`);
-            overrides ``exp_dir``.
+        record_notes: Notes from the run records (:func:`benchmatrix.analyze.sanity.record_notes`),
+            used when ``tables`` is not given; None: the records were not checked.
         with_plots: Render the plots (the slowest part).
-        comparisons: Comparisons already computed (else computed here).
+        tables: The tables collect computed (comparisons, summary by host, record
+            notes, units); without them they are derived here from the frames given,
+            as collect would.
 
     Returns:
         The template context; ``docs/report.md`` describes every key.
@@ -658,20 +636,19 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
     states = _run_states(plan, runs)
     cells = _cell_table(spec, plan, runs, summary, states)
     effective = effective_runs(runs)
-    metrics = _shown_metrics(spec, summary)
-    units = _units(summary, spec)
+    metrics = report_metrics(spec, summary)
+    if tables is None:
+        tables = derive_tables(spec, plan, runs, metric_units(None, summary), summary=summary,
+                               record_notes=record_notes)
+    units = tables.units
+    comparisons = analysis.Comparisons.from_tables(tables.comparisons, tables.analysis)
+    record_notes = tables.record_notes
     cfg = spec.report
-    alpha = cfg.alpha
-    if comparisons is None:
-        comparisons = analysis.compare(spec, runs, metrics, units, alpha)
-    if record_notes is None and exp_dir is not None:
-        record_notes = sanity.load_record_notes(Path(exp_dir), runs)
-    elif record_notes is None:
-        record_notes = pd.DataFrame(columns=sanity.NOTE_COLUMNS)
+    alpha = comparisons.alpha
     hosts = _campaign_hosts(plan, runs)
     summary_by_host = host_table = None
     if len(hosts) > 1 and len(effective):
-        summary_by_host = summarize_by_host(runs, spec.factor_names, units, metrics)
+        summary_by_host = tables.summary_by_host
         host_table = sanity.host_differences(effective, metrics, alpha,
                                              cfg.drift_threshold)
     warnings_, drift_table = sanity.sanity_warnings(spec, plan, runs, summary, metrics, record_notes, cells, alpha,
@@ -748,8 +725,8 @@ def template_dir_of(spec: Spec, override: str | Path | None = None) -> Path | No
 def render_report(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
                   host_facts: dict[str, dict], out_dir: Path, *,
                   template_dir: str | Path | None = None,
-                  record_notes: pd.DataFrame | None = None) -> tuple[Path, Path]:
-    """Render ``report.html``, ``report.md``, ``comparisons.csv`` and ``plots/``.
+                  record_notes: pd.DataFrame | None = None, tables: Tables | None = None) -> tuple[Path, Path]:
+    """Render ``report.html``, ``report.md`` and ``plots/``; no table is written (collect writes them).
 
     Every file is written atomically (temporary file in its directory, then
     ``os.replace``), so an existing report stays intact if rendering fails. With a
@@ -763,10 +740,12 @@ def render_report(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
         summary: Rows of ``summary.csv``, as :func:`benchmatrix.analyze.stats.summarize`
             returns them (may be empty).
         host_facts: Host name -> facts such as hostname, cpu_model, kernel.
-        out_dir: Directory to write into (normally ``results/NAME``); created if
-            needed. ``record_notes.csv`` or the run records are read from it.
+        out_dir: Directory to write into (normally ``results/NAME``); created if needed.
         template_dir: User templates (default: the spec's ``report.template_dir``).
-        record_notes: Notes from the run records, if the caller has them.
+        record_notes: Notes from the run records, if the caller has them (without
+            ``tables``).
+        tables: The tables collect computed (:func:`benchmatrix.results.tables.read_tables`);
+            see :func:`report_context`.
 
     Returns:
         The paths of ``report.html`` and ``report.md``.
@@ -774,7 +753,7 @@ def render_report(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     user_dir = template_dir_of(spec, template_dir)
-    context = report_context(spec, plan, runs, summary, host_facts, exp_dir=out_dir, record_notes=record_notes)
+    context = report_context(spec, plan, runs, summary, host_facts, record_notes=record_notes, tables=tables)
     env = _environment(user_dir)
     rendered = {name[:-3]: env.get_template(name).render(context) for name in TEMPLATES}
     if user_dir is not None:
@@ -792,8 +771,6 @@ def render_report(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
         for stale in plot_dir.glob("*.svg"):
             if stale.name not in keep:
                 stale.unlink(missing_ok=True)
-    table = context["comparisons"]["table"]
-    atomic_write(out_dir / "comparisons.csv", table.to_csv(index=False))
     for name, text in rendered.items():
         atomic_write(out_dir / name, text)
-    return out_dir / "report.html", out_dir / "report.md"
+    return out_dir / layout.REPORT_HTML, out_dir / layout.REPORT_MD

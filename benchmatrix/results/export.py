@@ -35,12 +35,14 @@ import pandas as pd
 from benchmatrix.analyze.stats import bool_column, effective_runs, metric_direction
 from benchmatrix.campaigns.store import read_meta
 from benchmatrix.errors import BenchmatrixError
+from benchmatrix.results import layout
 from benchmatrix.results.records import RUN_COLUMNS, atomic_write
+from benchmatrix.results.tables import metric_units, read_analysis
 
 #: Version of the long table's schema; bumped whenever a column changes meaning.
 SCHEMA_VERSION = 1
 #: File name of the long table under results/NAME/.
-LONG_TABLE_NAME = "runs_long.parquet"
+LONG_TABLE_NAME = layout.RUNS_LONG
 #: The formats of ``bmx export``.
 FORMATS = ("bmf", "pyperf", "csv", "parquet")
 #: Default output file of each format under results/NAME/.
@@ -189,11 +191,10 @@ def write_long_table(exp: Path, runs: pd.DataFrame, factor_names: list[str], uni
 # ---------------------------------------------------------------- formats
 
 def _cell_labels(frame: pd.DataFrame, factor_names: list[str]) -> pd.Series:
-    from benchmatrix.report.render import format_value
-
+    """:func:`benchmatrix.results.layout.cell_label` per row (the cell id without factors)."""
     if not factor_names:
         return frame["cell_id"].astype(str)
-    return pd.Series([" ".join(f"{f}={format_value(v)}" for f, v in zip(factor_names, vals))
+    return pd.Series([layout.cell_label(zip(factor_names, vals))
                       for vals in frame[factor_names].itertuples(index=False)], index=frame.index)
 
 
@@ -302,25 +303,20 @@ def to_pyperf(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str]
 
 def _units(exp: Path, summary: pd.DataFrame, runs: pd.DataFrame, factor_names: list[str],
            declared: dict[str, Any] | None, plan_path: Path) -> dict[str, str]:
-    """Metric -> unit as collect computes them: from summary.csv, and from the
-    records for metrics summary.csv lacks (a metric that only warm-ups measured)."""
-    units: dict[str, str] = {}
-    if not summary.empty and {"metric", "unit"} <= set(summary.columns):
-        for metric, unit in zip(summary["metric"], summary["unit"]):
-            units.setdefault(str(metric), "" if pd.isna(unit) else str(unit))
-    fixed = set(RUN_COLUMNS) | set(factor_names)
-    unknown = [c for c in runs.columns if c not in fixed and c not in units]
-    if unknown and plan_path.is_file():
-        from benchmatrix.plan.design import read_plan
-        from benchmatrix.results.records import load_records, runs_rows
+    """Metric -> unit of every metric column of runs.csv, as collect computed them
+    (analysis.json); for a campaign collected before analysis.json existed, by the same
+    rule (:func:`benchmatrix.results.tables.metric_units`) from the records and summary.csv."""
+    units = read_analysis(exp).get("units")
+    if not units:
+        record_units: dict[str, str] = {}
+        if plan_path.is_file():
+            from benchmatrix.plan.design import read_plan
+            from benchmatrix.results.records import load_records, runs_rows
 
-        _, record_units = runs_rows(load_records(exp, read_plan(plan_path)[0]), factor_names)
-        for metric, unit in record_units.items():
-            units.setdefault(metric, unit)
-    for metric, info in (declared or {}).items():
-        if metric in runs.columns and isinstance(info, dict):
-            units.setdefault(metric, str(info.get("unit") or ""))
-    return units
+            _, record_units = runs_rows(load_records(exp, read_plan(plan_path)[0]), factor_names)
+        units = metric_units(declared, record_units, summary)
+    fixed = set(RUN_COLUMNS) | set(factor_names)
+    return {m: u for m, u in units.items() if m in runs.columns and m not in fixed}
 
 
 def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None = None) -> Path | None:
@@ -339,14 +335,14 @@ def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None =
     Raises:
         BenchmatrixError: Unknown format, no runs.csv yet, parquet to stdout.
     """
-    from benchmatrix.execute.rules import exp_dir_of, load_tables
+    from benchmatrix.results.tables import load_tables
     from benchmatrix.spec.load import load_spec
 
     if fmt not in FORMATS:
         raise BenchmatrixError(f"unknown export format '{fmt}'; use one of {', '.join(FORMATS)}")
     spec = load_spec(spec_path)
-    exp = exp_dir_of(project_dir, spec)
-    runs_csv = exp / "runs.csv"
+    exp = layout.exp_dir(project_dir, spec.name)
+    runs_csv = exp / layout.RUNS
     if not runs_csv.is_file():
         raise BenchmatrixError(f"{runs_csv}: no runs yet; run 'bmx run {spec_path}' first")
     _, runs, summary = load_tables(exp)
@@ -357,7 +353,7 @@ def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None =
     if fmt == "bmf":
         data: str | bytes = json.dumps(to_bmf(summary, factors), indent=1) + "\n"
     else:
-        units = _units(exp, summary, runs, factors, declared, exp / "plan.csv")
+        units = _units(exp, summary, runs, factors, declared, exp / layout.PLAN)
         if fmt == "pyperf":
             data = json.dumps(to_pyperf(runs, factors, units, declared, spec.name)) + "\n"
         else:

@@ -11,13 +11,15 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmatrix.plan.design import PLAN_COLUMNS, PlannedRun
+from benchmatrix.plan.design import PlannedRun
+from benchmatrix.results.layout import RECORD, RUN_COLUMNS, RUNS_DIR, STATUSES, record_path, run_dir
 
-RUN_COLUMNS = PLAN_COLUMNS + ["status", "reason", "started_at", "ended_at", "duration_s"]
+__all__ = ["RUN_COLUMNS", "STATUSES", "atomic_write", "iter_records", "load_records", "record_path", "run_dir",
+           "runs_rows", "write_record"]
 
 
 def atomic_write(path: str | Path, data: str | bytes) -> None:
@@ -53,16 +55,6 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
         raise
 
 
-def run_dir(exp_dir: Path, run_id: str, attempt: int) -> Path:
-    """Directory of one attempt of one run."""
-    return Path(exp_dir) / "runs" / run_id / str(attempt)
-
-
-def record_path(exp_dir: Path, run_id: str, attempt: int) -> Path:
-    """Path of an attempt's record.json (it exists only once the attempt is complete)."""
-    return run_dir(exp_dir, run_id, attempt) / "record.json"
-
-
 def write_record(exp_dir: Path, record: dict[str, Any]) -> Path:
     """Write one record.json atomically; returns its path."""
     path = record_path(exp_dir, record["run_id"], record["attempt"])
@@ -72,24 +64,28 @@ def write_record(exp_dir: Path, record: dict[str, Any]) -> Path:
 
 def load_records(exp_dir: Path, plan: Iterable[PlannedRun]) -> list[dict[str, Any]]:
     """Every existing record of the planned runs, in plan order (all attempts)."""
-    out = []
+    return list(iter_records(exp_dir, plan))
+
+
+def iter_records(exp_dir: Path, plan: Iterable[PlannedRun]) -> Iterator[dict[str, Any]]:
+    """:func:`load_records` one at a time (collect keeps only what it needs of each)."""
     seen = set()
     for run in plan:
         if run.run_id in seen:
             continue
         seen.add(run.run_id)
-        base = Path(exp_dir) / "runs" / run.run_id
+        base = Path(exp_dir) / RUNS_DIR / run.run_id
         if not base.is_dir():
             continue
         attempts = sorted(int(p.name) for p in base.iterdir() if p.name.isdigit())
         for attempt in attempts:
-            path = base / str(attempt) / "record.json"
+            path = base / str(attempt) / RECORD
             if path.is_file():
-                out.append(json.loads(path.read_text()))
-    return out
+                yield json.loads(path.read_text())
 
 
-def runs_rows(records: list[dict[str, Any]], factor_names: list[str]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def runs_rows(records: Iterable[dict[str, Any]],
+              factor_names: list[str]) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """runs.csv rows (one per attempt) and the unit of every metric seen."""
     units: dict[str, str] = {}
     rows = []

@@ -18,7 +18,6 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -26,32 +25,12 @@ import numpy as np
 import pandas as pd
 
 from benchmatrix.plan.design import PlannedRun, read_plan
+from benchmatrix.results import layout
+from benchmatrix.results.layout import FAILED_STATES, STATES, State, Status
 from benchmatrix.results.records import load_records
 
-
-class Status(StrEnum):
-    """How one attempt of a run ended (``status`` in record.json and runs.csv)."""
-
-    OK = "ok"
-    FAILED = "failed"
-    TIMEOUT = "timeout"
-    UNREACHABLE = "unreachable"
-    INVALID = "invalid"
-    INTERRUPTED = "interrupted"
-
-
-class State(StrEnum):
-    """Where a run stands over all its attempts (see the module docstring)."""
-
-    OK = "ok"
-    FAILED = "failed"
-    PENDING = "pending"
-
-
-#: The statuses that leave a run failed when they end its newest attempt.
-FAILED_STATES = tuple(s.value for s in (Status.FAILED, Status.TIMEOUT, Status.UNREACHABLE, Status.INVALID))
-#: Every state, in the order tables show them.
-STATES = tuple(s.value for s in State)
+__all__ = ["FAILED_STATES", "STATES", "RunState", "State", "Status", "campaign_status", "decide", "exit_code",
+           "run_states"]
 
 
 def _attempt_numbers(values: pd.Series) -> np.ndarray:
@@ -127,7 +106,7 @@ def run_states(exp_dir: Path, runs: list[PlannedRun] | None = None,
     ``runs`` and ``records`` (the plan and its records) are read when not given.
     """
     if runs is None:
-        runs, _ = read_plan(Path(exp_dir) / "plan.csv")
+        runs, _ = read_plan(Path(exp_dir) / layout.PLAN)
     if records is None:
         records = load_records(exp_dir, runs)
     by_run: dict[str, list[dict[str, Any]]] = {}

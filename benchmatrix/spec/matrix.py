@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmatrix.results.layout import cell_label
+
 Level = str | int | float | bool
 
 
@@ -86,8 +88,8 @@ class Cell:
     included: bool = False
 
     def label(self) -> str:
-        """Short human label, e.g. ``rw=read bs=4k``."""
-        return " ".join(f"{k}={v}" for k, v in self.factors.items())
+        """Short human label, e.g. ``rw=read bs=4k`` (:func:`benchmatrix.results.layout.cell_label`)."""
+        return cell_label(self.factors.items())
 
 
 def _same_level(a: Any, b: Any) -> bool:

@@ -1,4 +1,5 @@
-# Collect every record into runs.csv and summary.csv, then render the reports.
+# Collect every record into the campaign's tables and render the reports from them:
+# one job (one Python and Snakemake job start per campaign), data flowing one way.
 
 
 rule collect:
@@ -8,6 +9,13 @@ rule collect:
     output:
         runs="results/{experiment}/runs.csv",
         summary="results/{experiment}/summary.csv",
+        summary_by_host="results/{experiment}/summary_by_host.csv",
+        comparisons="results/{experiment}/comparisons.csv",
+        record_notes="results/{experiment}/record_notes.csv",
+        analysis="results/{experiment}/analysis.json",
+        runs_long="results/{experiment}/runs_long.parquet",
+        html="results/{experiment}/report.html",
+        md="results/{experiment}/report.md",
     log:
         "results/{experiment}/logs/collect.log",
     params:
@@ -15,21 +23,4 @@ rule collect:
         spec=config["spec"],
         plan="results/{experiment}/plan.csv",
     shell:
-        "{params.py} scripts/collect.py --spec {params.spec:q} --plan {params.plan:q}"
-        " --runs {output.runs:q} --summary {output.summary:q} > {log:q} 2>&1"
-
-
-rule report:
-    input:
-        runs="results/{experiment}/runs.csv",
-        summary="results/{experiment}/summary.csv",
-    output:
-        html="results/{experiment}/report.html",
-        md="results/{experiment}/report.md",
-    log:
-        "results/{experiment}/logs/report.log",
-    params:
-        py=PY,
-        spec=config["spec"],
-    shell:
-        "{params.py} scripts/report.py --spec {params.spec:q} > {log:q} 2>&1"
+        "{params.py} scripts/collect.py --spec {params.spec:q} --plan {params.plan:q} > {log:q} 2>&1"

@@ -29,9 +29,9 @@ def test_unknown_task_exits_with_its_name():
 
 def test_a_missing_option_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exc:
-        entry("collect", ["--spec", "x.yaml", "--plan", "p.csv"])
+        entry("collect", ["--spec", "x.yaml"])
     assert exc.value.code == 2
-    assert "--runs" in capsys.readouterr().err
+    assert "--plan" in capsys.readouterr().err
 
 
 def test_plan_task_writes_the_plan(tmp_path):
@@ -50,6 +50,6 @@ def test_plan_task_writes_the_plan(tmp_path):
 
 def test_a_task_error_is_one_line_and_exit_1(tmp_path, capsys):
     missing = tmp_path / "missing.yaml"
-    assert entry("report", ["--spec", str(missing), "--project-dir", str(tmp_path)]) == 1
+    assert entry("collect", ["--spec", str(missing), "--project-dir", str(tmp_path), "--plan", "p.csv"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("benchmatrix: ") and "missing.yaml" in err[0]

@@ -12,9 +12,12 @@ import pandas as pd
 import pytest
 
 from benchmatrix.analyze.stats import summarize
+from benchmatrix.analyze.tables import derive_tables
 from benchmatrix.report import render as report
 from benchmatrix.report.render import format_number, format_percent, render_report, report_context
+from benchmatrix.results import layout
 from benchmatrix.results import records as results
+from benchmatrix.results.tables import read_tables, write_tables
 from benchmatrix.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -62,6 +65,15 @@ def render(spec, plan, runs, out_dir, host_facts=HOST_FACTS):
     summary = summarize(runs, spec.factor_names, UNITS)
     html_path, md_path = render_report(spec, plan, runs, summary, host_facts, out_dir)
     return html_path.read_text(encoding="utf-8"), md_path.read_text(encoding="utf-8")
+
+
+def collected(spec, plan, runs, out_dir, host_facts=HOST_FACTS):
+    """What collect does, from frames: every table derived once and written, the
+    reports rendered from those same tables. Returns the report paths."""
+    plan.to_csv(out_dir / layout.PLAN, index=False)          # the plan rule's output
+    tables = derive_tables(spec, plan, runs, UNITS, records=[])
+    write_tables(out_dir, tables)
+    return render_report(spec, plan, runs, tables.summary, host_facts, out_dir, tables=tables)
 
 
 def md_line(md: str, *needles: str) -> str:
@@ -298,7 +310,8 @@ def test_writes_atomically_and_replaces(spec, tmp_path):
     plan = make_plan(spec)
     (tmp_path / "report.md").write_text("old")
     render(spec, plan, make_runs(plan), tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["comparisons.csv", "plots", "report.html", "report.md"]
+    # The report writes no table: collect computed and wrote them.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plots", "report.html", "report.md"]
     assert not [p for p in (tmp_path / "plots").iterdir() if not p.name.endswith(".svg")]
     assert (tmp_path / "report.md").read_text() != "old"
 
@@ -347,8 +360,7 @@ def test_findings_comparisons_and_csv(spec, tmp_path):
     deep = runs["iodepth"] == 8
     runs.loc[deep, "read_iops"] *= 1.5          # a real effect of iodepth on throughput
     cmp_spec = compare_spec(spec)
-    summary = summarize(runs, spec.factor_names, UNITS)
-    html_path, md_path = render_report(cmp_spec, plan, runs, summary, HOST_FACTS, tmp_path)
+    html_path, md_path = collected(cmp_spec, plan, runs, tmp_path)
     md, html = md_path.read_text(), html_path.read_text()
     findings = md.split("## Summary of findings")[1].split("\n## ")[0]
     assert "- iodepth=8 vs 1: +" in findings and "read_iops at rw=randread [Holm-adjusted CI +" in findings
@@ -474,7 +486,7 @@ def test_replicate_hosts_get_per_host_tables_in_both_formats(spec, tmp_path):
     runs = host_runs(plan)
     facts = {h: HOST_FACTS["localhost"] for h in HOSTS}
     cmp = hosts_spec(spec, "replicate")
-    html_path, md_path = render_report(cmp, plan, runs, summarize(runs, spec.factor_names, UNITS), facts, tmp_path)
+    html_path, md_path = collected(cmp, plan, runs, tmp_path, facts)
     md, html = md_path.read_text(), html_path.read_text()
     section = md.split("## Results per host")[1].split("\n## ")[0]
     assert "3 hosts: h1, h2, h3 (hosts_mode: replicate)" in section
@@ -508,8 +520,7 @@ def test_replicate_hosts_get_per_host_tables_in_both_formats(spec, tmp_path):
 def test_partition_hosts_are_blocks_in_the_report(spec, tmp_path):
     plan = host_plan(spec)
     runs = host_runs(plan)
-    _, md_path = render_report(hosts_spec(spec, "partition"), plan, runs, summarize(runs, spec.factor_names, UNITS),
-                               HOST_FACTS, tmp_path)
+    _, md_path = collected(hosts_spec(spec, "partition"), plan, runs, tmp_path)
     md = md_path.read_text()
     assert "(hosts_mode: partition). The runs of each cell were spread over the hosts" in md
     assert "**Analysis: blocked_by_host**" in md
@@ -520,21 +531,39 @@ def test_partition_hosts_are_blocks_in_the_report(spec, tmp_path):
     assert set(iops["verdict"]) == {"better"} and iops["rel_diff_pct"].between(40, 60).all()
 
 
-def test_summary_by_host_csv_only_for_several_hosts(spec, tmp_path):
-    from benchmatrix.analyze.comparisons import SUMMARY_BY_HOST, write_analysis
-
+def test_summary_by_host_csv_has_rows_only_for_several_hosts(spec, tmp_path):
     plan = host_plan(spec)
     runs = host_runs(plan)
-    summarize(runs, spec.factor_names, UNITS).to_csv(tmp_path / "summary.csv", index=False)
-    write_analysis(tmp_path, compare_spec(spec), runs)
-    table = pd.read_csv(tmp_path / SUMMARY_BY_HOST)
+    write_tables(tmp_path, derive_tables(compare_spec(spec), plan, runs, UNITS))
+    table = pd.read_csv(tmp_path / layout.SUMMARY_BY_HOST)
     assert list(table.columns[:2]) == ["cell_id", "host"] and sorted(table["host"].unique()) == HOSTS
     assert len(table) == 8 * 3 * 4                               # cells x hosts x metrics
-    assert set(table.loc[table["metric"] == "read_iops", "unit"]) == {"IO/s"}   # units from summary.csv
+    assert set(table.loc[table["metric"] == "read_iops", "unit"]) == {"IO/s"}
     single = make_plan(spec)
-    write_analysis(tmp_path, compare_spec(spec), make_runs(single))
-    assert not (tmp_path / SUMMARY_BY_HOST).exists()
+    write_tables(tmp_path, derive_tables(compare_spec(spec), single, make_runs(single), UNITS))
+    # Always written (a Snakemake output of collect): one host leaves only the header.
+    table = pd.read_csv(tmp_path / layout.SUMMARY_BY_HOST)
+    assert table.empty and list(table.columns[:2]) == ["cell_id", "host"]
     assert "host" not in pd.read_csv(tmp_path / "comparisons.csv").columns
+
+
+def test_report_from_the_tables_on_disk_is_the_report_collect_renders(spec, tmp_path):
+    # bmx report re-renders from what collect wrote; nothing is recomputed, and the
+    # comparisons' explanations and notes come back from analysis.json.
+    plan = make_plan(spec)
+    runs = make_runs(plan)
+    runs.loc[runs["iodepth"] == 8, "read_iops"] *= 1.5
+    cmp_spec = compare_spec(spec)
+    _, md_path = collected(cmp_spec, plan, runs, tmp_path)
+    first = md_path.read_text()
+    written = {p.name: p.read_bytes() for p in tmp_path.glob("*.csv")}
+    tables = read_tables(tmp_path)
+    assert tables.units["read_iops"] == "IO/s" and tables.analysis["explanations"]
+    _, md_path = render_report(cmp_spec, tables.plan, tables.runs, tables.summary, HOST_FACTS, tmp_path,
+                               tables=tables)
+    stamp = re.compile(r"Generated .*")
+    assert stamp.sub("", md_path.read_text()) == stamp.sub("", first)
+    assert {p.name: p.read_bytes() for p in tmp_path.glob("*.csv")} == written
 
 
 def test_single_host_report_has_no_per_host_section(spec, tmp_path):
@@ -554,8 +583,7 @@ def test_intervals_beside_verdicts_are_holm_adjusted_and_descriptive_metrics_lab
     runs = make_runs(plan)
     runs.loc[runs["iodepth"] == 8, ["read_iops", "read_bw_kib"]] *= 1.5
     cmp_spec = compare_spec(spec, metrics=["read_iops", "read_bw_kib"], primary=["read_iops"])
-    html_path, md_path = render_report(cmp_spec, plan, runs, summarize(runs, spec.factor_names, UNITS), HOST_FACTS,
-                                       tmp_path)
+    html_path, md_path = collected(cmp_spec, plan, runs, tmp_path)
     md, html = md_path.read_text(), html_path.read_text()
     table = pd.read_csv(tmp_path / "comparisons.csv")
     iops, bw = table[table["metric"] == "read_iops"], table[table["metric"] == "read_bw_kib"]
@@ -583,7 +611,7 @@ def test_too_few_runs_for_no_difference_is_a_report_warning(spec, tmp_path):
     runs = runs[runs["replicate"] != 3]
     cmp_spec = compare_spec(spec, metrics=["read_clat_mean_us"],
                             compare={"factor": "iodepth", "baseline": 1, "by": ["rw", "bs"]})
-    html, md = render(cmp_spec, plan, runs, tmp_path)
+    html, md = (p.read_text() for p in collected(cmp_spec, plan, runs, tmp_path))
     table = pd.read_csv(tmp_path / "comparisons.csv")
     assert "no_difference" not in set(table["verdict"]) and "insufficient_data" in set(table["verdict"])
     warnings_md = md.split("## Summary of findings")[0]

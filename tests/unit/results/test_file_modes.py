@@ -14,7 +14,7 @@ from benchmatrix.execute import rules as tasks
 from benchmatrix.plan.design import read_plan
 from benchmatrix.plan.reruns import append_round
 from benchmatrix.report import render as report
-from benchmatrix.report.render import render_report
+from benchmatrix.results import layout
 from benchmatrix.results.records import atomic_write, write_record
 from benchmatrix.spec.load import load_spec
 
@@ -54,7 +54,7 @@ def test_the_report_has_no_writer_of_its_own():
 
 def test_every_result_file_of_a_campaign_honours_the_umask(umask, tmp_path):
     """plan.csv, campaign.json, every record.json, reruns.csv, runs.csv, summary.csv,
-    comparisons.csv, record_notes.csv and the report, written by the functions the
+    every table collect writes and the report, written by the functions the
     workflow calls (no Ansible: the records stand for runs that finished)."""
     file_mode, dir_mode = umask
     project = tmp_path / "project"
@@ -75,18 +75,13 @@ def test_every_result_file_of_a_campaign_honours_the_umask(umask, tmp_path):
                            "factors": run.factors, "metrics": {"read_iops": {"value": 1000.0 + i, "unit": "IO/s"}}})
     append_round(exp, [(runs[-1].run_id, 2)], "test")
     tasks.plan(str(spec_path), project, exp / "plan.csv", 50)
-    tasks.collect(str(spec_path), project, exp / "plan.csv", exp / "runs.csv", exp / "summary.csv")
+    tasks.collect(str(spec_path), project, exp / "plan.csv")
     plan_rows, _ = read_plan(exp / "plan.csv")
     assert any(r.attempt == 2 for r in plan_rows)
-    import pandas as pd
-
-    render_report(spec, pd.read_csv(exp / "plan.csv"), pd.read_csv(exp / "runs.csv"),
-                  pd.read_csv(exp / "summary.csv"), {}, exp)
 
     files = {p.relative_to(exp).as_posix(): mode(p) for p in exp.rglob("*") if p.is_file()}
     dirs = {p.relative_to(exp).as_posix(): mode(p) for p in exp.rglob("*") if p.is_dir()}
-    for name in ("plan.csv", "campaign.json", "reruns.csv", "runs.csv", "summary.csv", "comparisons.csv",
-                 "report.html", "report.md"):
+    for name in ("plan.csv", "campaign.json", "reruns.csv", *layout.COLLECTED, "report.html", "report.md"):
         assert name in files, sorted(files)
     assert sum(name.endswith("/record.json") for name in files) == len(runs)
     wrong = {name: oct(m) for name, m in files.items() if m != file_mode and not name.endswith(".lock")}
