@@ -124,7 +124,8 @@ def plan_summary(spec: Any, runs: list[Any], per_run_s: float | None = None,
     return plan_costs(spec, runs, per_run_s, batch_overhead_s)
 
 
-def _alternative_plans(spec: Any, hosts: list[str], max_runs: int) -> dict[str, list[Any]]:
+def _alternative_plans(spec: Any, hosts: list[str], max_runs: int, max_seconds: float | None = None,
+                       estimates: dict[str, float] | None = None) -> dict[str, list[Any]]:
     """The same matrix and seed planned by the other strategies, for comparison.
 
     Full randomization and sequential order always; the restricted plan too when the
@@ -142,7 +143,7 @@ def _alternative_plans(spec: Any, hosts: list[str], max_runs: int) -> dict[str, 
             continue
         alt = dataclasses.replace(spec, data=copy.deepcopy(spec.data))
         alt.order["strategy"] = strategy
-        out[strategy] = make_plan(alt, hosts, max_runs)
+        out[strategy] = make_plan(alt, hosts, max_runs, max_seconds, estimates)
     return out
 
 
@@ -173,7 +174,13 @@ def _detect_inputs(args: argparse.Namespace, spec: Any, proj: Path) -> tuple[flo
 def cmd_plan(args: argparse.Namespace) -> int:
     from benchmatrix.execute.hosts import resolve_hosts
     from benchmatrix.execute.rules import exp_dir_of, plan
-    from benchmatrix.plan.design import DEFAULT_BATCH_MAX_RUNS, per_run_estimate, visits_per_cell
+    from benchmatrix.plan.design import (
+        DEFAULT_BATCH_MAX_RUNS,
+        DEFAULT_BATCH_MAX_SECONDS,
+        per_run_estimate,
+        run_estimates,
+        visits_per_cell,
+    )
     from benchmatrix.plan.power import family_size, replicate_plan
     from benchmatrix.spec.load import load_spec, read_planning_config
 
@@ -189,7 +196,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out = exp / "plan.csv"
     with experiment_lock(exp, "bmx plan", args.spec):
         _start_campaign(exp, spec, None, sys.stderr)
-        runs = plan(args.spec, proj, out, max_runs)
+        max_seconds = cfg["batch_max_seconds"] or DEFAULT_BATCH_MAX_SECONDS
+        estimates = run_estimates(spec, exp)
+        runs = plan(args.spec, proj, out, max_runs, max_seconds)
     # Re-run rounds appended after the planned runs are not part of the design compared here.
     planned = [r for r in runs if getattr(r, "round", 0) == 0]
     hosts = resolve_hosts(spec.inventory_path(proj), spec.data["hosts"])
@@ -197,7 +206,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     overhead = cfg["batch_overhead_seconds"]
     chosen = plan_summary(spec, planned, per_run, overhead)
     alternatives = {k: plan_summary(spec, v, per_run, overhead)
-                    for k, v in _alternative_plans(spec, hosts, max_runs).items()}
+                    for k, v in _alternative_plans(spec, hosts, max_runs, max_seconds, estimates).items()}
     replicates = None
     if detect is not None:
         whole = spec.whole_plot_factors()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
+import hashlib
 import json
 import shutil
 import signal
@@ -30,15 +32,32 @@ from benchmatrix.errors import AnsibleError, BenchmatrixError, HostUnreachableEr
 from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.execute.hosts import resolve_hosts
 from benchmatrix.execute.lock import same_file
-from benchmatrix.plan.design import PlannedRun, assign_batches, make_plan, plan_csv_text, read_plan
+from benchmatrix.plan.design import (
+    DEFAULT_BATCH_MAX_RUNS,
+    DEFAULT_BATCH_MAX_SECONDS,
+    PlannedRun,
+    assign_batches,
+    make_plan,
+    plan_csv_text,
+    read_plan,
+    run_estimates,
+)
 from benchmatrix.plan.reruns import append_round, plan_reruns, read_reruns
-from benchmatrix.results.records import atomic_write, load_records, record_path, run_dir, runs_rows, write_record
+from benchmatrix.results.records import atomic_write, load_records, record_path, run_dir, runs_rows, write_records
 from benchmatrix.spec.load import REBOOT_ROLES, Spec, load_spec, render_vars
 
 PACKAGE_DIR = Path(benchmatrix.__file__).resolve().parent
+#: The batch runner that prepare_host installs on every host (stdlib only).
+RUNNER_PATH = PACKAGE_DIR / "host" / "batch_runner.py"
 #: Workload roles whose tasks/finish.yml has work to do at campaign end (stop a
 #: private server, unmount a scratch file system, remove prepared files).
 WORKLOADS_WITH_CLEANUP = frozenset({"workload_fio", "workload_pgbench", "workload_sysbench"})
+
+
+@functools.cache
+def runner_digest() -> str:
+    """SHA-256 of the batch runner: a batch replaces a copy on its host that differs."""
+    return hashlib.sha256(RUNNER_PATH.read_bytes()).hexdigest()
 
 
 def exp_dir_of(project_dir: Path, spec: Spec) -> Path:
@@ -72,13 +91,20 @@ def campaign_id(exp: Path, label: str | None = None, spec_digest: str | None = N
 
 # ---------------------------------------------------------------- plan
 
-def plan(spec_path: str, project_dir: Path, out: Path, batch_max_runs: int) -> list[PlannedRun]:
+def plan(spec_path: str, project_dir: Path, out: Path, batch_max_runs: int,
+         batch_max_seconds: float | None = DEFAULT_BATCH_MAX_SECONDS) -> list[PlannedRun]:
     """Expand and order the runs of every host, append the re-run rounds of
-    reruns.csv after them, and write plan.csv atomically."""
+    reruns.csv after them, and write plan.csv atomically.
+
+    Batches hold at most ``batch_max_seconds`` of expected workload time (from
+    ``workload.estimate_s`` or earlier runs of each cell, :func:`run_estimates`) and
+    at most ``batch_max_runs`` runs.
+    """
     spec = load_spec(spec_path)
     hosts = resolve_hosts(spec.inventory_path(project_dir), spec.data["hosts"])
-    runs = make_plan(spec, hosts, batch_max_runs)
     exp = exp_dir_of(project_dir, spec)
+    estimates = run_estimates(spec, exp) if batch_max_seconds else {}
+    runs = make_plan(spec, hosts, batch_max_runs, batch_max_seconds, estimates)
     campaign_id(exp, spec_digest=spec.digest)  # made here, before any batch job of any host needs it
     # The campaign is of the spec it was last planned with; its measurement keys are
     # kept beside it, so that bmx compare can tell an edited workload from a new kernel.
@@ -89,7 +115,7 @@ def plan(spec_path: str, project_dir: Path, out: Path, batch_max_runs: int) -> l
         runs += plan_reruns(spec, runs, requests)
         for i, run in enumerate(runs, start=1):
             run.seq = i
-        assign_batches(runs, spec, batch_max_runs)
+        assign_batches(runs, spec, batch_max_runs, batch_max_seconds, estimates)
     atomic_write(out, plan_csv_text(runs, spec.factor_names))
     return runs
 
@@ -103,7 +129,8 @@ def prepare_host(spec_path: str, project_dir: Path, host: str, out: Path, log: P
     result = run_playbook(
         "prepare_host.yml", project_dir=Path(project_dir) / "playbooks",
         inventory=spec.inventory_path(project_dir), host=host,
-        extravars={"bmx_host": host, "bmx_workload_role": spec.workload["role"], "bmx_experiment": spec.name},
+        extravars={"bmx_host": host, "bmx_workload_role": spec.workload["role"], "bmx_experiment": spec.name,
+                   "bmx_campaign": campaign_id(exp), "batch_runner_source": str(RUNNER_PATH)},
         log=exp / "logs" / "ansible" / f"prepare-{host}.log")
     res = result.task_result("Report host facts to benchmatrix", host) or {}
     facts = dict(res.get("msg") or {})
@@ -337,7 +364,7 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
                     data={"bmx_runs": bmx_runs, "bmx_knobs": _knob_items(spec, cells[todo[0].cell_id])},
                     extravars={"bmx_host": host, "bmx_workload_role": wl["role"], "bmx_experiment": spec.name,
                                "bmx_campaign": campaign_id(exp),
-                               "batch_runner_source": str(PACKAGE_DIR / "host" / "batch_runner.py"),
+                               "batch_runner_source": str(RUNNER_PATH), "batch_runner_digest": runner_digest(),
                                "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False)),
                                "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),
                                "batch_runner_timeout": int(sum(wl["timeout"] + 30 for _ in todo) + 60)},
@@ -351,11 +378,10 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
             # Keep going: the batch's runs are recorded as failed (or unreachable) with the
             # reason and the log, and the other batches go on. `bmx rerun --failed` retries.
             status = "unreachable" if isinstance(exc, HostUnreachableError) else "failed"
-            for r in todo:
-                write_record(exp, _base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
-                    "status": status, "reason": str(exc).splitlines()[0][:500], "failed_task": exc.task,
-                    "log": _rel(exc.log or batch_log, exp), "batch_started_at": iso(t0)})
-                summary["executed"] += 1
+            write_records(exp, [_base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
+                "status": status, "reason": str(exc).splitlines()[0][:500], "failed_task": exc.task,
+                "log": _rel(exc.log or batch_log, exp), "batch_started_at": iso(t0)} for r in todo])
+            summary["executed"] += len(todo)
             summary["error"] = str(exc)
             shutil.rmtree(staging, ignore_errors=True)
             atomic_write(marker, json.dumps(summary) + "\n")
@@ -366,11 +392,10 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
         if wrong:
             # The host is not in the configuration the runs would claim: nothing ran.
             reason = "; ".join(f"knob {f}: intended {k['intended']!r}, actual {k['actual']!r}" for f, k in wrong.items())
-            for r in todo:
-                write_record(exp, _base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
-                    "status": "invalid", "reason": reason, "knobs": knob_states,
-                    "log": _rel(batch_log, exp), "batch_started_at": iso(t0)})
-                summary["executed"] += 1
+            write_records(exp, [_base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
+                "status": "invalid", "reason": reason, "knobs": knob_states,
+                "log": _rel(batch_log, exp), "batch_started_at": iso(t0)} for r in todo])
+            summary["executed"] += len(todo)
             summary["error"] = reason
             shutil.rmtree(staging, ignore_errors=True)
             atomic_write(marker, json.dumps(summary) + "\n")
@@ -392,6 +417,7 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
                 workload_total += results[r.run_id].get("duration_s") or 0.0
         overhead_share = max(result.seconds - workload_total, 0.0) / max(len(results), 1)
         resume = []
+        records: list[dict[str, Any]] = []
         for r in todo:
             res = results.get(r.run_id)
             if res is None:
@@ -431,8 +457,10 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
                 "log": _rel(batch_log, exp),
                 "batch_started_at": iso(t0),
             }
-            write_record(exp, record)
+            records.append(record)
             summary["executed"] += 1
+        # One sync for the whole batch; each record is still renamed into place complete.
+        write_records(exp, records)
         if resume:
             # An interrupted run is resumed as its next attempt by the next `bmx run`.
             append_round(exp, resume, "interrupted")
@@ -707,8 +735,9 @@ def entry(task: str, argv: list[str]) -> int:
     p.add_argument("--project-dir", default=".", type=Path)
     if task == "plan":
         p.add_argument("--out", required=True, type=Path)
-        p.add_argument("--batch-max-runs", type=int, default=50)
-        return _main(lambda a: plan(a.spec, a.project_dir, a.out, a.batch_max_runs), p, argv)
+        p.add_argument("--batch-max-runs", type=int, default=DEFAULT_BATCH_MAX_RUNS)
+        p.add_argument("--batch-max-seconds", type=float, default=DEFAULT_BATCH_MAX_SECONDS)
+        return _main(lambda a: plan(a.spec, a.project_dir, a.out, a.batch_max_runs, a.batch_max_seconds), p, argv)
     if task == "prepare_host":
         p.add_argument("--host", required=True)
         p.add_argument("--out", required=True, type=Path)
