@@ -43,6 +43,7 @@ from benchmatrix.plan.design import (
     run_estimates,
 )
 from benchmatrix.plan.reruns import append_round, plan_reruns, read_reruns
+from benchmatrix.results.batch_rows import write_batch_rows
 from benchmatrix.results.records import atomic_write, load_records, record_path, run_dir, runs_rows, write_records
 from benchmatrix.spec.load import REBOOT_ROLES, Spec, load_spec, render_vars
 
@@ -378,28 +379,28 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
             # Keep going: the batch's runs are recorded as failed (or unreachable) with the
             # reason and the log, and the other batches go on. `bmx rerun --failed` retries.
             status = "unreachable" if isinstance(exc, HostUnreachableError) else "failed"
-            write_records(exp, [_base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
+            records = [_base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
                 "status": status, "reason": str(exc).splitlines()[0][:500], "failed_task": exc.task,
-                "log": _rel(exc.log or batch_log, exp), "batch_started_at": iso(t0)} for r in todo])
+                "log": _rel(exc.log or batch_log, exp), "batch_started_at": iso(t0)} for r in todo]
+            write_records(exp, records)
             summary["executed"] += len(todo)
             summary["error"] = str(exc)
             shutil.rmtree(staging, ignore_errors=True)
-            atomic_write(marker, json.dumps(summary) + "\n")
-            return summary
+            return _finish_batch(exp, spec, batch, mine, records, marker, summary)
         knob_states = (result.task_result("Report knob states to benchmatrix", host) or {}).get("msg") or {}
         save_baseline(exp, host, spec, knob_states)
         wrong = {f: k for f, k in knob_states.items() if not k.get("ok")}
         if wrong:
             # The host is not in the configuration the runs would claim: nothing ran.
             reason = "; ".join(f"knob {f}: intended {k['intended']!r}, actual {k['actual']!r}" for f, k in wrong.items())
-            write_records(exp, [_base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
+            records = [_base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
                 "status": "invalid", "reason": reason, "knobs": knob_states,
-                "log": _rel(batch_log, exp), "batch_started_at": iso(t0)} for r in todo])
+                "log": _rel(batch_log, exp), "batch_started_at": iso(t0)} for r in todo]
+            write_records(exp, records)
             summary["executed"] += len(todo)
             summary["error"] = reason
             shutil.rmtree(staging, ignore_errors=True)
-            atomic_write(marker, json.dumps(summary) + "\n")
-            return summary
+            return _finish_batch(exp, spec, batch, mine, records, marker, summary)
         archive = staging / f"{batch}.tar.gz"
         try:
             with tarfile.open(archive) as tar:
@@ -465,6 +466,27 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
             # An interrupted run is resumed as its next attempt by the next `bmx run`.
             append_round(exp, resume, "interrupted")
         shutil.rmtree(staging, ignore_errors=True)
+    return _finish_batch(exp, spec, batch, mine, records if todo else [], marker, summary)
+
+
+def _finish_batch(exp: Path, spec: Spec, batch: str, mine: list[PlannedRun], records: list[dict[str, Any]],
+                  marker: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """Write the batch's runs rows and record notes, then its marker (last).
+
+    ``records`` are those this job wrote; the batch's other attempts (finished by an
+    earlier, interrupted execution) are read back, so the rows cover the whole batch.
+    """
+    new = {(r["run_id"], r["attempt"]): r for r in records}
+    ordered = []
+    for r in mine:
+        rec = new.get((r.run_id, r.attempt))
+        if rec is None:
+            path = record_path(exp, r.run_id, r.attempt)
+            if not path.is_file():
+                continue  # e.g. a run the runner never reached (interrupted): no row yet
+            rec = json.loads(path.read_text())
+        ordered.append(rec)
+    summary.update(write_batch_rows(exp, batch, ordered, spec.factor_names))
     atomic_write(marker, json.dumps(summary) + "\n")
     return summary
 
