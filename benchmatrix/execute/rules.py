@@ -123,18 +123,56 @@ def plan(spec_path: str, project_dir: Path, out: Path, batch_max_runs: int,
 
 # ---------------------------------------------------------------- hosts
 
+#: Workload roles whose tasks/install.yml only installs the tool and reads its version
+#: (others also start services a campaign's end stops): a known host skips it.
+INSTALL_ONLY_ROLES = frozenset({"workload_fio", "workload_command"})
+
+
+def host_cache_path(project_dir: Path, host: str, role: str) -> Path:
+    """The facts benchmatrix keeps of a host across campaigns and experiments, per workload role."""
+    return Path(project_dir) / "results" / ".hosts" / host / f"{role}.json"
+
+
 def prepare_host(spec_path: str, project_dir: Path, host: str, out: Path, log: Path) -> dict[str, Any]:
-    """Gather the host's facts and install the workload tool; write facts.json."""
+    """Install the batch runner, report the host's facts (write facts.json).
+
+    A host seen before (``results/.hosts/HOST/ROLE.json``) whose fingerprint (boot
+    id, kernel, CPUs, memory, package databases, the workload path's file system) is
+    unchanged keeps its facts, with its CPU, SMT and block-device state read again;
+    only a new or changed host gets full fact gathering, device probing and, for the
+    workload tool, the install check (also run while the tool's version is unknown,
+    and always for roles that start services).
+    """
     spec = load_spec(spec_path)
     exp = exp_dir_of(project_dir, spec)
+    role = spec.workload["role"]
+    cache_path = host_cache_path(project_dir, host, role)
+    try:
+        cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
+    except (OSError, ValueError):
+        cache = {}  # an unreadable cache only costs a full gathering
+    known = cache.get("facts") or {}
     result = run_playbook(
         "prepare_host.yml", project_dir=Path(project_dir) / "playbooks",
         inventory=spec.inventory_path(project_dir), host=host,
-        extravars={"bmx_host": host, "bmx_workload_role": spec.workload["role"], "bmx_experiment": spec.name,
-                   "bmx_campaign": campaign_id(exp), "batch_runner_source": str(RUNNER_PATH)},
+        data={"bmx_cached_fingerprint": cache.get("fingerprint", "") if known else "",
+              "bmx_cached_state_files": cache.get("state_files", []) if known else []},
+        extravars={"bmx_host": host, "bmx_workload_role": role, "bmx_experiment": spec.name,
+                   "bmx_campaign": campaign_id(exp), "batch_runner_source": str(RUNNER_PATH),
+                   "bmx_install_always": role not in INSTALL_ONLY_ROLES or not known.get("tool_version")},
         log=exp / "logs" / "ansible" / f"prepare-{host}.log")
-    res = result.task_result("Report host facts to benchmatrix", host) or {}
-    facts = dict(res.get("msg") or {})
+    gathered = result.task_result("Report host facts to benchmatrix", host)
+    if gathered is not None:
+        facts = dict(gathered.get("msg") or {})
+        entry = {"fingerprint": facts.pop("fingerprint", ""), "state_files": facts.pop("state_files", []),
+                 "facts": dict(facts)}
+        if entry["fingerprint"]:
+            atomic_write(cache_path, json.dumps(entry, indent=1) + "\n")
+        facts["facts_from"] = "gathered"
+    else:
+        state = dict((result.task_result("Report the known host's state to benchmatrix", host) or {}).get("msg") or {})
+        state.pop("fingerprint", None)
+        facts = {**known, **state, "facts_from": "cache"}
     facts["inventory_name"] = host
     facts["gathered_at"] = iso(time.time())
     atomic_write(out, json.dumps(facts, indent=1) + "\n")
