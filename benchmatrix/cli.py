@@ -567,7 +567,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     t = status["totals"]
     print(f"experiment {spec.name}: {t['planned']} runs planned (warm-ups and controls included), "
           f"{t['ok']} ok, {t['pending']} pending, "
-          + ", ".join(f"{t[k]} {k}" for k in ("failed", "timeout", "unreachable", "invalid")))
+          + ", ".join(f"{t[k]} {k}" for k in ("failed", "timeout", "unreachable", "invalid"))
+          + (f"; {t['finished_on_host']} of the pending finished on their host, results come back with "
+             "their batch" if t.get("finished_on_host") else ""))
     print(_status_table(status, spec.factor_names))
     if status["failed"]:
         print("\nfailed runs:")

@@ -526,6 +526,8 @@ def _finish_batch(exp: Path, spec: Spec, batch: str, mine: list[PlannedRun], rec
         ordered.append(rec)
     summary.update(write_batch_rows(exp, batch, ordered, spec.factor_names))
     atomic_write(marker, json.dumps(summary) + "\n")
+    # The records are in place: what the runner reported while it ran is stale now.
+    (exp / "batches" / f"{batch}.progress.json").unlink(missing_ok=True)
     return summary
 
 
@@ -566,12 +568,15 @@ def _lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[Non
     def renew() -> None:
         while not stop.is_set():
             try:
-                run_playbook("renew_lease.yml", project_dir=Path(project_dir) / "playbooks",
-                             inventory=spec.inventory_path(project_dir), host=host,
-                             extravars={"bmx_host": host, "bmx_experiment": spec.name,
-                                        "bmx_campaign": campaign_id(exp), "batch_runner_batch": batch,
-                                        "batch_runner_lease_seconds": int(max(seconds, 1))},
-                             log=exp / "logs" / "ansible" / f"lease-{batch}.log", timeout=int(seconds) + 60)
+                result = run_playbook(
+                    "renew_lease.yml", project_dir=Path(project_dir) / "playbooks",
+                    inventory=spec.inventory_path(project_dir), host=host,
+                    extravars={"bmx_host": host, "bmx_experiment": spec.name,
+                               "bmx_campaign": campaign_id(exp), "batch_runner_batch": batch,
+                               "batch_runner_lease_seconds": int(max(seconds, 1))},
+                    log=exp / "logs" / "ansible" / f"lease-{batch}.log", timeout=int(seconds) + 60)
+                if not stop.is_set():  # the batch's own results may be in already
+                    save_progress(exp, batch, host, result.task_result("Read the batch's progress", host))
             except (BenchmatrixError, OSError):
                 pass  # e.g. the batch's directory is not made yet: the next renewal comes soon
             stop.wait(seconds / 4)
@@ -582,6 +587,28 @@ def _lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[Non
         yield
     finally:
         stop.set()
+
+
+def save_progress(exp: Path, batch: str, host: str, slurped: dict[str, Any] | None) -> None:
+    """Keep what the runner reported finished (``batches/BATCH.progress`` on the host) as
+    ``results/NAME/batches/BATCH.progress.json``, for ``bmx status`` while the batch runs.
+
+    The file goes when the batch's marker is written (its records are then in place).
+    """
+    import base64
+
+    if not slurped or not slurped.get("content"):
+        return
+    finished = []
+    for line in base64.b64decode(slurped["content"]).decode("utf-8", "replace").splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue  # a line the runner is still writing
+        if isinstance(item, dict) and "run_id" in item:
+            finished.append(item)
+    atomic_write(exp / "batches" / f"{batch}.progress.json",
+                 json.dumps({"batch": batch, "host": host, "read_at": iso(time.time()), "finished": finished}) + "\n")
 
 
 def _knob_items(spec: Spec, factors: dict[str, Any]) -> list[dict[str, Any]]:

@@ -12,6 +12,8 @@ Host layout under the manifest's ``workdir``::
                                  collects them), inputs/ (files the run used)
     runs/RUN_ID/ATTEMPT.partial/ the run in flight (removed if it does not finish)
     batches/BATCH.tar.gz         the batch's finished runs, for Ansible to fetch
+    batches/BATCH.progress       one JSON line per run finished so far (run_id,
+                                 attempt, outcome, exit_code, ended_at)
     runner.lock, runner.pid      one runner at a time per workdir
     workload.pid, workload.json  the workload in flight: its PID, its cgroup or marker
 
@@ -826,13 +828,30 @@ def _archive(manifest, workdir):
     return path
 
 
-def _remove_old_archives(workdir, keep=None):
-    """Delete the archives (and manifests) earlier batches left in ``batches/``.
+def _note_progress(workdir, batch, result):
+    """Append a finished run to ``batches/BATCH.progress`` (one JSON line; no fsync).
+
+    The controller reads it while the batch runs (with each lease renewal), so
+    ``bmx status`` sees the runs a long batch has finished before their results come
+    back with the batch.
+    """
+    line = json.dumps({"run_id": result["run_id"], "attempt": result["attempt"], "outcome": result.get("outcome"),
+                       "exit_code": result.get("exit_code"), "ended_at": result.get("ended_at")})
+    try:
+        with open(os.path.join(workdir, "batches", batch + ".progress"), "a") as fh:
+            fh.write(line + "\n")
+    except OSError:
+        pass  # progress is a courtesy: the results themselves are in runs/
+
+
+def _remove_old_archives(workdir, batch, keep=None):
+    """Delete the archives (manifests, progress files) earlier batches left in ``batches/``.
 
     The controller has fetched an earlier batch's archive before it starts the next
     batch on this host (a host's batches run one after the other), so the runner
     clears them itself instead of a module call per batch. ``keep`` (this batch's own
-    archive, from an interrupted execution) is rebuilt at the end anyway.
+    archive, from an interrupted execution) is rebuilt at the end anyway; the batch's
+    own progress file goes on.
     """
     directory = os.path.join(workdir, "batches")
     try:
@@ -841,7 +860,8 @@ def _remove_old_archives(workdir, keep=None):
         return
     for name in names:
         path = os.path.join(directory, name)
-        if path != keep and name.endswith((".tar.gz", ".tar.gz.tmp", ".json")):
+        if path != keep and name != batch + ".progress" and name.endswith(
+                (".tar.gz", ".tar.gz.tmp", ".json", ".progress")):
             try:
                 os.unlink(path)
             except OSError:
@@ -1017,7 +1037,7 @@ def main(argv):
     summary = {"batch": manifest["batch"], "executed": [], "skipped": [], "interrupted": None}
     try:
         lock = _acquire_lock(workdir)
-        _remove_old_archives(workdir, manifest.get("archive"))
+        _remove_old_archives(workdir, manifest["batch"], manifest.get("archive"))
         _lease_expired(workdir, manifest["batch"], restart=True)
         for run in manifest["runs"]:
             done = os.path.join(workdir, "runs", run["run_id"], str(run["attempt"]), "result.json")
@@ -1028,8 +1048,9 @@ def main(argv):
                 summary["interrupted"] = "the controller stopped renewing its lease: stopped before the next run"
                 sys.stdout.write(json.dumps(summary) + "\n")
                 return 130
-            execute(run, workdir, containment, grace_s)
+            result = execute(run, workdir, containment, grace_s)
             summary["executed"].append(run["run_id"])
+            _note_progress(workdir, manifest["batch"], result)
         summary["archive"] = _archive(manifest, workdir)
         lock.close()
     except Interrupted as exc:

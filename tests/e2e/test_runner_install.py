@@ -50,7 +50,7 @@ def test_stale_and_missing_runners_are_reinstalled_by_the_batch(project):
     assert hashlib.sha256(installed.read_bytes()).hexdigest() == want
     # The batch's manifest never was a file on the host; the fetched archive stays until
     # the next batch's runner removes it.
-    assert [p.name for p in (installed.parent / "batches").iterdir() if p.suffix != ".lease"] \
+    assert [p.name for p in (installed.parent / "batches").iterdir() if p.suffix == ".gz"] \
         == [f"{json.loads(m.read_text())['batch']}.tar.gz" for m in exp.glob("batches/*.done")]
     # A stale copy (another benchmatrix installed it): the batch installs the current one.
     installed.write_text(installed.read_text() + "\n# an older benchmatrix\n")

@@ -42,8 +42,12 @@ def test_manifest_on_stdin_runs_the_batch_and_removes_earlier_archives(tmp_path)
     assert all((p.stat().st_mode & 0o777) == 0o700 for p in (workdir, workdir / "batches", workdir / "runs"))
     second = _start(RUNNER, _manifest(workdir, "b2", digest))
     assert second.returncode == 0, second.stderr
-    # The next batch's runner deleted the archive the controller had fetched.
-    assert sorted(p.name for p in (workdir / "batches").iterdir()) == ["b2.tar.gz"]
+    # The next batch's runner deleted the archive (and progress) of the batch before.
+    assert sorted(p.name for p in (workdir / "batches").iterdir()) == ["b2.progress", "b2.tar.gz"]
+    # One line per finished run, in order, for the controller to read while the batch runs.
+    progress = [json.loads(line) for line in (workdir / "batches" / "b2.progress").read_text().splitlines()]
+    assert [(p["run_id"], p["attempt"], p["outcome"], p["exit_code"]) for p in progress] == [
+        ("b2-r1", 1, "exited", 0), ("b2-r2", 1, "exited", 0)]
     with tarfile.open(workdir / "batches" / "b2.tar.gz") as tar:
         names = tar.getnames()
     assert "runs/b2-r1/1/result.json" in names and not any("b1-" in n for n in names)
