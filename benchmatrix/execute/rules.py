@@ -159,7 +159,8 @@ def prepare_host(spec_path: str, project_dir: Path, host: str, out: Path, log: P
               "bmx_cached_state_files": cache.get("state_files", []) if known else []},
         extravars={"bmx_host": host, "bmx_workload_role": role, "bmx_experiment": spec.name,
                    "bmx_campaign": campaign_id(exp), "batch_runner_source": str(RUNNER_PATH),
-                   "bmx_install_always": role not in INSTALL_ONLY_ROLES or not known.get("tool_version")},
+                   # "" is a known version: a command that declares no version command.
+                   "bmx_install_always": role not in INSTALL_ONLY_ROLES or known.get("tool_version") is None},
         log=exp / "logs" / "ansible" / f"prepare-{host}.log")
     gathered = result.task_result("Report host facts to benchmatrix", host)
     if gathered is not None:
