@@ -85,7 +85,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _alternative_plans(spec: Spec, hosts: list[str], max_runs: int) -> dict[str, list[Any]]:
+def _alternative_plans(spec: Spec, hosts: list[str], max_runs: int, max_seconds: float | None = None,
+                       estimates: dict[str, float] | None = None) -> dict[str, list[Any]]:
     """The same matrix and seed planned by the other strategies, for comparison.
 
     Full randomization and sequential order always; the restricted plan too when the
@@ -103,7 +104,7 @@ def _alternative_plans(spec: Spec, hosts: list[str], max_runs: int) -> dict[str,
             continue
         alt = dataclasses.replace(spec, data=copy.deepcopy(spec.data))
         alt.order["strategy"] = strategy
-        out[strategy] = make_plan(alt, hosts, max_runs)
+        out[strategy] = make_plan(alt, hosts, max_runs, max_seconds, estimates)
     return out
 
 
@@ -134,7 +135,14 @@ def _detect_inputs(args: argparse.Namespace, spec: Spec, proj: Path) -> tuple[fl
 def cmd_plan(args: argparse.Namespace) -> int:
     from benchmatrix.execute.hosts import resolve_hosts
     from benchmatrix.execute.rules import exp_dir_of, plan
-    from benchmatrix.plan.design import DEFAULT_BATCH_MAX_RUNS, per_run_estimate, plan_costs, visits_per_cell
+    from benchmatrix.plan.design import (
+        DEFAULT_BATCH_MAX_RUNS,
+        DEFAULT_BATCH_MAX_SECONDS,
+        per_run_estimate,
+        plan_costs,
+        run_estimates,
+        visits_per_cell,
+    )
     from benchmatrix.plan.power import family_size, replicate_plan
     from benchmatrix.spec.load import load_spec, read_planning_config
 
@@ -150,7 +158,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     out = exp / layout.PLAN
     with experiment_lock(exp, "bmx plan", args.spec):
         _start_campaign(exp, spec, None, sys.stderr)
-        runs = plan(args.spec, proj, out, max_runs)
+        max_seconds = cfg["batch_max_seconds"] or DEFAULT_BATCH_MAX_SECONDS
+        estimates = run_estimates(spec, exp)
+        runs = plan(args.spec, proj, out, max_runs, max_seconds)
     # Re-run rounds appended after the planned runs are not part of the design compared here.
     planned = [r for r in runs if getattr(r, "round", 0) == 0]
     hosts = resolve_hosts(spec.inventory_path(proj), spec.hosts)
@@ -158,7 +168,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     overhead = cfg["batch_overhead_seconds"]
     chosen = plan_costs(spec, planned, per_run, overhead)
     alternatives = {k: plan_costs(spec, v, per_run, overhead)
-                    for k, v in _alternative_plans(spec, hosts, max_runs).items()}
+                    for k, v in _alternative_plans(spec, hosts, max_runs, max_seconds, estimates).items()}
     replicates = None
     if detect is not None:
         whole = spec.whole_plot_factors()
@@ -304,7 +314,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     t = status["totals"]
     print(f"experiment {spec.name}: {t['planned']} runs planned (warm-ups and controls included), "
           f"{t['ok']} ok, {t['pending']} pending, "
-          + ", ".join(f"{t[k]} {k}" for k in ("failed", "timeout", "unreachable", "invalid")))
+          + ", ".join(f"{t[k]} {k}" for k in ("failed", "timeout", "unreachable", "invalid"))
+          + (f"; {t['finished_on_host']} of the pending finished on their host, results come back with "
+             "their batch" if t.get("finished_on_host") else ""))
     print(_status_table(status, spec.factor_names))
     if status["failed"]:
         print("\nfailed runs:")

@@ -55,6 +55,7 @@ from scipy import stats as sps
 
 from benchmatrix.analyze.stats import bool_column, effective_runs, execution_order, holm, is_ok, run_hosts
 from benchmatrix.results.layout import ALL_HOSTS, HOST_COLUMN, NOTE_COLUMNS, RECORD_NOTES, State, by_column
+from benchmatrix.results.notes import facts_change_rows, facts_entries, note_rows
 from benchmatrix.results.status import decide
 from benchmatrix.spec.load import DEFAULT_DRIFT_THRESHOLD
 
@@ -72,9 +73,6 @@ PERMUTATIONS = 2000
 RUNS_LISTED = 12
 #: Items (cells, runs) detailed per check before "and N more".
 ITEMS_LISTED = 20
-#: Facts that change without the host changing.
-VOLATILE_FACTS = frozenset({"gathered_at", "uptime", "uptime_seconds", "date_time", "inventory_name",
-                            "boot_time", "load_average", "memory_free_mb"})
 
 
 def warning(check: str, title: str, message: str, runs: Iterable[str] = (), *,
@@ -700,40 +698,11 @@ def missing_warnings(plan: pd.DataFrame, eff: pd.DataFrame, labels: dict[str, st
 
 # ----------------------------------------------------------------- record notes
 
-def _same(a: Any, b: Any) -> bool:
-    if a == b:
-        return True
-    try:
-        return float(a) == float(b)
-    except (TypeError, ValueError):
-        return str(a).strip().lower() == str(b).strip().lower()
-
-
-def _killed_note(details: dict[str, Any]) -> str:
-    """What the batch runner had to kill after a run (``details.killed``), or ''."""
-    killed = [k for k in details.get("killed") or [] if isinstance(k, dict)]
-    survivors = [k for k in details.get("survivors") or [] if isinstance(k, dict)]
-    if not killed and not survivors:
-        return ""
-    after = {str(k.get("after")) for k in killed}
-    when = "at the timeout" if "timeout" in after else "interrupted" if "interrupt" in after else \
-        "left running after the workload ended"
-    text = f"{len(killed)} process(es) killed ({when}): " + ", ".join(
-        f"{str(k.get('command', '?')).split(' ')[0]} [{k.get('pid')}] by {k.get('signal')}" for k in killed[:5])
-    if len(killed) > 5:
-        text += f" and {len(killed) - 5} more"
-    if survivors:
-        text += f"; {len(survivors)} survived SIGKILL: " + ", ".join(
-            f"{k.get('command', '?')} [{k.get('pid')}]" for k in survivors[:5])
-    return text
-
-
 def record_notes(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """Findings that only the run records hold, one row per (run attempt, finding).
 
-    Reads ``knobs: {name: {intended, actual, ...}}``, ``host_facts``,
-    ``details.warnings`` (strings) and ``details.jobs`` (fio jobs with
-    ``start_ms``/``end_ms``); records lacking them give no note.
+    The rows come from :func:`benchmatrix.results.notes.note_rows` (no pandas there,
+    so every batch job writes its own notes cheaply).
 
     Returns:
         Columns of ``NOTE_COLUMNS``: run_id, attempt, host, started_at, check, detail.
@@ -750,58 +719,19 @@ class RecordNotes:
 
     def __init__(self) -> None:
         self._rows: list[dict[str, Any]] = []
-        self._facts_seen: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = []
+        self._facts: list[list[Any]] = []
         self._distinct: dict[str, dict[str, Any]] = {}
 
     def add(self, rec: dict[str, Any]) -> None:
         """Take the notes of one record."""
-        rows = self._rows
-        base = {"run_id": rec.get("run_id"), "attempt": rec.get("attempt"), "host": rec.get("host"),
-                "started_at": rec.get("started_at")}
-        for name, knob in (rec.get("knobs") or {}).items():
-            if not isinstance(knob, dict) or knob.get("actual") is None:
-                continue
-            # The knob role's own verdict ("ok") wins; otherwise compare the values.
-            if knob.get("ok") is False or ("ok" not in knob and not _same(knob.get("intended"), knob.get("actual"))):
-                rows.append({**base, "check": "knob",
-                             "detail": f"{name}: intended {knob.get('intended')}, actual {knob.get('actual')}"})
-        details = rec.get("details") or {}
-        for text in details.get("warnings") or []:
-            rows.append({**base, "check": "tool", "detail": str(text)})
-        killed_note = _killed_note(details)
-        if killed_note:
-            rows.append({**base, "check": "killed", "detail": killed_note})
-        # The fio parser already reports overlaps it can see (with the job file at hand);
-        # this derivation from the job timing only covers records where it did not.
-        told = any("at the same time" in str(t) or "overlapped" in str(t) for t in details.get("warnings") or [])
-        jobs = [] if told else [
-            j for j in details.get("job_timing") or [] if isinstance(j, dict)
-            and isinstance(j.get("start_ms"), (int, float)) and isinstance(j.get("end_ms"), (int, float))]
-        jobs.sort(key=lambda j: j["start_ms"])
-        for a, b in zip(jobs, jobs[1:]):
-            if b["start_ms"] < a["end_ms"]:
-                rows.append({**base, "check": "fio_overlap",
-                             "detail": f"fio jobs {a.get('name')} and {b.get('name')} ran at the same time for "
-                                       f"{(min(a['end_ms'], b['end_ms']) - b['start_ms']) / 1000:.1f} s "
-                                       "(a missing stonewall?)"})
-        facts = rec.get("host_facts")
-        if isinstance(facts, dict) and facts:
-            stable = {k: v for k, v in facts.items() if k not in VOLATILE_FACTS}
-            stable = self._distinct.setdefault(json.dumps(stable, sort_keys=True, default=str), stable)
-            self._facts_seen.append((str(rec.get("host")), str(rec.get("started_at") or ""), base, stable))
+        self._rows += note_rows([rec], with_facts=False)
+        for entry in facts_entries([rec]):
+            entry[3] = self._distinct.setdefault(json.dumps(entry[3], sort_keys=True, default=str), entry[3])
+            self._facts.append(entry)
 
     def frame(self) -> pd.DataFrame:
         """The notes so far, host-fact changes included (in each host's time order)."""
-        rows = list(self._rows)
-        last: dict[str, dict[str, Any]] = {}
-        for host, _, base, stable in sorted(self._facts_seen, key=lambda t: (t[0], t[1])):
-            prev = last.get(host)
-            if prev is not None and prev is not stable and prev != stable:
-                changed = [f"{k}: {prev.get(k)} → {stable.get(k)}" for k in sorted(set(prev) | set(stable))
-                           if prev.get(k) != stable.get(k)]
-                rows.append({**base, "check": "host_facts", "detail": "; ".join(changed)})
-            last[host] = stable
-        return pd.DataFrame(rows, columns=NOTE_COLUMNS)
+        return pd.DataFrame(self._rows + facts_change_rows(self._facts), columns=NOTE_COLUMNS)
 
 
 _NOTE_TEXT = {

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
+import hashlib
 import io
 import json
 import shutil
@@ -30,23 +32,41 @@ from benchmatrix.errors import AnsibleError, BenchmatrixError, HostUnreachableEr
 from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.execute.hosts import resolve_hosts
 from benchmatrix.execute.lock import same_file
-from benchmatrix.plan.design import PlannedRun, assign_batches, make_plan, plan_csv_text, read_plan
+from benchmatrix.plan.design import (
+    DEFAULT_BATCH_MAX_RUNS,
+    DEFAULT_BATCH_MAX_SECONDS,
+    PlannedRun,
+    assign_batches,
+    make_plan,
+    plan_csv_text,
+    read_plan,
+    run_estimates,
+)
 from benchmatrix.plan.reruns import append_round, plan_reruns, read_reruns
 from benchmatrix.results import layout
+from benchmatrix.results.batch_rows import write_batch_rows
 from benchmatrix.results.records import (
     atomic_write,
     iter_records,
     record_path,
     run_dir,
     runs_rows,
-    write_record,
+    write_records,
 )
 from benchmatrix.spec.load import REBOOT_ROLES, Spec, load_spec, render_vars
 
 PACKAGE_DIR = Path(benchmatrix.__file__).resolve().parent
+#: The batch runner that prepare_host installs on every host (stdlib only).
+RUNNER_PATH = PACKAGE_DIR / "host" / "batch_runner.py"
 #: Workload roles whose tasks/finish.yml has work to do at campaign end (stop a
 #: private server, unmount a scratch file system, remove prepared files).
 WORKLOADS_WITH_CLEANUP = frozenset({"workload_fio", "workload_pgbench", "workload_sysbench"})
+
+
+@functools.cache
+def runner_digest() -> str:
+    """SHA-256 of the batch runner: a batch replaces a copy on its host that differs."""
+    return hashlib.sha256(RUNNER_PATH.read_bytes()).hexdigest()
 
 
 def exp_dir_of(project_dir: Path, spec: Spec) -> Path:
@@ -63,13 +83,20 @@ def iso(ts: float | None) -> str | None:
 
 # ---------------------------------------------------------------- plan
 
-def plan(spec_path: str, project_dir: Path, out: Path, batch_max_runs: int) -> list[PlannedRun]:
+def plan(spec_path: str, project_dir: Path, out: Path, batch_max_runs: int,
+         batch_max_seconds: float | None = DEFAULT_BATCH_MAX_SECONDS) -> list[PlannedRun]:
     """Expand and order the runs of every host, append the re-run rounds of
-    reruns.csv after them, and write plan.csv atomically."""
+    reruns.csv after them, and write plan.csv atomically.
+
+    Batches hold at most ``batch_max_seconds`` of expected workload time (from
+    ``workload.estimate_s`` or earlier runs of each cell, :func:`run_estimates`) and
+    at most ``batch_max_runs`` runs.
+    """
     spec = load_spec(spec_path)
     hosts = resolve_hosts(spec.inventory_path(project_dir), spec.hosts)
-    runs = make_plan(spec, hosts, batch_max_runs)
     exp = exp_dir_of(project_dir, spec)
+    estimates = run_estimates(spec, exp) if batch_max_seconds else {}
+    runs = make_plan(spec, hosts, batch_max_runs, batch_max_seconds, estimates)
     campaign_id(exp, spec_digest=spec.digest)  # made here, before any batch job of any host needs it
     # The campaign is of the spec it was last planned with; its measurement keys are
     # kept beside it, so that bmx compare can tell an edited workload from a new kernel.
@@ -80,24 +107,64 @@ def plan(spec_path: str, project_dir: Path, out: Path, batch_max_runs: int) -> l
         runs += plan_reruns(spec, runs, requests)
         for i, run in enumerate(runs, start=1):
             run.seq = i
-        assign_batches(runs, spec, batch_max_runs)
+        assign_batches(runs, spec, batch_max_runs, batch_max_seconds, estimates)
     atomic_write(out, plan_csv_text(runs, spec.factor_names))
     return runs
 
 
 # ---------------------------------------------------------------- hosts
 
+#: Workload roles whose tasks/install.yml only installs the tool and reads its version
+#: (others also start services a campaign's end stops): a known host skips it.
+INSTALL_ONLY_ROLES = frozenset({"workload_fio", "workload_command"})
+
+
+def host_cache_path(project_dir: Path, host: str, role: str) -> Path:
+    """The facts benchmatrix keeps of a host across campaigns and experiments, per workload role."""
+    return Path(project_dir) / "results" / ".hosts" / host / f"{role}.json"
+
+
 def prepare_host(spec_path: str, project_dir: Path, host: str, out: Path, log: Path) -> dict[str, Any]:
-    """Gather the host's facts and install the workload tool; write facts.json."""
+    """Install the batch runner, report the host's facts (write facts.json).
+
+    A host seen before (``results/.hosts/HOST/ROLE.json``) whose fingerprint (boot
+    id, kernel, CPUs, memory, package databases, the workload path's file system) is
+    unchanged keeps its facts, with its CPU, SMT and block-device state read again;
+    only a new or changed host gets full fact gathering, device probing and, for the
+    workload tool, the install check (also run while the tool's version is unknown,
+    and always for roles that start services).
+    """
     spec = load_spec(spec_path)
     exp = exp_dir_of(project_dir, spec)
+    role = spec.workload["role"]
+    cache_path = host_cache_path(project_dir, host, role)
+    try:
+        cache = json.loads(cache_path.read_text()) if cache_path.is_file() else {}
+    except (OSError, ValueError):
+        cache = {}  # an unreadable cache only costs a full gathering
+    known = cache.get("facts") or {}
     result = run_playbook(
         "prepare_host.yml", project_dir=Path(project_dir) / "playbooks",
         inventory=spec.inventory_path(project_dir), host=host,
-        extravars={"bmx_host": host, "bmx_workload_role": spec.workload["role"], "bmx_experiment": spec.name},
+        data={"bmx_cached_fingerprint": cache.get("fingerprint", "") if known else "",
+              "bmx_cached_state_files": cache.get("state_files", []) if known else []},
+        extravars={"bmx_host": host, "bmx_workload_role": role, "bmx_experiment": spec.name,
+                   "bmx_campaign": campaign_id(exp), "batch_runner_source": str(RUNNER_PATH),
+                   # "" is a known version: a command that declares no version command.
+                   "bmx_install_always": role not in INSTALL_ONLY_ROLES or known.get("tool_version") is None},
         log=exp / "logs" / "ansible" / f"prepare-{host}.log")
-    res = result.task_result("Report host facts to benchmatrix", host) or {}
-    facts = dict(res.get("msg") or {})
+    gathered = result.task_result("Report host facts to benchmatrix", host)
+    if gathered is not None:
+        facts = dict(gathered.get("msg") or {})
+        entry = {"fingerprint": facts.pop("fingerprint", ""), "state_files": facts.pop("state_files", []),
+                 "facts": dict(facts)}
+        if entry["fingerprint"]:
+            atomic_write(cache_path, json.dumps(entry, indent=1) + "\n")
+        facts["facts_from"] = "gathered"
+    else:
+        state = dict((result.task_result("Report the known host's state to benchmatrix", host) or {}).get("msg") or {})
+        state.pop("fingerprint", None)
+        facts = {**known, **state, "facts_from": "cache"}
     facts["inventory_name"] = host
     facts["gathered_at"] = iso(time.time())
     atomic_write(out, json.dumps(facts, indent=1) + "\n")
@@ -330,7 +397,7 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
                     data={"bmx_runs": bmx_runs, "bmx_knobs": _knob_items(spec, cells[todo[0].cell_id])},
                     extravars={"bmx_host": host, "bmx_workload_role": wl["role"], "bmx_experiment": spec.name,
                                "bmx_campaign": campaign_id(exp),
-                               "batch_runner_source": str(PACKAGE_DIR / "host" / "batch_runner.py"),
+                               "batch_runner_source": str(RUNNER_PATH), "batch_runner_digest": runner_digest(),
                                "bmx_allow_reboot": spec.allow_reboot,
                                "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),
                                "batch_runner_timeout": int(sum(wl["timeout"] + 30 for _ in todo) + 60)},
@@ -344,15 +411,14 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
             # Keep going: the batch's runs are recorded as failed (or unreachable) with the
             # reason and the log, and the other batches go on. `bmx rerun --failed` retries.
             status = "unreachable" if isinstance(exc, HostUnreachableError) else "failed"
-            for r in todo:
-                write_record(exp, _base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
-                    "status": status, "reason": str(exc).splitlines()[0][:500], "failed_task": exc.task,
-                    "log": _rel(exc.log or batch_log, exp), "batch_started_at": iso(t0)})
-                summary["executed"] += 1
+            records = [_base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
+                "status": status, "reason": str(exc).splitlines()[0][:500], "failed_task": exc.task,
+                "log": _rel(exc.log or batch_log, exp), "batch_started_at": iso(t0)} for r in todo]
+            write_records(exp, records)
+            summary["executed"] += len(todo)
             summary["error"] = str(exc)
             shutil.rmtree(staging, ignore_errors=True)
-            atomic_write(marker, json.dumps(summary) + "\n")
-            return summary
+            return _finish_batch(exp, spec, batch, mine, records, marker, summary)
         knob_states = (result.task_result("Report knob states to benchmatrix", host) or {}).get("msg") or {}
         save_baseline(exp, host, spec, knob_states)
         wrong = {f: k for f, k in knob_states.items() if not k.get("ok")}
@@ -360,15 +426,14 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
             # The host is not in the configuration the runs would claim: nothing ran.
             reason = "; ".join(f"knob {f}: intended {k['intended']!r}, actual {k['actual']!r}"
                                for f, k in wrong.items())
-            for r in todo:
-                write_record(exp, _base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
-                    "status": "invalid", "reason": reason, "knobs": knob_states,
-                    "log": _rel(batch_log, exp), "batch_started_at": iso(t0)})
-                summary["executed"] += 1
+            records = [_base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
+                "status": "invalid", "reason": reason, "knobs": knob_states,
+                "log": _rel(batch_log, exp), "batch_started_at": iso(t0)} for r in todo]
+            write_records(exp, records)
+            summary["executed"] += len(todo)
             summary["error"] = reason
             shutil.rmtree(staging, ignore_errors=True)
-            atomic_write(marker, json.dumps(summary) + "\n")
-            return summary
+            return _finish_batch(exp, spec, batch, mine, records, marker, summary)
         archive = staging / f"{batch}.tar.gz"
         try:
             with tarfile.open(archive) as tar:
@@ -386,6 +451,7 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
                 workload_total += results[r.run_id].get("duration_s") or 0.0
         overhead_share = max(result.seconds - workload_total, 0.0) / max(len(results), 1)
         resume = []
+        records: list[dict[str, Any]] = []
         for r in todo:
             res = results.get(r.run_id)
             if res is None:
@@ -425,13 +491,38 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
                 "log": _rel(batch_log, exp),
                 "batch_started_at": iso(t0),
             }
-            write_record(exp, record)
+            records.append(record)
             summary["executed"] += 1
+        # One sync for the whole batch; each record is still renamed into place complete.
+        write_records(exp, records)
         if resume:
             # An interrupted run is resumed as its next attempt by the next `bmx run`.
             append_round(exp, resume, "interrupted")
         shutil.rmtree(staging, ignore_errors=True)
+    return _finish_batch(exp, spec, batch, mine, records if todo else [], marker, summary)
+
+
+def _finish_batch(exp: Path, spec: Spec, batch: str, mine: list[PlannedRun], records: list[dict[str, Any]],
+                  marker: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """Write the batch's runs rows and record notes, then its marker (last).
+
+    ``records`` are those this job wrote; the batch's other attempts (finished by an
+    earlier, interrupted execution) are read back, so the rows cover the whole batch.
+    """
+    new = {(r["run_id"], r["attempt"]): r for r in records}
+    ordered = []
+    for r in mine:
+        rec = new.get((r.run_id, r.attempt))
+        if rec is None:
+            path = record_path(exp, r.run_id, r.attempt)
+            if not path.is_file():
+                continue  # e.g. a run the runner never reached (interrupted): no row yet
+            rec = json.loads(path.read_text())
+        ordered.append(rec)
+    summary.update(write_batch_rows(exp, batch, ordered, spec.factor_names))
     atomic_write(marker, json.dumps(summary) + "\n")
+    # The records are in place: what the runner reported while it ran is stale now.
+    (exp / "batches" / f"{batch}.progress.json").unlink(missing_ok=True)
     return summary
 
 
@@ -472,12 +563,15 @@ def _lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[Non
     def renew() -> None:
         while not stop.is_set():
             try:
-                run_playbook("renew_lease.yml", project_dir=Path(project_dir) / "playbooks",
-                             inventory=spec.inventory_path(project_dir), host=host,
-                             extravars={"bmx_host": host, "bmx_experiment": spec.name,
-                                        "bmx_campaign": campaign_id(exp), "batch_runner_batch": batch,
-                                        "batch_runner_lease_seconds": int(max(seconds, 1))},
-                             log=exp / "logs" / "ansible" / f"lease-{batch}.log", timeout=int(seconds) + 60)
+                result = run_playbook(
+                    "renew_lease.yml", project_dir=Path(project_dir) / "playbooks",
+                    inventory=spec.inventory_path(project_dir), host=host,
+                    extravars={"bmx_host": host, "bmx_experiment": spec.name,
+                               "bmx_campaign": campaign_id(exp), "batch_runner_batch": batch,
+                               "batch_runner_lease_seconds": int(max(seconds, 1))},
+                    log=exp / "logs" / "ansible" / f"lease-{batch}.log", timeout=int(seconds) + 60)
+                if not stop.is_set():  # the batch's own results may be in already
+                    save_progress(exp, batch, host, result.task_result("Read the batch's progress", host))
             except (BenchmatrixError, OSError):
                 pass  # e.g. the batch's directory is not made yet: the next renewal comes soon
             stop.wait(seconds / 4)
@@ -488,6 +582,28 @@ def _lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[Non
         yield
     finally:
         stop.set()
+
+
+def save_progress(exp: Path, batch: str, host: str, slurped: dict[str, Any] | None) -> None:
+    """Keep what the runner reported finished (``batches/BATCH.progress`` on the host) as
+    ``results/NAME/batches/BATCH.progress.json``, for ``bmx status`` while the batch runs.
+
+    The file goes when the batch's marker is written (its records are then in place).
+    """
+    import base64
+
+    if not slurped or not slurped.get("content"):
+        return
+    finished = []
+    for line in base64.b64decode(slurped["content"]).decode("utf-8", "replace").splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue  # a line the runner is still writing
+        if isinstance(item, dict) and "run_id" in item:
+            finished.append(item)
+    atomic_write(exp / "batches" / f"{batch}.progress.json",
+                 json.dumps({"batch": batch, "host": host, "read_at": iso(time.time()), "finished": finished}) + "\n")
 
 
 def _knob_items(spec: Spec, factors: dict[str, Any]) -> list[dict[str, Any]]:
@@ -709,7 +825,8 @@ def _main(fn: Callable[[argparse.Namespace], Any], parser: argparse.ArgumentPars
 
 def _plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--batch-max-runs", type=int, default=50)
+    p.add_argument("--batch-max-runs", type=int, default=DEFAULT_BATCH_MAX_RUNS)
+    p.add_argument("--batch-max-seconds", type=float, default=DEFAULT_BATCH_MAX_SECONDS)
 
 
 def _prepare_host_options(p: argparse.ArgumentParser) -> None:
@@ -739,7 +856,7 @@ def _collect_options(p: argparse.ArgumentParser) -> None:
 #: ``scripts/TASK.py`` -> (adds the task's options beyond ``--spec`` and ``--project-dir``,
 #: calls the rule body with the parsed arguments).
 TASKS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], Any]]] = {
-    "plan": (_plan_options, lambda a: plan(a.spec, a.project_dir, a.out, a.batch_max_runs)),
+    "plan": (_plan_options, lambda a: plan(a.spec, a.project_dir, a.out, a.batch_max_runs, a.batch_max_seconds)),
     "prepare_host": (_prepare_host_options, lambda a: prepare_host(a.spec, a.project_dir, a.host, a.out, a.log)),
     "run_batch": (_run_batch_options,
                   lambda a: run_batch(a.spec, a.project_dir, a.plan, a.batch, a.marker, a.log, a.facts)),

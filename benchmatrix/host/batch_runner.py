@@ -12,6 +12,8 @@ Host layout under the manifest's ``workdir``::
                                  collects them), inputs/ (files the run used)
     runs/RUN_ID/ATTEMPT.partial/ the run in flight (removed if it does not finish)
     batches/BATCH.tar.gz         the batch's finished runs, for Ansible to fetch
+    batches/BATCH.progress       one JSON line per run finished so far (run_id,
+                                 attempt, outcome, exit_code, ended_at)
     runner.lock, runner.pid      one runner at a time per workdir
     workload.pid, workload.json  the workload in flight: its PID, its cgroup or marker
 
@@ -47,10 +49,17 @@ Optional keys of the manifest itself: ``containment`` ("auto": a cgroup where
 possible, the default; "process_tree": never a cgroup) and ``kill_grace_s`` (seconds
 between SIGTERM and SIGKILL, default 5).
 
-The runner deletes MANIFEST.json once it has read it (it may carry secrets in the runs'
-environments) and keeps its work directory readable by its owner only.
+Optional keys of the manifest itself also include ``runner_digest`` (the SHA-256 the
+controller expects of this file: another one exits with status 3, and the playbook
+installs the current runner and starts it again).
 
-Usage: batch_runner.py MANIFEST.json
+Ansible gives the manifest on stdin (``-``), so no file on the host ever holds it;
+a MANIFEST.json given as a path is deleted once read (it may carry secrets in the
+runs' environments). The work directory stays readable by its owner only. Before
+its first run the runner deletes the archives earlier batches left in ``batches/``
+(the controller fetched them before it started this batch).
+
+Usage: batch_runner.py MANIFEST.json | -   (-: the manifest on stdin, as Ansible gives it)
        batch_runner.py --stop WORKDIR   (end the runner working there, and its workload)
 """
 
@@ -69,6 +78,8 @@ import time
 
 RESULT_VERSION = 1
 KILL_GRACE_S = 5.0
+#: Exit status when the manifest names another runner (``runner_digest``) than this file.
+STALE_RUNNER_RC = 3
 
 
 class Interrupted(Exception):
@@ -799,6 +810,54 @@ def _archive(manifest, workdir):
     return path
 
 
+def _note_progress(workdir, batch, result):
+    """Append a finished run to ``batches/BATCH.progress`` (one JSON line; no fsync).
+
+    The controller reads it while the batch runs (with each lease renewal), so
+    ``bmx status`` sees the runs a long batch has finished before their results come
+    back with the batch.
+    """
+    line = json.dumps({"run_id": result["run_id"], "attempt": result["attempt"], "outcome": result.get("outcome"),
+                       "exit_code": result.get("exit_code"), "ended_at": result.get("ended_at")})
+    try:
+        with open(os.path.join(workdir, "batches", batch + ".progress"), "a") as fh:
+            fh.write(line + "\n")
+    except OSError:
+        pass  # progress is a courtesy: the results themselves are in runs/
+
+
+def _remove_old_archives(workdir, batch, keep=None):
+    """Delete the archives (manifests, progress files) earlier batches left in ``batches/``.
+
+    The controller has fetched an earlier batch's archive before it starts the next
+    batch on this host (a host's batches run one after the other), so the runner
+    clears them itself instead of a module call per batch. ``keep`` (this batch's own
+    archive, from an interrupted execution) is rebuilt at the end anyway; the batch's
+    own progress file goes on.
+    """
+    directory = os.path.join(workdir, "batches")
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(directory, name)
+        if path != keep and name != batch + ".progress" and name.endswith(
+                (".tar.gz", ".tar.gz.tmp", ".json", ".progress")):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+
+def _own_digest():
+    """SHA-256 of this file: the controller names the runner it expects."""
+    import hashlib
+
+    with open(os.path.abspath(__file__), "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
 def _lock_is_free(workdir):
     try:
         fh = open(os.path.join(workdir, "runner.lock"), "a+")
@@ -924,14 +983,28 @@ def main(argv):
         sys.stdout.write(json.dumps(stop(argv[2])) + "\n")
         return 0
     if len(argv) != 2:
-        sys.stderr.write("usage: batch_runner.py MANIFEST.json | --stop WORKDIR\n")
+        sys.stderr.write("usage: batch_runner.py MANIFEST.json | - | --stop WORKDIR\n")
         return 2
-    with open(argv[1]) as fh:
-        manifest = json.load(fh)
-    # The manifest may carry secrets (the runs' environments): no copy stays on the host.
-    os.unlink(argv[1])
+    if argv[1] == "-":
+        # Ansible passes the manifest on stdin: one module call, and no file on the host
+        # ever holds the runs' environments (secrets).
+        manifest = json.load(sys.stdin)
+    else:
+        with open(argv[1]) as fh:
+            manifest = json.load(fh)
+        # The manifest may carry secrets (the runs' environments): no copy stays on the host.
+        os.unlink(argv[1])
+    want = manifest.get("runner_digest")
+    if want and want != _own_digest():
+        # The controller's benchmatrix changed since prepare_host installed this copy:
+        # the playbook installs the current one and starts it again.
+        sys.stderr.write("benchmatrix batch runner: stale runner (installed copy differs from the controller's)\n")
+        return STALE_RUNNER_RC
     workdir = manifest["workdir"]
-    os.makedirs(os.path.join(workdir, "runs"), exist_ok=True)
+    # Owner only: the runs' raw outputs may show their environments; an older
+    # benchmatrix made the workdir 0755, closed here.
+    os.makedirs(os.path.join(workdir, "runs"), mode=0o700, exist_ok=True)
+    os.makedirs(os.path.join(workdir, "batches"), mode=0o700, exist_ok=True)
     _owner_only(workdir)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _on_signal)
@@ -946,6 +1019,7 @@ def main(argv):
     summary = {"batch": manifest["batch"], "executed": [], "skipped": [], "interrupted": None}
     try:
         lock = _acquire_lock(workdir)
+        _remove_old_archives(workdir, manifest["batch"], manifest.get("archive"))
         _lease_expired(workdir, manifest["batch"], restart=True)
         for run in manifest["runs"]:
             done = os.path.join(workdir, "runs", run["run_id"], str(run["attempt"]), "result.json")
@@ -956,8 +1030,9 @@ def main(argv):
                 summary["interrupted"] = "the controller stopped renewing its lease: stopped before the next run"
                 sys.stdout.write(json.dumps(summary) + "\n")
                 return 130
-            execute(run, workdir, containment, grace_s)
+            result = execute(run, workdir, containment, grace_s)
             summary["executed"].append(run["run_id"])
+            _note_progress(workdir, manifest["batch"], result)
         summary["archive"] = _archive(manifest, workdir)
         lock.close()
     except Interrupted as exc:

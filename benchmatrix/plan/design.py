@@ -36,8 +36,13 @@ from benchmatrix.results.layout import PLAN_COLUMNS
 from benchmatrix.spec.load import COST_CLASSES, Spec
 from benchmatrix.spec.matrix import Cell
 
-#: Default cap on runs per batch: results come back to the controller at least this often.
-DEFAULT_BATCH_MAX_RUNS = 50
+#: Default upper bound on runs per batch, whatever their expected durations.
+DEFAULT_BATCH_MAX_RUNS = 1000
+#: Default seconds of expected workload time per batch (config.yaml's batch_max_seconds).
+DEFAULT_BATCH_MAX_SECONDS = 300.0
+#: Runs per batch when their duration is unknown (no workload.estimate_s, no earlier
+#: runs): the count batches were capped at before they were sized by time.
+UNKNOWN_DURATION_RUNS = 50
 
 
 @dataclass
@@ -342,22 +347,46 @@ def plan_host(spec: Spec, host: str, share: dict[str, list[int]] | None = None) 
     return out
 
 
-def assign_batches(runs: list[PlannedRun], spec: Spec, max_runs: int) -> None:
+def assign_batches(runs: list[PlannedRun], spec: Spec, max_runs: int = DEFAULT_BATCH_MAX_RUNS,
+                   max_seconds: float | None = None, estimates: dict[str, float] | None = None) -> None:
     """Split each host's runs into batches of consecutive runs sharing every knob setting.
+
+    Batches are sized by time: a batch closes before the run that would take its
+    expected workload time past ``max_seconds`` (a run longer than that gets a batch
+    of its own), so short runs fill large batches and Ansible's per-batch cost stays
+    a small share. A run whose duration is unknown counts as ``max_seconds /``
+    :data:`UNKNOWN_DURATION_RUNS` (batches of 50 such runs). No batch holds more than
+    ``max_runs`` runs. Without ``max_seconds`` only ``max_runs`` applies.
 
     A batch id is ``HOST-bNNNN-DIGEST``, the digest covering its run ids and attempts,
     so an unchanged batch keeps its id (and its finished Snakemake job) when the
     plan is extended, and a changed one gets a new id.
+
+    Args:
+        runs: Every host's runs in plan order; their ``batch`` is set.
+        spec: The spec (its knobs decide which runs may share a batch).
+        max_runs: Most runs in one batch.
+        max_seconds: Most expected seconds of workload time in one batch.
+        estimates: Expected seconds of one run per cell id (:func:`run_estimates`).
     """
+    estimates = estimates or {}
+    unknown = max_seconds / UNKNOWN_DURATION_RUNS if max_seconds else 0.0
     groups: list[list[PlannedRun]] = []
     prev_key = None
+    seconds = 0.0
     for run in runs:
         # Re-runs (and their warm-ups) never join a planned batch: each request's runs
         # form batches of their own.
         key = (run.host, _knob_state(spec, run.factors), run.round)
-        if not groups or key != prev_key or len(groups[-1]) >= max_runs:
+        expected = estimates.get(run.cell_id, unknown)
+        full = len(groups[-1]) >= max_runs if groups else True
+        if max_seconds and groups and seconds + expected > max_seconds * (1 + 1e-9):
+            full = True
+        if not groups or key != prev_key or full:
             groups.append([])
+            seconds = 0.0
         groups[-1].append(run)
+        seconds += expected
         prev_key = key
     per_host: dict[str, int] = {}
     for group in groups:
@@ -369,8 +398,10 @@ def assign_batches(runs: list[PlannedRun], spec: Spec, max_runs: int) -> None:
             r.batch = bid
 
 
-def make_plan(spec: Spec, hosts: Iterable[str], max_runs: int = DEFAULT_BATCH_MAX_RUNS) -> list[PlannedRun]:
-    """Plan every host's runs, number them (``seq``) and split them into batches."""
+def make_plan(spec: Spec, hosts: Iterable[str], max_runs: int = DEFAULT_BATCH_MAX_RUNS,
+              max_seconds: float | None = None, estimates: dict[str, float] | None = None) -> list[PlannedRun]:
+    """Plan every host's runs, number them (``seq``) and split them into batches
+    (:func:`assign_batches` says how ``max_runs``, ``max_seconds`` and ``estimates`` size them)."""
     runs: list[PlannedRun] = []
     hosts = list(hosts)
     shares = host_shares(spec, hosts)
@@ -378,7 +409,7 @@ def make_plan(spec: Spec, hosts: Iterable[str], max_runs: int = DEFAULT_BATCH_MA
         runs.extend(plan_host(spec, host, shares[host]))
     for i, run in enumerate(runs, start=1):
         run.seq = i
-    assign_batches(runs, spec, max_runs)
+    assign_batches(runs, spec, max_runs, max_seconds, estimates)
     return runs
 
 
@@ -517,8 +548,15 @@ def earlier_run_seconds(runs_csv: str | Path) -> tuple[float, int] | None:
     path = Path(runs_csv)
     if not path.is_file():
         return None
-    durations = []
-    with open(path, newline="", encoding="utf-8") as fh:
+    durations = [d for _, d in _ok_durations(path)]
+    if not durations:
+        return None
+    return statistics.median(durations), len(durations)
+
+
+def _ok_durations(runs_csv: Path) -> Iterator[tuple[str, float]]:
+    """(cell_id, duration_s) of every finished (``ok``) run in a runs.csv."""
+    with open(runs_csv, newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
             if row.get("status") != "ok":
                 continue
@@ -527,10 +565,38 @@ def earlier_run_seconds(runs_csv: str | Path) -> tuple[float, int] | None:
             except ValueError:
                 continue
             if d == d and d >= 0:  # d == d drops NaN
-                durations.append(d)
-    if not durations:
-        return None
-    return statistics.median(durations), len(durations)
+                yield row.get("cell_id") or "", d
+
+
+def run_estimates(spec: Spec, exp_dir: str | Path) -> dict[str, float]:
+    """Expected seconds of one run of each cell, for sizing batches by time.
+
+    ``workload.estimate_s`` gives every cell the same figure. Else the median duration
+    of the cell's finished runs in this experiment's runs.csv and its earlier
+    campaigns' (``campaigns/*/runs.csv``); a cell never run yet gets the median of all
+    of them. Empty when nothing is known (the batches then hold
+    :data:`UNKNOWN_DURATION_RUNS` runs).
+    """
+    cells = [c.cell_id for c in spec.cells]
+    ctl = spec.control_cell()
+    if ctl is not None:
+        cells.append(ctl.cell_id)
+    given = spec.workload.get("estimate_s")
+    if given is not None:
+        return dict.fromkeys(cells, float(given))
+    exp = Path(exp_dir)
+    per_cell: dict[str, list[float]] = {}
+    for path in [exp / "runs.csv", *sorted(exp.glob("campaigns/*/runs.csv"))]:
+        if path.is_file():
+            try:
+                for cell, d in _ok_durations(path):
+                    per_cell.setdefault(cell, []).append(d)
+            except (OSError, csv.Error, UnicodeDecodeError):
+                continue  # an unreadable old table only loses its estimates
+    if not per_cell:
+        return {}
+    everything = statistics.median([d for ds in per_cell.values() for d in ds])
+    return {c: statistics.median(per_cell[c]) if c in per_cell else everything for c in cells}
 
 
 def per_run_estimate(spec: Spec, runs_csv: str | Path) -> tuple[float | None, str]:

@@ -62,6 +62,56 @@ def write_record(exp_dir: Path, record: dict[str, Any]) -> Path:
     return path
 
 
+def _sync_filesystem(path: Path) -> None:
+    """Flush every dirty page of the file system holding ``path`` (one call for a batch).
+
+    syncfs(2) where the C library has it (Linux), else sync(2) for all file systems.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if libc.syncfs(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    except (OSError, AttributeError):
+        pass
+    os.sync()
+
+
+def write_records(exp_dir: Path, records: list[dict[str, Any]]) -> list[Path]:
+    """Write a batch's record.json files with one sync for all of them; returns their paths.
+
+    Each record is written to a temporary name beside its place, the file system is
+    synced once (the records, and the raw outputs copied beside them, reach the disk),
+    and only then is each renamed into place: a record still appears complete or not
+    at all, as with :func:`write_record`, at the cost of one sync per batch instead of
+    an fsync per run (about 2 ms a run on the reference machine, bench/README.md).
+    """
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for record in records:
+            path = record_path(exp_dir, record["run_id"], record["attempt"])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            staged.append((tmp, path))
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+                fh.write(json.dumps(record, indent=1, sort_keys=False, default=str) + "\n")
+        if staged:
+            _sync_filesystem(Path(exp_dir))
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    return [path for _, path in staged]
+
+
 def load_records(exp_dir: Path, plan: Iterable[PlannedRun]) -> list[dict[str, Any]]:
     """Every existing record of the planned runs, in plan order (all attempts)."""
     return list(iter_records(exp_dir, plan))

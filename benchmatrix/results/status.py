@@ -129,11 +129,31 @@ def _ts(value: str | None) -> float | None:
     return datetime.fromisoformat(value).timestamp() if value else None
 
 
+def finished_on_hosts(exp_dir: Path) -> dict[str, set[int]]:
+    """run_id -> attempts that batches still running reported finished on their hosts
+    (``batches/BATCH.progress.json``, refreshed with each lease renewal)."""
+    import json
+
+    done: dict[str, set[int]] = {}
+    for path in Path(exp_dir).glob("batches/*.progress.json"):
+        try:
+            for item in json.loads(path.read_text()).get("finished", []):
+                done.setdefault(str(item["run_id"]), set()).add(int(item["attempt"]))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue  # being replaced, or not ours: progress is a courtesy
+    return done
+
+
 def campaign_status(exp_dir: Path, factor_names: list[str]) -> dict[str, Any]:
-    """Counts per cell and overall, the failed runs, elapsed and remaining time."""
+    """Counts per cell and overall, the failed runs, elapsed and remaining time.
+
+    ``totals.finished_on_host`` counts pending runs that a running batch's runner has
+    finished on its host (their results come back with the batch).
+    """
     states = run_states(exp_dir)
+    on_hosts = finished_on_hosts(exp_dir)
     cells: dict[str, dict[str, Any]] = {}
-    totals = {"planned": 0, "ok": 0, "pending": 0, **{s: 0 for s in FAILED_STATES}}
+    totals = {"planned": 0, "ok": 0, "pending": 0, **{s: 0 for s in FAILED_STATES}, "finished_on_host": 0}
     durations, starts, ends = [], [], []
     failed = []
     for st in states:
@@ -148,6 +168,9 @@ def campaign_status(exp_dir: Path, factor_names: list[str]) -> dict[str, Any]:
             c["reruns"] += max(len(st.attempts) - 1, 0)
         totals["planned"] += 1
         totals[st.state] += 1
+        newest = st.latest["attempt"] if st.latest else 0
+        if st.state == State.PENDING and any(a > newest for a in on_hosts.get(st.run.run_id, ())):
+            totals["finished_on_host"] += 1
         for rec in st.attempts:
             if rec.get("duration_s") is not None:
                 durations.append(float(rec["duration_s"]) + float(

@@ -723,7 +723,8 @@ def read_planning_config(config_path: str | Path) -> dict[str, Any]:
     Returns:
         ``cost_seconds``: default seconds of a knob change per cost class (classes
         the file leaves out keep :data:`DEFAULT_COST_SECONDS`),
-        ``batch_overhead_seconds`` and ``batch_max_runs`` (None when not set).
+        ``batch_overhead_seconds``, ``batch_max_runs`` and ``batch_max_seconds``
+        (None when not set).
         A missing file or key means the defaults.
 
     Raises:
@@ -731,7 +732,7 @@ def read_planning_config(config_path: str | Path) -> dict[str, Any]:
     """
     out: dict[str, Any] = {"cost_seconds": dict(DEFAULT_COST_SECONDS),
                            "batch_overhead_seconds": DEFAULT_BATCH_OVERHEAD_SECONDS,
-                           "batch_max_runs": None}
+                           "batch_max_runs": None, "batch_max_seconds": None}
     if not Path(config_path).is_file():
         return out
     try:
@@ -769,6 +770,13 @@ def read_planning_config(config_path: str | Path) -> dict[str, Any]:
             out["batch_max_runs"] = max_runs
         else:
             errs.append(doc.error(("batch_max_runs",), f"batch_max_runs must be a whole number >= 1, not {max_runs!r}"))
+    max_seconds = doc.data.get("batch_max_seconds")
+    if max_seconds is not None:
+        if seconds(max_seconds) and max_seconds > 0:
+            out["batch_max_seconds"] = float(max_seconds)
+        else:
+            errs.append(doc.error(("batch_max_seconds",), "batch_max_seconds must be a number of seconds > 0, "
+                                                          f"not {max_seconds!r}"))
     if errs:
         raise SpecErrors(errs)
     return out

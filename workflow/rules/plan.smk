@@ -11,6 +11,8 @@ checkpoint plan:
         spec=config["spec"],
         digest=FN.plan_digest,
         batch_max_runs=config["batch_max_runs"],
+        batch_max_seconds=config.get("batch_max_seconds", 300),
     shell:
         "{params.py} scripts/plan.py --spec {params.spec:q} --out {output:q}"
-        " --batch-max-runs {params.batch_max_runs} > {log:q} 2>&1"
+        " --batch-max-runs {params.batch_max_runs}"
+        " --batch-max-seconds {params.batch_max_seconds} > {log:q} 2>&1"

@@ -1,0 +1,73 @@
+"""The batch runner is installed once per host per campaign (prepare_host), a batch
+replaces a copy on the host that is stale or missing, and each batch job writes its
+runs rows beside its marker (issue 15).
+
+Real Snakemake, ansible-runner and batch runner on localhost; each step is a real
+`bmx run` / `bmx rerun` as a user would type it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from benchmatrix.host import batch_runner
+from benchmatrix.results.batch_rows import read_batch_rows
+
+pytestmark = pytest.mark.slow
+
+SPEC = """\
+name: install_case
+inventory: config/inventory/test.yml
+factors:
+  word: [alpha, beta]
+workload:
+  role: workload_command
+  vars:
+    argv: [echo, "value {{ word }} 1"]
+  metrics:
+    count: {regex: 'value \\w+ (?P<value>[0-9]+)', unit: x}
+replicates: 1
+warmup: 0
+"""
+
+
+def _statuses(exp: Path) -> list[str]:
+    return sorted(json.loads(p.read_text())["status"] for p in exp.glob("runs/*/*/record.json"))
+
+
+def test_stale_and_missing_runners_are_reinstalled_by_the_batch(project):
+    spec = project.write_spec("install_case", SPEC)
+    res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    exp = project.exp("install_case")
+    (installed,) = project.hostwork.glob("*/batch_runner.py")
+    want = hashlib.sha256(Path(batch_runner.__file__).read_bytes()).hexdigest()
+    assert hashlib.sha256(installed.read_bytes()).hexdigest() == want
+    # The batch's manifest never was a file on the host; the fetched archive stays until
+    # the next batch's runner removes it.
+    assert [p.name for p in (installed.parent / "batches").iterdir() if p.suffix == ".gz"] \
+        == [f"{json.loads(m.read_text())['batch']}.tar.gz" for m in exp.glob("batches/*.done")]
+    # A stale copy (another benchmatrix installed it): the batch installs the current one.
+    installed.write_text(installed.read_text() + "\n# an older benchmatrix\n")
+    res = project.bmx("rerun", str(spec), "--where", "word == 'alpha'", "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert hashlib.sha256(installed.read_bytes()).hexdigest() == want
+    assert _statuses(exp) == ["ok", "ok", "ok"]
+    # A missing one (someone cleaned the host): installed again as well.
+    installed.unlink()
+    res = project.bmx("rerun", str(spec), "--where", "word == 'beta'", "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert hashlib.sha256(installed.read_bytes()).hexdigest() == want
+    assert _statuses(exp) == ["ok", "ok", "ok", "ok"]
+    # Only the last batch's archive is left on the host.
+    assert len(list((installed.parent / "batches").glob("*.tar.gz"))) == 1
+    # Each batch job wrote its runs rows: concatenated, they are collect's runs.csv
+    # (three batches, four attempts).
+    got = read_batch_rows(exp)
+    assert got.missing == [] and len(list(exp.glob("batches/*.runs.csv"))) == 3
+    pd.testing.assert_frame_equal(got.rows, pd.read_csv(exp / "runs.csv"))

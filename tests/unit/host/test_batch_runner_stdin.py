@@ -1,0 +1,66 @@
+"""The batch runner as run_batch.yml drives it since issue 15: installed once per
+campaign, the manifest on its stdin, the archives of earlier batches removed by the
+runner itself, and a stale installed copy refused (so the playbook reinstalls it).
+
+Real batch runner processes; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+from benchmatrix.host import batch_runner
+
+RUNNER = Path(batch_runner.__file__)
+
+
+def _manifest(workdir: Path, batch: str, digest: str = "") -> dict:
+    runs = [{"run_id": f"{batch}-r{i}", "attempt": 1, "seq": i, "timeout": 30, "before_run": [],
+             "argv": [sys.executable, "-c", f"print('run {i}')"]} for i in (1, 2)]
+    return {"experiment": "t", "batch": batch, "workdir": str(workdir),
+            "archive": str(workdir / "batches" / f"{batch}.tar.gz"), "runner_digest": digest, "runs": runs}
+
+
+def _start(runner: Path, manifest: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(runner), "-"], input=json.dumps(manifest),
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_manifest_on_stdin_runs_the_batch_and_removes_earlier_archives(tmp_path):
+    workdir = tmp_path / "work"
+    digest = hashlib.sha256(RUNNER.read_bytes()).hexdigest()
+    first = _start(RUNNER, _manifest(workdir, "b1", digest))
+    assert first.returncode == 0, first.stderr
+    assert (workdir / "batches" / "b1.tar.gz").is_file()
+    # Both directories are the owner's only, made by the runner itself.
+    assert all((p.stat().st_mode & 0o777) == 0o700 for p in (workdir, workdir / "batches", workdir / "runs"))
+    second = _start(RUNNER, _manifest(workdir, "b2", digest))
+    assert second.returncode == 0, second.stderr
+    # The next batch's runner deleted the archive (and progress) of the batch before.
+    assert sorted(p.name for p in (workdir / "batches").iterdir()) == ["b2.progress", "b2.tar.gz"]
+    # One line per finished run, in order, for the controller to read while the batch runs.
+    progress = [json.loads(line) for line in (workdir / "batches" / "b2.progress").read_text().splitlines()]
+    assert [(p["run_id"], p["attempt"], p["outcome"], p["exit_code"]) for p in progress] == [
+        ("b2-r1", 1, "exited", 0), ("b2-r2", 1, "exited", 0)]
+    with tarfile.open(workdir / "batches" / "b2.tar.gz") as tar:
+        names = tar.getnames()
+    assert "runs/b2-r1/1/result.json" in names and not any("b1-" in n for n in names)
+    assert json.loads(second.stdout)["executed"] == ["b2-r1", "b2-r2"]
+
+
+def test_a_runner_other_than_the_controllers_exits_3_and_runs_nothing(tmp_path):
+    workdir = tmp_path / "work"
+    old = tmp_path / "batch_runner.py"
+    shutil.copyfile(RUNNER, old)
+    with old.open("a") as fh:
+        fh.write("\n# an older copy\n")
+    res = _start(old, _manifest(workdir, "b1", hashlib.sha256(RUNNER.read_bytes()).hexdigest()))
+    assert res.returncode == batch_runner.STALE_RUNNER_RC == 3
+    assert "stale runner" in res.stderr
+    assert not (workdir / "runs").exists()
