@@ -129,7 +129,8 @@ class Backend:
     def problem(self, value):
         try:
             self.check(value)
-            self.read(value)
+            if self.read(value)[0] == str(value):
+                return ""  # already set: nothing to write
             return self.write_problem(value)
         except KnobError as exc:
             return str(exc)
