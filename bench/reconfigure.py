@@ -2,8 +2,8 @@
 """Cost of a knob: a verified no-op check and a real change, beside the change itself.
 
 Knobs go through real Ansible exactly as a batch applies them: the playbook of
-tests/knobkit.py loops ``bmx_knobs`` through playbooks/tasks/knob.yml, as
-run_batch.yml does, via benchmatrix.execute.ansible.run_playbook. Each repetition runs, in a
+tests/knobkit.py includes playbooks/tasks/knobs.yml, the knob loop run_batch.yml
+includes, via benchmatrix.execute.ansible.run_playbook. Each repetition runs, in a
 shuffled order:
 
   empty    the same playbook with no knob (what a batch costs without knobs);
@@ -11,7 +11,8 @@ shuffled order:
   change   the knob at the other of two values (applied, then read back).
 
 The knob's cost in a batch is (no-op or change) minus empty; the in-play seconds
-(knob.yml's own stopwatch, in every record's knob state) are shown beside it. "The
+(the knob's own stopwatch in every record's knob state: knob.yml's for role-path
+knobs, the bmx_knob module's on the host for file-backed ones) are shown beside it. "The
 change itself" is the same change done directly, without Ansible: writing
 /sys/block/loopN/queue/read_ahead_kb; ALTER SYSTEM + pg_reload_conf() until a new
 session sees the value; ALTER SYSTEM + pg_ctl restart until it answers.

@@ -34,6 +34,7 @@ EXAMPLES = {
            "  bmx run config/experiments/quickstart.yaml --campaign kernel-6.6",
     "report": "example:\n  bmx report config/experiments/quickstart.yaml",
     "restore": "example:\n  bmx restore config/experiments/readahead_scan.yaml",
+    "check": "example:\n  bmx check config/experiments/readahead_scan.yaml",
     "status": "example:\n  bmx status config/experiments/quickstart.yaml\n"
               "  bmx status config/experiments/quickstart.yaml --json",
     "rerun": "example:\n  bmx rerun config/experiments/quickstart.yaml --failed\n"
@@ -329,6 +330,44 @@ def cmd_status(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    """``bmx check SPEC``: every host's knobs, planned levels and tool, and the campaign's time; exit 1 on a blocker."""
+    from benchmatrix.execute.check import check_spec, check_table, planned_levels
+    from benchmatrix.execute.hosts import resolve_hosts
+    from benchmatrix.execute.rules import exp_dir_of
+    from benchmatrix.plan.design import (
+        DEFAULT_BATCH_MAX_RUNS,
+        DEFAULT_BATCH_MAX_SECONDS,
+        make_plan,
+        per_run_estimate,
+        plan_costs,
+        run_estimates,
+    )
+    from benchmatrix.spec.load import load_spec, read_planning_config
+
+    proj = project_dir()
+    cfg = read_planning_config(proj / "config" / "config.yaml")
+    spec = load_spec(args.spec, cost_seconds=cfg["cost_seconds"])
+    exp = exp_dir_of(proj, spec)
+    checks = check_spec(spec, proj, exp / layout.LOGS_DIR / "ansible")
+    print(check_table(checks, planned_levels(spec)))
+    for c in checks:
+        print(f"{c.host}: workload tool {c.tool or '-'}")
+    per_run, source = per_run_estimate(spec, exp / layout.RUNS)
+    # The plan bmx plan and bmx run would make: batches sized by time as configured.
+    runs = make_plan(spec, resolve_hosts(spec.inventory_path(proj), spec.hosts),
+                     cfg["batch_max_runs"] or DEFAULT_BATCH_MAX_RUNS,
+                     cfg["batch_max_seconds"] or DEFAULT_BATCH_MAX_SECONDS, run_estimates(spec, exp))
+    costs = plan_costs(spec, runs, per_run, cfg["batch_overhead_seconds"])
+    when = fmt_hms(costs["campaign_s"]) if costs["campaign_s"] is not None else "unknown (no per-run estimate)"
+    print(f"estimated campaign time: {when}: {costs['runs']} runs, {costs['batches']} batches (per run: {source})")
+    blockers = [b for c in checks for b in c.blockers]
+    for b in blockers:
+        print(f"bmx check: {b}", file=sys.stderr)
+    print(f"{spec.name}: {'cannot run: ' + str(len(blockers)) + ' blocker(s)' if blockers else 'ready to run'}")
+    return 1 if blockers else 0
+
+
 def cmd_restore(args: argparse.Namespace) -> int:
     from benchmatrix.execute.hosts import resolve_hosts
     from benchmatrix.execute.rules import exp_dir_of, restore_host
@@ -486,6 +525,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("status", "runs done, failed and pending per cell; exit 0 all ok, 1 some failed, 3 some pending")
     sp.add_argument("--json", action="store_true", help="print the status as JSON")
     add("restore", "put every host's knobs back to the state before the campaign's first change")
+    add("check", "preflight: every host's knobs (current value, can each planned level be set), the workload "
+        "tool and the campaign's estimated time; exit 1 with one line per blocker")
     sp = add("rerun", "re-execute failed or selected runs as new attempts (earlier attempts are kept)")
     sp.add_argument("--failed", action="store_true", help="every run whose newest attempt failed, timed out, "
                     "was unreachable or invalid")
@@ -527,7 +568,7 @@ HELP_COMPARE = ("compare two campaigns cell by cell: relative difference B vs A 
                 "exit 0 no worse, 1 something worse, 2 not comparable")
 
 COMMANDS = {"validate": cmd_validate, "plan": cmd_plan, "run": cmd_run, "report": cmd_report,
-            "status": cmd_status, "rerun": cmd_rerun, "restore": cmd_restore,
+            "status": cmd_status, "rerun": cmd_rerun, "restore": cmd_restore, "check": cmd_check,
             "export": cmd_export, "campaigns": cmd_campaigns, "compare": cmd_compare, "publish": cmd_publish}
 
 

@@ -1,9 +1,9 @@
 """Drive knob roles through real Ansible, the way run_batch.yml does.
 
-A tiny project in the test's temporary directory links the repository's roles and
-tasks/knob.yml, and holds a playbook that loops ``bmx_knobs`` through tasks/knob.yml
-exactly as run_batch.yml and restore_host.yml do, then reports the knob states and
-the merged run settings. Calls go through benchmatrix.execute.ansible.run_playbook.
+A tiny project in the test's temporary directory links the repository's roles, tasks
+and library (the bmx_knob module), and holds a playbook that includes tasks/knobs.yml,
+the knob loop run_batch.yml and restore_host.yml include, then reports the knob states
+and the merged run settings. Calls go through benchmatrix.execute.ansible.run_playbook.
 """
 
 from __future__ import annotations
@@ -27,11 +27,7 @@ PLAYBOOK = """\
   check_mode: "{{ bmx_check_mode | default(false) | bool }}"
   tasks:
     - name: Apply and verify the knobs
-      ansible.builtin.include_tasks: tasks/knob.yml
-      loop: "{{ bmx_knobs | default([]) }}"
-      loop_control:
-        loop_var: bmx_knob
-        label: "{{ bmx_knob.factor }}"
+      ansible.builtin.include_tasks: tasks/knobs.yml
 
     - name: Report knob states to benchmatrix
       ansible.builtin.debug:
@@ -56,6 +52,7 @@ class KnobRunner:
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "roles").symlink_to(PLAYBOOKS / "roles")
         (self.dir / "tasks").symlink_to(PLAYBOOKS / "tasks")
+        (self.dir / "library").symlink_to(PLAYBOOKS / "library")
         shutil.copy(PLAYBOOKS / "ansible.cfg", self.dir / "ansible.cfg")
         (self.dir / "apply_knobs.yml").write_text(PLAYBOOK)
         self.inventory = self.dir / "inventory.yml"

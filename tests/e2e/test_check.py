@@ -1,0 +1,105 @@
+"""``bmx check SPEC`` through real Ansible: on localhost and on a namespace SSH host.
+
+The settable knob is knob_sysfs pointed at a plain file the test owns (its
+``knob_sysfs_root``); the blocked one is knob_smt against a CPU tree the test builds
+whose smt/control reads ``forceoff`` (this machine's own SMT cannot be switched
+either, but a built tree gives the same answer everywhere). Nothing may be written.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from netns import NamespaceHosts, available
+
+pytestmark = pytest.mark.slow
+
+SPEC = """\
+name: {name}
+hosts: {hosts}
+inventory: config/inventory/{inventory}
+factors:
+  mode: [a, b]
+{smt_factor}knobs:
+  mode: {{role: knob_sysfs, cost: none, vars: {{knob_sysfs_path: "{knob}", knob_sysfs_root: "{root}"}}}}
+{smt_knob}workload:
+  role: workload_command
+  vars:
+    argv: [{py}, -c, "print('value = 1')"]
+  metrics:
+    score: {{regex: 'value = (?P<value>[0-9.]+)', unit: count, better: higher}}
+  estimate_s: 2
+  timeout: 60
+replicates: 2
+warmup: 0
+order: {{strategy: random, seed: 3}}
+"""
+
+
+def write_spec(project, name, hosts="localhost", inventory="test.yml", smt_control=""):
+    root = project.root / "knobs"
+    root.mkdir(exist_ok=True)
+    knob = root / "mode"
+    knob.write_text("base\n")
+    smt_factor = smt_knob = ""
+    if smt_control:
+        cpu = root / "cpu"
+        (cpu / "smt").mkdir(parents=True)
+        (cpu / "smt" / "control").write_text(smt_control + "\n")
+        (cpu / "smt" / "active").write_text("0\n")
+        smt_factor = "  ht: ['on', 'off']\n"
+        smt_knob = f"  ht: {{role: knob_smt, cost: none, vars: {{knob_smt_sysfs_root: \"{cpu}\"}}}}\n"
+    spec = project.write_spec(name, SPEC.format(name=name, hosts=hosts, inventory=inventory, knob=knob, root=root,
+                                                smt_factor=smt_factor, smt_knob=smt_knob, py=sys.executable))
+    return spec, knob
+
+
+def test_check_on_localhost_ready(project):
+    spec, knob = write_spec(project, "check_ok")
+    res = project.bmx("check", str(spec))
+    assert res.returncode == 0, res.stdout + res.stderr
+    row = next(line for line in res.stdout.splitlines() if line.startswith("localhost") and " mode " in line)
+    assert "knob_sysfs" in row and "base" in row and "a ok, b ok" in row, res.stdout
+    assert f"localhost: workload tool {sys.executable} Python 3." in res.stdout, res.stdout
+    # 4 runs of 2 s, plus the batches' overhead: an estimate, not "unknown".
+    assert "estimated campaign time: " in res.stdout and "4 runs" in res.stdout, res.stdout
+    assert "check_ok: ready to run" in res.stdout
+    assert knob.read_text() == "base\n", "bmx check wrote to the host"
+    assert not (project.exp("check_ok") / "plan.csv").exists()
+
+
+def test_check_names_every_blocker_and_changes_nothing(project):
+    spec, knob = write_spec(project, "check_blocked", smt_control="forceoff")
+    knob.chmod(0o444)  # not writable: level b (and a) cannot be set
+    res = project.bmx("check", str(spec))
+    assert res.returncode == 1, res.stdout + res.stderr
+    blockers = [line for line in res.stderr.splitlines() if line.startswith("bmx check: ")]
+    # One line per planned level that cannot be set: mode a and b (not writable), ht on and off (forceoff).
+    assert len(blockers) == 4, res.stderr
+    assert any("knob ht (knob_smt) cannot be set to off" in b and "reads 'forceoff'" in b for b in blockers), blockers
+    assert any("knob mode (knob_sysfs) cannot be set to b" in b and "not writable" in b for b in blockers), blockers
+    assert all(b.startswith("bmx check: localhost: ") for b in blockers), blockers
+    assert "cannot run: 4 blocker(s)" in res.stdout
+    assert knob.read_text() == "base\n"
+
+
+@pytest.mark.skipif(bool(available()), reason=available() or "ok")
+def test_check_over_ssh_on_a_namespace_host(project, tmp_path):
+    net = NamespaceHosts(tmp_path / "net", 1)
+    with net:
+        inv = net.inventory({"h1": {"batch_runner_root": str(tmp_path / "hosts" / "h1")}})
+        (project.root / "config" / "inventory" / "ns.yml").write_text(inv)
+        spec, knob = write_spec(project, "check_ssh", hosts="all", inventory="ns.yml", smt_control="on")
+        (knob.parent / "cpu" / "smt" / "active").write_text("1\n")
+        import subprocess
+
+        res = subprocess.run(net.ctl_cmd([sys.executable, "-m", "benchmatrix.cli", "check", str(spec)]),
+                             cwd=project.root, env=project.env(), capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0, res.stdout + res.stderr
+        rows = [line for line in res.stdout.splitlines() if line.startswith("h1 ")]
+        assert any(" mode " in r and "base" in r and "a ok, b ok" in r for r in rows), res.stdout
+        assert any(" ht " in r and "knob_smt" in r and "on ok, off ok" in r for r in rows), res.stdout
+        assert "h1: workload tool" in res.stdout
+        assert knob.read_text() == "base\n"
+        assert (knob.parent / "cpu" / "smt" / "control").read_text() == "on\n"
