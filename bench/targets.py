@@ -333,6 +333,7 @@ def main() -> int:
     load0 = load()
     print(f"bench/targets.py: rows {''.join(sorted(only))}; load average {load0} on {os.cpu_count()} CPUs",
           flush=True)
+    result_name = "targets_quick" if args.quick else "targets"
     data: dict[str, Any] = {"args": vars(args), "sections": {}, "section_load": {}}
     t_all = time.perf_counter()
     with temp_dir("bmx-bench-targets-", keep=args.keep) as tmp:
@@ -357,12 +358,14 @@ def main() -> int:
                     traceback.print_exc()
                     data["sections"][name] = {"error": f"{type(exc).__name__}: {exc}"}
                 data["sections"][name]["section_s"] = time.perf_counter() - t0
+                # Kept as it goes: a long run stopped halfway keeps what it measured.
+                write_result(result_name, {**data, "partial": True})
         finally:
             if ctx["net"] is not None:
                 ctx["net"].teardown()
     data["total_s"] = time.perf_counter() - t_all
     data["targets"] = evaluate(data, args)
-    path = write_result("targets_quick" if args.quick else "targets", data)
+    path = write_result(result_name, data)
     print(f"\n== issue 15 targets; load average (1, 5, 15 min) at start {load0}, at the end {load()}; "
           f"{data['total_s'] / 60:.1f} min")
     print(table(["", "measure", "baseline (same run)", "benchmatrix", "target", "met?"],
