@@ -134,13 +134,38 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
 
 # ---------------------------------------------------------------- processes
 
+def tree_rss_mib(pid: int) -> float:
+    """The summed RSS of a process and all its living descendants (psutil, which
+    Snakemake depends on); 0 when the process is gone."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
+    return total / 2**20
+
+
 def run_measured(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
-                 timeout: float = 3600, output: Path | None = None) -> dict[str, Any]:
+                 timeout: float = 3600, output: Path | None = None, tree_every: float = 0) -> dict[str, Any]:
     """Run a command; wall seconds, exit status and the peak RSS of it and every
     descendant it waited for (wait4's rusage: children are counted, not just the
-    process itself). Output goes to ``output`` (or /dev/null)."""
+    process itself: the largest of them). Output goes to ``output`` (or /dev/null).
+
+    ``tree_every`` > 0: also sample the summed RSS of the whole process tree every that
+    many seconds (``peak_tree_rss_mib``): what many processes at once hold together,
+    which wait4's figure (one process) does not show.
+    """
     out = open(output, "wb") if output else subprocess.DEVNULL
     t0 = time.perf_counter()
+    tree_peak, next_sample = 0.0, t0
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
@@ -149,18 +174,25 @@ def run_measured(argv: list[str], *, cwd: Path | None = None, env: dict[str, str
             pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
-            if time.perf_counter() > deadline:
+            now = time.perf_counter()
+            if now > deadline:
                 proc.kill()
                 pid, status, ru = os.wait4(proc.pid, 0)
                 break
+            if tree_every and now >= next_sample:
+                tree_peak = max(tree_peak, tree_rss_mib(proc.pid))
+                next_sample = now + tree_every
             time.sleep(0.005)
         wall = time.perf_counter() - t0
         proc.returncode = os.waitstatus_to_exitcode(status)
     finally:
         if output:
             out.close()
-    return {"wall_s": wall, "rc": proc.returncode, "peak_rss_mib": ru.ru_maxrss / 1024,
-            "user_s": ru.ru_utime, "sys_s": ru.ru_stime}
+    res = {"wall_s": wall, "rc": proc.returncode, "peak_rss_mib": ru.ru_maxrss / 1024,
+           "user_s": ru.ru_utime, "sys_s": ru.ru_stime}
+    if tree_every:
+        res["peak_tree_rss_mib"] = tree_peak
+    return res
 
 
 def python_measured(code: str, *, cwd: Path | None = None, timeout: float = 3600,
@@ -248,13 +280,26 @@ class BenchProject:
         return env
 
     def bmx(self, *args: str, timeout: float = 1800, timing_file: Path | None = None,
-            prefix: Sequence[str] = (), extra_env: dict[str, str] | None = None
+            prefix: Sequence[str] = (), extra_env: dict[str, str] | None = None, tree_every: float = 0
             ) -> tuple[subprocess.CompletedProcess, float]:
-        """Run ``bmx`` as a user would; returns the process and its wall seconds."""
+        """Run ``bmx`` as a user would; returns the process and its wall seconds.
+
+        ``tree_every`` > 0: measured with :func:`run_measured` instead (stdout and stderr
+        together in ``stdout``); the process gets a ``memory`` attribute with
+        ``peak_rss_mib`` (the largest process) and ``peak_tree_rss_mib`` (all at once).
+        """
         env = {**self.env(timing_file), **(extra_env or {})}
+        argv = [*prefix, PY, "-m", "benchmatrix.cli", *args]
+        if tree_every:
+            with tempfile.NamedTemporaryFile(suffix=".out", dir=self.root, delete=False) as fh:
+                out = Path(fh.name)
+            m = run_measured(argv, cwd=self.root, env=env, timeout=timeout, output=out, tree_every=tree_every)
+            res = subprocess.CompletedProcess(argv, m["rc"], out.read_text(errors="replace"), "")
+            out.unlink()
+            res.memory = {k: m[k] for k in ("peak_rss_mib", "peak_tree_rss_mib")}
+            return res, m["wall_s"]
         t0 = time.perf_counter()
-        res = subprocess.run([*prefix, PY, "-m", "benchmatrix.cli", *args], cwd=self.root,
-                             env=env, capture_output=True, text=True, timeout=timeout)
+        res = subprocess.run(argv, cwd=self.root, env=env, capture_output=True, text=True, timeout=timeout)
         return res, time.perf_counter() - t0
 
     def cleanup(self) -> None:

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,9 @@ class Bench:
         self.args = args
         self.project = BenchProject(tmp / "project")
         self.count = 0
+        # The per-phase breakdown needs the Ansible timing callback and the task names
+        # of run_batch.yml; targets.py turns it off to time bmx exactly as a user runs it.
+        self.phases = True
         (tmp / "bare.sh").write_text(BARE_LOOP)
         (tmp / "loop.py").write_text(LOOP_PY)
         (tmp / "rfm_test.py").write_text(REFRAME_TEST)
@@ -202,28 +206,38 @@ class Bench:
     # -- bmx
     def bmx(self, wl: Workload, n: int, tag: str, prefix: list[str] = (), inventory: str = "config/inventory/bench.yml",
             hosts: str = "localhost", extra_env: dict[str, str] | None = None,
-            batch_max_runs: int | None = None) -> dict[str, Any]:
+            batch_max_runs: int | None = None, extra_args: Sequence[str] = (),
+            tree_every: float = 0, n_hosts: int = 1) -> dict[str, Any]:
+        """One `bmx run` of ``n`` runs of ``wl`` on each of ``n_hosts`` hosts; wall time,
+        the runs' own times and metric values, batches, per-phase breakdown (when
+        ``self.phases``) and, with ``tree_every``, the controller's peak memory."""
         self.count += 1
         name = f"ovh_{wl.name}_{tag}_{self.count:03d}"
         spec = self.project.write_spec(name, spec_text(name, wl, n, inventory, hosts))
-        timing = self.tmp / f"timing-{name}.jsonl"
+        timing = self.tmp / f"timing-{name}.jsonl" if self.phases else None
         t_start = time.time()
         extra = ["--batch-max-runs", str(batch_max_runs)] if batch_max_runs else []
-        res, wall = self.project.bmx("run", str(spec), *extra, timing_file=timing, prefix=prefix, extra_env=extra_env)
+        res, wall = self.project.bmx("run", str(spec), *extra, *extra_args, timing_file=timing, prefix=prefix,
+                                     extra_env=extra_env, tree_every=tree_every)
         t_end = time.time()
         exp = self.project.exp(name)
         if res.returncode != 0:
-            raise RuntimeError(f"bmx run {name} failed (exit {res.returncode}):\n"
-                               f"{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
+            raise RuntimeError(f"bmx run {name} failed (exit {res.returncode}):\n{res.stdout[-2000:]}\n"
+                               f"{res.stderr[-2000:]}")
         recs = [json.loads(p.read_text()) for p in exp.glob("runs/*/*/record.json")]
         recs.sort(key=lambda r: r["seq"])
         bad = [r["run_id"] for r in recs if r["status"] != "ok"]
+        n *= n_hosts  # every host runs the whole plan
         if bad or len(recs) != n:
-            raise RuntimeError(f"bmx run {name}: {len(recs)} records, not ok: {bad[:5]}")
+            raise RuntimeError(f"bmx run {name}: {len(recs)} records of {n}, not ok: {bad[:5]}")
         values = [(r["metrics"].get(wl.metric) or {}).get("value") for r in recs]
-        phases = bmx_phases(exp, recs, read_timing(timing), t_start, t_end)
-        return {"wall_s": wall, "run_s": [r["duration_s"] for r in recs], "values": values, "phases": phases,
-                "batches": len({r["batch"] for r in recs})}
+        out = {"wall_s": wall, "run_s": [r["duration_s"] for r in recs], "values": values,
+               "batches": len({r["batch"] for r in recs}), "hosts": sorted({r["host"] for r in recs}),
+               "own_s_by_host": {h: sum(r["duration_s"] for r in recs if r["host"] == h)
+                                 for h in sorted({r["host"] for r in recs})}, **getattr(res, "memory", {})}
+        if timing is not None:
+            out["phases"] = bmx_phases(exp, recs, read_timing(timing), t_start, t_end)
+        return out
 
     # -- ReBench
     def rebench(self, wl: Workload, n: int) -> dict[str, Any]:
@@ -275,8 +289,11 @@ class Bench:
 
 # ---------------------------------------------------------------- SSH hosts
 
-def ssh_hosts(tmp: Path):
-    """A namespace host reached over SSH (tests/netns.py), or the reason why not."""
+def ssh_hosts(tmp: Path, n: int = 1):
+    """``n`` namespace hosts reached over SSH (tests/netns.py), or the reason why not.
+
+    One set per process: tests/netns.py names the namespaces after the process id.
+    """
     sys.path.insert(0, str(ROOT / "tests"))
     try:
         from netns import NamespaceHosts, available
@@ -285,7 +302,25 @@ def ssh_hosts(tmp: Path):
     why = available()
     if why:
         return None, why
-    return NamespaceHosts(tmp / "net", 1), ""
+    return NamespaceHosts(tmp / "net", n), ""
+
+
+def ssh_inventory(bench: Bench, net: Any) -> str:
+    """config/inventory/ssh.yml for every host of ``net``; returns its path relative to the
+    project. The hosts share this machine's file system: each gets its own work directory."""
+    per_host = {h: {"batch_runner_root": str(bench.tmp / "sshhost" / h / "work"),
+                    "workload_fio_directory": str(bench.tmp / "sshhost" / h / "scratch")} for h in net.hosts}
+    (bench.project.root / "config" / "inventory" / "ssh.yml").write_text(net.inventory(per_host))
+    return "config/inventory/ssh.yml"
+
+
+def ssh_bmx(bench: Bench, net: Any, wl: Workload, n: int, tag: str, hosts: str = "h1", **kw: Any) -> dict[str, Any]:
+    """``bench.bmx`` with the controller inside the controller namespace, reaching ``hosts`` over SSH
+    (``n`` runs each); ``kw`` go to ``bench.bmx``."""
+    # A private ControlPath directory: SSH master sockets are files, shared across
+    # network namespaces, and tests may use the same addresses at the same time.
+    return bench.bmx(wl, n, tag, prefix=net.ctl_cmd([]), inventory=ssh_inventory(bench, net), hosts=hosts,
+                     extra_env={"ANSIBLE_SSH_CONTROL_PATH_DIR": str(bench.tmp / "cp")}, **kw)
 
 
 # ---------------------------------------------------------------- main
@@ -304,6 +339,73 @@ def summarize_variant(results: list[dict[str, Any]], n: int) -> dict[str, Any]:
 def median_phases(results: list[dict[str, Any]]) -> dict[str, float]:
     keys = list(results[0]["phases"])
     return {k: median([r["phases"].get(k, 0.0) for r in results]) for k in keys}
+
+
+def make_workloads(bench: Bench, args: argparse.Namespace, data: dict[str, Any]
+                   ) -> dict[str, tuple[Workload, int]]:
+    """The cpu loop (``args.loop`` iterations) and, unless ``args.no_fio``, fio: each with
+    its number of rounds (``args.cpu_rounds``, ``args.fio_rounds``). The argvs go into ``data``."""
+    loop = command_workload("cpu", ["/usr/bin/python3", str(bench.tmp / "loop.py"), str(args.loop)],
+                            r"runtime: ([0-9]+)us", "loop_us", "us")
+    loop.rebench_adapter = "RebenchLog"
+    workloads = {"cpu": (loop, args.cpu_rounds)}
+    if not args.no_fio:
+        # One bmx run lays out the scratch file and gives the exact argv bmx runs.
+        fio = Workload("fio", [], "read_iops", "IO/s", "", FIO_SPEC, "fio", r'"iops"')
+        prime = bench.bmx(fio, 1, "prime")
+        rec = json.loads(next(bench.project.exp(f"ovh_fio_prime_{bench.count:03d}").glob(
+            "runs/*/*/record.json")).read_text())
+        fio.argv = rec["workload"]["argv"]
+        fio.argv[0] = shutil.which(fio.argv[0]) or fio.argv[0]  # the peers need a path
+        data["fio_argv"] = fio.argv
+        data["fio_prime_wall_s"] = prime["wall_s"]
+        workloads["fio"] = (fio, args.fio_rounds)
+    data["cpu_argv"] = loop.argv
+    return workloads
+
+
+def measure_rounds(bench: Bench, workloads: dict[str, tuple[Workload, int]], variants: list[str], n: int,
+                   rng: random.Random, data: dict[str, Any]) -> dict[str, Any]:
+    """Rounds of ``n`` runs per variant, each round in a shuffled order; per workload the
+    summary (wall per run, added, ratio, metric CV and its ratio to bare) and the raw figures."""
+    results: dict[str, dict[str, list[dict[str, Any]]]] = {w: {v: [] for v in variants} for w in workloads}
+    order = []
+    for rnd in range(1, max(r for _, r in workloads.values()) + 1):
+        for wname, (_wl, rounds) in workloads.items():
+            if rnd <= rounds:
+                vs = list(variants)
+                rng.shuffle(vs)
+                order += [(rnd, wname, v) for v in vs]
+    data["order"] = [f"r{r}:{w}:{v}" for r, w, v in order]
+    for rnd, wname, v in order:
+        wl = workloads[wname][0]
+        t0 = time.perf_counter()
+        if v == "bare":
+            res = bench.bare(wl, n)
+        elif v == "bmx":
+            res = bench.bmx(wl, n, f"r{rnd}")
+        elif v == "rebench":
+            res = bench.rebench(wl, n)
+        else:
+            res = bench.reframe(wl, n)
+        results[wname][v].append(res)
+        print(f"round {rnd} {wname:4} {v:8} {res['wall_s']:7.2f} s  ({time.perf_counter() - t0:.1f} s)",
+              flush=True)
+    out: dict[str, Any] = {}
+    for wname, per in results.items():
+        summ = {v: summarize_variant(per[v], n) for v in variants}
+        base = summ["bare"]["median_wall_per_run_s"]
+        for v in variants:
+            s = summ[v]
+            s["added_per_run_s"] = s["median_wall_per_run_s"] - base
+            s["ratio_to_bare"] = s["median_wall_per_run_s"] / base
+            if summ["bare"]["metric_cv"]:
+                s["cv_ratio_to_bare"] = (s["metric_cv"] or 0) / summ["bare"]["metric_cv"]
+        out[wname] = {"summary": summ, "raw": {v: [{k: r[k] for k in ("wall_s", "run_s", "values")} for r in per[v]]
+                                               for v in variants}}
+        if all("phases" in r for r in per["bmx"]):
+            out[wname]["bmx_phases_median"] = median_phases(per["bmx"])
+    return out
 
 
 def main() -> int:
@@ -337,58 +439,8 @@ def main() -> int:
     data: dict[str, Any] = {"n": args.n, "variants": variants, "rounds": {}, "workloads": {}}
     with temp_dir("bmx-bench-overhead-", keep=args.keep) as tmp:
         bench = Bench(tmp, args)
-        loop = command_workload("cpu", ["/usr/bin/python3", str(tmp / "loop.py"), str(args.loop)],
-                                r"runtime: ([0-9]+)us", "loop_us", "us")
-        loop.rebench_adapter = "RebenchLog"
-        workloads = {"cpu": (loop, args.cpu_rounds)}
-        if not args.no_fio:
-            # One bmx run lays out the scratch file and gives the exact argv bmx runs.
-            fio = Workload("fio", [], "read_iops", "IO/s", "", FIO_SPEC, "fio", r'"iops"')
-            prime = bench.bmx(fio, 1, "prime")
-            rec = json.loads(next(bench.project.exp(f"ovh_fio_prime_{bench.count:03d}").glob(
-                "runs/*/*/record.json")).read_text())
-            fio.argv = rec["workload"]["argv"]
-            fio.argv[0] = shutil.which(fio.argv[0]) or fio.argv[0]  # the peers need a path
-            data["fio_argv"] = fio.argv
-            data["fio_prime_wall_s"] = prime["wall_s"]
-            workloads["fio"] = (fio, args.fio_rounds)
-        data["cpu_argv"] = loop.argv
-        results: dict[str, dict[str, list[dict[str, Any]]]] = {w: {v: [] for v in variants} for w in workloads}
-        order = []
-        for rnd in range(1, max(r for _, r in workloads.values()) + 1):
-            for wname, (_wl, rounds) in workloads.items():
-                if rnd <= rounds:
-                    vs = list(variants)
-                    rng.shuffle(vs)
-                    order += [(rnd, wname, v) for v in vs]
-        data["order"] = [f"r{r}:{w}:{v}" for r, w, v in order]
-        for rnd, wname, v in order:
-            wl = workloads[wname][0]
-            t0 = time.perf_counter()
-            if v == "bare":
-                res = bench.bare(wl, args.n)
-            elif v == "bmx":
-                res = bench.bmx(wl, args.n, f"r{rnd}")
-            elif v == "rebench":
-                res = bench.rebench(wl, args.n)
-            else:
-                res = bench.reframe(wl, args.n)
-            results[wname][v].append(res)
-            print(f"round {rnd} {wname:4} {v:8} {res['wall_s']:7.2f} s  ({time.perf_counter() - t0:.1f} s)",
-                  flush=True)
-        for wname, per in results.items():
-            summ = {v: summarize_variant(per[v], args.n) for v in variants}
-            base = summ["bare"]["median_wall_per_run_s"]
-            for v in variants:
-                s = summ[v]
-                s["added_per_run_s"] = s["median_wall_per_run_s"] - base
-                s["ratio_to_bare"] = s["median_wall_per_run_s"] / base
-                if summ["bare"]["metric_cv"]:
-                    s["cv_ratio_to_bare"] = (s["metric_cv"] or 0) / summ["bare"]["metric_cv"]
-            data["workloads"][wname] = {"summary": summ, "bmx_phases_median": median_phases(per["bmx"]),
-                                        "raw": {v: [{k: r[k] for k in ("wall_s", "run_s", "values")} for r in per[v]]
-                                                for v in variants}}
-
+        workloads = make_workloads(bench, args, data)
+        data["workloads"] = measure_rounds(bench, workloads, variants, args.n, rng, data)
         if not args.no_slope:
             data["slope"] = measure_slope(bench, args, rng)
         if not args.no_ssh:
@@ -405,14 +457,18 @@ def noop_workload() -> Workload:
     return command_workload("noop", ["/bin/echo", NOOP_LINE], r"runtime: ([0-9]+)us", "noop_us", "us")
 
 
-def measure_slope(bench: Bench, args: argparse.Namespace, rng: random.Random, ) -> dict[str, Any]:
-    """Marginal cost of one more run: campaigns of two sizes, interleaved; slope and intercept."""
+def measure_slope(bench: Bench, args: argparse.Namespace, rng: random.Random,
+                  one_batch: bool = True) -> dict[str, Any]:
+    """Marginal cost of one more run: campaigns of two sizes, interleaved; slope and intercept.
+
+    ``one_batch``: also bmx with every campaign in one batch (``--batch-max-runs 1000``).
+    """
     sizes = [int(s) for s in args.slope_sizes.split(",")]
     wl = noop_workload()
     # bmx: the default configuration (batch_max_runs 50, so 300 runs are 6 batches);
     # bmx_one_batch: --batch-max-runs 1000, every campaign one batch: the marginal cost
     # of a run inside a batch, without the per-batch cost.
-    variants = ["bare", "bmx", "bmx_one_batch"] + (
+    variants = ["bare", "bmx"] + (["bmx_one_batch"] if one_batch else []) + (
         [] if args.no_peers else ["rebench"] + (["reframe"] if args.slope_reframe else []))
     points: dict[str, list[tuple[int, float]]] = {v: [] for v in variants}
     phases: dict[int, list[dict[str, float]]] = {s: [] for s in sizes}
@@ -429,7 +485,8 @@ def measure_slope(bench: Bench, args: argparse.Namespace, rng: random.Random, ) 
                 res = getattr(bench, v)(wl, n)
             points[v].append((n, res["wall_s"]))
             if v == "bmx":
-                phases[n].append(res["phases"])
+                if "phases" in res:
+                    phases[n].append(res["phases"])
                 batches[n] = res["batches"]
             print(f"slope {v:8} {n:4} runs {res['wall_s']:7.2f} s", flush=True)
     out: dict[str, Any] = {"sizes": sizes, "repeats": args.slope_repeats, "variants": {}, "bmx_batches": batches}
@@ -443,28 +500,32 @@ def measure_slope(bench: Bench, args: argparse.Namespace, rng: random.Random, ) 
     return out
 
 
-def measure_ssh(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
-    """The same slope, with the host reached over SSH from a controller namespace."""
-    net, why = ssh_hosts(bench.tmp)
-    if net is None:
-        print(f"ssh: not measured: {why}", flush=True)
-        return {"measured": False, "why": why}
+def measure_ssh(bench: Bench, args: argparse.Namespace, net: Any = None) -> dict[str, Any]:
+    """The same slope, with the host (h1) reached over SSH from a controller namespace.
+
+    ``net``: namespace hosts already built (tests/netns.py), else one is built here.
+    """
+    own = net is None
+    if own:
+        net, why = ssh_hosts(bench.tmp)
+        if net is None:
+            print(f"ssh: not measured: {why}", flush=True)
+            return {"measured": False, "why": why}
+        net.__enter__()
     sizes = [int(s) for s in args.slope_sizes.split(",")]
     wl = noop_workload()
-    with net:
-        per_host = {"h1": {"batch_runner_root": str(bench.tmp / "sshhost" / "work"),
-                           "workload_fio_directory": str(bench.tmp / "sshhost" / "scratch")}}
-        (bench.project.root / "config" / "inventory" / "ssh.yml").write_text(net.inventory(per_host))
+    try:
         pts, phases, batches = [], {}, {}
         for n in sizes:
-            # A private ControlPath directory: SSH master sockets are files, shared across
-            # network namespaces, and tests may use the same addresses at the same time.
-            res = bench.bmx(wl, n, f"ssh{n}", prefix=net.ctl_cmd([]), inventory="config/inventory/ssh.yml",
-                            hosts="h1", extra_env={"ANSIBLE_SSH_CONTROL_PATH_DIR": str(bench.tmp / "cp")})
+            res = ssh_bmx(bench, net, wl, n, f"ssh{n}")
             pts.append((n, res["wall_s"]))
-            phases[n] = res["phases"]
+            if "phases" in res:
+                phases[n] = res["phases"]
             batches[n] = res["batches"]
             print(f"ssh   bmx      {n:4} runs {res['wall_s']:7.2f} s", flush=True)
+    finally:
+        if own:
+            net.teardown()
     b, a = slope([p[0] for p in pts], [p[1] for p in pts])
     return {"measured": True, "points": pts, "marginal_per_run_s": b, "intercept_s": a, "bmx_phases": phases,
             "bmx_batches": batches}
@@ -476,7 +537,7 @@ def measure_quickstart(bench: Bench) -> dict[str, Any]:
     src = (ROOT / "config" / "experiments" / "quickstart.yaml").read_text()
     text = re.sub(r"(?m)^inventory:.*$", "inventory: config/inventory/bench.yml", src)
     spec = bench.project.write_spec("quickstart", text)
-    timing = bench.tmp / "timing-quickstart.jsonl"
+    timing = bench.tmp / "timing-quickstart.jsonl" if bench.phases else None
     t_start = time.time()
     res, wall = bench.project.bmx("run", str(spec), timing_file=timing)
     t_end = time.time()
@@ -487,10 +548,10 @@ def measure_quickstart(bench: Bench) -> dict[str, Any]:
     first = min(ts(r["started_at"]) for r in recs)
     last = max(ts(r["ended_at"]) for r in recs)
     work = sum(r["duration_s"] for r in recs)
-    phases = bmx_phases(exp, recs, read_timing(timing), t_start, t_end)
+    phases = bmx_phases(exp, recs, read_timing(timing), t_start, t_end) if timing else None
     print(f"quickstart {len(recs)} runs {wall:.2f} s; outside the runs' span {wall - (last - first):.2f} s", flush=True)
     return {"runs": len(recs), "wall_s": wall, "runs_span_s": last - first, "workload_s": work,
-            "fixed_s": wall - (last - first), "phases": phases}
+            "fixed_s": wall - (last - first), "fixed_beyond_own_time_s": wall - work, "phases": phases}
 
 
 # ---------------------------------------------------------------- report
@@ -507,8 +568,9 @@ def report(data: dict[str, Any]) -> None:
                          f"{x['cv_ratio_to_bare']:.2f}x" if x.get("cv_ratio_to_bare") is not None else "-"])
         print(table(["variant", "wall/run s", "added s", "ratio", "run s (own)", "metric median", "metric CV",
                      "CV vs bare"], rows))
-        print(f"\n-- bmx phases, median of rounds ({wname}, seconds per campaign)")
-        print(table(["phase", "seconds"], [[k, v] for k, v in w["bmx_phases_median"].items()]))
+        if w.get("bmx_phases_median"):
+            print(f"\n-- bmx phases, median of rounds ({wname}, seconds per campaign)")
+            print(table(["phase", "seconds"], [[k, v] for k, v in w["bmx_phases_median"].items()]))
     if "slope" in data:
         sl = data["slope"]
         print(f"\n== marginal cost per run: slope between campaigns of {sl['sizes']} no-op runs "

@@ -43,7 +43,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, median, read_timing, split_playbooks, table, task_seconds, temp_dir, timing_env, write_result  # noqa: E402
 
-sys.path.insert(0, str(ROOT / "tests"))
+# knobkit.py lives in tests/, test_knob_postgresql.py (its PostgreSQL server) in tests/e2e/.
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "e2e")]
 
 
 class Case:
@@ -163,6 +164,44 @@ def pg_cases(server: Any) -> list[Case]:
                  read("max_connections"))]
 
 
+def measure_cases(runner: Any, tmp: Path, reps: int, rng: random.Random, timing: Path,
+                  postgresql: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
+    """Every case (read-ahead on a loop device; with ``postgresql`` the two PostgreSQL
+    settings on a private server) through ``runner`` (a tests/knobkit.py KnobRunner).
+
+    Returns:
+        (measure_case's figures by case name, why a group was left out). Needs root.
+    """
+    from knobkit import LoopDevice
+
+    results: dict[str, Any] = {}
+    skipped: dict[str, str] = {}
+    loop = LoopDevice(tmp / "loop")
+    try:
+        case = read_ahead_case(loop)
+        results[case.name] = measure_case(runner, case, reps, rng, timing)
+        print(f"{case.name}: done", flush=True)
+    finally:
+        loop.close()
+    if not postgresql:
+        skipped["postgresql"] = "not in a quick run"
+        return results, skipped
+    from test_knob_postgresql import Server, _bindir
+
+    bindir = _bindir()
+    if bindir is None:
+        skipped["postgresql"] = "PostgreSQL is not installed (Debian package postgresql)"
+        return results, skipped
+    server = Server(bindir)
+    try:
+        for case in pg_cases(server):
+            results[case.name] = measure_case(runner, case, reps, rng, timing)
+            print(f"{case.name}: done", flush=True)
+    finally:
+        server.stop()
+    return results, skipped
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run: read-ahead only, 2 repetitions")
@@ -176,7 +215,7 @@ def main() -> int:
     if os.geteuid() != 0:
         skipped["all"] = "loop devices, read_ahead_kb and a private PostgreSQL need root"
     with temp_dir("bmx-bench-reconfigure-") as tmp:
-        from knobkit import KnobRunner, LoopDevice
+        from knobkit import KnobRunner
 
         # Task timestamps of every playbook call (bench/ansible_timing): ansible-runner
         # hands this process's environment to ansible-playbook.
@@ -185,27 +224,9 @@ def main() -> int:
         runner = KnobRunner(tmp)
         runner.run([])  # imports and caches warmed before anything is timed
         if "all" not in skipped:
-            loop = LoopDevice(tmp / "loop")
-            try:
-                case = read_ahead_case(loop)
-                results[case.name] = measure_case(runner, case, reps, rng, timing)
-                print(f"{case.name}: done", flush=True)
-            finally:
-                loop.close()
-            if not args.quick:
-                from test_knob_postgresql import Server, _bindir
-
-                bindir = _bindir()
-                if bindir is None:
-                    skipped["postgresql"] = "PostgreSQL is not installed (Debian package postgresql)"
-                else:
-                    server = Server(bindir)
-                    try:
-                        for case in pg_cases(server):
-                            results[case.name] = measure_case(runner, case, reps, rng, timing)
-                            print(f"{case.name}: done", flush=True)
-                    finally:
-                        server.stop()
+            found, why = measure_cases(runner, tmp, reps, rng, timing, postgresql=not args.quick)
+            results.update(found)
+            skipped.update(why)
     path = write_result("reconfigure_quick" if args.quick else "reconfigure", {"cases": results, "skipped": skipped})
     print("\n== knob cost (medians; 'added' = playbook with the knob minus the same playbook without it)")
     rows = []

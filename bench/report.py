@@ -152,8 +152,16 @@ def synthesize(project: BenchProject, name: str, runs: int, records: bool) -> tu
     return spec, exp, n, time.perf_counter() - t0
 
 
-def step(project: BenchProject, argv: list[str], what: str, log: Path) -> dict[str, Any]:
-    res = run_measured([PY, *argv], cwd=project.root, env=project.env(), output=log, timeout=3600)
+def collect_argv(spec_rel: str, name: str) -> list[str]:
+    """The collect job's command line for results/NAME: the tables alone (--no-render), so
+    that collect and the report are measured apart."""
+    return ["scripts/collect.py", "--spec", spec_rel, "--plan", f"results/{name}/plan.csv", "--no-render"]
+
+
+def step(project: BenchProject, argv: list[str], what: str, log: Path, tree_every: float = 0) -> dict[str, Any]:
+    """One job's command in a fresh process: wall time and peak memory (run_measured)."""
+    res = run_measured([PY, *argv], cwd=project.root, env=project.env(), output=log, timeout=3600,
+                       tree_every=tree_every)
     if res["rc"] != 0:
         raise RuntimeError(f"{what} failed (exit {res['rc']}):\n{log.read_text()[-3000:]}")
     return res
@@ -188,12 +196,9 @@ def main() -> int:
             name = f"rep_{n}"
             spec, exp, runs, synth_s = synthesize(project, name, n, True)
             rel = str(spec.relative_to(project.root))
-            plan = f"results/{name}/plan.csv"
             print(f"{runs} runs: records synthesized in {synth_s:.1f} s ({tree_mib(exp / 'runs'):.0f} MiB on disk)",
                   flush=True)
-            # The tables alone (--no-render), so that collect and the report are measured apart.
-            col = step(project, ["scripts/collect.py", "--spec", rel, "--plan", plan, "--no-render"],
-                       "collect", tmp / f"collect-{n}.log")
+            col = step(project, collect_argv(rel, name), "collect", tmp / f"collect-{n}.log")
             rep = step(project, ["scripts/report.py", "--spec", rel], "report", tmp / f"report-{n}.log")
             both = {"wall_s": None, "peak_rss_mib": None}
             if not args.quick:

@@ -1,7 +1,8 @@
 """The benchmarks in bench/ still run: their --quick variants, results in tmp_path.
 
-Only the cheap ones (no peers to install, no root): scale, report, publish and
-overhead's bare-versus-bmx smoke run. The published figures come from the full runs
+Only the cheap ones (no peers to install): scale, report, publish, overhead's
+bare-versus-bmx smoke run and targets' rows a and d-g at tiny sizes (d, e and g
+need root). The published figures come from the full runs
 (bench/README.md).
 """
 
@@ -15,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # about 37 s together
+pytestmark = pytest.mark.slow  # about 2 minutes together on an idle machine
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_bench(script: str, tmp_path: Path) -> dict:
+def run_bench(script: str, tmp_path: Path, timeout: float = 300) -> dict:
     env = {**os.environ, "BMX_BENCH_RESULTS": str(tmp_path)}
     res = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--quick"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=timeout)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     name = script.removesuffix(".py") + "_quick.json"
     assert f"wrote {tmp_path / name}" in res.stdout
@@ -60,3 +61,25 @@ def test_publish_quick(tmp_path):
     (row,) = data["rows"]
     assert (row["campaigns"], row["cells"], row["series"]) == (5, 50, 50)
     assert row["wall_s"] > 0 and row["site_mib"] > 0 and row["steps"] >= 1     # the planted step at least
+
+
+def test_targets_quick(tmp_path):
+    # Under 90 s on an idle machine; the timeout leaves room for a shared, busy one.
+    data = run_bench("targets.py", tmp_path, timeout=900)
+    rows = {r["row"]: r for r in data["targets"]}
+    assert sorted(rows) == list("abcdefgh")  # every target has a row, measured or saying why not
+    assert {k for k, r in rows.items() if r["benchmatrix"] == "not run"} == {"b", "c", "h"}
+    sl = data["sections"]["local_slope"]["variants"]
+    assert sl["bmx"]["marginal_per_run_s"] > 0 and len(sl["bare"]["points"]) == 2
+    (col,) = data["sections"]["collect"]["rows"]
+    assert col["runs"] >= 2000 and col["collect_s"] > 0 and col["peak_rss_mib"] > 0
+    assert rows["f"]["met"] is None  # 1M records only with --full
+    assert data["machine"]["loadavg_at_start"]
+    if os.geteuid() == 0:
+        g = data["sections"]["many_hosts"]
+        assert (g["hosts"], g["runs_per_host"]) == (2, 3)
+        assert g["many"]["peak_tree_rss_mib"] > 0 and g["many"]["peak_rss_mib"] > 0
+        assert g["one"]["added_per_run_s"] > 0 and g["ratio_to_one_host"] > 0
+        (knob,) = data["sections"]["knobs"]["cases"].values()
+        assert knob["no-op_added_s"] is not None and knob["direct_change_s"] >= 0
+        assert rows["d"]["met"] is not None and rows["g"]["met"] is not None
