@@ -64,7 +64,7 @@ import pandas as pd
 from pathlib import Path
 from benchmatrix.spec.load import load_spec
 from benchmatrix.plan.design import make_plan, plan_csv_text
-from benchmatrix.results.records import RUN_COLUMNS
+from benchmatrix.results.layout import RUN_COLUMNS
 from benchmatrix.execute.rules import iso
 
 spec_path, exp, with_records = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "1"

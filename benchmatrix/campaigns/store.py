@@ -388,7 +388,8 @@ def run_counts(path: str | Path, from_records: bool = True) -> dict[str, int]:
     import pandas as pd
 
     from benchmatrix.analyze.stats import bool_column
-    from benchmatrix.results.status import FAILED_STATES, run_states
+    from benchmatrix.results.layout import FAILED_STATES
+    from benchmatrix.results.status import run_states
 
     path = Path(path)
     counts = {"planned": 0, "ok": 0, "failed": 0, "pending": 0}

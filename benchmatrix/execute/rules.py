@@ -45,14 +45,8 @@ from benchmatrix.plan.design import (
 from benchmatrix.plan.reruns import append_round, plan_reruns, read_reruns
 from benchmatrix.results import layout
 from benchmatrix.results.batch_rows import write_batch_rows
-from benchmatrix.results.records import (
-    atomic_write,
-    iter_records,
-    record_path,
-    run_dir,
-    runs_rows,
-    write_records,
-)
+from benchmatrix.results.layout import record_path, run_dir
+from benchmatrix.results.records import atomic_write, iter_records, runs_rows, write_records
 from benchmatrix.spec.load import REBOOT_ROLES, Spec, load_spec, render_vars
 
 PACKAGE_DIR = Path(benchmatrix.__file__).resolve().parent

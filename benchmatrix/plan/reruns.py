@@ -141,7 +141,8 @@ def select_reruns(exp: Path, factor_names: list[str], failed: bool, where: str |
     Raises:
         benchmatrix.spec.where.WhereError: ``where`` is outside the language (one line).
     """
-    from benchmatrix.results.status import FAILED_STATES, run_states
+    from benchmatrix.results.layout import FAILED_STATES
+    from benchmatrix.results.status import run_states
     from benchmatrix.spec.where import Where
 
     states = [s for s in run_states(exp) if s.attempts]

@@ -45,8 +45,9 @@ from benchmatrix.analyze.stats import (
 from benchmatrix.analyze.tables import derive_tables, report_metrics
 from benchmatrix.report import plots
 from benchmatrix.results import layout
+from benchmatrix.results.layout import STATES
 from benchmatrix.results.records import atomic_write
-from benchmatrix.results.status import STATES, decide
+from benchmatrix.results.status import decide
 from benchmatrix.results.tables import Tables, metric_units
 
 if TYPE_CHECKING:

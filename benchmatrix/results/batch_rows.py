@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmatrix.results.notes import NOTE_COLUMNS, facts_change_rows, facts_entries, note_rows
-from benchmatrix.results.records import RUN_COLUMNS, atomic_write, runs_rows
+from benchmatrix.results.layout import NOTE_COLUMNS, PLAN_COLUMNS, RUN_COLUMNS
+from benchmatrix.results.notes import facts_change_rows, facts_entries, note_rows
+from benchmatrix.results.records import atomic_write, runs_rows
 
 ROWS_SUFFIX = ".runs.csv"
 NOTES_SUFFIX = ".notes.csv"
@@ -91,8 +92,6 @@ def read_batch_rows(exp_dir: str | Path) -> BatchRows:
     batches (a batch re-planned under a new id) appears once.
     """
     import pandas as pd
-
-    from benchmatrix.plan.design import PLAN_COLUMNS
 
     exp = Path(exp_dir)
     with open(exp / "plan.csv", newline="", encoding="utf-8") as fh:

@@ -36,7 +36,8 @@ from benchmatrix.analyze.stats import bool_column, effective_runs, metric_direct
 from benchmatrix.campaigns.store import read_meta
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.results import layout
-from benchmatrix.results.records import RUN_COLUMNS, atomic_write
+from benchmatrix.results.layout import RUN_COLUMNS
+from benchmatrix.results.records import atomic_write
 from benchmatrix.results.tables import metric_units, read_analysis
 
 #: Version of the long table's schema; bumped whenever a column changes meaning.

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from benchmatrix.results.layout import NOTE_COLUMNS  # noqa: F401 (the rows' keys)
-
 #: Facts that change without the host changing.
 VOLATILE_FACTS = frozenset({"gathered_at", "uptime", "uptime_seconds", "date_time", "inventory_name",
                             "boot_time", "load_average", "memory_free_mb", "facts_from"})
@@ -59,7 +57,7 @@ def note_rows(records: Iterable[dict[str, Any]], with_facts: bool = True) -> lis
             over every batch's :func:`facts_entries`.
 
     Returns:
-        Rows with the keys of ``NOTE_COLUMNS``: run_id, attempt, host, started_at,
+        Rows with the keys of ``benchmatrix.results.layout.NOTE_COLUMNS``: run_id, attempt, host, started_at,
         check, detail.
     """
     rows: list[dict[str, Any]] = []

@@ -16,10 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmatrix.plan.design import PlannedRun
-from benchmatrix.results.layout import RECORD, RUN_COLUMNS, RUNS_DIR, STATUSES, record_path, run_dir
-
-__all__ = ["RUN_COLUMNS", "STATUSES", "atomic_write", "iter_records", "load_records", "record_path", "run_dir",
-           "runs_rows", "write_record"]
+from benchmatrix.results.layout import RECORD, RUN_COLUMNS, RUNS_DIR, record_path
 
 
 def atomic_write(path: str | Path, data: str | bytes) -> None:

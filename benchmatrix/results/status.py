@@ -26,11 +26,8 @@ import pandas as pd
 
 from benchmatrix.plan.design import PlannedRun, read_plan
 from benchmatrix.results import layout
-from benchmatrix.results.layout import FAILED_STATES, STATES, State, Status
+from benchmatrix.results.layout import FAILED_STATES, State, Status
 from benchmatrix.results.records import load_records
-
-__all__ = ["FAILED_STATES", "STATES", "RunState", "State", "Status", "campaign_status", "decide", "exit_code",
-           "run_states"]
 
 
 def _attempt_numbers(values: pd.Series) -> np.ndarray:

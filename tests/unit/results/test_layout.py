@@ -9,7 +9,7 @@ from benchmatrix.campaigns.publish import _cell_labels as site_labels
 from benchmatrix.report.render import format_value
 from benchmatrix.results import layout
 from benchmatrix.results.export import to_bmf
-from benchmatrix.results.status import FAILED_STATES, Status
+from benchmatrix.results.layout import FAILED_STATES, Status
 from benchmatrix.results.tables import metric_units
 from benchmatrix.spec.matrix import Cell
 

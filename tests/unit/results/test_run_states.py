@@ -12,17 +12,9 @@ import pytest
 from benchmatrix.analyze.stats import summarize
 from benchmatrix.plan.design import read_plan
 from benchmatrix.report.render import report_context
+from benchmatrix.results.layout import FAILED_STATES, STATES, State, Status
 from benchmatrix.results.records import write_record
-from benchmatrix.results.status import (
-    FAILED_STATES,
-    STATES,
-    State,
-    Status,
-    campaign_status,
-    decide,
-    exit_code,
-    run_states,
-)
+from benchmatrix.results.status import campaign_status, decide, exit_code, run_states
 from benchmatrix.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from benchmatrix.results.records import record_path, write_records
+from benchmatrix.results.layout import record_path
+from benchmatrix.results.records import write_records
 
 
 def _rec(run_id: str) -> dict:
