@@ -367,7 +367,7 @@ def bmx_phases(exp: Path, recs: list[dict[str, Any]], events: list[dict[str, Any
         if r["batch"] not in batches:
             batches.append(r["batch"])
     hosts = sorted({r["host"] for r in recs})
-    files = [logs / "snakemake.log", logs / "plan.log", logs / "collect.log", logs / "report.log"]
+    files = [logs / "snakemake.log", logs / "plan.log", logs / "collect.log"]
     files += [logs / "hosts" / f"{h}.log" for h in hosts] + [logs / "hosts" / f"{h}.restore.log" for h in hosts]
     files += [logs / "batches" / f"{b}.log" for b in batches]
     born = birth_times(files)
@@ -449,16 +449,10 @@ def bmx_phases(exp: Path, recs: list[dict[str, Any]], events: list[dict[str, Any
         add("restore_host job", r1 - r0)
         jobs.append((r0, r1))
     c0 = b(logs / "collect.log")
-    r0 = b(logs / "report.log")
-    # The report job rewrites comparisons.csv: only what was written before it started.
-    c1 = max(p.stat().st_mtime for p in [exp / "runs.csv", exp / "summary.csv", exp / "comparisons.csv",
-                                         exp / "record_notes.csv", exp / "summary_by_host.csv"]
-             if p.exists() and p.stat().st_mtime <= r0)
-    add("collect job (runs.csv, summary, analysis)", c1 - c0)
-    jobs.append((c0, c1))
+    # One job computes every table, then renders the reports from them in memory.
     r1 = m(exp / "report.html", exp / "report.md")
-    add("report job (report.html, report.md)", r1 - r0)
-    jobs.append((r0, r1))
+    add("collect job (every table, then report.html and report.md)", r1 - c0)
+    jobs.append((c0, r1))
     jobs.sort()
     gaps = sum(max(jobs[i + 1][0] - max(e for _, e in jobs[:i + 1]), 0.0) for i in range(len(jobs) - 1))
     add("Snakemake scheduling (gaps between jobs)", gaps)

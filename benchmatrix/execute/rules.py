@@ -791,6 +791,24 @@ def _render(spec: Spec, exp: Path, tables: Any, template_dir: Path | None) -> li
                               template_dir=template_dir, tables=tables))
 
 
+def report(spec_path: str, project_dir: Path, template_dir: Path | None = None) -> tuple[Path, Path]:
+    """Render report.html and report.md from the tables collect wrote (no table is recomputed).
+
+    ``scripts/report.py`` calls it: no rule does (rule collect renders in the same job);
+    it re-renders a campaign whose templates changed, and bench/report.py times
+    rendering apart from collect with it.
+
+    Args:
+        template_dir: Jinja2 templates overriding the built-in ones (docs/report.md).
+    """
+    from benchmatrix.results.tables import read_tables
+
+    spec = load_spec(spec_path)
+    exp = exp_dir_of(project_dir, spec)
+    html, md = _render(spec, exp, read_tables(exp), template_dir)
+    return html, md
+
+
 # ---------------------------------------------------------------- entry points
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -837,6 +855,10 @@ def _run_batch_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log", required=True, type=Path)
 
 
+def _no_options(p: argparse.ArgumentParser) -> None:
+    pass
+
+
 def _restore_host_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", required=True)
     p.add_argument("--out", required=True, type=Path)
@@ -857,6 +879,7 @@ TASKS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argp
     "restore_host": (_restore_host_options,
                      lambda a: restore_host(load_spec(a.spec), a.project_dir, a.host, a.out)),
     "collect": (_collect_options, lambda a: collect(a.spec, a.project_dir, a.plan, render=not a.no_render)),
+    "report": (_no_options, lambda a: report(a.spec, a.project_dir)),
 }
 
 
