@@ -729,9 +729,15 @@ class RecordNotes:
             entry[3] = self._distinct.setdefault(json.dumps(entry[3], sort_keys=True, default=str), entry[3])
             self._facts.append(entry)
 
-    def frame(self) -> pd.DataFrame:
-        """The notes so far, host-fact changes included (in each host's time order)."""
-        return pd.DataFrame(self._rows + facts_change_rows(self._facts), columns=NOTE_COLUMNS)
+    def frame(self, earlier_facts: list[list[Any]] | None = None) -> pd.DataFrame:
+        """The notes so far, host-fact changes included (in each host's time order).
+
+        Args:
+            earlier_facts: Host-facts entries of records read elsewhere (the batches'
+                rows files), so that a change between those and these is found too.
+        """
+        return pd.DataFrame(self._rows + facts_change_rows([*(earlier_facts or []), *self._facts]),
+                            columns=NOTE_COLUMNS)
 
 
 _NOTE_TEXT = {

@@ -743,34 +743,52 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool 
 
     from benchmatrix.analyze.sanity import RecordNotes
     from benchmatrix.analyze.tables import derive_tables
+    from benchmatrix.results.batch_rows import read_batch_rows, rows_csv_text
     from benchmatrix.results.export import write_long_table
     from benchmatrix.results.tables import read_table, write_tables
 
     spec = load_spec(spec_path)
     exp = exp_dir_of(project_dir, spec)
     runs, _ = read_plan(plan_path)
-    # One pass over the records, none of them kept whole (a million records with their
-    # host facts would not fit in memory): the runs.csv rows, the notes, and what the
-    # run-state rule reads for campaign.json.
+    # Every finished batch wrote its runs.csv rows and record notes beside its marker:
+    # concatenate those, and read only the records no rows file holds (a batch cut
+    # short, a campaign of an older benchmatrix), one at a time, none kept whole.
+    done = read_batch_rows(exp, typed=False)
+    covered = set(zip(done.rows["run_id"], done.rows["attempt"].astype(int))) if len(done.rows) else set()
     notes = RecordNotes()
-    records: list[dict[str, Any]] = []
 
     def each_record() -> Iterator[dict[str, Any]]:
-        for rec in iter_records(exp, runs):
+        for rec in iter_records(exp, runs, skip=covered):
             notes.add(rec)
-            records.append({k: rec.get(k) for k in _STATE_FIELDS})
             yield rec
 
     rows, units = runs_rows(each_record(), spec.factor_names)
-    table = pd.DataFrame(rows, columns=layout.RUN_COLUMNS + spec.factor_names + sorted(units))
-    runs_text = table.to_csv(index=False)
+    units = {**done.units, **units}
+    columns = layout.RUN_COLUMNS + spec.factor_names + sorted(units)
+    mine = pd.read_csv(io.StringIO(rows_csv_text(columns, rows)), dtype=str, keep_default_na=False)
+    text = pd.concat([done.rows, mine], ignore_index=True).reindex(columns=columns).fillna("")
+    first: dict[str, int] = {}
+    for i, run in enumerate(runs):
+        first.setdefault(run.run_id, i)
+    order = text["run_id"].map(first).fillna(len(first)).astype(int) * 1_000_000 + text["attempt"].astype(int)
+    text = text.iloc[order.argsort(kind="stable")]
+    runs_text = text.to_csv(index=False)
     # runs.csv as a reader of the file sees it (types as read back), so that the report
     # renders the same from memory here as from disk under `bmx report`.
     read_back = pd.read_csv(io.StringIO(runs_text))
-    tables = derive_tables(spec, read_table(exp, layout.PLAN), read_back, units, record_notes=notes.frame())
+    # The notes as the report reads record_notes.csv back: text.
+    # Host-fact changes are found over the batches' entries and these records together.
+    mine_notes = pd.read_csv(io.StringIO(notes.frame(done.facts).to_csv(index=False)), dtype=str,
+                             keep_default_na=False)
+    batch_notes = done.notes[done.notes["check"] != "host_facts"] if len(done.notes) else done.notes
+    record_notes = pd.concat([batch_notes, mine_notes], ignore_index=True).reindex(columns=layout.NOTE_COLUMNS)
+    # What campaign.json's progress reads of each attempt.
+    state = read_back[list(_STATE_FIELDS)].astype(object)
+    records = state.where(state.notna(), None).to_dict("records")
+    tables = derive_tables(spec, read_table(exp, layout.PLAN), read_back, units, record_notes=record_notes)
     written = write_tables(exp, tables, runs_text=runs_text)
     # The tidy long table (runs_long.parquet) that export, compare and publish read.
-    written.append(write_long_table(exp, table, spec.factor_names, units, spec.workload.get("metrics"), spec.name))
+    written.append(write_long_table(exp, read_back, spec.factor_names, units, spec.workload.get("metrics"), spec.name))
     # campaign.json: its hosts, and ended_at once no planned run is pending.
     mark_progress(exp, runs, records)
     if render:

@@ -34,7 +34,8 @@ NOTES_SUFFIX = ".notes.csv"
 MARKER_SUFFIX = ".done"
 
 
-def _csv_text(columns: list[str], rows: list[dict[str, Any]]) -> str:
+def rows_csv_text(columns: list[str], rows: list[dict[str, Any]]) -> str:
+    """Rows as CSV text, each value as str() writes it (the form of every rows file)."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, columns, lineterminator="\n", extrasaction="ignore")
     w.writeheader()
@@ -60,8 +61,9 @@ def write_batch_rows(exp_dir: Path, batch: str, records: list[dict[str, Any]],
     rows, units = runs_rows(records, factor_names)
     directory = Path(exp_dir) / "batches"
     atomic_write(directory / f"{batch}{ROWS_SUFFIX}",
-                 _csv_text(RUN_COLUMNS + factor_names + sorted(units), rows))
-    atomic_write(directory / f"{batch}{NOTES_SUFFIX}", _csv_text(NOTE_COLUMNS, note_rows(records, with_facts=False)))
+                 rows_csv_text(RUN_COLUMNS + factor_names + sorted(units), rows))
+    atomic_write(directory / f"{batch}{NOTES_SUFFIX}",
+                 rows_csv_text(NOTE_COLUMNS, note_rows(records, with_facts=False)))
     return {"units": units, "facts": facts_entries(records, reduce=True)}
 
 
@@ -77,19 +79,27 @@ class BatchRows:
         notes: record_notes.csv rows (``NOTE_COLUMNS``), host-facts changes included.
         missing: Finished batches (a marker) without rows files, e.g. run by an older
             benchmatrix: their records must be read as before.
+        facts: The batches' host-facts entries (:func:`benchmatrix.results.notes.facts_entries`),
+            for a caller that adds records of its own before finding the changes.
     """
 
     rows: Any
     units: dict[str, str] = field(default_factory=dict)
     notes: Any = None
     missing: list[str] = field(default_factory=list)
+    facts: list[list[Any]] = field(default_factory=list)
 
 
-def read_batch_rows(exp_dir: str | Path) -> BatchRows:
+def read_batch_rows(exp_dir: str | Path, typed: bool = True) -> BatchRows:
     """Concatenate every finished batch's rows and notes of ``results/NAME``.
 
     Only runs of the current plan.csv count (as in collect); an attempt written by two
     batches (a batch re-planned under a new id) appears once.
+
+    Args:
+        exp_dir: ``results/NAME``.
+        typed: Rows typed as runs.csv reads back; False: every cell the text the batch
+            wrote (collect adds rows of its own before typing them once).
     """
     import pandas as pd
 
@@ -128,9 +138,9 @@ def read_batch_rows(exp_dir: str | Path) -> BatchRows:
     order = table["run_id"].map(first).astype(int) * 1_000_000 + table["attempt"].astype(int)
     table = table.iloc[order.argsort(kind="stable")]
     # Typed as collect's runs.csv reads back: the text goes through read_csv once.
-    typed = pd.read_csv(io.StringIO(table.to_csv(index=False)), keep_default_na=True)
+    rows = pd.read_csv(io.StringIO(table.to_csv(index=False)), keep_default_na=True) if typed else table
     note_frame = pd.concat(notes, ignore_index=True) if notes else pd.DataFrame(columns=NOTE_COLUMNS, dtype=str)
     note_frame = note_frame[note_frame["run_id"].isin(first.keys())] if len(note_frame) else note_frame
     extra = pd.DataFrame(facts_change_rows(facts), columns=NOTE_COLUMNS).fillna("").astype(str)
     note_frame = pd.concat([note_frame, extra], ignore_index=True) if len(extra) else note_frame
-    return BatchRows(typed.reset_index(drop=True), units, note_frame.reset_index(drop=True), missing)
+    return BatchRows(rows.reset_index(drop=True), units, note_frame.reset_index(drop=True), missing, facts)

@@ -114,8 +114,14 @@ def load_records(exp_dir: Path, plan: Iterable[PlannedRun]) -> list[dict[str, An
     return list(iter_records(exp_dir, plan))
 
 
-def iter_records(exp_dir: Path, plan: Iterable[PlannedRun]) -> Iterator[dict[str, Any]]:
-    """:func:`load_records` one at a time (collect keeps only what it needs of each)."""
+def iter_records(exp_dir: Path, plan: Iterable[PlannedRun],
+                 skip: set[tuple[str, int]] | None = None) -> Iterator[dict[str, Any]]:
+    """:func:`load_records` one at a time (collect keeps only what it needs of each).
+
+    Args:
+        skip: ``(run_id, attempt)`` pairs not to read (collect has their rows already).
+    """
+    skip = skip or set()
     seen = set()
     for run in plan:
         if run.run_id in seen:
@@ -126,6 +132,8 @@ def iter_records(exp_dir: Path, plan: Iterable[PlannedRun]) -> Iterator[dict[str
             continue
         attempts = sorted(int(p.name) for p in base.iterdir() if p.name.isdigit())
         for attempt in attempts:
+            if (run.run_id, attempt) in skip:
+                continue
             path = base / str(attempt) / RECORD
             if path.is_file():
                 yield json.loads(path.read_text())
