@@ -753,7 +753,7 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool 
     # Every finished batch wrote its runs.csv rows and record notes beside its marker:
     # concatenate those, and read only the records no rows file holds (a batch cut
     # short, a campaign of an older benchmatrix), one at a time, none kept whole.
-    done = read_batch_rows(exp, typed=False)
+    done = read_batch_rows(exp, typed=False, facts_changes=False)
     covered = set(zip(done.rows["run_id"], done.rows["attempt"].astype(int))) if len(done.rows) else set()
     notes = RecordNotes()
 
@@ -780,8 +780,7 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool 
     # Host-fact changes are found over the batches' entries and these records together.
     mine_notes = pd.read_csv(io.StringIO(notes.frame(done.facts).to_csv(index=False)), dtype=str,
                              keep_default_na=False)
-    batch_notes = done.notes[done.notes["check"] != "host_facts"] if len(done.notes) else done.notes
-    record_notes = pd.concat([batch_notes, mine_notes], ignore_index=True).reindex(columns=layout.NOTE_COLUMNS)
+    record_notes = pd.concat([done.notes, mine_notes], ignore_index=True).reindex(columns=layout.NOTE_COLUMNS)
     # What campaign.json's progress reads of each attempt.
     state = read_back[list(_STATE_FIELDS)].astype(object)
     records = state.where(state.notna(), None).to_dict("records")

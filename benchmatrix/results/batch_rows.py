@@ -90,7 +90,7 @@ class BatchRows:
     facts: list[list[Any]] = field(default_factory=list)
 
 
-def read_batch_rows(exp_dir: str | Path, typed: bool = True) -> BatchRows:
+def read_batch_rows(exp_dir: str | Path, typed: bool = True, facts_changes: bool = True) -> BatchRows:
     """Concatenate every finished batch's rows and notes of ``results/NAME``.
 
     Only runs of the current plan.csv count (as in collect); an attempt written by two
@@ -100,6 +100,8 @@ def read_batch_rows(exp_dir: str | Path, typed: bool = True) -> BatchRows:
         exp_dir: ``results/NAME``.
         typed: Rows typed as runs.csv reads back; False: every cell the text the batch
             wrote (collect adds rows of its own before typing them once).
+        facts_changes: Add the host-facts change notes found over every batch; False:
+            leave them to a caller that adds records of its own (``BatchRows.facts``).
     """
     import pandas as pd
 
@@ -141,6 +143,7 @@ def read_batch_rows(exp_dir: str | Path, typed: bool = True) -> BatchRows:
     rows = pd.read_csv(io.StringIO(table.to_csv(index=False)), keep_default_na=True) if typed else table
     note_frame = pd.concat(notes, ignore_index=True) if notes else pd.DataFrame(columns=NOTE_COLUMNS, dtype=str)
     note_frame = note_frame[note_frame["run_id"].isin(first.keys())] if len(note_frame) else note_frame
-    extra = pd.DataFrame(facts_change_rows(facts), columns=NOTE_COLUMNS).fillna("").astype(str)
-    note_frame = pd.concat([note_frame, extra], ignore_index=True) if len(extra) else note_frame
+    if facts_changes:
+        extra = pd.DataFrame(facts_change_rows(facts), columns=NOTE_COLUMNS).fillna("").astype(str)
+        note_frame = pd.concat([note_frame, extra], ignore_index=True) if len(extra) else note_frame
     return BatchRows(rows.reset_index(drop=True), units, note_frame.reset_index(drop=True), missing, facts)
