@@ -89,7 +89,7 @@ def spec():
 def campaign(spec, tmp_path: Path) -> tuple[Path, pd.DataFrame, pd.DataFrame, dict[str, str]]:
     """An experiment directory with plan.csv and the records of a partial campaign:
     one run of each CASES kind, every other planned run ok; and run_id -> its kind."""
-    from test_report import make_plan, make_runs
+    from unit.report.test_report import make_plan, make_runs
 
     plan = make_plan(spec)
     measured = plan[plan["warmup"] == "false"]
@@ -148,7 +148,7 @@ def test_bmx_status_and_the_report_count_the_same_states(spec, tmp_path):
 
 
 def test_only_pending_runs_make_status_exit_3(spec, tmp_path):
-    from test_report import make_plan, make_runs
+    from unit.report.test_report import make_plan, make_runs
 
     plan = make_plan(spec)
     (tmp_path / "plan.csv").write_text(plan.to_csv(index=False))

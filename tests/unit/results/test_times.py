@@ -32,7 +32,7 @@ def iso(seconds: float) -> str:
 def known_campaign(spec) -> tuple[pd.DataFrame, pd.DataFrame]:
     """32 runs in two batches, each run 1.25 s after the one before it and 1 s long:
     batch 1 from 0 to 19.75 s, batch 2 from 22.25 to 42.0 s after T0."""
-    from test_report import make_plan, make_runs
+    from unit.report.test_report import make_plan, make_runs
 
     plan = make_plan(spec)
     plan["batch"] = np.where(np.arange(len(plan)) < 16, "b1", "b2")
