@@ -64,9 +64,6 @@ knobs:
   returned: always
 """
 
-FAST_ROLES = ("knob_sysctl", "knob_sysfs", "knob_read_ahead", "knob_smt", "knob_cpu_online")
-
-
 class KnobError(Exception):
     """A knob that cannot be read or set; the message names the role and the host."""
 
@@ -98,6 +95,16 @@ def _writable(path):
     if not st.st_mode & 0o222 or not os.access(path, os.W_OK):
         return f"{path} is not writable (mode {oct(st.st_mode & 0o777)}, uid {os.geteuid()})"
     return ""
+
+
+#: role name -> backend class; each backend class registers itself with @register.
+BACKENDS = {}
+
+
+def register(cls):
+    """Class decorator: make ``cls`` the backend of the knob role ``cls.role``."""
+    BACKENDS[cls.role] = cls
+    return cls
 
 
 class Backend:
@@ -139,6 +146,7 @@ class Backend:
         return ""
 
 
+@register
 class Sysctl(Backend):
     role = "knob_sysctl"
     defaults = {"knob_sysctl_proc_root": "/proc/sys"}
@@ -165,6 +173,7 @@ class Sysctl(Backend):
         return _writable(self.path)
 
 
+@register
 class Sysfs(Backend):
     role = "knob_sysfs"
     defaults = {"knob_sysfs_root": "/sys"}
@@ -193,6 +202,7 @@ class Sysfs(Backend):
         return _writable(self.path)
 
 
+@register
 class ReadAhead(Backend):
     role = "knob_read_ahead"
     defaults = {"knob_read_ahead_path": "/var/tmp/benchmatrix/scratch"}
@@ -254,6 +264,7 @@ ON_WORDS = ("on", "true", "1", "yes", "enabled")
 OFF_WORDS = ("off", "false", "0", "no", "disabled")
 
 
+@register
 class Smt(Backend):
     role = "knob_smt"
     defaults = {"knob_smt_sysfs_root": "/sys/devices/system/cpu"}
@@ -303,6 +314,7 @@ def cpu_list(text):
     return sorted(cpus)
 
 
+@register
 class CpuOnline(Backend):
     role = "knob_cpu_online"
     defaults = {"knob_cpu_online_sysfs_root": "/sys/devices/system/cpu"}
@@ -363,7 +375,19 @@ class CpuOnline(Backend):
         return ""
 
 
-BACKENDS = {b.role: b for b in (Sysctl, Sysfs, ReadAhead, Smt, CpuOnline)}
+# == backends: knob_postgresql_setting ==
+
+
+# == backends: knob_cpu_affinity, knob_file_layout ==
+
+
+# == backends: knob_mssql_setting, knob_oracle_parameter, knob_raid_level ==
+
+
+# == backends: knob_kernel_cmdline ==
+
+
+# == end of backends ==
 
 
 def backend(knob, settings, host):
@@ -372,7 +396,7 @@ def backend(knob, settings, host):
         cls = BACKENDS[knob.get("role")]
     except KeyError:
         raise KnobError(f"knob {knob.get('factor')}: role {knob.get('role')!r} has no file backend "
-                        f"(these do: {', '.join(FAST_ROLES)})") from None
+                        f"(these do: {', '.join(sorted(BACKENDS))})") from None
     return cls(knob, settings or {}, host)
 
 
