@@ -761,17 +761,16 @@ def render_report(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
         for extra in sorted(user_dir.glob("*.j2")):
             if extra.name not in TEMPLATES:
                 rendered[extra.name[:-3]] = env.get_template(extra.name).render(context)
-    plot_dir = out_dir / "plots"
-    if context["plots"]:
-        plot_dir.mkdir(exist_ok=True)
+    # Always made, even empty: rule collect declares plots/ as an output directory.
+    plot_dir = out_dir / layout.PLOTS_DIR
+    plot_dir.mkdir(exist_ok=True)
     for plot in context["plots"]:
         atomic_write(out_dir / plot["file"], plot["svg"])
-    if plot_dir.is_dir():
-        # Plots of an earlier render that this one did not draw would mislead the Markdown.
-        keep = {Path(p["file"]).name for p in context["plots"]}
-        for stale in plot_dir.glob("*.svg"):
-            if stale.name not in keep:
-                stale.unlink(missing_ok=True)
+    # Plots of an earlier render that this one did not draw would mislead the Markdown.
+    keep = {Path(p["file"]).name for p in context["plots"]}
+    for stale in plot_dir.glob("*.svg"):
+        if stale.name not in keep:
+            stale.unlink(missing_ok=True)
     for name, text in rendered.items():
         atomic_write(out_dir / name, text)
     return out_dir / layout.REPORT_HTML, out_dir / layout.REPORT_MD

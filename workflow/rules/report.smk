@@ -16,6 +16,7 @@ rule collect:
         runs_long="results/{experiment}/runs_long.parquet",
         html="results/{experiment}/report.html",
         md="results/{experiment}/report.md",
+        plots=directory("results/{experiment}/plots"),
     log:
         "results/{experiment}/logs/collect.log",
     params:

@@ -25,8 +25,14 @@ def _outputs(body: str) -> set[str]:
     return set(re.findall(r'"results/\{experiment\}/([^"]+)"', block))
 
 
+def _directories(body: str) -> set[str]:
+    block = body.split("    output:\n")[1].split("\n    log:")[0]
+    return set(re.findall(r'directory\("results/\{experiment\}/([^"]+)"\)', block))
+
+
 def test_collect_is_one_rule_that_declares_every_table_and_both_reports():
     rules = _rules(RULES.read_text())
     assert list(rules) == ["collect"]
-    assert _outputs(rules["collect"]) == {*layout.COLLECTED, layout.REPORT_HTML, layout.REPORT_MD}
+    assert _outputs(rules["collect"]) == {*layout.COLLECTED, layout.REPORT_HTML, layout.REPORT_MD, layout.PLOTS_DIR}
+    assert _directories(rules["collect"]) == {layout.PLOTS_DIR}
     assert "--no-render" not in rules["collect"]
