@@ -62,6 +62,11 @@ knobs:
     mode C({role, current, levels}), where levels maps each level to an empty string or why it cannot be set.
   type: dict
   returned: always
+run_settings:
+  description: Per factor what the batch runner merges into every run of the batch (knob_cpu_affinity's
+    C({cpus, pin_pidfiles})), C({}) for the other knobs.
+  type: dict
+  returned: in apply and read mode
 """
 
 class KnobError(Exception):
@@ -114,6 +119,9 @@ class Backend:
 
     role = ""
     defaults: dict = {}
+    #: False for a knob that changes nothing on the host (it only hands run settings to
+    #: the batch runner): it is never written and never ``changed``.
+    writes = True
 
     def __init__(self, knob, settings, host):
         self.knob, self.host = knob, host
@@ -144,6 +152,10 @@ class Backend:
 
     def write_problem(self, value):
         return ""
+
+    def run_settings(self, value):
+        """What the batch runner merges into every run of the batch (e.g. ``cpus``); {} for most knobs."""
+        return {}
 
 
 @register
@@ -303,13 +315,13 @@ class Smt(Backend):
         return _writable(self.control)
 
 
-def cpu_list(text):
-    """A kernel CPU list as sorted numbers: '0-2,5' -> [0, 1, 2, 5]; '' -> []."""
+def cpu_list(text, role="knob_cpu_online"):
+    """A kernel CPU list as sorted numbers: '0-2,5' -> [0, 1, 2, 5]; '' -> []; ``role`` names the knob in errors."""
     cpus = set()
     for part in filter(None, (p.strip() for p in str(text or "").split(","))):
         m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
         if not m or int(m.group(2) or m.group(1)) < int(m.group(1)):
-            raise KnobError(f"knob_cpu_online: '{text}' is not a CPU list")
+            raise KnobError(f"{role}: '{text}' is not a CPU list")
         cpus.update(range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1))
     return sorted(cpus)
 
@@ -381,6 +393,266 @@ class CpuOnline(Backend):
 # == backends: knob_cpu_affinity, knob_file_layout ==
 
 
+@register
+class CpuAffinity(Backend):
+    """Nothing on the host changes: the batch runner starts each workload on the CPUs
+    chosen here (run setting ``cpus``). What reads back is computed from the CPUs chosen,
+    never echoed: the number of distinct cores among them, and with ``N:on``/``N:off``
+    whether every chosen core runs on two or more threads."""
+
+    role = "knob_cpu_affinity"
+    writes = False
+    defaults = {"knob_cpu_affinity_siblings": True, "knob_cpu_affinity_candidates": "",
+                "knob_cpu_affinity_pin_pidfiles": [], "knob_cpu_affinity_sysfs_root": "/sys/devices/system/cpu"}
+    VALUE = re.compile(r"^\s*(\d+)\s*(?::\s*(on|off)\s*)?$", re.IGNORECASE)
+
+    def check(self, value):
+        match = self.VALUE.match(str(value))
+        if not match or int(match.group(1)) < 1:
+            self.fail(f"'{value}' is not a core count (N, N:on or N:off)")
+
+    def choose(self, value):
+        """The CPUs of the first N cores (in order of their lowest CPU) and what they read back as."""
+        match = self.VALUE.match(str(value))
+        suffix = (match.group(2) or "").lower()
+        siblings = suffix == "on" if suffix else str(self.var("knob_cpu_affinity_siblings")).lower() in ON_WORDS
+        root = str(self.var("knob_cpu_affinity_sysfs_root"))
+        try:
+            allowed = set(cpu_list(_read(os.path.join(root, "online")), self.role))
+        except OSError as exc:
+            self.fail(f"cannot read the online CPUs of {self.host}: {exc.strerror} ({root}/online)")
+        candidates = str(self.var("knob_cpu_affinity_candidates")).strip()
+        if candidates:
+            allowed &= set(cpu_list(candidates, self.role))
+        cores = {}
+        for cpu in sorted(allowed):
+            try:  # a CPU without a topology file is a core of its own
+                text = _read(os.path.join(root, f"cpu{cpu}", "topology", "thread_siblings_list")).strip()
+            except OSError:
+                text = ""
+            threads = tuple(c for c in (cpu_list(text, self.role) if text else [cpu]) if c in allowed) or (cpu,)
+            cores.setdefault(min(threads), sorted(set(threads) | {cpu}))
+        chosen = [cores[k] for k in sorted(cores)][:int(match.group(1))]
+        if not siblings:
+            chosen = [threads[:1] for threads in chosen]
+        smt = bool(chosen) and all(len(threads) > 1 for threads in chosen)
+        actual = str(len(chosen)) + ((":on" if smt else ":off") if suffix else "")
+        return sorted(c for threads in chosen for c in threads), actual
+
+    def read(self, value):
+        return self.choose(value)[1], ""  # no baseline: nothing to restore
+
+    def run_settings(self, value):
+        pidfiles = self.var("knob_cpu_affinity_pin_pidfiles")
+        return {"cpus": self.choose(value)[0], **({"pin_pidfiles": pidfiles} if pidfiles else {})}
+
+    def write_problem(self, value):
+        return (f"the CPUs chosen on {self.host} make {self.read(value)[0]}, not {value} "
+                "(fewer cores, or no sibling threads)")
+
+
+MIB = 1024 * 1024
+
+
+@register
+class FileLayout(Backend):
+    """The workload file laid out contiguous or fragmented into about N extents, or absent;
+    read back as filefrag's extent count, classified (README of the role)."""
+
+    role = "knob_file_layout"
+    defaults = {"knob_file_layout_size_mb": 256, "knob_file_layout_extents": 100, "knob_file_layout_filler_kb": 0,
+                "knob_file_layout_contiguous_max": 0, "knob_file_layout_fragmented_min": 0,
+                "knob_file_layout_max_fill_mb": 4096, "knob_file_layout_seed": 1}
+    LEVELS = ("contiguous", "fragmented", "absent")
+    FILLER_DIR = ".benchmatrix-filler"
+
+    @property
+    def path(self):
+        path = self.var("knob_file_layout_path")
+        if not path:  # fio's scratch file, as the role's default says
+            path = (f"{self.settings.get('workload_fio_directory') or '/var/tmp/benchmatrix/scratch'}/"
+                    f"{self.settings.get('workload_fio_filename') or 'benchmatrix-fio.dat'}")
+        return str(path)
+
+    def num(self, name):
+        try:
+            return int(str(self.var(f"knob_file_layout_{name}")).strip())
+        except ValueError:
+            self.fail(f"knob_file_layout_{name} is '{self.var(f'knob_file_layout_{name}')}', not a whole number")
+
+    def check(self, value):
+        if str(value) not in self.LEVELS:
+            self.fail(f"'{value}' is not contiguous, fragmented or absent "
+                      '(a layout in between, e.g. a baseline of "N extents", cannot be recreated)')
+        if self.num("size_mb") < 1:
+            self.fail(f"knob_file_layout_size_mb must be at least 1 (for {self.path} on {self.host})")
+
+    def extents(self, path):
+        import subprocess
+
+        proc = subprocess.run(["filefrag", path], capture_output=True, text=True, check=False,
+                              env={**os.environ, "LC_ALL": "C"})
+        match = re.search(r":\s*(\d+) extents? found\s*$", proc.stdout.strip())
+        if proc.returncode != 0 or not match:
+            self.fail(f"filefrag {path} failed on {self.host}: "
+                      f"{(proc.stderr or proc.stdout).strip() or f'rc {proc.returncode}'}")
+        return int(match.group(1))
+
+    def read(self, value):
+        path = self.path
+        if not os.path.exists(path):
+            return "absent", "absent"
+        if not os.path.isfile(path):
+            self.fail(f"{path} is not a regular file on {self.host}")
+        size, extents = os.path.getsize(path), self.extents(path)
+        size_mb = self.num("size_mb")
+        contiguous_max = self.num("contiguous_max") or max(4, size_mb // 32)
+        fragmented_min = self.num("fragmented_min") or max(contiguous_max + 1, self.num("extents") // 2)
+        if extents <= contiguous_max:
+            layout = "contiguous"
+        elif extents >= fragmented_min:
+            layout = "fragmented"
+        else:
+            layout = f"{extents} extents"
+        if size != size_mb * MIB:
+            layout += f", {size / MIB:.1f} MiB"
+        return layout, layout
+
+    def write(self, value, state):
+        path = self.path
+        try:
+            if value == "absent":
+                self.remove(path)
+                return
+            self.makedirs(os.path.dirname(path))
+            buf = os.urandom(MIB)
+            if value == "contiguous":
+                self.contiguous(path, buf)
+            else:
+                self.fragmented(path, buf)
+        except OSError as exc:
+            self.fail(f"cannot lay out {path} {value} on {self.host}: {exc}")
+
+    @staticmethod
+    def makedirs(path):
+        """Create the file's directory and its missing parents with mode 0755, as Ansible's file module does."""
+        if path and not os.path.isdir(path):
+            FileLayout.makedirs(os.path.dirname(path))
+            os.mkdir(path)
+            os.chmod(path, 0o755)
+
+    @staticmethod
+    def remove(path):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+    @staticmethod
+    def write_data(fd, size, buf):
+        written = 0
+        while written < size:
+            written += os.write(fd, buf[:min(len(buf), size - written)])
+        os.fsync(fd)
+
+    @classmethod
+    def write_file(cls, path, size, buf, mode):
+        """A new file of ``size`` bytes of ``buf``, synced; a failed write removes it and raises."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        try:
+            cls.write_data(fd, size, buf)
+        except OSError:
+            cls.remove(path)
+            raise
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def existing_dir(path):
+        """The nearest directory of ``path`` that exists (where its missing directories would go)."""
+        where = os.path.dirname(path)
+        while not os.path.isdir(where) and where not in ("", "/"):
+            where = os.path.dirname(where)
+        return where or "/"
+
+    def contiguous(self, path, buf):
+        size = self.num("size_mb") * MIB
+        self.remove(path)
+        os.sync()  # ext4 reuses freed blocks only once the journal has committed their release
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.posix_fallocate(fd, 0, size)
+            self.write_data(fd, size, buf)
+        finally:
+            os.close(fd)
+
+    def fill_problem(self, path):
+        """Why fragmenting ``path`` would not be done (its filesystem is too large or too full), or ''."""
+        size, max_fill = self.num("size_mb") * MIB, self.num("max_fill_mb")
+        st = os.statvfs(self.existing_dir(path))
+        free = st.f_bavail * st.f_frsize
+        if os.path.isfile(path):
+            free += os.stat(path).st_blocks * 512  # the old file is removed first
+        if free > max_fill * MIB:
+            return (f"fragmenting {path} on {self.host} means filling its filesystem, which has {free // MIB} MiB "
+                    f"free, more than max_fill_mb ({max_fill}): put the file on a small filesystem of its own "
+                    "(e.g. an ext4 image mounted through a loop device) or raise knob_file_layout_max_fill_mb")
+        if free < 2 * size + 4 * MIB:
+            return (f"fragmenting {path} on {self.host} needs twice its size free on its filesystem: "
+                    f"{free // MIB} MiB free, {size // MIB} MiB wanted")
+        return ""
+
+    def fragmented(self, path, buf):
+        """Fill the filesystem with filler files, delete half of them at random (seeded),
+        write the data file into the holes, delete the rest of the filler."""
+        import errno
+        import random
+        import shutil
+
+        size = self.num("size_mb") * MIB
+        filler = os.path.join(os.path.dirname(path), self.FILLER_DIR)
+        shutil.rmtree(filler, ignore_errors=True)
+        why = self.fill_problem(path)  # before the old file goes: a refusal removes nothing
+        if why:
+            self.fail(why)
+        self.remove(path)
+        os.sync()
+        # Deleting half of the filler at random leaves holes of two filler files on average;
+        # ext4 fills them with about 0.6 extents each (measured), hence size / (3.3 * extents).
+        filler_kb = (self.num("filler_kb")
+                     or max(4, int(round(size / 1024 / (3.3 * max(self.num("extents"), 1)) / 4.0)) * 4))
+        piece = filler_kb * 1024
+        block = buf[:piece] if piece <= len(buf) else buf * (piece // len(buf) + 1)
+        os.makedirs(filler)
+        names = []
+        while True:
+            name = os.path.join(filler, "%07d" % len(names))
+            try:
+                self.write_file(name, piece, block, 0o600)
+            except OSError as exc:
+                if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    break  # the filesystem is full
+                raise
+            names.append(name)
+        for name in random.Random(self.num("seed")).sample(names, len(names) // 2):
+            os.unlink(name)
+        os.sync()
+        try:
+            self.write_file(path, size, buf, 0o644)
+        except OSError as exc:
+            shutil.rmtree(filler, ignore_errors=True)
+            self.fail(f"writing {path} between the filler files failed on {self.host}: {exc}")
+        shutil.rmtree(filler, ignore_errors=True)
+        os.sync()
+
+    def write_problem(self, value):
+        path = self.path
+        where = self.existing_dir(path)
+        if not os.access(where, os.W_OK):
+            return f"{where} is not writable on {self.host} (uid {os.geteuid()})"
+        return self.fill_problem(path) if value == "fragmented" else ""
+
+
 # == backends: knob_mssql_setting, knob_oracle_parameter, knob_raid_level ==
 
 
@@ -403,7 +675,8 @@ def backend(knob, settings, host):
 def apply(knobs, settings=None, host="this host", check_mode=False, mode="apply"):
     """Check and read every knob, then write those that differ and read them back.
 
-    Returns {factor: {role, intended, actual, changed, baseline, rebooted, seconds, ok}}.
+    Returns {factor: {role, intended, actual, changed, baseline, rebooted, seconds, ok, run_settings}}
+    (main() returns run_settings apart, so the knob states recorded keep their keys).
     Raises KnobError before any write when one knob cannot be checked or read.
     """
     t0 = time.monotonic()
@@ -418,13 +691,14 @@ def apply(knobs, settings=None, host="this host", check_mode=False, mode="apply"
     out = {}
     for knob, b, value, actual, baseline in found:
         t1 = time.monotonic()
-        changed = actual != str(value)
+        changed = b.writes and actual != str(value)
         if changed and mode == "apply" and not check_mode:
             b.write(value, baseline)
             actual, _ = b.read(value)
         out[knob["factor"]] = {"role": knob["role"], "intended": str(value), "actual": actual, "changed": changed,
                                "baseline": baseline, "rebooted": False,
-                               "seconds": round(read_s + time.monotonic() - t1, 4), "ok": actual == str(value)}
+                               "seconds": round(read_s + time.monotonic() - t1, 4), "ok": actual == str(value),
+                               "run_settings": b.run_settings(value)}
     return out
 
 
@@ -467,7 +741,9 @@ def main():
             out = {"changed": False, "knobs": inspect(knobs, p.get("levels") or {}, settings, host)}
         else:
             states = apply(knobs, settings, host, bool(p.get("_ansible_check_mode")), mode)
-            out = {"changed": mode == "apply" and any(s["changed"] for s in states.values()), "knobs": states}
+            run_settings = {factor: state.pop("run_settings") for factor, state in states.items()}
+            out = {"changed": mode == "apply" and any(s["changed"] for s in states.values()), "knobs": states,
+                   "run_settings": run_settings}
     except KnobError as exc:
         out = {"failed": True, "msg": str(exc)}
     except OSError as exc:

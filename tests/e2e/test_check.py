@@ -103,3 +103,35 @@ def test_check_over_ssh_on_a_namespace_host(project, tmp_path):
         assert "h1: workload tool" in res.stdout
         assert knob.read_text() == "base\n"
         assert (knob.parent / "cpu" / "smt" / "control").read_text() == "on\n"
+
+
+def test_check_inspects_cpu_affinity_and_file_layout_on_the_host(project):
+    """knob_cpu_affinity (a CPU tree of 2 cores, 2 threads each) and knob_file_layout (a
+    file on this machine's large filesystem) are read on the host: a core count the
+    tree cannot make and a fragmentation that would fill the filesystem are blockers."""
+    cpu = project.root / "knobs" / "cpu"
+    cpu.mkdir(parents=True)
+    (cpu / "online").write_text("0-3\n")
+    for n, siblings in enumerate(["0,2", "1,3", "0,2", "1,3"]):
+        (cpu / f"cpu{n}" / "topology").mkdir(parents=True)
+        (cpu / f"cpu{n}" / "topology" / "thread_siblings_list").write_text(siblings + "\n")
+    data = project.root / "knobs" / "layout" / "fio.dat"
+    text = SPEC.format(name="check_cpu_layout", hosts="localhost", inventory="test.yml", knob="", root="",
+                       smt_factor="", smt_knob="", py=sys.executable)
+    text = text.replace("  mode: [a, b]\n", "  cores: [1, '2:on', 3]\n  layout: [contiguous, fragmented]\n").replace(
+        "  mode: {role: knob_sysfs, cost: none, vars: {knob_sysfs_path: \"\", knob_sysfs_root: \"\"}}\n",
+        f"  cores: {{role: knob_cpu_affinity, cost: none, vars: {{knob_cpu_affinity_sysfs_root: \"{cpu}\"}}}}\n"
+        f"  layout: {{role: knob_file_layout, cost: none, vars: {{knob_file_layout_path: \"{data}\", "
+        "knob_file_layout_size_mb: 1, knob_file_layout_max_fill_mb: 1}}\n")
+    spec = project.write_spec("check_cpu_layout", text)
+    res = project.bmx("check", str(spec))
+    assert res.returncode == 1, res.stdout + res.stderr
+    blockers = sorted(line for line in res.stderr.splitlines() if line.startswith("bmx check: "))
+    assert len(blockers) == 2, res.stderr
+    assert "knob cores (knob_cpu_affinity) cannot be set to 3: the CPUs chosen on localhost make 2, not 3" \
+        in blockers[0], blockers
+    assert "knob layout (knob_file_layout) cannot be set to fragmented: fragmenting" in blockers[1], blockers
+    assert "means filling its filesystem" in blockers[1], blockers
+    row = next(line for line in res.stdout.splitlines() if line.startswith("localhost") and " layout " in line)
+    assert "absent" in row and "contiguous ok" in row, res.stdout
+    assert not data.parent.exists(), "bmx check created the file's directory"
