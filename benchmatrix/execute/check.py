@@ -24,7 +24,7 @@ from benchmatrix.spec.load import Spec
 
 #: Roles the bmx_knob module reads and sets (playbooks/library/bmx_knob.py, BACKENDS).
 FILE_ROLES = frozenset({"knob_sysctl", "knob_sysfs", "knob_read_ahead", "knob_smt", "knob_cpu_online",
-                        "knob_cpu_affinity", "knob_file_layout"})
+                        "knob_cpu_affinity", "knob_file_layout", "knob_kernel_cmdline"})
 
 
 @dataclass
@@ -83,6 +83,8 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
         out.blockers.append(f"{host}: the check returned no result (log: {log})")
         return out
     for f, k in spec.knobs.items():
+        reboot = k.cost_class == "reboot" and len(levels[f]) > 1 and not said.get("allow_reboot")
+        no_reboot = f"needs a reboot of {host}: set allow_reboot: true in the spec or for this host in the inventory"
         if k.role in FILE_ROLES:
             got = said["knobs"].get(f)
             if got is None:
@@ -91,12 +93,13 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
             out.knobs[f] = got
             out.blockers += [f"{host}: knob {f} ({k.role}) cannot be set to {lvl}: {why}"
                              for lvl, why in got["levels"].items() if why]
+            out.blockers += [f"{host}: knob {f} ({k.role}) {no_reboot}"] if reboot else []
             continue
         role_dir = Path(project_dir) / "playbooks" / "roles" / k.role
         if not role_dir.is_dir():
             why = f"role {k.role} is not in playbooks/roles"
-        elif k.cost_class == "reboot" and len(levels[f]) > 1 and not said.get("allow_reboot"):
-            why = f"needs a reboot of {host}: set allow_reboot: true in the spec or for this host in the inventory"
+        elif reboot:
+            why = no_reboot
         else:
             why = ""
         out.knobs[f] = {"role": k.role, "current": "(read by its role at run time)",

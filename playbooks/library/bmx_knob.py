@@ -3,7 +3,8 @@
 
 Runs on the host, standard library only (a WANT_JSON module: no Ansible code on the
 host). Each knob role whose state is a file under /proc or /sys has a backend here with ``read()`` and
-``write()``: knob_sysctl, knob_sysfs, knob_read_ahead, knob_smt and knob_cpu_online.
+``write()``: knob_sysctl, knob_sysfs, knob_read_ahead, knob_smt and knob_cpu_online;
+knob_kernel_cmdline writes the boot loader's file and asks for a reboot (see apply()).
 One call takes every such knob of a batch: it checks and reads them all first (so a
 refusal changes nothing), writes only those whose value read back differs from the
 intended one, reads those back, and returns per knob ``{role, intended, actual,
@@ -28,7 +29,7 @@ DOCUMENTATION = r"""
 module: bmx_knob
 short_description: Read, set and verify benchmatrix's file-backed host knobs in one call
 description:
-  - Backends for knob_sysctl, knob_sysfs, knob_read_ahead, knob_smt and knob_cpu_online.
+  - Backends for knob_sysctl, knob_sysfs, knob_read_ahead, knob_smt, knob_cpu_online and knob_kernel_cmdline.
   - Reads every knob first and refuses (changing nothing) when one cannot be set; writes only what differs and
     reads it back.
 options:
@@ -54,6 +55,19 @@ options:
     description: For C(inspect), the planned levels per factor.
     type: dict
     default: {}
+  allow_reboot:
+    description: Whether a knob may reboot the host; without it a knob that needs a reboot fails the call before
+      any write.
+    type: bool
+    default: false
+  before:
+    description: After a reboot, the first call's C(knobs) result; its reboot-class knobs keep their baseline and
+      are recorded changed and rebooted.
+    type: dict
+  reboot_seconds:
+    description: After a reboot, the seconds it took (added to the rebooted knobs' C(seconds)).
+    type: float
+    default: 0
 """
 
 RETURN = r"""
@@ -67,7 +81,14 @@ run_settings:
     C({cpus, pin_pidfiles})), C({}) for the other knobs.
   type: dict
   returned: in apply and read mode
+reboot:
+  description: C({factors, command, boot_time_command, timeout}), the knobs whose values take a reboot that
+    tasks/knobs.yml makes next, and how (empty commands keep ansible.builtin.reboot's defaults); factors is empty
+    when none does.
+  type: dict
+  returned: in apply and read mode
 """
+
 
 class KnobError(Exception):
     """A knob that cannot be read or set; the message names the role and the host."""
@@ -155,6 +176,21 @@ class Backend:
 
     def run_settings(self, value):
         """What the batch runner merges into every run of the batch (e.g. ``cpus``); {} for most knobs."""
+        return {}
+
+    #: True when a change takes effect only after a reboot (tasks/knobs.yml makes it).
+    reboot = False
+
+    def differs(self, value, actual):
+        """Whether to write: the value read back is not the intended one."""
+        return actual != str(value)
+
+    def reboot_why(self, value):
+        """What the refusal of a reboot adds after "needs a reboot of HOST"."""
+        return ""
+
+    def reboot_how(self):
+        """{command, boot_time_command, timeout} for ansible.builtin.reboot ('' keeps its default)."""
         return {}
 
 
@@ -658,6 +694,209 @@ class FileLayout(Backend):
 
 # == backends: knob_kernel_cmdline ==
 
+# A parameter's *state* on a kernel command line is "absent" (not on the line),
+# "present" (a flag without a value, such as nosmt) or its value ("off" for
+# mitigations=off). When a parameter appears more than once the last one counts, as in
+# the kernel's own parser for most parameters.
+_CMDLINE_PARAMETER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+# A state must stay one word of the command line and one shell word inside double quotes.
+_CMDLINE_UNSAFE = re.compile(r"[\s\"'$`\\]")
+
+
+def _cmdline_matches(word, parameter):
+    return word == parameter or word.startswith(parameter + "=")
+
+
+def cmdline_state(line, parameter):
+    """'quiet nosmt', 'nosmt' -> 'present'; 'mitigations=off', 'mitigations' -> 'off'."""
+    found = [w for w in str(line or "").split() if _cmdline_matches(w, parameter)]
+    if not found:
+        return "absent"
+    _, sep, value = found[-1].partition("=")
+    return value if sep else "present"
+
+
+def cmdline_edit(line, parameter, state):
+    """The line with ``parameter`` in ``state``: a parameter already on the line keeps its
+    place (later duplicates go), a new one goes at the end, ``absent`` removes it; every
+    other word stays, so editing back to the old state gives the old line back
+    (whitespace normalized; a parameter removed from the middle comes back at the end)."""
+    word = parameter if state == "present" else f"{parameter}={state}"
+    out, placed = [], False
+    for w in str(line or "").split():
+        if not _cmdline_matches(w, parameter):
+            out.append(w)
+        elif not placed:
+            placed = True
+            if state != "absent":
+                out.append(word)
+    if not placed and state != "absent":
+        out.append(word)
+    return " ".join(out)
+
+
+def grub_cmdline(text, variable):
+    """{found, line, error} for ``variable`` in a shell-syntax boot loader file's ``text``
+    (the last assignment wins); error says why it cannot be edited safely."""
+    found = re.findall(rf"^[ \t]*{re.escape(variable)}=(.*?)[ \t]*$", str(text or ""), flags=re.MULTILINE)
+    if not found:
+        return {"found": False, "line": "", "error": ""}
+    raw = found[-1]
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'":
+        value, inner_unsafe = raw[1:-1], ("'" if raw[0] == "'" else "\"$`\\")
+    else:
+        value, inner_unsafe = raw, "\"'$`\\ \t#;"
+    if any(c in value for c in inner_unsafe):
+        return {"found": True, "line": value,
+                "error": f"{variable}={raw} is not a plain quoted list of words (quotes, $, ` or \\ inside); "
+                         "edit it by hand into the form VAR=\"word word\""}
+    return {"found": True, "line": value, "error": ""}
+
+
+def cmdline_want(value, levels, parameter):
+    """{state, error}: the state the level ``value`` asks for (through ``levels``)."""
+    value = "" if value is None else str(value)
+    booleans = [k for k in (levels or {}) if isinstance(k, bool)]
+    levels = {str(k): v for k, v in (levels or {}).items()}
+    state = str(levels.get(value, value))
+    if booleans:
+        return {"state": state, "error": f"knob_kernel_cmdline_levels has the key(s) {booleans}: YAML reads bare "
+                                         "on/off/yes/no as booleans; quote them (\"on\": absent)"}
+    if not _CMDLINE_PARAMETER.match(str(parameter or "")):
+        return {"state": state, "error": f"'{parameter}' is not a kernel parameter name "
+                                         "(set knob_kernel_cmdline_parameter in the knob's vars)"}
+    if state == "" or _CMDLINE_UNSAFE.search(state):
+        return {"state": state, "error": f"'{value}' is not a state of {parameter}: use absent, present or one "
+                                         "word without spaces, quotes, $, ` or \\ (or map the level in "
+                                         "knob_kernel_cmdline_levels)"}
+    return {"state": state, "error": ""}
+
+
+def cmdline_spelled(state, value, levels):
+    """A state read back, spelled as the level asked for when it means that state, else
+    as the level that means it, else as the state itself."""
+    value = "" if value is None else str(value)
+    levels = {str(k): str(v) for k, v in (levels or {}).items()}
+    if levels.get(value, value) == state:
+        return value
+    return next((level for level, meant in levels.items() if meant == state), state)
+
+
+@register
+class KernelCmdline(Backend):
+    """A kernel parameter: written into the boot loader's file (then its update command
+    runs); the running kernel's command line has it only after a reboot, which
+    tasks/knobs.yml makes (``reboot``). ``actual`` is the running kernel's state."""
+
+    role = "knob_kernel_cmdline"
+    reboot = True
+    defaults = {"knob_kernel_cmdline_parameter": "", "knob_kernel_cmdline_levels": {},
+                "knob_kernel_cmdline_grub_file": "/etc/default/grub",
+                "knob_kernel_cmdline_grub_variable": "GRUB_CMDLINE_LINUX_DEFAULT",
+                "knob_kernel_cmdline_update_command": ["update-grub"],
+                "knob_kernel_cmdline_source": "/proc/cmdline",
+                "knob_kernel_cmdline_reboot_command": "",
+                "knob_kernel_cmdline_boot_time_command": "",
+                "knob_kernel_cmdline_reboot_timeout": 900}
+
+    @property
+    def parameter(self):
+        return str(self.var("knob_kernel_cmdline_parameter"))
+
+    @property
+    def grub(self):
+        """(the boot loader's file, the variable of it that holds the command line)"""
+        return str(self.var("knob_kernel_cmdline_grub_file")), str(self.var("knob_kernel_cmdline_grub_variable"))
+
+    def want(self, value):
+        want = cmdline_want(value, self.var("knob_kernel_cmdline_levels"), self.parameter)
+        if want["error"]:
+            raise KnobError(f"knob_kernel_cmdline on {self.host}: {want['error']}")
+        return want["state"]
+
+    def check(self, value):
+        # The plan must count every change of this knob as a reboot, or it would
+        # interleave its levels as if they were free.
+        if str(self.knob.get("cost") or "reboot") != "reboot":
+            raise KnobError(f"knob {self.knob.get('factor') or self.parameter} ({self.role}) on {self.host}: a "
+                            "kernel command-line parameter changes only with a reboot; declare cost: reboot for "
+                            "this knob in the spec")
+        self.want(value)
+
+    def config(self):
+        """(file text, {found, line, error}) of the boot loader's file."""
+        path, variable = self.grub
+        try:
+            text = _read(path)
+        except OSError as exc:
+            self.fail(f"cannot read the boot loader's file {path} on {self.host}: {exc.strerror}")
+        found = grub_cmdline(text, variable)
+        if found["error"]:
+            raise KnobError(f"knob_kernel_cmdline on {self.host}: {path}: {found['error']}")
+        return text, found
+
+    def read(self, value):
+        source = str(self.var("knob_kernel_cmdline_source"))
+        try:
+            self.running = cmdline_state(_read(source), self.parameter)
+        except OSError as exc:
+            self.fail(f"cannot read the running kernel's command line {source} on {self.host}: {exc.strerror}")
+        # The running kernel decides the reboot; the boot loader's file decides the write.
+        # They differ when an earlier change was written but not booted yet.
+        self.configured = cmdline_state(self.config()[1]["line"], self.parameter)
+        actual = cmdline_spelled(self.running, value, self.var("knob_kernel_cmdline_levels"))
+        return actual, actual
+
+    def differs(self, value, actual):
+        return actual != str(value) or self.configured != self.want(value)
+
+    def write(self, value, state):
+        want = self.want(value)
+        text, found = self.config()
+        if cmdline_state(found["line"], self.parameter) == want:
+            return  # written before, not booted yet: only the reboot is missing
+        path, variable = self.grub
+        new = f'{variable}="{cmdline_edit(found["line"], self.parameter, want)}"\n'
+        lines = text.splitlines(keepends=True)
+        at = [i for i, ln in enumerate(lines) if re.match(rf"[ \t]*{re.escape(variable)}=", ln)]
+        if at:  # the last assignment is the one that counts
+            lines[at[-1]] = new
+        else:
+            lines.append(("\n" if lines and not lines[-1].endswith("\n") else "") + new)
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write("".join(lines))
+        except OSError as exc:
+            self.fail(f"cannot write the boot loader's file {path} on {self.host}: {exc.strerror or exc}")
+        self.update()
+
+    def update(self):
+        import shlex
+        import subprocess
+
+        argv = self.var("knob_kernel_cmdline_update_command")
+        argv = shlex.split(argv) if isinstance(argv, str) else [str(a) for a in argv]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        except OSError as exc:
+            self.fail(f"cannot run the boot loader's update command {argv} on {self.host}: {exc.strerror}")
+        if done.returncode != 0:
+            last = (done.stderr.strip() or done.stdout.strip()).splitlines()[-1:] or [""]
+            self.fail(f"the boot loader's update command {' '.join(argv)} failed on {self.host} "
+                      f"(exit {done.returncode}): {last[0]}")
+
+    def reboot_why(self, value):
+        return (f" for the level {value} ({self.parameter} {self.want(value)}; the running kernel has it "
+                f"{self.running})")
+
+    def reboot_how(self):
+        return {"command": str(self.var("knob_kernel_cmdline_reboot_command")),
+                "boot_time_command": str(self.var("knob_kernel_cmdline_boot_time_command")),
+                "timeout": int(self.var("knob_kernel_cmdline_reboot_timeout") or 900)}
+
+    def write_problem(self, value):
+        return _writable(self.grub[0])
+
 
 # == end of backends ==
 
@@ -672,12 +911,22 @@ def backend(knob, settings, host):
     return cls(knob, settings or {}, host)
 
 
-def apply(knobs, settings=None, host="this host", check_mode=False, mode="apply"):
+def apply(knobs, settings=None, host="this host", check_mode=False, mode="apply", allow_reboot=False, before=None,
+          reboot_seconds=0.0):
     """Check and read every knob, then write those that differ and read them back.
+
+    A knob of a backend whose changes take a reboot (``reboot``) needs one when its value
+    read back differs: without ``allow_reboot`` the call refuses before any write; with
+    it, only the reboot-class knobs are written (the reboot would undo the others) and
+    marked ``rebooted``. tasks/knobs.yml then reboots and calls again with ``before``,
+    the first call's result (and the reboot's ``reboot_seconds``): that call reads every
+    knob back, sets the others, and records each reboot-class knob as changed when the
+    first call changed it, with the first call's baseline and rebooted mark.
 
     Returns {factor: {role, intended, actual, changed, baseline, rebooted, seconds, ok, run_settings}}
     (main() returns run_settings apart, so the knob states recorded keep their keys).
-    Raises KnobError before any write when one knob cannot be checked or read.
+    Raises KnobError before any write when one knob cannot be checked or read, or needs
+    a reboot that is not allowed.
     """
     t0 = time.monotonic()
     found = []
@@ -687,19 +936,39 @@ def apply(knobs, settings=None, host="this host", check_mode=False, mode="apply"
         b.check(value)
         actual, baseline = b.read(value)
         found.append((knob, b, value, actual, baseline))
+    found.sort(key=lambda f: not f[1].reboot)  # reboot-class knobs first
+    reboot = [f for f in found if f[1].reboot and f[3] != str(f[2])] if mode == "apply" and before is None else []
+    if reboot and not allow_reboot:
+        knob, b, value = reboot[0][:3]
+        raise KnobError(f"knob {knob['factor']} ({knob['role']}) needs a reboot of {host}{b.reboot_why(value)}; "
+                        "set allow_reboot: true for this host in the inventory, or in the spec, to allow it")
     read_s = (time.monotonic() - t0) / max(len(found), 1)
     out = {}
     for knob, b, value, actual, baseline in found:
         t1 = time.monotonic()
-        changed = b.writes and actual != str(value)
-        if changed and mode == "apply" and not check_mode:
+        changed = b.writes and b.differs(value, actual)
+        if changed and mode == "apply" and not check_mode and (b.reboot or not reboot):
             b.write(value, baseline)
             actual, _ = b.read(value)
-        out[knob["factor"]] = {"role": knob["role"], "intended": str(value), "actual": actual, "changed": changed,
-                               "baseline": baseline, "rebooted": False,
-                               "seconds": round(read_s + time.monotonic() - t1, 4), "ok": actual == str(value),
-                               "run_settings": b.run_settings(value)}
+        state = {"role": knob["role"], "intended": str(value), "actual": actual, "changed": changed,
+                 "baseline": baseline, "rebooted": not check_mode and any(knob is f[0] for f in reboot),
+                 "seconds": round(read_s + time.monotonic() - t1, 4), "ok": actual == str(value),
+                 "run_settings": b.run_settings(value)}
+        was = (before or {}).get(knob["factor"]) if b.reboot else None
+        if was:
+            state.update(changed=changed or bool(was["changed"]), baseline=was["baseline"],
+                         rebooted=bool(was["rebooted"]), seconds=round(state["seconds"] + float(was["seconds"])
+                                                                       + float(reboot_seconds or 0), 4))
+        out[knob["factor"]] = state
     return out
+
+
+def reboot_request(knobs, states, settings=None, host="this host"):
+    """{factors, command, boot_time_command, timeout}: the knobs marked ``rebooted`` and how
+    the host reboots for them (the last one's role variables); factors [] for no reboot."""
+    marked = [k for k in knobs if states[k["factor"]]["rebooted"]]
+    return {"factors": [k["factor"] for k in marked],
+            **(backend(marked[-1], settings, host).reboot_how() if marked else {})}
 
 
 def inspect(knobs, levels, settings=None, host="this host"):
@@ -740,10 +1009,14 @@ def main():
         if mode == "inspect":
             out = {"changed": False, "knobs": inspect(knobs, p.get("levels") or {}, settings, host)}
         else:
-            states = apply(knobs, settings, host, bool(p.get("_ansible_check_mode")), mode)
+            states = apply(knobs, settings, host, bool(p.get("_ansible_check_mode")), mode,
+                           str(p.get("allow_reboot")).lower() in ("true", "1", "yes", "on"), p.get("before"),
+                           p.get("reboot_seconds") or 0)
             run_settings = {factor: state.pop("run_settings") for factor, state in states.items()}
             out = {"changed": mode == "apply" and any(s["changed"] for s in states.values()), "knobs": states,
-                   "run_settings": run_settings}
+                   "run_settings": run_settings,
+                   "reboot": reboot_request(knobs, states, settings, host) if p.get("before") is None
+                   else {"factors": []}}
     except KnobError as exc:
         out = {"failed": True, "msg": str(exc)}
     except OSError as exc:

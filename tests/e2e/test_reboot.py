@@ -1,10 +1,12 @@
-"""Reboots are real: knob_kernel_cmdline and the reboot path of playbooks/tasks/knob.yml.
+"""Reboots are real: knob_kernel_cmdline and the reboot path of playbooks/tasks/knobs.yml.
 
-The role edits the boot loader's configuration, the host reboots, and the running
-kernel's command line is read back. Nothing here touches this machine's own
-/etc/default/grub, /boot or /proc/cmdline: every test points the role's boot-loader
-file, update command and command-line source at files in its own scratch directory
-(role variables), and the campaign test reboots a network-namespace SSH host
+The bmx_knob module edits the boot loader's configuration, the host reboots, and the
+running kernel's command line is read back (the line editing and the module's two
+calls around a reboot as plain Python: tests/unit/host/test_knob_backend_kernel_cmdline.py).
+Nothing here touches this machine's own /etc/default/grub, /boot or /proc/cmdline:
+every test points the role's boot-loader file, update command and command-line source
+at files in its own scratch directory (role variables), and the campaign test reboots
+a network-namespace SSH host
 (tests/netns.py) whose "reboot" is a stand-in the test provides: it restarts that
 host's sshd, gives it a new boot id and "boots" the command line the boot loader's
 file holds. A real reboot of this machine cannot be part of a test.
@@ -19,77 +21,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from knobkit import KnobRunner, knob, role_filters
+from knobkit import KnobRunner, knob
 
 ROOT = Path(__file__).resolve().parents[2]
 SYSTEM_FILES = [Path("/etc/default/grub"), Path("/boot/grub/grub.cfg"), Path("/proc/cmdline")]
-
-F = role_filters("knob_kernel_cmdline")
-
-
-# ------------------------------------------------------------------ the filters
-@pytest.mark.parametrize("line, parameter, state", [
-    ("BOOT_IMAGE=/vmlinuz root=/dev/vda1 ro quiet", "nosmt", "absent"),
-    ("quiet nosmt splash", "nosmt", "present"),
-    ("quiet nosmt=force", "nosmt", "force"),
-    ("mitigations=auto quiet mitigations=off", "mitigations", "off"),   # the last one counts
-    ("isolcpus=2-3,6-7", "isolcpus", "2-3,6-7"),
-    ("nosmtx quiet", "nosmt", "absent"),
-])
-def test_state_of_a_parameter(line, parameter, state):
-    assert F.knob_kernel_cmdline_state(line, parameter) == state
-
-
-@pytest.mark.parametrize("line, parameter, state, new", [
-    ("quiet splash", "nosmt", "present", "quiet splash nosmt"),
-    ("quiet nosmt splash", "nosmt", "absent", "quiet splash"),
-    ("quiet mitigations=auto splash", "mitigations", "off", "quiet mitigations=off splash"),
-    ("mitigations=auto quiet mitigations=off", "mitigations", "off", "mitigations=off quiet"),
-    ("", "transparent_hugepage", "never", "transparent_hugepage=never"),
-    ("quiet", "nosmt", "absent", "quiet"),
-])
-def test_edit_a_line(line, parameter, state, new):
-    assert F.knob_kernel_cmdline_edit(line, parameter, state) == new
-    assert F.knob_kernel_cmdline_state(new, parameter) == state
-
-
-def test_set_then_reset_gives_the_original_line_back():
-    original = "quiet mitigations=auto splash"
-    for parameter, state in [("nosmt", "present"), ("mitigations", "off"), ("isolcpus", "2,3")]:
-        before = F.knob_kernel_cmdline_state(original, parameter)
-        changed = F.knob_kernel_cmdline_edit(original, parameter, state)
-        assert changed != original
-        assert F.knob_kernel_cmdline_edit(changed, parameter, before) == original
-
-
-@pytest.mark.parametrize("text, found, line, error", [
-    ('GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX_DEFAULT="quiet splash"\nGRUB_CMDLINE_LINUX=""\n', True, "quiet splash", ""),
-    ("GRUB_CMDLINE_LINUX_DEFAULT='quiet'\n", True, "quiet", ""),
-    ("GRUB_CMDLINE_LINUX_DEFAULT=quiet\n", True, "quiet", ""),
-    ('GRUB_CMDLINE_LINUX_DEFAULT="a"\nGRUB_CMDLINE_LINUX_DEFAULT="b c"\n', True, "b c", ""),
-    ("GRUB_DEFAULT=0\n", False, "", ""),
-    ('GRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT nosmt"\n', True, None, "not a plain quoted list"),
-])
-def test_grub_file_parsing(text, found, line, error):
-    got = F.knob_kernel_cmdline_grub(text, "GRUB_CMDLINE_LINUX_DEFAULT")
-    assert got["found"] is found
-    if line is not None:
-        assert got["line"] == line
-    assert (error in got["error"]) if error else got["error"] == ""
-
-
-def test_levels_and_spelling():
-    levels = {"on": "absent", "off": "present"}
-    assert F.knob_kernel_cmdline_want("off", levels, "nosmt") == {"state": "present", "error": ""}
-    assert F.knob_kernel_cmdline_want("off", {}, "mitigations") == {"state": "off", "error": ""}
-    assert "not a state of nosmt" in F.knob_kernel_cmdline_want("a b", {}, "nosmt")["error"]
-    assert "not a kernel parameter name" in F.knob_kernel_cmdline_want("off", {}, "")["error"]
-    assert "quote them" in F.knob_kernel_cmdline_want("off", {True: "absent", False: "present"}, "nosmt")["error"]
-    # Read back in the spelling asked for, else as the level that means it, else raw.
-    assert F.knob_kernel_cmdline_actual("present", "off", levels) == "off"
-    assert F.knob_kernel_cmdline_actual("absent", "off", levels) == "on"
-    assert F.knob_kernel_cmdline_actual("force", "off", levels) == "force"
-    assert F.knob_kernel_cmdline_actual("present", "present", levels) == "present"
 
 
 # ------------------------------------------------------------------ the shipped example
@@ -176,9 +111,15 @@ def runner(tmp_path):
 @pytest.fixture
 def system_files():
     """This machine's own boot configuration and command line, to check they are never written."""
-    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in SYSTEM_FILES if p.exists()}
+    def seen():
+        # A /proc file's mtime is when its inode was last made, which the kernel redoes
+        # at will: its content is what counts.
+        return {p: (None if p.parts[1] == "proc" else p.stat().st_mtime_ns, p.read_bytes())
+                for p in SYSTEM_FILES if p.exists()}
+
+    before = seen()
     yield
-    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in SYSTEM_FILES if p.exists()} == before
+    assert seen() == before
 
 
 @pytest.mark.slow
@@ -394,16 +335,18 @@ def test_reboot_path_on_an_ssh_host(ssh_host, tmp_path, system_files):
             assert k["role"] == "knob_kernel_cmdline" and k["baseline"] == baseline
             assert k["rebooted"] is (r["factors"][factor] == "off")
     assert [r["knobs"]["ht"]["changed"] for r in records] == [False, False, True, False]
-    # Verified after the reboot: before it the running kernel had neither parameter
-    # set, so the actual values were read from the rebooted kernel, by the tasks that
-    # follow the reboot.
+    # One reboot for both, and verified after it: before it the running kernel had
+    # neither parameter set, so the actual values were read from the rebooted kernel, by
+    # the module call that follows the reboot.
     log = (exp / "logs" / "ansible" / f"{records[2]['batch']}.log").read_text()
     tasks = [(part.split("]", 1)[0], part) for part in log.split("TASK [")[1:]]
-    reboots = [body for name, body in tasks if name == "Reboot the host for the knob"]
-    assert ["skipping: [h1]" in reboots[0], "changed: [h1]" in reboots[1]] == [True, True], "ht waits for mit"
     names = [name for name, _ in tasks]
-    after = names[[i for i, name in enumerate(names) if name == "Reboot the host for the knob"][1]:]
-    assert after.count("knob_kernel_cmdline : Read the running kernel's command line") == 2, after
+    reboots = [body for name, body in tasks if name == "Reboot the host for the knobs"]
+    assert len(reboots) == 1 and "changed: [h1]" in reboots[0], "one reboot serves ht and mit"
+    after = names[names.index("Reboot the host for the knobs"):]
+    assert after[1] == "Read the knobs back after the reboot and set the live ones", after
+    read_back = dict(tasks)["Read the knobs back after the reboot and set the live ones"]
+    assert "ok: [h1]" in read_back or "changed: [h1]" in read_back, read_back
     # Campaign end: the original line is back in the boot loader's file and running.
     assert boot.grub.read_text() == boot.original
     assert boot.cmdline.read_text().split()[-3:] == ["quiet", "mitigations=auto", "splash"]
@@ -461,3 +404,28 @@ def test_a_reboot_into_the_old_line_is_caught(ssh_host, tmp_path, system_files):
     assert boot.reboots() == ["/vmlinuz root=/dev/vda1 ro quiet splash"]
     # The restore takes the unbooted nosmt out of the boot loader's file again.
     assert boot.grub.read_text() == boot.original
+
+
+@pytest.mark.slow
+def test_check_reads_the_running_kernel_and_wants_allow_reboot(project, tmp_path, system_files):
+    # bmx check reads the knob through the module's inspect mode (nothing written) and,
+    # without allow_reboot, names the reboot a second level would take as a blocker.
+    boot = Boot(tmp_path / "boot")
+    grub = boot.grub.read_text()
+    knob_vars = json.dumps({"knob_kernel_cmdline_parameter": "nosmt",
+                            "knob_kernel_cmdline_levels": {"on": "absent", "off": "present"}, **boot.vars()})
+    text = (CAMPAIGN.replace("inventory: config/inventory/ns.yml", "inventory: config/inventory/test.yml")
+            .replace("hosts: all", "hosts: localhost")
+            .replace('vars: {{knob_kernel_cmdline_parameter: nosmt, knob_kernel_cmdline_levels: {{"on": absent, '
+                     '"off": present}}}}', "vars: " + knob_vars.replace("{", "{{").replace("}", "}}")))
+    for allow, rc in (False, 1), (True, 0):
+        name = f"check_ht_{allow}"
+        spec = project.write_spec(name, text.format(name=name, replicates=1,
+                                                    allow="allow_reboot: true\n" if allow else ""))
+        res = project.bmx("check", str(spec))
+        assert res.returncode == rc, res.stdout + res.stderr
+        row = next(line for line in res.stdout.splitlines() if line.startswith("localhost") and " ht " in line)
+        assert "knob_kernel_cmdline" in row and " on " in row and "on ok, off ok" in row, res.stdout
+        blocker = "bmx check: localhost: knob ht (knob_kernel_cmdline) needs a reboot of localhost"
+        assert (blocker in res.stderr) is not allow, res.stderr
+    assert boot.grub.read_text() == grub and boot.update_calls() == 0
