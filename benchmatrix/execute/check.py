@@ -23,7 +23,8 @@ from benchmatrix.execute.hosts import resolve_hosts
 from benchmatrix.spec.load import Spec
 
 #: Roles the bmx_knob module reads and sets (playbooks/library/bmx_knob.py, BACKENDS).
-FILE_ROLES = frozenset({"knob_sysctl", "knob_sysfs", "knob_read_ahead", "knob_smt", "knob_cpu_online"})
+FILE_ROLES = frozenset({"knob_sysctl", "knob_sysfs", "knob_read_ahead", "knob_smt", "knob_cpu_online",
+                        "knob_mssql_setting", "knob_oracle_parameter", "knob_raid_level"})
 
 
 @dataclass
@@ -88,6 +89,9 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
                 out.blockers.append(f"{host}: knob {f}: the check returned no result for it")
                 continue
             out.knobs[f] = got
+            if got.get("blocker"):  # the host lacks what every level needs (a client, a driver): one line
+                out.blockers.append(f"{host}: knob {f} ({k.role}) cannot be set: {got['blocker']}")
+                continue
             out.blockers += [f"{host}: knob {f} ({k.role}) cannot be set to {lvl}: {why}"
                              for lvl, why in got["levels"].items() if why]
             continue
