@@ -24,7 +24,8 @@ from benchmatrix.spec.load import Spec
 
 #: Roles the bmx_knob module reads and sets (playbooks/library/bmx_knob.py, BACKENDS).
 FILE_ROLES = frozenset({"knob_sysctl", "knob_sysfs", "knob_read_ahead", "knob_smt", "knob_cpu_online",
-                        "knob_cpu_affinity", "knob_file_layout", "knob_kernel_cmdline"})
+                        "knob_cpu_affinity", "knob_file_layout", "knob_kernel_cmdline",
+                        "knob_mssql_setting", "knob_oracle_parameter", "knob_raid_level"})
 
 
 @dataclass
@@ -91,6 +92,9 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
                 out.blockers.append(f"{host}: knob {f}: the check returned no result for it")
                 continue
             out.knobs[f] = got
+            if got.get("blocker"):  # the host lacks what every level needs (a client, a driver): one line
+                out.blockers.append(f"{host}: knob {f} ({k.role}) cannot be set: {got['blocker']}")
+                continue
             out.blockers += [f"{host}: knob {f} ({k.role}) cannot be set to {lvl}: {why}"
                              for lvl, why in got["levels"].items() if why]
             out.blockers += [f"{host}: knob {f} ({k.role}) {no_reboot}"] if reboot else []

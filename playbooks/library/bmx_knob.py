@@ -143,6 +143,8 @@ class Backend:
     #: False for a knob that changes nothing on the host (it only hands run settings to
     #: the batch runner): it is never written and never ``changed``.
     writes = True
+    #: True for ``mode: inspect`` (bmx check): require() loads, installs and starts nothing.
+    dry = False
 
     def __init__(self, knob, settings, host):
         self.knob, self.host = knob, host
@@ -161,6 +163,17 @@ class Backend:
 
     def check(self, value):
         """Refuse an intended value or a setup that cannot work (before any write)."""
+
+    def require(self):
+        """Refuse a host that lacks what every level needs (a client, a driver), naming it."""
+
+    def blocker(self):
+        """Why no level can be set on this host (require() failing), or ''."""
+        try:
+            self.require()
+        except KnobError as exc:
+            return str(exc)
+        return ""
 
     def problem(self, value):
         try:
@@ -692,6 +705,448 @@ class FileLayout(Backend):
 # == backends: knob_mssql_setting, knob_oracle_parameter, knob_raid_level ==
 
 
+def _run_client(argv, env=None, stdin=None):
+    """Run ``argv`` (a list: no shell) and return (rc, stdout, stderr); a program that
+    cannot be started returns rc 127 and the OS error as stderr, as a command task would
+    fail with it. ``env`` adds to the module's environment."""
+    import subprocess
+
+    try:
+        proc = subprocess.run([str(a) for a in argv], input=stdin, capture_output=True, text=True, check=False,
+                              env={**os.environ, **env} if env else None)
+    except OSError as exc:
+        return 127, "", f"{argv[0]}: {exc.strerror or exc}"
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _said(rc, out, err):
+    """A command's output for a message, on one line."""
+    return " ".join(f"{out} {err}".split()) or f"exit {rc}"
+
+
+def _true(value):
+    """A role's boolean variable as Ansible reads it (true, "true", "yes", 1 ...)."""
+    return value if isinstance(value, bool) else str(value).strip().lower() in ("true", "yes", "on", "1")
+
+
+def _argv_list(value):
+    """A list variable that a spec may also give as one string of words."""
+    return value.split() if isinstance(value, str) else [str(v) for v in value or []]
+
+
+class ClientBackend(Backend):
+    """A knob read and set through a client program (sqlcmd, sqlplus, mdadm): ``check()``
+    reads the state once (refusing what the role refuses before any change) and the
+    following ``read()`` takes that reading instead of asking again; a read-back after
+    ``write()`` asks again. A restart (``restart`` in the state) is allowed only for a
+    knob of cost class restart or reboot, as the roles' ``*_allow_restart`` say."""
+
+    def __init__(self, knob, settings, host):
+        super().__init__(knob, settings, host)
+        self._state = self.last = None
+
+    def allow_restart(self):
+        name = self.role + "_allow_restart"
+        if self.settings.get(name) not in (None, "") or self.vars.get(name) not in (None, ""):
+            return _true(self.var(name))
+        return str(self.knob.get("cost") or "none") in ("restart", "reboot")
+
+    def valid(self, value):
+        """Refuse a value (or a variable) the client must not see."""
+
+    def restart_refusal(self):
+        """The refusal of a change that needs a restart the knob's cost class does not allow."""
+        return "takes a restart; declare the knob with cost: restart to allow it"
+
+    def check(self, value):
+        self.valid(value)
+        self.require()
+        self._state = self.state(value)
+        if self._state["actual"] != str(value) and self._state.get("restart") and not self.allow_restart():
+            self.fail(self.restart_refusal())
+
+    def state(self, value):
+        """{actual, baseline, restart, ...} as read now from the host."""
+        raise NotImplementedError
+
+    def read(self, value):
+        self.last, self._state = self._state or self.state(value), None
+        return self.last["actual"], self.last["baseline"]
+
+
+@register
+class MssqlSetting(ClientBackend):
+    """An sp_configure option of SQL Server through sqlcmd: reads sys.configurations
+    (value|value_in_use|is_dynamic), sets with sp_configure + RECONFIGURE, restarts the
+    server (and waits for it) when the option is not dynamic."""
+
+    role = "knob_mssql_setting"
+    defaults = {"knob_mssql_setting_server": "localhost", "knob_mssql_setting_user": "sa",
+                "knob_mssql_setting_password": "", "knob_mssql_setting_sqlcmd": "",
+                "knob_mssql_setting_sqlcmd_candidates": ["/opt/mssql-tools18/bin/sqlcmd", "/opt/mssql-tools/bin/sqlcmd",
+                                                         "/usr/bin/sqlcmd", "/usr/local/bin/sqlcmd"],
+                "knob_mssql_setting_sqlcmd_options": ["-C"],
+                "knob_mssql_setting_restart_argv": ["systemctl", "restart", "mssql-server"],
+                "knob_mssql_setting_timeout": 120}
+    READ_SQL = ("SET NOCOUNT ON; SELECT CONCAT(CONVERT(varchar(30), value), '|', CONVERT(varchar(30), value_in_use), "
+                "'|', CONVERT(int, is_dynamic)) FROM sys.configurations WHERE name = N'$(name)'")
+    SET_SQL = ("EXEC sp_configure 'show advanced options', 1; RECONFIGURE; EXEC sp_configure N'$(name)', $(value); "
+               "RECONFIGURE;")
+
+    def var(self, name):
+        # An empty login is meaningful (a trusted connection, sqlcmd -E), as in the role.
+        if name == "knob_mssql_setting_user":
+            for source in (self.settings, self.vars):
+                if source.get(name) is not None:
+                    return source[name]
+        return super().var(name)
+
+    @property
+    def name(self):
+        return str(self.var("knob_mssql_setting_name"))
+
+    def valid(self, value):
+        if not re.match(r"^[A-Za-z0-9 ()_.-]+$", self.name) or not re.match(r"^-?[0-9]+$", str(value)):
+            self.fail(f"option '{self.name}' (letters, digits, spaces, ()_.-) and value '{value}' "
+                      "(a whole number) are required")
+
+    def restart_refusal(self):
+        return (f"'{self.name}' takes effect on {self.host} only after a restart of SQL Server; "
+                "declare the knob with cost: restart to allow it")
+
+    def sqlcmd(self):
+        """The sqlcmd found on the host, or a refusal naming where it was looked for."""
+        given = str(self.var("knob_mssql_setting_sqlcmd"))
+        places = [given] if given else _argv_list(self.var("knob_mssql_setting_sqlcmd_candidates"))
+        found = next((p for p in places if os.path.exists(p)), None)
+        if found is None:
+            self.fail(f"sqlcmd not found on {self.host} (looked for {', '.join(places)}); install Microsoft's "
+                      "mssql-tools18 or set knob_mssql_setting_sqlcmd")
+        return found
+
+    def require(self):
+        self.sqlcmd()
+
+    def argv(self, *extra):
+        """sqlcmd's command line (the option name goes in as the sqlcmd variable $(name))."""
+        user = str(self.var("knob_mssql_setting_user"))
+        return ([self.sqlcmd(), "-S", str(self.var("knob_mssql_setting_server"))]
+                + (["-U", user] if user else ["-E"]) + _argv_list(self.var("knob_mssql_setting_sqlcmd_options"))
+                + ["-b", "-h", "-1", "-W", "-l", str(self.var("knob_mssql_setting_timeout")), "-v", f"name={self.name}"]
+                + list(extra))
+
+    def sql(self, *extra):
+        """Run sqlcmd with the password in its environment (never on the command line)."""
+        return _run_client(self.argv(*extra), env={"SQLCMDPASSWORD": str(self.var("knob_mssql_setting_password"))})
+
+    def parse(self, value, rc, out, err):
+        """sys.configurations' row as sqlcmd printed it -> the state."""
+        server = self.var("knob_mssql_setting_server")
+        if rc != 0:
+            self.fail(f"cannot query SQL Server {server} from {self.host}: {_said(rc, out, err)}")
+        if not out.strip():
+            self.fail(f"SQL Server {server} has no sp_configure option '{self.name}'")
+        fields = (out.strip().split("|") + ["", "", ""])[:3]
+        row = dict(zip(("value", "value_in_use", "is_dynamic"), fields))
+        actual = fields[1] if fields[0] == fields[1] else f"{fields[1]} (restart pending: {fields[0]})"
+        return {"actual": actual, "baseline": fields[1], "restart": fields[2] != "1", "row": row}
+
+    def state(self, value):
+        return self.parse(value, *self.sql("-Q", self.READ_SQL))
+
+    def write(self, value, baseline):
+        state = self.last or self.state(value)
+        rc, out, err = self.sql("-v", f"value={int(str(value))}", "-Q", self.SET_SQL)
+        if rc != 0:
+            self.fail(f"cannot set '{self.name}' to {value} on SQL Server {self.var('knob_mssql_setting_server')} "
+                      f"from {self.host}: {_said(rc, out, err)}")
+        if not state["restart"]:
+            return
+        restart = _argv_list(self.var("knob_mssql_setting_restart_argv"))
+        rc, out, err = _run_client(restart)
+        if rc != 0:
+            self.fail(f"restarting SQL Server on {self.host} ({' '.join(restart)}) failed: {_said(rc, out, err)}")
+        timeout = int(self.var("knob_mssql_setting_timeout"))
+        deadline = time.monotonic() + timeout
+        while True:
+            rc, out, err = self.sql("-Q", "SELECT 1")
+            if rc == 0:
+                return
+            if time.monotonic() > deadline:
+                self.fail(f"SQL Server {self.var('knob_mssql_setting_server')} did not answer on {self.host} "
+                          f"within {timeout} s of its restart: {_said(rc, out, err)}")
+            time.sleep(2)
+
+    def write_problem(self, value):
+        return ""  # check() queried the server: it answers and knows the option
+
+
+#: What sqlplus runs first: errors end it with a failing exit status; bare output.
+ORACLE_HEADER = ("WHENEVER SQLERROR EXIT SQL.SQLCODE\nWHENEVER OSERROR EXIT FAILURE\n"
+                 "SET HEADING OFF FEEDBACK OFF PAGESIZE 0 LINESIZE 1000 TRIMOUT ON VERIFY OFF ECHO OFF\n")
+
+
+@register
+class OracleParameter(ClientBackend):
+    """An Oracle initialization parameter through sqlplus: reads v$parameter
+    (value|issys_modifiable), sets with ALTER SYSTEM ... SCOPE=BOTH, or SCOPE=SPFILE and
+    a restart of the instance for a static parameter."""
+
+    role = "knob_oracle_parameter"
+    defaults = {"knob_oracle_parameter_oracle_home": "/opt/oracle/product/19c/dbhome_1",
+                "knob_oracle_parameter_oracle_sid": "ORCLCDB", "knob_oracle_parameter_sqlplus": "",
+                "knob_oracle_parameter_connect": "/ as sysdba",
+                "knob_oracle_parameter_runas": ["runuser", "-u", "oracle", "--"],
+                "knob_oracle_parameter_restart_script": "SHUTDOWN IMMEDIATE\nSTARTUP\n"}
+
+    @property
+    def name(self):
+        return str(self.var("knob_oracle_parameter_name"))
+
+    def valid(self, value):
+        # SQL*Plus has no bind variables for ALTER SYSTEM: the text goes into the statement.
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_#$]*$", self.name) or re.search(r"[\n\r']", str(value)):
+            self.fail(f"'{self.name}' is not a parameter name, or its value contains a quote or a line break")
+
+    def restart_refusal(self):
+        return (f"{self.name} takes effect on {self.host} only after a restart of the instance; "
+                "declare the knob with cost: restart to allow it")
+
+    def sqlplus(self):
+        path = str(self.var("knob_oracle_parameter_sqlplus")) or (
+            str(self.var("knob_oracle_parameter_oracle_home")) + "/bin/sqlplus")
+        if not os.path.exists(path):
+            self.fail(f"sqlplus not found on {self.host} ({path} does not exist); "
+                      "set knob_oracle_parameter_oracle_home to the database's ORACLE_HOME, "
+                      "or knob_oracle_parameter_sqlplus")
+        return path
+
+    def require(self):
+        self.sqlplus()
+
+    def argv(self):
+        return (_argv_list(self.var("knob_oracle_parameter_runas"))
+                + [self.sqlplus(), "-S", "-L", str(self.var("knob_oracle_parameter_connect"))])
+
+    def script(self, text, header=ORACLE_HEADER):
+        """Run SQL*Plus commands (stdin) with ORACLE_HOME and ORACLE_SID set."""
+        return _run_client(self.argv(), stdin=f"{header}{text}\nEXIT\n",
+                           env={"ORACLE_HOME": str(self.var("knob_oracle_parameter_oracle_home")),
+                                "ORACLE_SID": str(self.var("knob_oracle_parameter_oracle_sid"))})
+
+    def read_sql(self):
+        return f"SELECT 'BMX|' || value || '|' || issys_modifiable FROM v$parameter WHERE name = '{self.name.lower()}';"
+
+    def set_sql(self, value, restart):
+        # Numbers and booleans bare, anything else as a string literal (quotes refused in check()).
+        text = str(value)
+        literal = text if re.match(r"^([0-9]+|TRUE|FALSE|true|false)$", text) else f"'{text}'"
+        return f"ALTER SYSTEM SET {self.name.lower()} = {literal} SCOPE={'SPFILE' if restart else 'BOTH'};"
+
+    def parse(self, value, rc, out, err):
+        """sqlplus's output of read_sql() -> the state."""
+        if rc != 0:
+            self.fail(f"cannot query the Oracle instance {self.var('knob_oracle_parameter_oracle_sid')} on "
+                      f"{self.host}: {_said(rc, out, err)}")
+        line = next((ln for ln in out.splitlines() if ln.startswith("BMX|")), None)
+        if line is None:
+            self.fail(f"the instance on {self.host} has no parameter '{self.name}'")
+        got, _, modifiable = line[len("BMX|"):].rpartition("|")
+        # Same value whatever the case (Oracle prints TRUE for true).
+        actual = str(value) if got.lower() == str(value).lower() else got
+        return {"actual": actual, "baseline": got, "restart": modifiable.strip() == "FALSE",
+                "row": {"value": got, "issys_modifiable": modifiable.strip()}}
+
+    def state(self, value):
+        return self.parse(value, *self.script(self.read_sql()))
+
+    def write(self, value, baseline):
+        state = self.last or self.state(value)
+        rc, out, err = self.script(self.set_sql(value, state["restart"]))
+        if rc != 0:
+            self.fail(f"ALTER SYSTEM SET {self.name.lower()} failed on {self.host}: {_said(rc, out, err)}")
+        if state["restart"]:
+            rc, out, err = self.script(str(self.var("knob_oracle_parameter_restart_script")),
+                                       header="WHENEVER OSERROR EXIT FAILURE\n")
+            if rc != 0:
+                self.fail(f"restarting the Oracle instance {self.var('knob_oracle_parameter_oracle_sid')} on "
+                          f"{self.host} failed: {_said(rc, out, err)}")
+
+    def write_problem(self, value):
+        return ""  # check() queried the instance: it answers and knows the parameter
+
+
+_RAID_LEVEL = re.compile(r"^(?:raid)?(\d+)$", re.IGNORECASE)
+
+
+def raid_level_number(value):
+    """'raid10' / '10' / 10 -> 10; 'absent' -> 'absent'; anything else -> None."""
+    text = str(value).strip().lower()
+    if text == "absent":
+        return "absent"
+    match = _RAID_LEVEL.match(text)
+    return int(match.group(1)) if match else None
+
+
+def raid_state(detail, exists, wanted, devices, chunk_kb):
+    """What an md array reads back as, from ``mdadm --detail``: {level, chunk_kb, members,
+    state, actual}. ``actual`` is the intended spelling ("10", "raid10") when level,
+    chunk size and member devices all match and the array is neither degraded, failed
+    nor inactive, else a description ("raid5 chunk 64K on loop1,loop2,loop3, degraded")."""
+    if not exists or not str(detail or "").strip():
+        return {"level": None, "chunk_kb": None, "members": [], "state": "absent", "actual": "absent"}
+    fields = {}
+    members = []
+    for line in str(detail).splitlines():
+        key, sep, value = line.partition(" : ")
+        if sep:
+            fields[key.strip().lower()] = value.strip()
+        dev = re.search(r"\s(/dev/\S+)\s*$", line)
+        if dev and re.match(r"^\s+\d+\s+\d+\s+\d+\s+\d+\s", line):
+            members.append(os.path.basename(dev.group(1)))
+    level = raid_level_number(fields.get("raid level", ""))
+    chunk_match = re.match(r"^(\d+)K$", fields.get("chunk size", ""))
+    chunk_value = int(chunk_match.group(1)) if chunk_match else None
+    state = fields.get("state", "unknown")
+    # Names as mdadm prints them: give the devices by their kernel names (/dev/sdb, /dev/loop1).
+    want_members = sorted(os.path.basename(str(d)) for d in devices or [])
+    have_members = sorted(members)
+    ok = (level == raid_level_number(wanted) and have_members == want_members
+          and (chunk_value is None or level == 1 or chunk_value == int(chunk_kb))
+          and not re.search(r"degraded|failed|inactive", state))
+    desc = f"raid{level}" + (f" chunk {chunk_value}K" if chunk_value else "")
+    desc += " on " + ",".join(have_members) + (", " + state if state not in ("clean", "active") else "")
+    return {"level": level, "chunk_kb": chunk_value, "members": have_members, "state": state,
+            "actual": str(wanted) if ok else desc}
+
+
+@register
+class RaidLevel(ClientBackend):
+    """An md array /dev/md/NAME at a level over listed devices, through mdadm: builds it
+    (destroying the devices' contents, only with knob_raid_level_destroy), waits for the
+    resync, makes and mounts a filesystem; ``absent`` takes it down."""
+
+    role = "knob_raid_level"
+    defaults = {"knob_raid_level_devices": [], "knob_raid_level_chunk_kb": 512, "knob_raid_level_name": "benchmatrix",
+                "knob_raid_level_fstype": "ext4", "knob_raid_level_mkfs_options": [],
+                "knob_raid_level_mount_point": "/var/tmp/benchmatrix/raid", "knob_raid_level_mount_options": "noatime",
+                "knob_raid_level_destroy": False, "knob_raid_level_wait_resync": True,
+                "knob_raid_level_install": False}
+    #: Where the kernel shows md, where mdadm may be, where arrays appear (tests point them elsewhere).
+    PROC_MDSTAT = "/proc/mdstat"
+    MDADM = ("/sbin/mdadm", "/usr/sbin/mdadm")
+    DEV_MD = "/dev/md"
+    #: Package managers tried, in order, for knob_raid_level_install (argv before the package name).
+    INSTALLERS = (("apt-get", "install", "-y", "-q"), ("dnf", "install", "-y"), ("yum", "install", "-y"),
+                  ("zypper", "--non-interactive", "install"))
+
+    @property
+    def devices(self):
+        return _argv_list(self.var("knob_raid_level_devices"))
+
+    @property
+    def array(self):
+        return f"{self.DEV_MD}/{self.var('knob_raid_level_name')}"
+
+    def valid(self, value):
+        level = raid_level_number(value)
+        if level is None or (level != "absent" and len(self.devices) < 2):
+            self.fail(f"'{value}' is not a RAID level (0, 1, 5, 6, 10 or raidN) or absent, "
+                      "or knob_raid_level_devices names fewer than two devices")
+
+    def check(self, value):
+        super().check(value)
+        if (self._state["actual"] != str(value) and raid_level_number(value) != "absent"
+                and not _true(self.var("knob_raid_level_destroy"))):
+            self.fail(f"building a RAID {value} array on {self.host} destroys everything on "
+                      f"{', '.join(self.devices)}; set knob_raid_level_destroy: true to allow it")
+
+    def require(self):
+        """md in the kernel (loading md_mod if needed) and mdadm (installing it when
+        knob_raid_level_install is true). ``bmx check`` (dry) loads and installs nothing."""
+        if not os.path.exists(self.PROC_MDSTAT):
+            modprobe = next((p for p in ("/usr/sbin/modprobe", "/sbin/modprobe", "/usr/bin/modprobe")
+                             if os.path.exists(p)), "modprobe")
+            rc, out, err = _run_client([modprobe, "--dry-run", "md_mod"] if self.dry else [modprobe, "md_mod"])
+            if not os.path.exists(self.PROC_MDSTAT) and not (self.dry and rc == 0):
+                self.fail(f"{self.host} has no md (software RAID) driver: {self.PROC_MDSTAT} is absent and "
+                          f"'modprobe md_mod' failed ({_said(rc, out, err)})")
+        if self.mdadm(need=False) is None and _true(self.var("knob_raid_level_install")) and not self.dry:
+            self.install()
+        if self.mdadm(need=False) is None and not (self.dry and _true(self.var("knob_raid_level_install"))):
+            self.fail(f"mdadm is not installed on {self.host}; install the mdadm package or set "
+                      "knob_raid_level_install: true")
+
+    def install(self):
+        import shutil
+
+        for argv in self.INSTALLERS:
+            if shutil.which(argv[0]):
+                rc, out, err = _run_client([*argv, "mdadm"], env={"DEBIAN_FRONTEND": "noninteractive"})
+                if rc != 0:
+                    self.fail(f"installing mdadm on {self.host} with {argv[0]} failed: {_said(rc, out, err)[-300:]}")
+                return
+        tried = ", ".join(a[0] for a in self.INSTALLERS)
+        self.fail(f"mdadm is not installed on {self.host} and no package manager ({tried}) was found to install it; "
+                  "install the mdadm package")
+
+    def mdadm(self, need=True):
+        found = next((p for p in self.MDADM if os.path.exists(p)), None)
+        if found is None and need:
+            self.fail(f"mdadm is not installed on {self.host}; install the mdadm package or set "
+                      "knob_raid_level_install: true")
+        return found
+
+    def state(self, value):
+        exists = os.path.exists(self.array)
+        detail = ""
+        if exists:
+            rc, detail, err = _run_client([self.mdadm(), "--detail", self.array])
+            if rc != 0:
+                self.fail(f"mdadm --detail {self.array} failed on {self.host}: {_said(rc, detail, err)}")
+        state = raid_state(detail, exists, value, self.devices, self.var("knob_raid_level_chunk_kb"))
+        state["baseline"] = "absent" if state["state"] == "absent" else f"raid{state['level']}"
+        return state
+
+    def create_argv(self, value):
+        """mdadm --create's command line for the intended level."""
+        level = raid_level_number(value)
+        return ([self.mdadm(), "--create", self.array, "--run", "--metadata=1.2", f"--level={level}",
+                 f"--raid-devices={len(self.devices)}"]
+                + ([] if level == 1 else [f"--chunk={self.var('knob_raid_level_chunk_kb')}K"])
+                + ([] if _true(self.var("knob_raid_level_wait_resync")) else ["--assume-clean"])
+                + self.devices)
+
+    def step(self, argv, ok=(0,)):
+        rc, out, err = _run_client(argv)
+        if rc not in ok:
+            self.fail(f"{' '.join(str(a) for a in argv)} failed on {self.host}: {_said(rc, out, err)}")
+        return out
+
+    def write(self, value, baseline):
+        mdadm = self.mdadm()
+        if os.path.exists(self.array):  # take the old array down
+            rc, mounts, _ = _run_client(["findmnt", "--noheadings", "--output", "TARGET", "--source", self.array])
+            for target in mounts.splitlines() if rc == 0 else []:
+                self.step(["umount", target.strip()])
+            self.step([mdadm, "--stop", self.array])
+        for device in self.devices:  # 1: no superblock there
+            self.step([mdadm, "--zero-superblock", "--force", device], ok=(0, 1))
+        if raid_level_number(value) == "absent":
+            return
+        self.step(self.create_argv(value))
+        if _true(self.var("knob_raid_level_wait_resync")):
+            self.step([mdadm, "--wait", self.array], ok=(0, 1))  # 1: nothing to wait for
+        fstype, mount_point = str(self.var("knob_raid_level_fstype")), str(self.var("knob_raid_level_mount_point"))
+        self.step(["mkfs", "-t", fstype, *_argv_list(self.var("knob_raid_level_mkfs_options")), self.array])
+        os.makedirs(mount_point, mode=0o755, exist_ok=True)
+        self.step(["mount", "-t", fstype, "-o", str(self.var("knob_raid_level_mount_options")), self.array,
+                   mount_point])
+
+    def write_problem(self, value):
+        return "" if os.geteuid() == 0 else f"building an md array on {self.host} needs root (uid {os.geteuid()})"
+
+
 # == backends: knob_kernel_cmdline ==
 
 # A parameter's *state* on a kernel command line is "absent" (not on the line),
@@ -976,13 +1431,17 @@ def inspect(knobs, levels, settings=None, host="this host"):
     out = {}
     for knob in knobs:
         b = backend(knob, settings, host)
+        b.dry = True
+        blocker = b.blocker()
         try:
-            current = b.read(knob.get("value"))[1]
+            current = f"unreadable: {blocker}" if blocker else b.read(knob.get("value"))[1]
         except (KnobError, OSError) as exc:
             current = f"unreadable: {exc}"
         planned = levels.get(knob["factor"], [knob.get("value")])
         out[knob["factor"]] = {"role": knob["role"], "current": current,
-                               "levels": {str(v): b.problem(v) for v in planned}}
+                               "levels": {str(v): blocker or b.problem(v) for v in planned}}
+        if blocker:  # one blocker for every level (bmx check says it once)
+            out[knob["factor"]]["blocker"] = blocker
     return out
 
 

@@ -8,7 +8,9 @@ either, but a built tree gives the same answer everywhere). Nothing may be writt
 
 from __future__ import annotations
 
+import shutil
 import sys
+from pathlib import Path
 
 import pytest
 from netns import NamespaceHosts, available
@@ -135,3 +137,35 @@ def test_check_inspects_cpu_affinity_and_file_layout_on_the_host(project):
     row = next(line for line in res.stdout.splitlines() if line.startswith("localhost") and " layout " in line)
     assert "absent" in row and "contiguous ok" in row, res.stdout
     assert not data.parent.exists(), "bmx check created the file's directory"
+
+
+CLIENT_SPEC = """\
+name: check_clients
+hosts: localhost
+inventory: config/inventory/test.yml
+factors:
+  fiber: [0, 1]
+  raid: [5, 10]
+knobs:
+  fiber: {{role: knob_mssql_setting, cost: restart, vars: {{knob_mssql_setting_name: lightweight pooling}}}}
+  raid: {{role: knob_raid_level, cost: restart,
+          vars: {{knob_raid_level_devices: [/dev/loop90, /dev/loop91], knob_raid_level_destroy: true}}}}
+""" + SPEC[SPEC.index("workload:"):]
+
+
+@pytest.mark.skipif(bool(shutil.which("sqlcmd")) or Path("/proc/mdstat").exists(),
+                    reason="this machine has sqlcmd or md: nothing to refuse")
+def test_check_says_a_missing_client_or_driver_once_per_knob(project):
+    """No sqlcmd and no md driver here: each knob is one blocker, not one per level."""
+    spec = project.write_spec("check_clients", CLIENT_SPEC.format(py=sys.executable))
+    res = project.bmx("check", str(spec))
+    assert res.returncode == 1, res.stdout + res.stderr
+    blockers = [line for line in res.stderr.splitlines() if line.startswith("bmx check: ")]
+    assert len(blockers) == 2, res.stderr
+    assert any(b.startswith("bmx check: localhost: knob fiber (knob_mssql_setting) cannot be set: knob_mssql_setting: "
+                            "sqlcmd not found on localhost") for b in blockers), blockers
+    assert any(b.startswith("bmx check: localhost: knob raid (knob_raid_level) cannot be set: knob_raid_level: "
+                            "localhost has no md (software RAID) driver") for b in blockers), blockers
+    assert "cannot run: 2 blocker(s)" in res.stdout
+    row = next(line for line in res.stdout.splitlines() if line.startswith("localhost") and " raid " in line)
+    assert "5 BLOCKED, 10 BLOCKED" in row, res.stdout

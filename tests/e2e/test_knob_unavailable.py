@@ -6,7 +6,8 @@ differs by kernel: this machine has none (/proc/mdstat is absent and the
 kernel has no loadable modules), a stock Debian kernel loads md_mod on demand. The
 RAID test finds out which kind of kernel it runs on and asserts what the role must
 do there: refuse clearly without md, refuse clearly without mdadm, and otherwise
-build and take down a real array on loop devices. It never skips.
+build and take down a real array on loop devices. It never skips. The parsing of
+``mdadm --detail`` is tested in tests/unit/host/test_knob_backend_raid.py.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from knobkit import KnobRunner, LoopDevice, assert_cycle, knob, role_filters
+from knobkit import KnobRunner, LoopDevice, assert_cycle, knob
 
 pytestmark = pytest.mark.slow
 
@@ -111,30 +112,3 @@ def test_raid_knob_on_this_kernel(runner, tmp_path):
         for d in devs:
             d.close()
 
-
-def test_raid_detail_parsing():
-    f = role_filters("knob_raid_level")
-    detail = """/dev/md/benchmatrix:
-           Version : 1.2
-        Raid Level : raid5
-        Array Size : 31744 (31.00 MiB 32.51 MB)
-      Raid Devices : 3
-             State : clean
-        Chunk Size : 512K
-
-    Number   Major   Minor   RaidDevice State
-       0       7        1        0      active sync   /dev/loop1
-       1       7        2        1      active sync   /dev/loop2
-       3       7        3        2      active sync   /dev/loop3
-"""
-    devices = ["/dev/loop1", "/dev/loop2", "/dev/loop3"]
-    assert f.knob_raid_level_state(detail, True, "5", devices, 512)["actual"] == "5"
-    assert f.knob_raid_level_state(detail, True, "raid5", devices, 512)["actual"] == "raid5"
-    actual = f.knob_raid_level_state(detail, True, "10", devices, 512)["actual"]
-    assert actual == "raid5 chunk 512K on loop1,loop2,loop3"
-    assert f.knob_raid_level_state(detail, True, "5", devices, 64)["actual"].startswith("raid5 chunk 512K")
-    degraded = detail.replace("State : clean", "State : clean, degraded")
-    assert "degraded" in f.knob_raid_level_state(degraded, True, "5", devices, 512)["actual"]
-    assert f.knob_raid_level_state("", False, "5", devices, 512)["actual"] == "absent"
-    assert f.knob_raid_level_number("RAID10") == 10 and f.knob_raid_level_number("absent") == "absent"
-    assert f.knob_raid_level_number("mirror") is None

@@ -110,5 +110,5 @@ def test_inspect_tells_each_level_and_writes_nothing(tmp_path):
 
 
 def test_an_unknown_role_is_refused_by_name():
-    with pytest.raises(bmx_knob.KnobError, match="role 'knob_raid_level' has no file backend"):
-        bmx_knob.apply([{"factor": "raid", "role": "knob_raid_level", "value": 5}])
+    with pytest.raises(bmx_knob.KnobError, match="role 'knob_no_such_role' has no file backend"):
+        bmx_knob.apply([{"factor": "x", "role": "knob_no_such_role", "value": 5}])
