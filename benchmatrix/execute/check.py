@@ -23,7 +23,8 @@ from benchmatrix.execute.hosts import resolve_hosts
 from benchmatrix.spec.load import Spec
 
 #: Roles the bmx_knob module reads and sets (playbooks/library/bmx_knob.py, BACKENDS).
-FILE_ROLES = frozenset({"knob_sysctl", "knob_sysfs", "knob_read_ahead", "knob_smt", "knob_cpu_online"})
+FILE_ROLES = frozenset({"knob_sysctl", "knob_sysfs", "knob_read_ahead", "knob_smt", "knob_cpu_online",
+                        "knob_postgresql_setting"})
 
 
 @dataclass
