@@ -393,7 +393,7 @@ PG_QUERY = (
     "'data_directory', current_setting('data_directory'), "
     "'server_version_num', current_setting('server_version_num')::int, "
     "'conf_load_time', pg_conf_load_time(), 'pid', pg_backend_pid()) "
-    "FROM pg_settings s WHERE s.name = lower(:'name');\n")
+    "FROM pg_settings s WHERE lower(s.name) = lower(:'name');\n")
 
 _PG_MEMORY = {"B": 1, "kB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4}
 _PG_TIME = {"us": 0.001, "ms": 1, "s": 1000, "min": 60000, "h": 3600000, "d": 86400000}
@@ -652,6 +652,8 @@ class PostgresqlSetting(Backend):
         """Poll new sessions until they show the value, or show that the server has
         loaded its configuration since ``before`` (whatever they show then is what it
         is), bounded by knob_postgresql_setting_timeout; the last row read."""
+        # PostgreSQL sets pg_conf_load_time() after it applied the reloaded settings, and
+        # new sessions inherit it from the postmaster: once it moves, the value shown is final.
         deadline, pause = time.monotonic() + self.timeout, 0.005
         while True:
             try:

@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -190,6 +191,22 @@ def test_provisioned_server_is_started_and_reached_through_its_connection(runner
                         str(base / "cluster" / "data"), "--mode", "immediate", "--wait"], capture_output=True,
                        timeout=120)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_value_that_reads_back_otherwise_ends_the_wait_once_the_server_reloaded(server):
+    """TimeZone 'utc' shows as 'UTC' (a string parameter: compared exactly): the poll
+    stops when new sessions show the reloaded configuration, not at the timeout."""
+    bmx_knob = load_knob_module()
+    item = pg(server, "TimeZone", "utc")
+    item["vars"]["knob_postgresql_setting_timeout"] = 60
+    try:
+        t0 = time.monotonic()
+        state = bmx_knob.apply([item], host="localhost")["TimeZone"]
+        assert time.monotonic() - t0 < 20, "the wait ran to its timeout"
+        assert state["changed"] and not state["ok"] and state["actual"] == "UTC", state
+    finally:
+        server.sql("ALTER SYSTEM RESET timezone")
+        server.sql("SELECT pg_reload_conf()")
 
 
 def load_knob_module():

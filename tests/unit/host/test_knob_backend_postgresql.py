@@ -100,7 +100,7 @@ def test_one_query_returns_everything_a_knob_needs():
                 "data_directory", "server_version_num", "conf_load_time"):
         assert f"'{key}'," in bmx_knob.PG_QUERY, key
     # The name is a psql variable, never pasted into the SQL.
-    assert "lower(:'name')" in bmx_knob.PG_QUERY
+    assert "lower(s.name) = lower(:'name')" in bmx_knob.PG_QUERY  # TimeZone, DateStyle: mixed case
 
 
 @pytest.mark.parametrize(("row", "intended", "same"), [
