@@ -25,7 +25,7 @@ from benchmatrix.spec.load import Spec
 #: Roles the bmx_knob module reads and sets (playbooks/library/bmx_knob.py, BACKENDS).
 FILE_ROLES = frozenset({"knob_sysctl", "knob_sysfs", "knob_read_ahead", "knob_smt", "knob_cpu_online",
                         "knob_cpu_affinity", "knob_file_layout", "knob_kernel_cmdline",
-                        "knob_mssql_setting", "knob_oracle_parameter", "knob_raid_level"})
+                        "knob_mssql_setting", "knob_oracle_parameter", "knob_raid_level", "knob_postgresql_setting"})
 
 
 @dataclass

@@ -206,6 +206,10 @@ class Backend:
         """{command, boot_time_command, timeout} for ansible.builtin.reboot ('' keeps its default)."""
         return {}
 
+    def current(self, value):
+        """What ``mode: inspect`` shows as the knob's current state."""
+        return self.read(value)[1]
+
 
 @register
 class Sysctl(Backend):
@@ -437,6 +441,312 @@ class CpuOnline(Backend):
 
 
 # == backends: knob_postgresql_setting ==
+
+#: One pg_settings row as JSON (psql variable :name): the value SHOW prints, whether
+#: postgresql.auto.conf (ALTER SYSTEM) sets it, what a restart needs, and when the
+#: server last loaded its configuration (a reload has been processed once it changes).
+PG_QUERY = (
+    "SELECT json_build_object('name', s.name, 'setting', s.setting, 'unit', s.unit, 'vartype', s.vartype, "
+    "'context', s.context, 'source', s.source, 'pending_restart', s.pending_restart, "
+    "'show', current_setting(s.name), "
+    "'in_auto_conf', EXISTS (SELECT 1 FROM pg_file_settings f WHERE f.name = s.name "
+    "AND f.sourcefile LIKE '%postgresql.auto.conf'), "
+    "'data_directory', current_setting('data_directory'), "
+    "'server_version_num', current_setting('server_version_num')::int, "
+    "'conf_load_time', pg_conf_load_time(), 'pid', pg_backend_pid()) "
+    "FROM pg_settings s WHERE lower(s.name) = lower(:'name');\n")
+
+_PG_MEMORY = {"B": 1, "kB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3, "TB": 1024 ** 4}
+_PG_TIME = {"us": 0.001, "ms": 1, "s": 1000, "min": 60000, "h": 3600000, "d": 86400000}
+_PG_NUMBER = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z]*)\s*$")
+
+
+def pg_bool(text):
+    """PostgreSQL's boolean spellings (parse_bool): on, off, 1, 0 and unique prefixes
+    of true, false, yes, no; None when it is none of them."""
+    word = str(text).strip().lower()
+    if not word:
+        return None
+    if word in ("1", "on") or "true".startswith(word) or "yes".startswith(word):
+        return True
+    if word in ("0", "of", "off") or "false".startswith(word) or "no".startswith(word):
+        return False
+    return None
+
+
+def pg_base_unit(unit):
+    """A pg_settings unit in bytes or milliseconds: '8kB' -> (8192, 'memory'); 'ms' -> (1, 'time'); '' -> (1, None)."""
+    match = re.match(r"^(\d*)\s*([A-Za-z]+)$", unit or "")
+    if not match:
+        return 1, None
+    factor, name = int(match.group(1) or 1), match.group(2)
+    if name in _PG_MEMORY:
+        return factor * _PG_MEMORY[name], "memory"
+    if name in _PG_TIME:
+        return factor * _PG_TIME[name], "time"
+    return 1, None
+
+
+def pg_number(text, unit):
+    """The value of ``text`` ('64MB', '1.5s', '100') in the parameter's unit, or None."""
+    match = _PG_NUMBER.match(str(text))
+    if not match:
+        return None
+    value, given = float(match.group(1)), match.group(2)
+    if not given:
+        return value
+    base, kind = pg_base_unit(unit)
+    table = _PG_MEMORY if kind == "memory" else _PG_TIME if kind == "time" else {}
+    if given not in table:
+        return None
+    return value * table[given] / base
+
+
+def pg_same_value(row, intended):
+    """Whether ``intended`` sets the parameter to what ``row`` (pg_settings) holds:
+    booleans by meaning, numbers in the parameter's unit (integers rounded), enums
+    without case, strings exactly."""
+    import math
+
+    vartype, text = row.get("vartype"), str(intended)
+    if vartype == "bool":
+        return pg_bool(text) is not None and pg_bool(text) == pg_bool(row.get("setting"))
+    if vartype in ("integer", "real"):
+        want = pg_number(text, row.get("unit"))
+        try:
+            have = float(row.get("setting"))
+        except (TypeError, ValueError):
+            return False
+        if want is None:
+            return False
+        if vartype == "integer":
+            return int(round(want)) == int(round(have))
+        return math.isclose(want, have, rel_tol=1e-9, abs_tol=1e-12)
+    if vartype == "enum":
+        return text.strip().lower() == str(row.get("setting")).lower()
+    return text == str(row.get("setting"))
+
+
+def pg_actual(row, intended):
+    """The value read back, in the intended spelling when it is the same setting
+    ("64MB" and "65536kB"), else as SHOW prints it (" (restart pending)" when the
+    server still runs the old value). DEFAULT: no ALTER SYSTEM entry, no restart pending."""
+    text = str(intended)
+    if text.strip().upper() == "DEFAULT":
+        if not row.get("in_auto_conf") and not row.get("pending_restart"):
+            return text
+        return str(row.get("show"))
+    if pg_same_value(row, text) and not row.get("pending_restart"):
+        return text
+    return str(row.get("show")) + (" (restart pending)" if row.get("pending_restart") else "")
+
+
+def pg_baseline(row):
+    """What restore writes back: DEFAULT when no ALTER SYSTEM entry sets the
+    parameter (the reset leaves postgresql.auto.conf without one), else its value."""
+    return str(row.get("show")) if row.get("in_auto_conf") else "DEFAULT"
+
+
+def ansible_bool(value):
+    """Ansible's ``| bool`` of a variable's value."""
+    return value is True or str(value).strip().lower() in ("true", "yes", "on", "1", "y", "t")
+
+
+@register
+class PostgresqlSetting(Backend):
+    """A PostgreSQL parameter: ALTER SYSTEM SET (RESET for DEFAULT) and pg_reload_conf(),
+    a restart for a postmaster parameter when the knob's cost allows it; every read is
+    one psql call of PG_QUERY. The server is service_postgresql's when the host has
+    ``service_postgresql_conn`` (tasks/knobs.yml provisions it before the call)."""
+
+    role = "knob_postgresql_setting"
+    defaults = {"knob_postgresql_setting_provision": True, "knob_postgresql_setting_host": "/var/run/postgresql",
+                "knob_postgresql_setting_port": 5432, "knob_postgresql_setting_user": "postgres",
+                "knob_postgresql_setting_database": "postgres", "knob_postgresql_setting_psql": "psql",
+                "knob_postgresql_setting_runas": [], "knob_postgresql_setting_os_user": "postgres",
+                "knob_postgresql_setting_timeout": 120, "knob_postgresql_setting_bindir": "",
+                "knob_postgresql_setting_logfile": "", "knob_postgresql_setting_restart_argv": []}
+    #: Defaults taken from service_postgresql's connection when the host has one.
+    CONN = {"knob_postgresql_setting_host": "host", "knob_postgresql_setting_port": "port",
+            "knob_postgresql_setting_user": "user", "knob_postgresql_setting_psql": "psql",
+            "knob_postgresql_setting_bindir": "bindir"}
+    NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*([.][A-Za-z_][A-Za-z0-9_]*)?$")
+
+    def __init__(self, knob, settings, host):
+        super().__init__(knob, settings, host)
+        self.row = None  # the last row read
+        self.cached = None  # a row check() read, for the read() that follows it
+        self.unreachable = False
+
+    def var(self, name):
+        for source in (self.settings, self.vars):
+            if source.get(name) not in (None, ""):
+                return source[name]
+        conn = self.settings.get("service_postgresql_conn")
+        if isinstance(conn, dict) and conn.get(self.CONN.get(name)) not in (None, ""):
+            return conn[self.CONN[name]]
+        return self.defaults.get(name, "")
+
+    @property
+    def name(self):
+        name = str(self.var("knob_postgresql_setting_name"))
+        if not self.NAME.match(name):
+            self.fail(f"'{name}' is not a parameter name (set knob_postgresql_setting_name in the knob's vars)")
+        return name
+
+    @property
+    def allow_restart(self):
+        """The host's own knob_postgresql_setting_allow_restart, else the knob's cost class
+        (restart or reboot), as the role's default."""
+        own = self.settings.get("knob_postgresql_setting_allow_restart")
+        if own not in (None, ""):
+            return ansible_bool(own)
+        return str(self.knob.get("cost") or "none") in ("restart", "reboot")
+
+    @property
+    def timeout(self):
+        return float(self.var("knob_postgresql_setting_timeout"))
+
+    def psql_argv(self, *extra):
+        """psql's command line (runas prefix first); the parameter is the psql variable :name."""
+        return [str(a) for a in self.var("knob_postgresql_setting_runas")] + [
+            str(self.var("knob_postgresql_setting_psql")), "--no-psqlrc", "--tuples-only", "--no-align",
+            "--set=ON_ERROR_STOP=1", f"--host={self.var('knob_postgresql_setting_host')}",
+            f"--port={self.var('knob_postgresql_setting_port')}",
+            f"--username={self.var('knob_postgresql_setting_user')}",
+            f"--dbname={self.var('knob_postgresql_setting_database')}", f"--set=name={self.name}", *extra]
+
+    def psql(self, sql, *extra):
+        """Run ``sql`` (stdin) through psql; returns (rc, stdout, why it failed)."""
+        import subprocess
+
+        try:
+            proc = subprocess.run(self.psql_argv(*extra), input=sql, capture_output=True, text=True,
+                                  timeout=self.timeout, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return -1, "", str(exc)
+        return proc.returncode, proc.stdout, proc.stderr.strip() or f"psql exited with {proc.returncode}"
+
+    def read_row(self):
+        """The parameter's row (one psql call)."""
+        rc, out, why = self.psql(PG_QUERY)
+        if rc != 0:
+            self.unreachable = True
+            self.fail(f"cannot query PostgreSQL at {self.var('knob_postgresql_setting_host')}:"
+                      f"{self.var('knob_postgresql_setting_port')} as {self.var('knob_postgresql_setting_user')} "
+                      f"on {self.host}: {why}")
+        if not out.strip():
+            self.fail(f"PostgreSQL on {self.host} has no parameter '{self.name}'")
+        return json.loads(out)
+
+    def refusal(self, row, value):
+        """Why ``value`` cannot be set on the server ``row`` was read from, or '' (also
+        '' when it is set already: nothing to do)."""
+        if pg_actual(row, value) == str(value):
+            return ""
+        if row.get("context") == "internal":
+            return f"{self.role}: {self.name} is fixed when PostgreSQL is built or initialized (context internal)"
+        if row.get("context") == "postmaster" and not self.allow_restart:
+            return (f"{self.role}: changing {self.name} on {self.host} restarts PostgreSQL (context postmaster); "
+                    "declare the knob with cost: restart to allow it")
+        return ""
+
+    def check(self, value):
+        # Reads the row (read() uses it) so that the refusals come before any write.
+        self.cached = self.read_row()
+        why = self.refusal(self.cached, value)
+        if why:
+            raise KnobError(why)
+
+    def read(self, value):
+        self.row, self.cached = self.cached or self.read_row(), None
+        return pg_actual(self.row, value), pg_baseline(self.row)
+
+    def current(self, value):
+        return str(self.read_row().get("show"))
+
+    def restart_argv(self, row):
+        """knob_postgresql_setting_restart_argv, else pg_ctl restart of the server's data
+        directory as the os user (bindir: service_postgresql's, else Debian's of the
+        server's major version; log: postgresql.log beside the data directory)."""
+        argv = self.var("knob_postgresql_setting_restart_argv")
+        if argv:
+            return [str(a) for a in argv]
+        bindir = self.var("knob_postgresql_setting_bindir") or \
+            f"/usr/lib/postgresql/{int(row.get('server_version_num') or 0) // 10000}/bin"
+        logfile = self.var("knob_postgresql_setting_logfile") or \
+            os.path.join(os.path.dirname(str(row.get("data_directory") or "")), "postgresql.log")
+        return ["runuser", "-u", str(self.var("knob_postgresql_setting_os_user")), "--", f"{bindir}/pg_ctl",
+                "restart", "--pgdata", str(row.get("data_directory") or ""), "--mode", "fast", "--wait",
+                "--timeout", str(int(self.timeout)), "--log", logfile]
+
+    def write(self, value, state):
+        import subprocess
+        import tempfile
+
+        before = self.row or self.read_row()
+        if str(value).upper() == "DEFAULT":
+            sql = 'ALTER SYSTEM RESET :"name";\nSELECT pg_reload_conf();\n'
+        else:
+            sql = "ALTER SYSTEM SET :\"name\" TO :'value';\nSELECT pg_reload_conf();\n"
+        rc, _, why = self.psql(sql, f"--set=value={value}")
+        if rc != 0:
+            self.fail(f"cannot set {self.name} to '{value}' on {self.host}: {why}")
+        if before.get("context") == "postmaster":
+            argv = self.restart_argv(before)
+            # Output to a file, not a pipe: a server started by the command may keep it open.
+            with tempfile.TemporaryFile("w+") as log:
+                try:
+                    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                          timeout=self.timeout + 30, check=False)
+                    rc, why = proc.returncode, ""
+                except (OSError, subprocess.TimeoutExpired) as exc:
+                    rc, why = -1, str(exc)
+                log.seek(0)
+                why = why or " ".join(log.read().split())[-400:]
+            if rc != 0:
+                self.fail(f"restarting PostgreSQL on {self.host} for {self.name} failed "
+                          f"({' '.join(argv)}): {why or f'exit status {rc}'}")
+        self.cached = self.wait(value, before)
+
+    def wait(self, value, before):
+        """Poll new sessions until they show the value, or show that the server has
+        loaded its configuration since ``before`` (whatever they show then is what it
+        is), bounded by knob_postgresql_setting_timeout; the last row read."""
+        # PostgreSQL sets pg_conf_load_time() after it applied the reloaded settings, and
+        # new sessions inherit it from the postmaster: once it moves, the value shown is final.
+        deadline, pause = time.monotonic() + self.timeout, 0.005
+        while True:
+            try:
+                row = self.read_row()
+                if pg_actual(row, value) == str(value) or row.get("conf_load_time") != before.get("conf_load_time"):
+                    return row
+            except KnobError:  # the server is still restarting
+                row = None
+            if time.monotonic() >= deadline:
+                return row  # None: read() reads again and fails with psql's message
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
+
+    def problem(self, value):
+        why = super().problem(value)
+        if why and self.unreachable and ansible_bool(self.var("knob_postgresql_setting_provision")) \
+                and not self.settings.get("service_postgresql_conn"):
+            return ""  # service_postgresql starts the private server when the campaign runs
+        return why
+
+    def write_problem(self, value):
+        if (self.row or {}).get("context") != "postmaster":
+            return ""
+        import shutil
+
+        argv = self.restart_argv(self.row)
+        if not shutil.which(argv[0]):
+            return f"{argv[0]} (knob_postgresql_setting_restart_argv) is not on {self.host}'s PATH"
+        pg_ctl = next((a for a in argv if a.endswith("/pg_ctl")), "")
+        if pg_ctl and not os.path.exists(pg_ctl):
+            return f"{pg_ctl} does not exist on {self.host} (set knob_postgresql_setting_bindir)"
+        return ""
 
 
 # == backends: knob_cpu_affinity, knob_file_layout ==
@@ -1434,7 +1744,7 @@ def inspect(knobs, levels, settings=None, host="this host"):
         b.dry = True
         blocker = b.blocker()
         try:
-            current = f"unreadable: {blocker}" if blocker else b.read(knob.get("value"))[1]
+            current = f"unreadable: {blocker}" if blocker else b.current(knob.get("value"))
         except (KnobError, OSError) as exc:
             current = f"unreadable: {exc}"
         planned = levels.get(knob["factor"], [knob.get("value")])
