@@ -144,14 +144,3 @@ class LoopDevice:
             sh("umount", str(self.mountpoint), check=False)
             self.mountpoint = None
         sh("losetup", "--detach", self.device, check=False)
-
-
-def role_filters(role: str):
-    """The filter plugin module of a role (plain Python, for unit tests)."""
-    import importlib.util
-
-    path = PLAYBOOKS / "roles" / role / "filter_plugins" / f"{role}.py"
-    spec = importlib.util.spec_from_file_location(f"{role}_filters", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

@@ -1,12 +1,11 @@
 """``bmx check SPEC``: can this campaign run, on every host, before it starts?
 
 For each host of the spec one read-only Ansible call (playbooks/check_host.yml) reads
-every file-backed knob through the bmx_knob module (mode ``inspect``: nothing is
-written) and tells, for each planned level, whether it can be set (the file exists,
-the kernel supports it, it is writable, the value is valid); it also looks for the
-workload's tool and its version. Knobs of the other roles are checked on the
-controller: the role exists, and a reboot-class knob with several levels has
-``allow_reboot``. The campaign's time is the plan's own estimate (``bmx plan``).
+every knob through the bmx_knob module (mode ``inspect``: nothing is written) and
+tells, for each planned level, whether it can be set (the file exists, the kernel
+supports it, it is writable, the value is valid, the client or driver is there); it
+also looks for the workload's tool and its version. A reboot-class knob with several
+levels needs ``allow_reboot``. The campaign's time is the plan's own estimate (``bmx plan``).
 A blocker is anything that would fail the campaign later: one line each.
 """
 
@@ -21,11 +20,6 @@ from benchmatrix.errors import AnsibleError
 from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.execute.hosts import resolve_hosts
 from benchmatrix.spec.load import Spec
-
-#: Roles the bmx_knob module reads and sets (playbooks/library/bmx_knob.py, BACKENDS).
-FILE_ROLES = frozenset({"knob_sysctl", "knob_sysfs", "knob_read_ahead", "knob_smt", "knob_cpu_online",
-                        "knob_cpu_affinity", "knob_file_layout", "knob_kernel_cmdline",
-                        "knob_mssql_setting", "knob_oracle_parameter", "knob_raid_level", "knob_postgresql_setting"})
 
 
 @dataclass
@@ -86,30 +80,17 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
     for f, k in spec.knobs.items():
         reboot = k.cost_class == "reboot" and len(levels[f]) > 1 and not said.get("allow_reboot")
         no_reboot = f"needs a reboot of {host}: set allow_reboot: true in the spec or for this host in the inventory"
-        if k.role in FILE_ROLES:
-            got = said["knobs"].get(f)
-            if got is None:
-                out.blockers.append(f"{host}: knob {f}: the check returned no result for it")
-                continue
-            out.knobs[f] = got
-            if got.get("blocker"):  # the host lacks what every level needs (a client, a driver): one line
-                out.blockers.append(f"{host}: knob {f} ({k.role}) cannot be set: {got['blocker']}")
-                continue
-            out.blockers += [f"{host}: knob {f} ({k.role}) cannot be set to {lvl}: {why}"
-                             for lvl, why in got["levels"].items() if why]
-            out.blockers += [f"{host}: knob {f} ({k.role}) {no_reboot}"] if reboot else []
+        got = said["knobs"].get(f)
+        if got is None:
+            out.blockers.append(f"{host}: knob {f}: the check returned no result for it")
             continue
-        role_dir = Path(project_dir) / "playbooks" / "roles" / k.role
-        if not role_dir.is_dir():
-            why = f"role {k.role} is not in playbooks/roles"
-        elif reboot:
-            why = no_reboot
-        else:
-            why = ""
-        out.knobs[f] = {"role": k.role, "current": "(read by its role at run time)",
-                        "levels": {str(v): why for v in levels[f]}}
-        if why:
-            out.blockers.append(f"{host}: knob {f} ({k.role}) {why}")
+        out.knobs[f] = got
+        if got.get("blocker"):  # the host lacks what every level needs (a client, a driver): one line
+            out.blockers.append(f"{host}: knob {f} ({k.role}) cannot be set: {got['blocker']}")
+            continue
+        out.blockers += [f"{host}: knob {f} ({k.role}) cannot be set to {lvl}: {why}"
+                         for lvl, why in got["levels"].items() if why]
+        out.blockers += [f"{host}: knob {f} ({k.role}) {no_reboot}"] if reboot else []
     lines = said.get("tool_out") or []
     rc = int(said.get("tool_rc", -1))
     if not tool:

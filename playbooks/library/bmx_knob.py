@@ -1,11 +1,15 @@
 #!/usr/bin/python
-"""Read, set and verify file-backed host knobs in one module call (benchmatrix).
+"""Read, set and verify every benchmatrix host knob of a batch in one module call.
 
 Runs on the host, standard library only (a WANT_JSON module: no Ansible code on the
-host). Each knob role whose state is a file under /proc or /sys has a backend here with ``read()`` and
-``write()``: knob_sysctl, knob_sysfs, knob_read_ahead, knob_smt and knob_cpu_online;
-knob_kernel_cmdline writes the boot loader's file and asks for a reboot (see apply()).
-One call takes every such knob of a batch: it checks and reads them all first (so a
+host). Every knob role (playbooks/roles/knob_NAME) has a backend class here, registered
+with ``@register``, with ``check()``, ``read()`` and ``write()``: files under /proc and
+/sys (knob_sysctl, knob_sysfs, knob_read_ahead, knob_smt, knob_cpu_online), the CPUs a
+batch runs on (knob_cpu_affinity: run settings only), a file's layout on disk
+(knob_file_layout), database settings through their clients (knob_postgresql_setting,
+knob_mssql_setting, knob_oracle_parameter), an md array (knob_raid_level) and the
+kernel command line, which takes a reboot (knob_kernel_cmdline; see apply()).
+One call takes every knob of a batch: it checks and reads them all first (so a
 refusal changes nothing), writes only those whose value read back differs from the
 intended one, reads those back, and returns per knob ``{role, intended, actual,
 changed, baseline, rebooted, seconds, ok}``. ``mode: inspect`` writes nothing and
@@ -27,9 +31,11 @@ import time
 
 DOCUMENTATION = r"""
 module: bmx_knob
-short_description: Read, set and verify benchmatrix's file-backed host knobs in one call
+short_description: Read, set and verify benchmatrix's host knobs in one call
 description:
-  - Backends for knob_sysctl, knob_sysfs, knob_read_ahead, knob_smt, knob_cpu_online and knob_kernel_cmdline.
+  - One backend per knob role (knob_sysctl, knob_sysfs, knob_read_ahead, knob_smt, knob_cpu_online, knob_cpu_affinity,
+    knob_file_layout, knob_postgresql_setting, knob_mssql_setting, knob_oracle_parameter, knob_raid_level,
+    knob_kernel_cmdline).
   - Reads every knob first and refuses (changing nothing) when one cannot be set; writes only what differs and
     reads it back.
 options:
@@ -1671,8 +1677,8 @@ def backend(knob, settings, host):
     try:
         cls = BACKENDS[knob.get("role")]
     except KeyError:
-        raise KnobError(f"knob {knob.get('factor')}: role {knob.get('role')!r} has no file backend "
-                        f"(these do: {', '.join(sorted(BACKENDS))})") from None
+        raise KnobError(f"knob {knob.get('factor')}: role {knob.get('role')!r} has no backend in the bmx_knob "
+                        f"module (these do: {', '.join(sorted(BACKENDS))})") from None
     return cls(knob, settings or {}, host)
 
 
@@ -1740,14 +1746,19 @@ def inspect(knobs, levels, settings=None, host="this host"):
     """Each knob's current value and, per planned level, why it cannot be set ('' when it can)."""
     out = {}
     for knob in knobs:
-        b = backend(knob, settings, host)
+        planned = levels.get(knob["factor"], [knob.get("value")])
+        try:
+            b = backend(knob, settings, host)
+        except KnobError as exc:  # a role without a backend: a blocker of its own, the others are still read
+            out[knob["factor"]] = {"role": knob.get("role"), "current": f"unreadable: {exc}", "blocker": str(exc),
+                                   "levels": {str(v): str(exc) for v in planned}}
+            continue
         b.dry = True
         blocker = b.blocker()
         try:
             current = f"unreadable: {blocker}" if blocker else b.current(knob.get("value"))
         except (KnobError, OSError) as exc:
             current = f"unreadable: {exc}"
-        planned = levels.get(knob["factor"], [knob.get("value")])
         out[knob["factor"]] = {"role": knob["role"], "current": current,
                                "levels": {str(v): blocker or b.problem(v) for v in planned}}
         if blocker:  # one blocker for every level (bmx check says it once)

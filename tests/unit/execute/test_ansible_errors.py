@@ -90,9 +90,10 @@ def test_a_spec_with_a_missing_knob_role_says_why(project):
     spec = project.write_spec("missing_knob_role", SPEC)
     res = project.bmx("run", str(spec), "--cores", "1")
     assert res.returncode == 1, res.stdout + res.stderr
-    assert "the role 'knob_missing' was not found" in res.stdout + res.stderr
+    missing = "role 'knob_missing' has no backend in the bmx_knob module"
+    assert missing in res.stdout + res.stderr
     recs = [json.loads(p.read_text()) for p in project.exp("missing_knob_role").glob("runs/*/1/record.json")]
     assert len(recs) == 2
     for rec in recs:
-        assert rec["status"] == "failed" and rec["failed_task"] == "Apply and verify the knob"
-        assert "the role 'knob_missing' was not found" in rec["reason"], rec["reason"]
+        assert rec["status"] == "failed" and rec["failed_task"] == "Read, set and verify the knobs in one call"
+        assert missing in rec["reason"], rec["reason"]

@@ -110,5 +110,17 @@ def test_inspect_tells_each_level_and_writes_nothing(tmp_path):
 
 
 def test_an_unknown_role_is_refused_by_name():
-    with pytest.raises(bmx_knob.KnobError, match="role 'knob_no_such_role' has no file backend"):
+    with pytest.raises(bmx_knob.KnobError, match="role 'knob_no_such_role' has no backend in the bmx_knob module"):
         bmx_knob.apply([{"factor": "x", "role": "knob_no_such_role", "value": 5}])
+
+
+def test_inspect_names_a_role_without_a_backend_as_its_own_blocker(tmp_path):
+    """bmx check: a knob of a role the module does not know is one blocker; the others are still read."""
+    (tmp_path / "f").write_text("3\n")
+    knobs = [{"factor": "x", "role": "knob_no_such_role", "value": 5},
+             {"factor": "y", "role": "knob_sysfs", "value": "3",
+              "vars": {"knob_sysfs_path": str(tmp_path / "f"), "knob_sysfs_root": str(tmp_path)}}]
+    out = bmx_knob.inspect(knobs, {"x": [5, 6], "y": ["3"]})
+    assert "has no backend in the bmx_knob module" in out["x"]["blocker"]
+    assert set(out["x"]["levels"]) == {"5", "6"}
+    assert out["y"]["current"] == "3" and out["y"]["levels"] == {"3": ""}

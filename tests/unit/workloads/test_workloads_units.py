@@ -213,14 +213,6 @@ def test_postgresql_conf_quotes_every_value():
         sp.service_postgresql_bindir(["/usr/lib/postgresql/15"], "16")
 
 
-def test_knob_cpu_filters_read_cpu_lists_with_the_controller_parser():
-    for role in ("knob_cpu_online",):  # knob_cpu_affinity: the bmx_knob module (test_knob_backend_cpu_affinity.py)
-        cpulist = getattr(plugin(role), f"{role}_cpulist")
-        assert cpulist("0-2,5") == [0, 1, 2, 5] and cpulist("") == []
-        with pytest.raises(AnsibleError, match=f"{role}: '3-1' is not a CPU list"):
-            cpulist("3-1")
-
-
 # --- batch runner: counters, inputs, affinity ---------------------------------------
 
 
