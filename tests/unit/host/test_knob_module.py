@@ -124,3 +124,24 @@ def test_inspect_names_a_role_without_a_backend_as_its_own_blocker(tmp_path):
     assert "has no backend in the bmx_knob module" in out["x"]["blocker"]
     assert set(out["x"]["levels"]) == {"5", "6"}
     assert out["y"]["current"] == "3" and out["y"]["levels"] == {"3": ""}
+
+
+@pytest.mark.parametrize("role", ["knob_sysctl", "knob_sysfs", "knob_read_ahead", "knob_smt", "knob_cpu_online"])
+def test_the_proc_and_sys_backends_defaults_are_the_roles(role):
+    """The role's defaults/main.yml documents the variables the backend reads: every
+    default the backend falls back to is the role's own (literal or the `default(...)`
+    fallback of its template)."""
+    import yaml
+    from unit.host.test_knob_backend_cpu_affinity import role_defaults
+
+    data = yaml.safe_load((PATH.parents[1] / "roles" / role / "defaults" / "main.yml").read_text())
+    literal = {k: v for k, v in data.items() if "{{" not in str(v)}
+    documented = {**role_defaults(role), **literal}
+    backend = bmx_knob.BACKENDS[role]
+    assert backend.defaults, role
+    for name, value in backend.defaults.items():
+        assert name in data, f"{role}: {name} is not in defaults/main.yml"
+        if name in documented:
+            assert str(documented[name]) == str(value), (role, name, documented[name], value)
+        else:  # a chain of fallbacks (the workload's path first): the last one is the backend's
+            assert str(data[name]).replace(" ", "").endswith(f"default('{value}')))}}}}"), (role, name, data[name])
