@@ -638,7 +638,7 @@ def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = No
     baseline = json.loads(path.read_text()) if path.is_file() else {}
     states: dict[str, Any] = {}
     # A workload without anything to clean up and no knob to restore needs no Ansible call.
-    if baseline or spec.workload["role"] in WORKLOADS_WITH_CLEANUP:
+    if baseline or _needs_cleanup(spec, exp / layout.HOSTS_DIR / host / layout.FACTS):
         knobs = _reboots_first([{"factor": f, "role": b["role"], "value": b["value"], "vars": b.get("vars", {}),
                                  "cost": b.get("cost", "none")} for f, b in baseline.items()])
         result = run_playbook(
@@ -657,6 +657,19 @@ def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = No
     if wrong:
         raise BenchmatrixError(f"host {host}: knobs not back at their baseline: {'; '.join(wrong)}")
     return summary
+
+
+def _needs_cleanup(spec: Spec, facts_path: Path) -> bool:
+    """Whether the workload role's finish.yml has work on the host: a role that cleans
+    up, unless prepare_host found nothing to undo (facts.json ``workload_cleanup``
+    false: fio without its loop file system). Without facts, clean up."""
+    if spec.workload["role"] not in WORKLOADS_WITH_CLEANUP:
+        return False
+    try:
+        facts = json.loads(facts_path.read_text())
+    except (OSError, ValueError):
+        return True
+    return not (isinstance(facts, dict) and facts.get("workload_cleanup") in (False, "False", "false"))
 
 
 def _restore_quietly(spec: Spec, project_dir: Path, host: str) -> bool:
