@@ -791,11 +791,13 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool 
     else:
         text = done.rows  # every record in a rows file: already in plan order, one row per attempt
     done.rows = None
-    runs_text = text.to_csv(index=False)
+    # As UTF-8 bytes: io.StringIO would hold the text at 4 bytes a character (1.3 GB
+    # for a 1M-run runs.csv), BytesIO shares the bytes.
+    runs_text = text.to_csv(index=False).encode("utf-8")
     del text, rows
     # runs.csv as a reader of the file sees it (types as read back), so that the report
     # renders the same from memory here as from disk under `bmx report`.
-    read_back = pd.read_csv(io.StringIO(runs_text))
+    read_back = pd.read_csv(io.BytesIO(runs_text), encoding="utf-8")
     # The notes as the report reads record_notes.csv back: text.
     # Host-fact changes are found over the batches' entries and these records together.
     mine_notes = pd.read_csv(io.StringIO(notes.frame(done.facts).to_csv(index=False)), dtype=str,
