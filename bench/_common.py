@@ -419,7 +419,7 @@ def bmx_phases(exp: Path, recs: list[dict[str, Any]], events: list[dict[str, Any
         # Since the runner is installed by prepare_host, a batch has no setup tasks: 0 s.
         setup0 = min([at("task_start", "batch_runner : Run the batch")]
                      + [e["t"] for e in ev if e["event"] == "task_start"
-                       and e.get("task") == "batch_runner : Create the runner's directories"])
+                       and e.get("task") == "batch_runner : Install the batch runner"])
         run0 = at("task_start", "batch_runner : Run the batch")
         run1 = at("task_ok", "batch_runner : Run the batch")
         pb1 = at("playbook_end")

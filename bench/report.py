@@ -95,6 +95,9 @@ facts = {"hostname": "bench", "fqdn": "bench", "cpu_model": "AMD EPYC", "cpu_cou
          "filesystem_source": "/dev/vda", "mount_point": "/", "block_device": "vda", "read_ahead_kb": "128",
          "io_scheduler": "none", "inventory_name": "localhost", "gathered_at": iso(t0)}
 if with_records:
+    from benchmatrix.results.batch_rows import write_batch_rows
+    from benchmatrix.results.records import atomic_write
+    by_batch = {}
     for i, r in enumerate(runs):
         d = exp / "runs" / r.run_id / str(r.attempt)
         d.mkdir(parents=True, exist_ok=True)
@@ -116,6 +119,12 @@ if with_records:
         (d / "record.json").write_text(json.dumps(rec, indent=1) + "\n")
         (d / "stdout").write_text(" ".join(f"{m}={values[m][i]:.3f}" for m in METRICS) + "\n")
         (d / "stderr").write_text("")
+        by_batch.setdefault(r.batch, []).append(rec)
+    # What each batch job writes beside its marker (collect reads these, not the records):
+    # the batch's runs.csv rows and record notes, then the marker with units and facts.
+    for batch, recs in by_batch.items():
+        summary = {"batch": batch, "runs": len(recs), **write_batch_rows(exp, batch, recs, spec.factor_names)}
+        atomic_write(exp / "batches" / f"{batch}.done", json.dumps(summary) + "\n")
 else:
     cols = {"seq": [r.seq for r in runs], "host": "localhost", "run_id": [r.run_id for r in runs],
             "cell_id": [r.cell_id for r in runs], "replicate": [r.replicate for r in runs],

@@ -375,6 +375,41 @@ def mark_progress(exp_dir: str | Path, runs: list[Any] | None = None,
     return update_meta(exp_dir, hosts=hosts or None, ended_at=ended)
 
 
+def mark_progress_from_tables(exp_dir: str | Path, plan: Any, runs: Any) -> dict[str, Any]:
+    """:func:`mark_progress` from the plan and runs tables collect has in memory.
+
+    The same hosts and ``ended_at``, decided the same way
+    (:func:`benchmatrix.results.status.decide`), without a Python object per run: a
+    1M-run campaign's plan and records as objects take gigabytes.
+
+    Args:
+        exp_dir: ``results/NAME``.
+        plan: plan.csv's rows (``host``, ``run_id``, ``attempt``).
+        runs: runs.csv's rows of the plan's runs (``run_id``, ``attempt``, ``status``,
+            ``started_at``, ``ended_at``), as read back from the file.
+    """
+    import pandas as pd
+
+    from benchmatrix.results.batch_rows import first_positions
+    from benchmatrix.results.status import decide
+
+    hosts = sorted(plan["host"].astype(str).unique()) if len(plan) else []
+    first = first_positions(plan["run_id"] if len(plan) else pd.Series([], dtype=str))
+    # decide() lists the plan's run ids first, in plan order, then those only in runs.
+    outcome = decide(plan, runs)["outcome"].iloc[:len(first)] if len(plan) else []
+    done = len(outcome) > 0 and bool((outcome != "pending").all())
+    ended = None
+    if done and len(runs):
+        mine = runs[runs["run_id"].astype(str).map(first).notna()]
+        # A record's end, else its start (what mark_progress takes), as text: ISO 8601
+        # stamps of one campaign order as text.
+        ends = mine["ended_at"].where(mine["ended_at"].notna() & (mine["ended_at"].astype(str) != ""),
+                                      mine["started_at"]).dropna().astype(str)
+        ends = ends[ends != ""]
+        ended = ends.max() if len(ends) else None
+    return update_meta(exp_dir, hosts=hosts or None, ended_at=ended)
+
+
 def run_counts(path: str | Path, from_records: bool = True) -> dict[str, int]:
     """Measured runs of a campaign (warm-ups and control runs aside): planned, ok,
     failed (any final state but ok) and pending, as ``bmx status`` decides.

@@ -27,7 +27,7 @@ from typing import Any
 import jinja2
 
 import benchmatrix
-from benchmatrix.campaigns.store import SPEC_FILE, campaign_id, mark_progress, update_meta
+from benchmatrix.campaigns.store import SPEC_FILE, campaign_id, mark_progress_from_tables, update_meta
 from benchmatrix.errors import AnsibleError, BenchmatrixError, HostUnreachableError, Interrupted, ParseError, PlanError
 from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.execute.hosts import resolve_hosts
@@ -638,7 +638,7 @@ def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = No
     baseline = json.loads(path.read_text()) if path.is_file() else {}
     states: dict[str, Any] = {}
     # A workload without anything to clean up and no knob to restore needs no Ansible call.
-    if baseline or spec.workload["role"] in WORKLOADS_WITH_CLEANUP:
+    if baseline or _needs_cleanup(spec, exp / layout.HOSTS_DIR / host / layout.FACTS):
         knobs = _reboots_first([{"factor": f, "role": b["role"], "value": b["value"], "vars": b.get("vars", {}),
                                  "cost": b.get("cost", "none")} for f, b in baseline.items()])
         result = run_playbook(
@@ -657,6 +657,19 @@ def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = No
     if wrong:
         raise BenchmatrixError(f"host {host}: knobs not back at their baseline: {'; '.join(wrong)}")
     return summary
+
+
+def _needs_cleanup(spec: Spec, facts_path: Path) -> bool:
+    """Whether the workload role's finish.yml has work on the host: a role that cleans
+    up, unless prepare_host found nothing to undo (facts.json ``workload_cleanup``
+    false: fio without its loop file system). Without facts, clean up."""
+    if spec.workload["role"] not in WORKLOADS_WITH_CLEANUP:
+        return False
+    try:
+        facts = json.loads(facts_path.read_text())
+    except (OSError, ValueError):
+        return True
+    return not (isinstance(facts, dict) and facts.get("workload_cleanup") in (False, "False", "false"))
 
 
 def _restore_quietly(spec: Spec, project_dir: Path, host: str) -> bool:
@@ -749,54 +762,84 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool 
 
     spec = load_spec(spec_path)
     exp = exp_dir_of(project_dir, spec)
-    runs, _ = read_plan(plan_path)
+    # Frames, not a Python object per run or record: at 1M runs those take gigabytes.
+    plan = read_table(Path(plan_path).parent, Path(plan_path).name)
     # Every finished batch wrote its runs.csv rows and record notes beside its marker:
-    # concatenate those, and read only the records no rows file holds (a batch cut
-    # short, a campaign of an older benchmatrix), one at a time, none kept whole.
+    # concatenate those, and read record.json only for the runs with a planned attempt
+    # no rows file holds (a batch cut short, a campaign of an older benchmatrix), one
+    # at a time, none kept whole.
     done = read_batch_rows(exp, typed=False, facts_changes=False)
-    covered = set(zip(done.rows["run_id"], done.rows["attempt"].astype(int))) if len(done.rows) else set()
+    open_ids, skip = _runs_to_read(plan, done.rows)
     notes = RecordNotes()
 
     def each_record() -> Iterator[dict[str, Any]]:
-        for rec in iter_records(exp, runs, skip=covered):
+        for rec in iter_records(exp, open_ids, skip=skip):
             notes.add(rec)
             yield rec
 
     rows, units = runs_rows(each_record(), spec.factor_names)
     units = {**done.units, **units}
     columns = layout.RUN_COLUMNS + spec.factor_names + sorted(units)
-    mine = pd.read_csv(io.StringIO(rows_csv_text(columns, rows)), dtype=str, keep_default_na=False)
-    text = pd.concat([done.rows, mine], ignore_index=True).reindex(columns=columns).fillna("")
-    first: dict[str, int] = {}
-    for i, run in enumerate(runs):
-        first.setdefault(run.run_id, i)
-    order = text["run_id"].map(first).fillna(len(first)).astype(int) * 1_000_000 + text["attempt"].astype(int)
-    text = text.iloc[order.argsort(kind="stable")]
-    runs_text = text.to_csv(index=False)
+    if rows or list(done.rows.columns) != columns:
+        mine = pd.read_csv(io.StringIO(rows_csv_text(columns, rows)), dtype=str, keep_default_na=False)
+        text = pd.concat([done.rows, mine], ignore_index=True).reindex(columns=columns).fillna("")
+        del mine
+        ids = plan["run_id"].astype(str).drop_duplicates() if len(plan) else pd.Series([], dtype=str)
+        first = pd.Series(range(len(ids)), index=ids.to_numpy())
+        order = text["run_id"].map(first).fillna(len(first)).astype(int) * 1_000_000 + text["attempt"].astype(int)
+        text = text.iloc[order.argsort(kind="stable")]
+    else:
+        text = done.rows  # every record in a rows file: already in plan order, one row per attempt
+    done.rows = None
+    # As UTF-8 bytes: io.StringIO would hold the text at 4 bytes a character (1.3 GB
+    # for a 1M-run runs.csv), BytesIO shares the bytes.
+    runs_text = text.to_csv(index=False).encode("utf-8")
+    del text, rows
     # runs.csv as a reader of the file sees it (types as read back), so that the report
     # renders the same from memory here as from disk under `bmx report`.
-    read_back = pd.read_csv(io.StringIO(runs_text))
+    read_back = pd.read_csv(io.BytesIO(runs_text), encoding="utf-8")
     # The notes as the report reads record_notes.csv back: text.
     # Host-fact changes are found over the batches' entries and these records together.
     mine_notes = pd.read_csv(io.StringIO(notes.frame(done.facts).to_csv(index=False)), dtype=str,
                              keep_default_na=False)
     record_notes = pd.concat([done.notes, mine_notes], ignore_index=True).reindex(columns=layout.NOTE_COLUMNS)
-    # What campaign.json's progress reads of each attempt.
-    state = read_back[list(_STATE_FIELDS)].astype(object)
-    records = state.where(state.notna(), None).to_dict("records")
-    tables = derive_tables(spec, read_table(exp, layout.PLAN), read_back, units, record_notes=record_notes)
+    tables = derive_tables(spec, plan, read_back, units, record_notes=record_notes)
     written = write_tables(exp, tables, runs_text=runs_text)
+    del runs_text
     # The tidy long table (runs_long.parquet) that export, compare and publish read.
     written.append(write_long_table(exp, read_back, spec.factor_names, units, spec.workload.get("metrics"), spec.name))
     # campaign.json: its hosts, and ended_at once no planned run is pending.
-    mark_progress(exp, runs, records)
+    mark_progress_from_tables(exp, plan, read_back)
     if render:
         written += _render(spec, exp, tables, template_dir)
     return written
 
 
-#: What campaign.json's progress (:func:`benchmatrix.campaigns.store.mark_progress`) reads of a record.
-_STATE_FIELDS = ("run_id", "attempt", "status", "started_at", "ended_at")
+def _runs_to_read(plan: Any, rows: Any) -> tuple[list[str], set[tuple[str, int]]]:
+    """The run ids with a planned attempt that no batch rows file holds, and the
+    attempts of those runs that one does (collect reads neither twice).
+
+    Args:
+        plan: plan.csv's rows.
+        rows: The batches' runs rows as text (:func:`benchmatrix.results.batch_rows.read_batch_rows`).
+    """
+    import numpy as np
+    import pandas as pd
+
+    from benchmatrix.results.batch_rows import first_positions
+
+    if not len(plan):
+        return [], set()
+    # (run id, attempt) pairs as one key; Index.get_indexer is a hash lookup in C.
+    held = pd.Index((rows["run_id"].astype(str) + "#" + rows["attempt"].astype(str)).to_numpy(dtype=object)
+                    if len(rows) else [], dtype=object).drop_duplicates()
+    planned = (plan["run_id"].astype(str) + "#" + plan["attempt"].astype(str)).to_numpy(dtype=object)
+    missing = held.get_indexer(planned) < 0 if len(held) else np.ones(len(planned), dtype=bool)
+    open_ids = list(dict.fromkeys(plan["run_id"].astype(str).to_numpy(dtype=object)[missing]))
+    if not open_ids or not len(rows):
+        return open_ids, set()
+    mine = rows[rows["run_id"].map(first_positions(open_ids)).notna()]
+    return open_ids, set(zip(mine["run_id"], mine["attempt"].astype(int)))
 
 
 def _render(spec: Spec, exp: Path, tables: Any, template_dir: Path | None) -> list[Path]:

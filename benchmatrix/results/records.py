@@ -114,25 +114,27 @@ def load_records(exp_dir: Path, plan: Iterable[PlannedRun]) -> list[dict[str, An
     return list(iter_records(exp_dir, plan))
 
 
-def iter_records(exp_dir: Path, plan: Iterable[PlannedRun],
+def iter_records(exp_dir: Path, plan: Iterable[PlannedRun | str],
                  skip: set[tuple[str, int]] | None = None) -> Iterator[dict[str, Any]]:
     """:func:`load_records` one at a time (collect keeps only what it needs of each).
 
     Args:
+        plan: The planned runs, or their run ids.
         skip: ``(run_id, attempt)`` pairs not to read (collect has their rows already).
     """
     skip = skip or set()
     seen = set()
     for run in plan:
-        if run.run_id in seen:
+        run_id = run if isinstance(run, str) else run.run_id
+        if run_id in seen:
             continue
-        seen.add(run.run_id)
-        base = Path(exp_dir) / RUNS_DIR / run.run_id
+        seen.add(run_id)
+        base = Path(exp_dir) / RUNS_DIR / run_id
         if not base.is_dir():
             continue
         attempts = sorted(int(p.name) for p in base.iterdir() if p.name.isdigit())
         for attempt in attempts:
-            if (run.run_id, attempt) in skip:
+            if (run_id, attempt) in skip:
                 continue
             path = base / str(attempt) / RECORD
             if path.is_file():

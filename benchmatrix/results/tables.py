@@ -114,15 +114,15 @@ def read_tables(exp: str | Path) -> Tables:
                   summary_by_host=read_table(exp, layout.SUMMARY_BY_HOST), record_notes=notes)
 
 
-def write_tables(exp: str | Path, tables: Tables, runs_text: str | None = None) -> list[Path]:
+def write_tables(exp: str | Path, tables: Tables, runs_text: str | bytes | None = None) -> list[Path]:
     """Write every table collect computes (not plan.csv, not runs_long.parquet), atomically.
 
     Each is written whatever the campaign holds (a header-only file when there is
     nothing to say), so that each is a Snakemake output of collect.
 
     Args:
-        runs_text: runs.csv's content when already serialized (a million rows take
-            seconds to write out again).
+        runs_text: runs.csv's content (text or UTF-8 bytes) when already serialized
+            (a million rows take seconds to write out again).
 
     Returns:
         The paths written, in :data:`benchmatrix.results.layout.COLLECTED` order.

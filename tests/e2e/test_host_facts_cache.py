@@ -8,6 +8,8 @@ runs them one after the other.
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -37,11 +39,36 @@ def _campaign(project, name: str) -> dict:
     return {"facts": json.loads((project.exp(name) / "hosts" / "localhost" / "facts.json").read_text()), "log": log}
 
 
+def _device_facts(path: str) -> dict:
+    """What the facts say of the workload path's file system and block device, found
+    here independently (findmnt, /sys/dev/block) of how prepare_host finds them."""
+    p = Path(path)
+    while not p.exists():
+        p = p.parent
+    out = subprocess.run(["findmnt", "--json", "--output", "MAJ:MIN,SOURCE,FSTYPE,TARGET", "--target", str(p)],
+                         capture_output=True, text=True, check=True).stdout
+    fs = json.loads(out)["filesystems"][0]
+    entry = Path("/sys/dev/block") / fs["maj:min"]
+    want = {"filesystem": fs["fstype"], "filesystem_source": fs["source"], "mount_point": fs["target"]}
+    if not entry.exists():
+        return want | {"block_device": f"{path} is on {fs['fstype']} {fs['source']} (device {fs['maj:min']}) on "
+                                       "localhost, not on a single block device; set knob_read_ahead_device",
+                       "read_ahead_kb": "unknown", "io_scheduler": "unknown"}
+    real = entry.resolve()
+    disk = real.parent if (real / "partition").exists() else real
+    queue = Path("/sys/block") / disk.name / "queue"
+    sched = (queue / "scheduler").read_text().strip()
+    return want | {"block_device": disk.name, "read_ahead_kb": (queue / "read_ahead_kb").read_text().strip(),
+                   "io_scheduler": sched.split("[", 1)[1].split("]", 1)[0] if "[" in sched else sched}
+
+
 def test_a_known_host_keeps_its_facts_and_a_changed_one_is_gathered_again(project):
     with project.inventory.open("a") as fh:
         fh.write("      workload_command_version_argv: [echo, 'tool 1.2']\n")
     first = _campaign(project, "facts_a")
     assert first["facts"]["facts_from"] == "gathered" and first["facts"]["tool_version"] == "tool 1.2"
+    device = _device_facts(first["facts"]["workload_path"])
+    assert {k: first["facts"][k] for k in device} == device
     cache = project.root / "results" / ".hosts" / "localhost" / "workload_command.json"
     kept = json.loads(cache.read_text())
     assert "boot_id" in kept["fingerprint"] and kept["facts"]["hostname"] == first["facts"]["hostname"]

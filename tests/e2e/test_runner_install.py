@@ -48,6 +48,9 @@ def test_stale_and_missing_runners_are_reinstalled_by_the_batch(project):
     (installed,) = project.hostwork.glob("*/batch_runner.py")
     want = hashlib.sha256(Path(batch_runner.__file__).read_bytes()).hexdigest()
     assert hashlib.sha256(installed.read_bytes()).hexdigest() == want
+    # Owner only: the runs' raw outputs may show their environments.
+    assert [oct(p.stat().st_mode & 0o777) for p in (installed.parent, installed.parent / "batches", installed)] \
+        == ["0o700", "0o700", "0o755"]
     # The batch's manifest never was a file on the host; the fetched archive stays until
     # the next batch's runner removes it.
     assert [p.name for p in (installed.parent / "batches").iterdir() if p.suffix == ".gz"] \

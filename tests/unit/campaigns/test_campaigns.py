@@ -60,6 +60,7 @@ from benchmatrix.campaigns.store import (  # noqa: E402
     campaign_rows,
     finish_archive,
     mark_progress,
+    mark_progress_from_tables,
     read_meta,
     start_campaign,
 )
@@ -299,3 +300,29 @@ def test_a_knobs_cost_estimate_is_not_part_of_the_measurement():
     other_device = {"knobs": {"ra": {"role": "knob_read_ahead", "cost": "none", "vars": {"device": "/dev/sdb"}}}}
     assert measurement_of(base) == measurement_of(cheaper)
     assert measurement_of(base) != measurement_of(other_device)
+
+
+def _progress_from_tables(exp):
+    """mark_progress_from_tables over the tables collect has: plan.csv, runs.csv as read back."""
+    import io
+
+    import pandas as pd
+
+    from benchmatrix.plan.design import read_plan
+    from benchmatrix.results.layout import RUN_COLUMNS
+    from benchmatrix.results.records import load_records, runs_rows
+
+    plan = pd.read_csv(exp / "plan.csv")
+    rows, _ = runs_rows(load_records(exp, read_plan(exp / "plan.csv")[0]), [])
+    runs = pd.read_csv(io.StringIO(pd.DataFrame(rows, columns=RUN_COLUMNS).to_csv(index=False)))
+    return mark_progress_from_tables(exp, plan, runs)
+
+
+def test_progress_from_tables_is_progress_from_records(tmp_path):
+    exp = _campaign(tmp_path / "x", "cur000000001", runs_ok=1, pending=1)
+    assert "ended_at" not in _progress_from_tables(exp) and _progress_from_tables(exp) == mark_progress(exp)
+    write_record(exp, {"run_id": "h1-c1-r2", "attempt": 1, "status": "failed", "cell_id": "c1", "host": "h1",
+                       "started_at": "2026-01-01T00:05:00+00:00", "ended_at": None})
+    meta = _progress_from_tables(exp)
+    assert meta["ended_at"] == "2026-01-01T00:05:00+00:00" and meta["hosts"] == ["h1"]
+    assert meta == mark_progress(exp)

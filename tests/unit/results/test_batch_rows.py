@@ -67,3 +67,26 @@ def test_batches_without_rows_files_are_named_as_missing(tmp_path):
     atomic_write(tmp_path / "batches" / "b1.done", json.dumps({"batch": "b1", "runs": 1}) + "\n")
     got = read_batch_rows(tmp_path)
     assert got.missing == ["b1"] and got.rows.empty and list(got.rows.columns[:len(RUN_COLUMNS)]) == RUN_COLUMNS
+
+
+def test_batches_with_different_columns_keep_file_order_and_the_last_copy(tmp_path):
+    # The rows files are parsed in runs of files sharing a header: a batch without
+    # metrics (every run failed) or with another metric starts a new run of them.
+    factors = ["size"]
+    plan = [PlannedRun(i, "h1", f"r{i}", "c1", 1, False, False, 1, f"b{i}", 1, {"size": "1"}) for i in (1, 2, 3, 4)]
+    atomic_write(tmp_path / "plan.csv", plan_csv_text(plan, factors))
+    recs = [_record(plan[0], value=1), _record(plan[1], "failed", None),
+            _record(plan[2], value=3) | {"metrics": {"lat_us": {"value": 3, "unit": "us"},
+                                                      "iops": {"value": 9, "unit": "1/s"}}},
+            _record(plan[3], value=4)]
+    for rec in recs:
+        _write_batch(tmp_path, rec["batch"], [rec], factors)
+    # r1 again under an older batch id that sorts after b1: the copy read last is kept.
+    _write_batch(tmp_path, "b9", [_record(plan[0], value=7) | {"batch": "b9"}], factors)
+    got = read_batch_rows(tmp_path)
+    kept = [recs[0] | {"batch": "b9", "metrics": {"lat_us": {"value": 7, "unit": "us"}}}, *recs[1:]]
+    rows, units = runs_rows(kept, factors)
+    want = pd.read_csv(io.StringIO(pd.DataFrame(rows, columns=RUN_COLUMNS + factors + sorted(units))
+                                   .to_csv(index=False)))
+    assert got.units == {"lat_us": "us", "iops": "1/s"}
+    pd.testing.assert_frame_equal(got.rows, want)

@@ -1,0 +1,51 @@
+"""restore_host calls Ansible only when there is something to put back: a knob's
+baseline, or a workload whose finish.yml has work (prepare_host reports
+``workload_cleanup`` in facts.json: fio only with its loop file system).
+
+No Ansible runs here: the project has no playbooks, so a restore that called
+Ansible fails.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmatrix.errors import BenchmatrixError
+from benchmatrix.execute.rules import restore_host
+from benchmatrix.spec.load import load_spec
+
+SPEC = """name: rs_t
+hosts: nowhere
+inventory: inv.yml
+factors: {bs: [4k]}
+workload:
+  role: workload_fio
+  vars: {rw: read, bs: "{{ bs }}", size: 1m, runtime: 1, time_based: 1}
+"""
+
+
+def _setup(tmp_path, facts):
+    (tmp_path / "inv.yml").write_text("all:\n  hosts:\n    nowhere:\n      ansible_connection: local\n")
+    (tmp_path / "s.yaml").write_text(SPEC)
+    host_dir = tmp_path / "results" / "rs_t" / "hosts" / "nowhere"
+    host_dir.mkdir(parents=True)
+    if facts is not None:
+        (host_dir / "facts.json").write_text(json.dumps(facts))
+    return load_spec(tmp_path / "s.yaml"), host_dir
+
+
+def test_nothing_to_undo_needs_no_ansible(tmp_path):
+    spec, host_dir = _setup(tmp_path, {"hostname": "x", "workload_cleanup": False})
+    done = restore_host(spec, tmp_path, "nowhere", host_dir / "restored.json")
+    assert done["knobs"] == {} and json.loads((host_dir / "restored.json").read_text())["host"] == "nowhere"
+    assert not (tmp_path / "results" / "rs_t" / "logs" / "ansible" / "restore-nowhere.log").exists()
+
+
+@pytest.mark.parametrize("facts", [None, {"hostname": "x"}, {"hostname": "x", "workload_cleanup": True}])
+def test_cleanup_or_unknown_cleanup_calls_the_finish_playbook(tmp_path, facts):
+    # Facts of an older benchmatrix (no key) or none at all: clean up, as before.
+    spec, host_dir = _setup(tmp_path, facts)
+    with pytest.raises(BenchmatrixError):
+        restore_host(spec, tmp_path, "nowhere", host_dir / "restored.json")
