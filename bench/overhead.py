@@ -465,9 +465,9 @@ def measure_slope(bench: Bench, args: argparse.Namespace, rng: random.Random,
     """
     sizes = [int(s) for s in args.slope_sizes.split(",")]
     wl = noop_workload()
-    # bmx: the default configuration (batch_max_runs 50, so 300 runs are 6 batches);
-    # bmx_one_batch: --batch-max-runs 1000, every campaign one batch: the marginal cost
-    # of a run inside a batch, without the per-batch cost.
+    # bmx: the default configuration (runs of unknown duration fill a batch up to
+    # batch_max_runs 1000, so each campaign is one batch since issue 15; 6 batches of
+    # 50 for 300 runs before); bmx_one_batch: --batch-max-runs 1000 given explicitly.
     variants = ["bare", "bmx"] + (["bmx_one_batch"] if one_batch else []) + (
         [] if args.no_peers else ["rebench"] + (["reframe"] if args.slope_reframe else []))
     points: dict[str, list[tuple[int, float]]] = {v: [] for v in variants}
