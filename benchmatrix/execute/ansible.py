@@ -62,7 +62,9 @@ class _Unsafe(str):
         return value
 
 
-class _Dumper(yaml.SafeDumper):
+# libyaml's emitter where PyYAML has it: a batch's runs (bmx_runs) are dumped in about
+# 0.2 ms a run instead of 1.2-5 ms (a 1000-run batch: seconds).
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
     pass
 
 
@@ -72,7 +74,7 @@ class _Dumper(yaml.SafeDumper):
 _TEMPLATE_MARKERS = ("{{", "{%", "{#")
 
 
-def _represent_unsafe(dumper: yaml.SafeDumper, value: _Unsafe) -> yaml.Node:
+def _represent_unsafe(dumper: Any, value: _Unsafe) -> yaml.Node:
     if any(m in value for m in _TEMPLATE_MARKERS):
         return dumper.represent_scalar("!unsafe", str(value))
     return dumper.represent_str(str(value))

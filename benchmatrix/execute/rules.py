@@ -355,12 +355,13 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
         touched.update(spec=spec, host=host)  # an earlier batch reconfigured the host
     todo = [r for r in mine if not record_path(exp, r.run_id, r.attempt).is_file()]
     summary: dict[str, Any] = {"batch": batch, "host": host, "runs": len(mine), "executed": 0,
-                               "already_done": len(mine) - len(todo)}
+                               "already_done": len(mine) - len(todo), "slices": 0}
+    records: list[dict[str, Any]] = []
     if todo:
         cells = _cells_by_id(spec)
         facts = json.loads(Path(facts_path).read_text()) if facts_path and Path(facts_path).is_file() else {}
         wl = spec.workload
-        bmx_runs = []
+        bmx_runs: dict[str, dict[str, Any]] = {}  # run_id -> its manifest entry
         for r in todo:
             if r.cell_id not in cells:
                 raise PlanError(f"{plan_path}: cell {r.cell_id} of run {r.run_id} is not in the spec; re-plan")
@@ -372,128 +373,195 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
                 raise BenchmatrixError(f"{spec.path}: workload.vars cannot be rendered for run {r.run_id} "
                                        f"({', '.join(f'{k}={v}' for k, v in cells[r.cell_id].items())}): "
                                        f"{type(exc).__name__}: {exc}") from None
-            bmx_runs.append({"run_id": r.run_id, "attempt": r.attempt, "seq": r.seq,
-                             "timeout": wl["timeout"], "before_run": spec.before_run,
-                             "vars": rendered, "factors": cells[r.cell_id],
-                             "collect": spec.collect})
-        staging = exp / ".staging" / batch  # the fetched archive, unpacked; removed after
-        touched["staging"] = staging
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        t0 = time.time()
-        batch_log = exp / "logs" / "ansible" / f"{batch}.log"
+            bmx_runs[r.run_id] = {"run_id": r.run_id, "attempt": r.attempt, "seq": r.seq,
+                                  "timeout": wl["timeout"], "before_run": spec.before_run,
+                                  "vars": rendered, "factors": cells[r.cell_id],
+                                  "collect": spec.collect}
         touched.update(spec=spec, host=host)  # from here on, Ansible may change the host
-        try:
-            with _lease(spec, project_dir, host, batch):
-                result = run_playbook(
-                    "run_batch.yml", project_dir=Path(project_dir) / "playbooks",
-                    inventory=spec.inventory_path(project_dir), host=host,
-                    data={"bmx_runs": bmx_runs, "bmx_knobs": _knob_items(spec, cells[todo[0].cell_id])},
-                    extravars={"bmx_host": host, "bmx_workload_role": wl["role"], "bmx_experiment": spec.name,
-                               "bmx_campaign": campaign_id(exp),
-                               "batch_runner_source": str(RUNNER_PATH), "batch_runner_digest": runner_digest(),
-                               "bmx_allow_reboot": spec.allow_reboot,
-                               "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),
-                               "batch_runner_timeout": int(sum(wl["timeout"] + 30 for _ in todo) + 60)},
-                    log=batch_log)
-        except (KeyboardInterrupt, Interrupted):
-            stop_runner(spec, project_dir, host)
-            _restore_quietly(spec, project_dir, host)
-            raise Interrupted(f"batch {batch} interrupted; the runner on {host} was stopped, "
-                              "its finished runs are kept there for the next 'bmx run'") from None
-        except AnsibleError as exc:
-            # Keep going: the batch's runs are recorded as failed (or unreachable) with the
-            # reason and the log, and the other batches go on. `bmx rerun --failed` retries.
-            status = "unreachable" if isinstance(exc, HostUnreachableError) else "failed"
-            records = [_base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
-                "status": status, "reason": str(exc).splitlines()[0][:500], "failed_task": exc.task,
-                "log": _rel(exc.log or batch_log, exp), "batch_started_at": iso(t0)} for r in todo]
-            write_records(exp, records)
-            summary["executed"] += len(todo)
-            summary["error"] = str(exc)
-            shutil.rmtree(staging, ignore_errors=True)
-            return _finish_batch(exp, spec, batch, mine, records, marker, summary)
-        knob_states = (result.task_result("Report knob states to benchmatrix", host) or {}).get("msg") or {}
-        save_baseline(exp, host, spec, knob_states)
-        wrong = {f: k for f, k in knob_states.items() if not k.get("ok")}
-        if wrong:
-            # The host is not in the configuration the runs would claim: nothing ran.
-            reason = "; ".join(f"knob {f}: intended {k['intended']!r}, actual {k['actual']!r}"
-                               for f, k in wrong.items())
-            records = [_base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
-                "status": "invalid", "reason": reason, "knobs": knob_states,
-                "log": _rel(batch_log, exp), "batch_started_at": iso(t0)} for r in todo]
-            write_records(exp, records)
-            summary["executed"] += len(todo)
-            summary["error"] = reason
-            shutil.rmtree(staging, ignore_errors=True)
-            return _finish_batch(exp, spec, batch, mine, records, marker, summary)
-        archive = staging / f"{batch}.tar.gz"
-        try:
-            with tarfile.open(archive) as tar:
-                tar.extractall(staging, filter="data")
-        except OSError as exc:
-            exc.filename = exc.filename or str(staging)  # a failed write() names no file
-            raise
-        parse = _parser_for(wl["role"])
-        workload_total = 0.0
-        results = {}
-        for r in todo:
-            src = staging / "runs" / r.run_id / str(r.attempt)
-            if (src / "result.json").is_file():
-                results[r.run_id] = json.loads((src / "result.json").read_text())
-                workload_total += results[r.run_id].get("duration_s") or 0.0
-        overhead_share = max(result.seconds - workload_total, 0.0) / max(len(results), 1)
-        resume = []
-        records: list[dict[str, Any]] = []
-        for r in todo:
-            res = results.get(r.run_id)
-            if res is None:
-                continue
-            src = staging / "runs" / r.run_id / str(r.attempt)
-            dest = run_dir(exp, r.run_id, r.attempt)
-            touched["partial"].append(dest)
-            dest.mkdir(parents=True, exist_ok=True)
-            for name in ("stdout", "stderr", "counters.json", "inputs"):  # the extras only when the run has them
-                if (src / name).is_dir():
-                    shutil.copytree(src / name, dest / name, dirs_exist_ok=True)
-                elif (src / name).is_file():
-                    shutil.copyfile(src / name, dest / name)
-            stdout = (src / "stdout").read_text(errors="replace")
-            p0 = time.monotonic()
-            status, reason, metrics, details = _judge(spec, res, stdout, src / "stderr", parse)
-            parse_s = time.monotonic() - p0
-            # What the runner had to kill after the workload (a timeout, or leftovers).
-            details.update({k: res[k] for k in ("killed", "survivors", "containment") if res.get(k)})
-            if status == "interrupted":
-                resume.append((r.run_id, r.attempt + 1))
-            record = _base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
-                "status": status, "reason": reason, "exit_code": res.get("exit_code"),
-                "started_at": iso(res.get("started_at")), "ended_at": iso(res.get("ended_at")),
-                "duration_s": res.get("duration_s"),
-                "phases": {"before_run_s": sum(a["seconds"] for a in res.get("before_run") or []),
-                           "workload_s": res.get("duration_s"), "parse_s": round(parse_s, 6),
-                           "batch_overhead_share_s": round(overhead_share, 6)},
-                "workload": {"role": wl["role"], "argv": res.get("argv"), "before_run": res.get("before_run"),
-                             "affinity": res.get("affinity"), "affinity_applied": res.get("affinity_applied")},
-                "metrics": metrics,
-                "details": details,
-                # A change happened before the batch's first run only.
-                "knobs": {f: {**k, "changed": bool(k.get("changed")) and not summary["executed"]}
-                          for f, k in knob_states.items()},
-                "raw": {"stdout": _rel(dest / "stdout", exp), "stderr": _rel(dest / "stderr", exp)},
-                "log": _rel(batch_log, exp),
-                "batch_started_at": iso(t0),
-            }
-            records.append(record)
-            summary["executed"] += 1
-        # One sync for the whole batch; each record is still renamed into place complete.
+        slice_s = slice_seconds(project_dir)
+        left = todo
+        # One lease for the whole batch: its renewals (and progress reads) go on across
+        # the slices.
+        with _lease(spec, project_dir, host, batch):
+            while left:
+                new, left = _run_slice(spec, project_dir, exp, host, batch, left, bmx_runs, cells, facts,
+                                       slice_s, touched, summary)
+                records += new
+    return _finish_batch(exp, spec, batch, mine, records, marker, summary)
+
+
+def _run_slice(spec: Spec, project_dir: Path, exp: Path, host: str, batch: str, todo: list[PlannedRun],
+               bmx_runs: dict[str, dict[str, Any]], cells: dict[str, dict[str, Any]], facts: dict[str, Any],
+               slice_s: float, touched: dict[str, Any],
+               summary: dict[str, Any]) -> tuple[list[dict[str, Any]], list[PlannedRun]]:
+    """One Ansible call of a batch: the runner executes ``todo`` in order until its time
+    slice (``slice_s`` seconds, :func:`slice_seconds`) is over; the finished runs'
+    records are written (one sync) before the next slice starts.
+
+    Returns:
+        (the records written, the runs left for the next slice).
+    """
+    wl = spec.workload
+    summary["slices"] += 1
+    staging = exp / ".staging" / batch  # the fetched archive, unpacked; removed after
+    touched["staging"] = staging
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    t0 = time.time()
+    batch_log = exp / "logs" / "ansible" / f"{batch}.log"
+    try:
+        result = run_playbook(
+            "run_batch.yml", project_dir=Path(project_dir) / "playbooks",
+            inventory=spec.inventory_path(project_dir), host=host,
+            data={"bmx_runs": [bmx_runs[r.run_id] for r in todo],
+                  "bmx_knobs": _knob_items(spec, cells[todo[0].cell_id])},
+            extravars={"bmx_host": host, "bmx_workload_role": wl["role"], "bmx_experiment": spec.name,
+                       "bmx_campaign": campaign_id(exp),
+                       "batch_runner_source": str(RUNNER_PATH), "batch_runner_digest": runner_digest(),
+                       "bmx_allow_reboot": spec.allow_reboot,
+                       "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),
+                       "batch_runner_stop_after_s": slice_s,
+                       "batch_runner_timeout": int(sum(wl["timeout"] + 30 for _ in todo) + 60)},
+            log=batch_log)
+    except (KeyboardInterrupt, Interrupted):
+        stop_runner(spec, project_dir, host)
+        _restore_quietly(spec, project_dir, host)
+        raise Interrupted(f"batch {batch} interrupted; the runner on {host} was stopped, "
+                          "its finished runs are kept there for the next 'bmx run'") from None
+    except AnsibleError as exc:
+        # Keep going: the batch's runs are recorded as failed (or unreachable) with the
+        # reason and the log, and the other batches go on. `bmx rerun --failed` retries.
+        status = "unreachable" if isinstance(exc, HostUnreachableError) else "failed"
+        records = [_base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
+            "status": status, "reason": str(exc).splitlines()[0][:500], "failed_task": exc.task,
+            "log": _rel(exc.log or batch_log, exp), "batch_started_at": iso(t0)} for r in todo]
         write_records(exp, records)
-        if resume:
-            # An interrupted run is resumed as its next attempt by the next `bmx run`.
-            append_round(exp, resume, "interrupted")
+        summary["executed"] += len(todo)
+        summary["error"] = str(exc)
         shutil.rmtree(staging, ignore_errors=True)
-    return _finish_batch(exp, spec, batch, mine, records if todo else [], marker, summary)
+        return records, []
+    knob_states = (result.task_result("Report knob states to benchmatrix", host) or {}).get("msg") or {}
+    save_baseline(exp, host, spec, knob_states)
+    wrong = {f: k for f, k in knob_states.items() if not k.get("ok")}
+    if wrong:
+        # The host is not in the configuration the runs would claim: nothing ran.
+        reason = "; ".join(f"knob {f}: intended {k['intended']!r}, actual {k['actual']!r}"
+                           for f, k in wrong.items())
+        records = [_base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
+            "status": "invalid", "reason": reason, "knobs": knob_states,
+            "log": _rel(batch_log, exp), "batch_started_at": iso(t0)} for r in todo]
+        write_records(exp, records)
+        summary["executed"] += len(todo)
+        summary["error"] = reason
+        shutil.rmtree(staging, ignore_errors=True)
+        return records, []
+    archive = staging / f"{batch}.tar.gz"
+    # The archive's files go straight to the runs' directories (no unpacked copy to
+    # remove afterwards: a few file operations less per run).
+    results = _unpack_runs(archive, exp, todo, touched)
+    parse = _parser_for(wl["role"])
+    workload_total = sum(res.get("duration_s") or 0.0 for res in results.values())
+    overhead_share = max(result.seconds - workload_total, 0.0) / max(len(results), 1)
+    resume = []
+    records: list[dict[str, Any]] = []
+    first = True  # a knob change happened before the slice's first run only
+    log_rel = _rel(batch_log, exp)
+    for r in todo:
+        res = results.get(r.run_id)
+        if res is None:
+            continue
+        dest = run_dir(exp, r.run_id, r.attempt)
+        rel = f"{layout.RUNS_DIR}/{r.run_id}/{r.attempt}"  # as _rel would give, without resolving paths
+        stdout = (dest / "stdout").read_text(errors="replace")
+        p0 = time.monotonic()
+        status, reason, metrics, details = _judge(spec, res, stdout, dest / "stderr", parse)
+        parse_s = time.monotonic() - p0
+        # What the runner had to kill after the workload (a timeout, or leftovers).
+        details.update({k: res[k] for k in ("killed", "survivors", "containment") if res.get(k)})
+        if status == "interrupted":
+            resume.append((r.run_id, r.attempt + 1))
+        record = _base_record(spec, r, host, batch, cells[r.cell_id], facts) | {
+            "status": status, "reason": reason, "exit_code": res.get("exit_code"),
+            "started_at": iso(res.get("started_at")), "ended_at": iso(res.get("ended_at")),
+            "duration_s": res.get("duration_s"),
+            "phases": {"before_run_s": sum(a["seconds"] for a in res.get("before_run") or []),
+                       "workload_s": res.get("duration_s"), "parse_s": round(parse_s, 6),
+                       "batch_overhead_share_s": round(overhead_share, 6)},
+            "workload": {"role": wl["role"], "argv": res.get("argv"), "before_run": res.get("before_run"),
+                         "affinity": res.get("affinity"), "affinity_applied": res.get("affinity_applied")},
+            "metrics": metrics,
+            "details": details,
+            # A change happened before the slice's first run only.
+            "knobs": {f: {**k, "changed": bool(k.get("changed")) and first}
+                      for f, k in knob_states.items()},
+            "raw": {"stdout": f"{rel}/stdout", "stderr": f"{rel}/stderr"},
+            "log": log_rel,
+            "batch_started_at": iso(t0),
+        }
+        records.append(record)
+        first = False
+        summary["executed"] += 1
+    # One sync for the slice; each record is still renamed into place complete.
+    write_records(exp, records)
+    if resume:
+        # An interrupted run is resumed as its next attempt by the next `bmx run`.
+        append_round(exp, resume, "interrupted")
+    shutil.rmtree(staging, ignore_errors=True)
+    # The runner stopped at the end of its time slice: the rest is the next slice.
+    # (A slice that brought nothing back ends the loop: no endless retries.)
+    return records, [r for r in todo if r.run_id not in results] if results else []
+
+
+#: What a run's directory in a batch archive may hold (the runner's layout); nothing
+#: else in the archive is unpacked.
+_RUN_FILES = frozenset({"stdout", "stderr", "counters.json"})
+
+
+def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun], touched: dict[str, Any]) -> dict[str, Any]:
+    """Unpack a batch archive's runs into their run directories; returns their
+    result.json contents by run id (read, not written: the record replaces it).
+
+    Only the files of ``todo``'s attempts are taken (``runs/RUN_ID/ATTEMPT/`` with
+    stdout, stderr, counters.json and inputs/NAME, regular files only), so no member
+    can land anywhere else. Each directory is noted in ``touched["partial"]`` first:
+    a failure removes the ones without a record.
+    """
+    wanted = {f"{layout.RUNS_DIR}/{r.run_id}/{r.attempt}": r for r in todo}
+    results: dict[str, Any] = {}
+    made: set[str] = set()
+    try:
+        with tarfile.open(archive) as tar:
+            for member in tar:
+                parts = member.name.split("/")
+                run = wanted.get("/".join(parts[:3]))
+                rest = parts[3:]
+                if run is None or not member.isfile() or not (
+                        (len(rest) == 1 and rest[0] in _RUN_FILES | {"result.json"})
+                        or (len(rest) == 2 and rest[0] == "inputs" and rest[1] not in ("", ".", ".."))):
+                    continue
+                fh = tar.extractfile(member)
+                assert fh is not None  # a regular file
+                if rest == ["result.json"]:
+                    results[run.run_id] = json.loads(fh.read())
+                    continue
+                dest = run_dir(exp, run.run_id, run.attempt)
+                if run.run_id not in made:
+                    touched["partial"].append(dest)
+                    made.add(run.run_id)
+                    dest.mkdir(parents=True, exist_ok=True)
+                target = dest.joinpath(*rest)
+                if len(rest) > 1:
+                    target.parent.mkdir(exist_ok=True)
+                with open(target, "wb") as out:
+                    shutil.copyfileobj(fh, out)
+    except OSError as exc:
+        exc.filename = exc.filename or str(exp)  # a failed write() names no file
+        raise
+    for run in todo:  # a run without output files still gets its directory
+        if run.run_id in results and run.run_id not in made:
+            touched["partial"].append(run_dir(exp, run.run_id, run.attempt))
+            run_dir(exp, run.run_id, run.attempt).mkdir(parents=True, exist_ok=True)
+    return results
 
 
 def _finish_batch(exp: Path, spec: Spec, batch: str, mine: list[PlannedRun], records: list[dict[str, Any]],
@@ -521,6 +589,21 @@ def _finish_batch(exp: Path, spec: Spec, batch: str, mine: list[PlannedRun], rec
 
 
 DEFAULT_LEASE_SECONDS = 300
+
+
+def slice_seconds(project_dir: Path) -> float:
+    """Seconds of execution after which a batch's runner stops for its results to come
+    back: config.yaml's ``batch_max_seconds`` (default 300), the time budget the plan
+    sizes batches by where run durations are known.
+
+    A batch of runs whose duration is unknown may hold up to ``batch_max_runs`` runs
+    (:func:`benchmatrix.plan.design.assign_batches`); the slices keep their results
+    from staying on the host for longer than this, whatever the runs take.
+    """
+    from benchmatrix.spec.load import read_planning_config
+
+    given = read_planning_config(Path(project_dir) / "config" / "config.yaml")["batch_max_seconds"]
+    return float(given) if given else DEFAULT_BATCH_MAX_SECONDS
 
 
 def lease_seconds(project_dir: Path) -> float:

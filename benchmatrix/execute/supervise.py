@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -97,6 +98,45 @@ def _collected_early(exp: Path) -> bool:
     return any(not (exp / "batches" / f"{b}.done").is_file() for b in order)
 
 
+#: Seconds between the progress lines printed while a batch job runs (Snakemake itself
+#: prints one only when a job ends, and one batch may now take many minutes).
+TICK_SECONDS = 30.0
+
+
+def progress_tick(exp: Path, elapsed: float, last: tuple[int, int] | None) -> tuple[str | None, tuple[int, int]]:
+    """The line to print while batches run, or None when nothing changed since ``last``.
+
+    Counts the run records written so far (a batch writes them after each time slice)
+    and the runs the hosts' runners reported finished that have no record yet
+    (``batches/BATCH.progress.json``, read with each lease renewal).
+
+    Returns:
+        (the line or None, the counts to pass as ``last`` next time).
+    """
+    from benchmatrix.results.status import finished_on_hosts
+
+    runs = exp / layout.RUNS_DIR
+    n_rec = sum(1 for _ in runs.glob(f"*/*/{layout.RECORD}")) if runs.is_dir() else 0
+    on_hosts = sum(1 for run_id, attempts in finished_on_hosts(exp).items() for a in attempts
+                   if not layout.record_path(exp, run_id, a).is_file())
+    now = (n_rec, on_hosts)
+    if now == last or now == (0, 0):
+        return None, now
+    more = f", {on_hosts} more finished on the hosts" if on_hosts else ""
+    return f"bmx: {n_rec} run records{more}, elapsed {fmt_hms(elapsed)}", now
+
+
+def _ticker(exp: Path, t0: float, stop: threading.Event) -> None:
+    last = None
+    while not stop.wait(TICK_SECONDS):
+        try:
+            line, last = progress_tick(exp, time.monotonic() - t0, last)
+        except OSError:
+            continue  # progress is a courtesy
+        if line:
+            print(line, flush=True)
+
+
 def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: Any,
                     t0: float) -> tuple[int, bool, list[tuple[str, str, str]], str]:
     """One Snakemake invocation.
@@ -158,6 +198,8 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
 
         old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
         logging = True
+        ticking = threading.Event()
+        threading.Thread(target=_ticker, args=(exp, t0, ticking), name="bmx-progress", daemon=True).start()
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -190,6 +232,7 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
                         stop(msg.removeprefix("benchmatrix: "))
             rc = proc.wait()
         finally:
+            ticking.set()
             for sig, handler in old.items():
                 signal.signal(sig, handler)
             try:

@@ -15,7 +15,7 @@ Host layout under the manifest's ``workdir``::
     batches/BATCH.progress       one JSON line per run finished so far (run_id,
                                  attempt, outcome, exit_code, ended_at)
     runner.lock, runner.pid      one runner at a time per workdir
-    workload.pid, workload.json  the workload in flight: its PID, its cgroup or marker
+    workload.json                the workload in flight: its PID, its cgroup and marker
 
 Every run is contained (see ``Containment``): in a cgroup v2 of its own where the host
 has a writable one, else found through the runner's descendants (the runner is a child
@@ -24,9 +24,14 @@ After the workload's main process ends (or at its timeout, or an interrupt), eve
 process of the run still alive gets SIGTERM, then SIGKILL after ``kill_grace_s``; the
 next run starts only when none is left. result.json lists what had to be killed.
 
-A run's directory is renamed into place only after its result.json is written and
-synced, so a run either exists completely or not at all. Runs that already exist
-are skipped, which makes re-executing an interrupted batch safe.
+A run's directory is renamed into place only after its result.json is written, so a
+run either exists completely or not at all. Runs that already exist are skipped, which
+makes re-executing an interrupted batch safe. A run costs no fsync (an fsync is a few
+milliseconds, more than a short workload's own process start): result.json holds the
+sizes of stdout and stderr, and a run is taken as finished only when its result.json
+parses and the sizes match, so a run that a host crash (power loss) left incomplete
+on disk is executed again. The work directory's file system is synced once per
+execution, before the archive is made.
 
 Optional keys of a run in the manifest, besides run_id, attempt, seq, timeout,
 before_run, argv, env and cwd:
@@ -46,8 +51,11 @@ before_run, argv, env and cwd:
                  CPUs before the run: a server the workload talks to.
 
 Optional keys of the manifest itself: ``containment`` ("auto": a cgroup where
-possible, the default; "process_tree": never a cgroup) and ``kill_grace_s`` (seconds
-between SIGTERM and SIGKILL, default 5).
+possible, the default; "process_tree": never a cgroup), ``kill_grace_s`` (seconds
+between SIGTERM and SIGKILL, default 5) and ``stop_after_s`` (a time slice: once this
+many seconds have passed since the runner started, it starts no further run, archives
+the runs it finished and reports the rest as ``deferred``; the controller takes the
+slice's results in and starts the rest; 0 or absent: no limit).
 
 Optional keys of the manifest itself also include ``runner_digest`` (the SHA-256 the
 controller expects of this file: another one exits with status 3, and the playbook
@@ -280,8 +288,20 @@ def _set_subreaper():
     return ok
 
 
+_NO_CGROUP = object()
+_cgroup_home = _NO_CGROUP  # _own_cgroup_v2(), found once per runner
+
+
 def _own_cgroup_v2():
-    """The directory of this process's cgroup in the cgroup v2 hierarchy, or None."""
+    """The directory of this process's cgroup in the cgroup v2 hierarchy, or None
+    (found once: the runner steps back into it after every run's fork)."""
+    global _cgroup_home
+    if _cgroup_home is _NO_CGROUP:
+        _cgroup_home = _find_own_cgroup_v2()
+    return _cgroup_home
+
+
+def _find_own_cgroup_v2():
     try:
         with open("/proc/self/cgroup") as fh:
             path = next((ln.strip()[3:] for ln in fh if ln.startswith("0::")), None)
@@ -666,11 +686,62 @@ def _end_run(containment, result, after):
     return killed, survivors
 
 
+_workload_files = {}  # workdir -> [fd of its workload.json, bytes written so far]
+
+
 def _write_workload_files(workdir, containment):
-    """Let --stop end the workload even if this runner is killed outright."""
-    _fsync_write(os.path.join(workdir, "workload.pid"), str(_child.pid))
-    with open(os.path.join(workdir, "workload.json"), "w") as fh:  # read by a live host only: no fsync
-        json.dump({"pid": _child.pid, "cgroup": containment.cgroup, "token": containment.token}, fh)
+    """Let --stop end the workload even if this runner is killed outright.
+
+    workload.json is opened once per runner and overwritten in place (padded with
+    spaces, which JSON ignores): one write per run, no new file, no fsync (only a
+    live host reads it; a crash ends the workload anyway).
+    """
+    data = json.dumps({"pid": _child.pid, "cgroup": containment.cgroup, "token": containment.token}).encode()
+    entry = _workload_files.get(workdir)
+    if entry is None:
+        fd = os.open(os.path.join(workdir, "workload.json"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        entry = _workload_files[workdir] = [fd, 0]
+    os.pwrite(entry[0], data.ljust(entry[1]), 0)
+    entry[1] = max(entry[1], len(data))
+
+
+_hostname = None
+
+
+def _host_name():
+    global _hostname
+    if _hostname is None:
+        _hostname = socket.gethostname()
+    return _hostname
+
+
+def _write_result(partial, result, out, errf):
+    """result.json of a run, with the sizes of its stdout and stderr (see :func:`finished`)."""
+    result["output_bytes"] = {"stdout": os.fstat(out.fileno()).st_size if out else 0,
+                              "stderr": os.fstat(errf.fileno()).st_size if errf else 0}
+    with open(os.path.join(partial, "result.json"), "w") as fh:
+        fh.write(json.dumps(result, indent=1))
+
+
+def finished(run_dir):
+    """Whether ``run_dir`` holds a complete run: its result.json parses and its stdout
+    and stderr have the sizes it records.
+
+    Runs are written without an fsync each, so after a host crash a renamed run
+    directory may hold an empty or short file; such a run is not finished, and the
+    runner executes it again. (A result.json from a runner before output_bytes has no
+    sizes to check.)
+    """
+    try:
+        with open(os.path.join(run_dir, "result.json")) as fh:
+            result = json.load(fh)
+        sizes = result.get("output_bytes") or {}
+        for name, size in sizes.items():
+            if os.path.getsize(os.path.join(run_dir, name)) != size:
+                return False
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(result, dict)
 
 
 def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S):
@@ -690,11 +761,12 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S):
     os.makedirs(partial)
     result = {
         "version": RESULT_VERSION, "run_id": run["run_id"], "attempt": run["attempt"],
-        "seq": run.get("seq"), "argv": run["argv"], "hostname": socket.gethostname(),
+        "seq": run.get("seq"), "argv": run["argv"], "hostname": _host_name(),
         "exit_code": None, "outcome": None, "error": None, "started_at": None,
     }
     t0 = time.monotonic()
     cont = None
+    out = errf = None
     try:
         result["before_run"], err = _before_run(run.get("before_run", []))
         err = err or _prepare_run(run, partial, result)
@@ -742,9 +814,9 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S):
         _finish_counters(partial, result)
         result["ended_at"] = time.time()
         result["duration_s"] = round(time.monotonic() - t0, 6)
+        _write_result(partial, result, out, errf)
         out.close()
         errf.close()
-        _fsync_write(os.path.join(partial, "result.json"), json.dumps(result, indent=1))
         os.rename(partial, final)
         return result
     except Interrupted as exc:
@@ -760,7 +832,7 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S):
         result["error"] = "interrupted by %s after %.1fs" % (exc, time.monotonic() - t0)
         result["ended_at"] = time.time()
         result["duration_s"] = round(time.monotonic() - t0, 6)
-        _fsync_write(os.path.join(partial, "result.json"), json.dumps(result, indent=1))
+        _write_result(partial, result, out, errf)
         os.rename(partial, final)
         raise
     except BaseException:
@@ -797,11 +869,36 @@ def _acquire_lock(workdir):
     return fh
 
 
+def _sync_workdir(workdir):
+    """Flush the work directory's file system to disk: syncfs(2), else sync(2).
+
+    Once per execution, before the archive: the runs themselves are written without
+    an fsync each (:func:`finished` tells a complete run from one a crash cut short).
+    The controller's benchmatrix.results.records does the same; the runner imports
+    nothing from benchmatrix (it runs on hosts without it).
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open(workdir, os.O_RDONLY)
+        try:
+            if libc.syncfs(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    except (OSError, AttributeError):
+        pass
+    os.sync()
+
+
 def _archive(manifest, workdir):
     path = manifest["archive"]
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = path + ".tmp"
-    with tarfile.open(tmp, "w:gz", compresslevel=1) as tar:
+    _sync_workdir(workdir)
+    # GNU format: no PAX header per member (a third of the archive's cost for small runs).
+    with tarfile.open(tmp, "w:gz", compresslevel=1, format=tarfile.GNU_FORMAT) as tar:
         for run in manifest["runs"]:
             rel = os.path.join("runs", run["run_id"], str(run["attempt"]))
             if os.path.isfile(os.path.join(workdir, rel, "result.json")):
@@ -810,20 +907,38 @@ def _archive(manifest, workdir):
     return path
 
 
-def _note_progress(workdir, batch, result):
-    """Append a finished run to ``batches/BATCH.progress`` (one JSON line; no fsync).
+class _Progress:
+    """``batches/BATCH.progress``: one JSON line appended per finished run (no fsync).
 
     The controller reads it while the batch runs (with each lease renewal), so
     ``bmx status`` sees the runs a long batch has finished before their results come
-    back with the batch.
+    back. The file stays open for the whole batch: one write per run.
     """
-    line = json.dumps({"run_id": result["run_id"], "attempt": result["attempt"], "outcome": result.get("outcome"),
-                       "exit_code": result.get("exit_code"), "ended_at": result.get("ended_at")})
-    try:
-        with open(os.path.join(workdir, "batches", batch + ".progress"), "a") as fh:
-            fh.write(line + "\n")
-    except OSError:
-        pass  # progress is a courtesy: the results themselves are in runs/
+
+    def __init__(self, workdir, batch):
+        try:
+            self.fh = open(os.path.join(workdir, "batches", batch + ".progress"), "a")
+        except OSError:
+            self.fh = None  # progress is a courtesy: the results themselves are in runs/
+
+    def note(self, result):
+        if self.fh is None:
+            return
+        line = json.dumps({"run_id": result["run_id"], "attempt": result["attempt"],
+                           "outcome": result.get("outcome"), "exit_code": result.get("exit_code"),
+                           "ended_at": result.get("ended_at")})
+        try:
+            self.fh.write(line + "\n")
+            self.fh.flush()
+        except OSError:
+            pass
+
+    def close(self):
+        if self.fh is not None:
+            try:
+                self.fh.close()
+            except OSError:
+                pass
 
 
 def _remove_old_archives(workdir, batch, keep=None):
@@ -878,6 +993,18 @@ def _read_pid(path):
             return int(fh.read().strip())
     except (OSError, ValueError):
         return None
+
+
+def _workload_pid(workdir):
+    """The PID of the workload in flight (workload.json; workload.pid from an older runner)."""
+    try:
+        with open(os.path.join(workdir, "workload.json")) as fh:
+            pid = json.load(fh).get("pid")
+        if isinstance(pid, int) and not isinstance(pid, bool):
+            return pid
+    except (OSError, ValueError, AttributeError):
+        pass
+    return _read_pid(os.path.join(workdir, "workload.pid"))
 
 
 def _kill_leftover_workload(workdir):
@@ -939,7 +1066,7 @@ def stop(workdir, wait_s=30.0):
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        wpid = _read_pid(os.path.join(workdir, "workload.pid"))
+        wpid = _workload_pid(workdir)
         if wpid:
             try:
                 os.killpg(wpid, signal.SIGKILL)
@@ -1016,29 +1143,44 @@ def main(argv):
                          % (argv[1], containment))
         return 2
     grace_s = float(manifest.get("kill_grace_s", KILL_GRACE_S))
+    stop_after_s = float(manifest.get("stop_after_s") or 0)
+    started = time.monotonic()
     summary = {"batch": manifest["batch"], "executed": [], "skipped": [], "interrupted": None}
+    progress = None
     try:
         lock = _acquire_lock(workdir)
         _remove_old_archives(workdir, manifest["batch"], manifest.get("archive"))
         _lease_expired(workdir, manifest["batch"], restart=True)
-        for run in manifest["runs"]:
-            done = os.path.join(workdir, "runs", run["run_id"], str(run["attempt"]), "result.json")
-            if os.path.isfile(done):
-                summary["skipped"].append(run["run_id"])
-                continue
+        progress = _Progress(workdir, manifest["batch"])
+        runs = manifest["runs"]
+        for i, run in enumerate(runs):
+            done = os.path.join(workdir, "runs", run["run_id"], str(run["attempt"]))
+            if os.path.isdir(done):
+                if finished(done):
+                    summary["skipped"].append(run["run_id"])
+                    continue
+                shutil.rmtree(done, ignore_errors=True)  # cut short by a host crash: run it again
+            if stop_after_s and summary["executed"] and time.monotonic() - started >= stop_after_s:
+                # The time slice is over: the controller takes these results in and
+                # starts the rest, so no result waits on the host for long.
+                summary["deferred"] = [r["run_id"] for r in runs[i:]]
+                break
             if _lease_expired(workdir, manifest["batch"]):
                 summary["interrupted"] = "the controller stopped renewing its lease: stopped before the next run"
                 sys.stdout.write(json.dumps(summary) + "\n")
                 return 130
             result = execute(run, workdir, containment, grace_s)
             summary["executed"].append(run["run_id"])
-            _note_progress(workdir, manifest["batch"], result)
+            progress.note(result)
         summary["archive"] = _archive(manifest, workdir)
         lock.close()
     except Interrupted as exc:
         summary["interrupted"] = str(exc)
         sys.stdout.write(json.dumps(summary) + "\n")
         return 130
+    finally:
+        if progress is not None:
+            progress.close()
     sys.stdout.write(json.dumps(summary) + "\n")
     return 0
 

@@ -40,9 +40,6 @@ from benchmatrix.spec.matrix import Cell
 DEFAULT_BATCH_MAX_RUNS = 1000
 #: Default seconds of expected workload time per batch (config.yaml's batch_max_seconds).
 DEFAULT_BATCH_MAX_SECONDS = 300.0
-#: Runs per batch when their duration is unknown (no workload.estimate_s, no earlier
-#: runs): the count batches were capped at before they were sized by time.
-UNKNOWN_DURATION_RUNS = 50
 
 
 @dataclass
@@ -354,9 +351,14 @@ def assign_batches(runs: list[PlannedRun], spec: Spec, max_runs: int = DEFAULT_B
     Batches are sized by time: a batch closes before the run that would take its
     expected workload time past ``max_seconds`` (a run longer than that gets a batch
     of its own), so short runs fill large batches and Ansible's per-batch cost stays
-    a small share. A run whose duration is unknown counts as ``max_seconds /``
-    :data:`UNKNOWN_DURATION_RUNS` (batches of 50 such runs). No batch holds more than
-    ``max_runs`` runs. Without ``max_seconds`` only ``max_runs`` applies.
+    a small share. A run whose duration is unknown (no estimate) counts as no time:
+    such runs fill a batch up to ``max_runs`` (within one knob setting), and the
+    execution keeps the time bound instead: the batch job has the runner stop after
+    ``max_seconds`` of execution, takes that slice's results in, and starts the rest
+    (:func:`benchmatrix.execute.rules.run_batch`). Guessing a duration could only err:
+    too short and short runs pay Ansible's cost every few runs, too long and nothing
+    is gained, since the slices bound how long results stay on the host. No batch
+    holds more than ``max_runs`` runs. Without ``max_seconds`` only ``max_runs`` applies.
 
     A batch id is ``HOST-bNNNN-DIGEST``, the digest covering its run ids and attempts,
     so an unchanged batch keeps its id (and its finished Snakemake job) when the
@@ -370,7 +372,6 @@ def assign_batches(runs: list[PlannedRun], spec: Spec, max_runs: int = DEFAULT_B
         estimates: Expected seconds of one run per cell id (:func:`run_estimates`).
     """
     estimates = estimates or {}
-    unknown = max_seconds / UNKNOWN_DURATION_RUNS if max_seconds else 0.0
     groups: list[list[PlannedRun]] = []
     prev_key = None
     seconds = 0.0
@@ -378,7 +379,7 @@ def assign_batches(runs: list[PlannedRun], spec: Spec, max_runs: int = DEFAULT_B
         # Re-runs (and their warm-ups) never join a planned batch: each request's runs
         # form batches of their own.
         key = (run.host, _knob_state(spec, run.factors), run.round)
-        expected = estimates.get(run.cell_id, unknown)
+        expected = estimates.get(run.cell_id, 0.0)
         full = len(groups[-1]) >= max_runs if groups else True
         if max_seconds and groups and seconds + expected > max_seconds * (1 + 1e-9):
             full = True
@@ -574,8 +575,8 @@ def run_estimates(spec: Spec, exp_dir: str | Path) -> dict[str, float]:
     ``workload.estimate_s`` gives every cell the same figure. Else the median duration
     of the cell's finished runs in this experiment's runs.csv and its earlier
     campaigns' (``campaigns/*/runs.csv``); a cell never run yet gets the median of all
-    of them. Empty when nothing is known (the batches then hold
-    :data:`UNKNOWN_DURATION_RUNS` runs).
+    of them. Empty when nothing is known (the batches then hold up to
+    ``batch_max_runs`` runs, :func:`assign_batches`).
     """
     cells = [c.cell_id for c in spec.cells]
     ctl = spec.control_cell()

@@ -74,3 +74,19 @@ def test_stale_and_missing_runners_are_reinstalled_by_the_batch(project):
     got = read_batch_rows(exp)
     assert got.missing == [] and len(list(exp.glob("batches/*.runs.csv"))) == 3
     pd.testing.assert_frame_equal(got.rows, pd.read_csv(exp / "runs.csv"))
+
+
+def test_a_missing_runner_is_reinstalled_for_a_manifest_larger_than_the_pipe(project):
+    """A batch of 600 runs (one batch: their duration is unknown) has a manifest far
+    larger than a pipe holds; a python that cannot open the runner exits without
+    reading it, and the command module fails with a broken pipe instead of python's
+    "can't open file": the batch still installs the runner and runs."""
+    spec = project.write_spec("install_case", SPEC.replace("replicates: 1", "replicates: 300"))
+    res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (installed,) = project.hostwork.glob("*/batch_runner.py")
+    installed.unlink()
+    res = project.bmx("rerun", str(spec), "--where", "replicate > 0", "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert installed.is_file()
+    assert _statuses(project.exp("install_case")) == ["ok"] * 1200

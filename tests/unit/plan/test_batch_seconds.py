@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmatrix.plan.design import UNKNOWN_DURATION_RUNS, make_plan, run_estimates
+from benchmatrix.plan.design import make_plan, run_estimates
 from benchmatrix.spec.load import load_spec, read_planning_config
 
 
@@ -47,11 +47,32 @@ def test_batch_max_runs_stays_an_upper_bound(tmp_path):
     assert _sizes(make_plan(spec, ["h1"], 30, 300, run_estimates(spec, tmp_path))) == [30, 30, 30, 10]
 
 
-def test_unknown_durations_give_batches_of_fifty_runs(tmp_path):
+def test_unknown_durations_fill_batches_up_to_batch_max_runs(tmp_path):
+    # A run of unknown duration costs nothing in the time budget: its batch fills up to
+    # batch_max_runs (the runner returns results every batch_max_seconds of execution
+    # instead, test_runner_stops_after_its_time_slice), so 100 no-op runs are one batch,
+    # not two of 50.
     spec = _spec(tmp_path)
     assert run_estimates(spec, tmp_path) == {}
-    sizes = _sizes(make_plan(spec, ["h1"], 1000, 300, {}))
-    assert sizes == [UNKNOWN_DURATION_RUNS, 100 - UNKNOWN_DURATION_RUNS]
+    plan = make_plan(spec, ["h1"], 1000, 300, {})
+    assert _sizes(plan) == [100]
+    assert _sizes(make_plan(spec, ["h1"], 30, 300, {})) == [30, 30, 30, 10]
+    # Deterministic: the same spec plans the same batches.
+    assert [r.batch for r in make_plan(spec, ["h1"], 1000, 300, {})] == [r.batch for r in plan]
+
+
+def test_unknown_durations_still_split_batches_at_every_knob_change(tmp_path):
+    doc = {"name": "t", "factors": {"ra": [0, 4096], "size": [1, 2, 3]},
+           "knobs": {"ra": {"role": "knob_read_ahead", "cost": "restart"}},
+           "workload": {"role": "workload_command", "vars": {"argv": ["echo", "{{ size }}"]}},
+           "replicates": 4, "warmup": 0, "order": {"strategy": "restricted", "seed": 3, "visits": 2}}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    runs = make_plan(load_spec(path), ["h1"], 1000, 300, {})
+    # One batch per whole-plot visit (2 levels x 2 visits), each one knob setting.
+    assert _sizes(runs) == [6, 6, 6, 6]
+    for batch in {r.batch for r in runs}:
+        assert len({r.factors["ra"] for r in runs if r.batch == batch}) == 1
 
 
 def test_earlier_runs_give_each_cell_its_median_and_new_cells_the_overall_median(tmp_path):

@@ -1,0 +1,49 @@
+"""A batch archive is unpacked straight into the runs' directories (issue 15: no
+staging copy per run), taking only the runner's files of the batch's own attempts."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+
+from benchmatrix.execute.rules import _unpack_runs
+from benchmatrix.plan.design import PlannedRun
+
+
+def _run(run_id: str, attempt: int = 1) -> PlannedRun:
+    return PlannedRun(seq=1, host="h1", run_id=run_id, cell_id="c", replicate=1, warmup=False, control=False,
+                      visit=1, batch="b", attempt=attempt)
+
+
+def _archive(path, members: dict[str, bytes]) -> None:
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_only_the_batchs_run_files_are_unpacked(tmp_path):
+    exp = tmp_path / "exp"
+    archive = tmp_path / "b.tar.gz"
+    _archive(archive, {
+        "runs/a/1/result.json": json.dumps({"run_id": "a", "duration_s": 1.5}).encode(),
+        "runs/a/1/stdout": b"out a\n",
+        "runs/a/1/stderr": b"",
+        "runs/a/1/inputs/job.fio": b"[job]\n",
+        "runs/a/1/other.txt": b"not the runner's",
+        "runs/a/1/inputs/../../../../escape": b"no",
+        "runs/b/2/result.json": b"{}",  # an attempt this slice did not ask for
+        "runs/b/2/stdout": b"b",
+        "../outside": b"no",
+        "runs/c/1/result.json": json.dumps({"run_id": "c"}).encode(),  # no output files at all
+    })
+    touched: dict = {"partial": []}
+    results = _unpack_runs(archive, exp, [_run("a"), _run("b", 1), _run("c")], touched)
+    assert results == {"a": {"run_id": "a", "duration_s": 1.5}, "c": {"run_id": "c"}}
+    files = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert files == ["b.tar.gz", "exp/runs/a/1/inputs/job.fio", "exp/runs/a/1/stderr", "exp/runs/a/1/stdout"]
+    assert (exp / "runs" / "a" / "1" / "stdout").read_bytes() == b"out a\n"
+    assert (exp / "runs" / "c" / "1").is_dir()  # every run with a result gets its directory
+    assert sorted(str(p.relative_to(exp)) for p in touched["partial"]) == ["runs/a/1", "runs/c/1"]
