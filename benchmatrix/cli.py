@@ -269,7 +269,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     exp = exp_dir_of(proj, spec)
     with experiment_lock(exp, "bmx run", args.spec, args.stop_orphan) as lock:
         _start_campaign(exp, spec, args.campaign)
-        (exp / "logs").mkdir(parents=True, exist_ok=True)
+        (exp / layout.LOGS_DIR).mkdir(parents=True, exist_ok=True)
         return execute(args, spec, proj, exp, lock)
 
 
@@ -416,7 +416,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
             else f"failed or where {args.where}"
         rnd = append_round(exp, picks, reason)
         print(f"bmx: re-run round {rnd}: {len(picks)} run(s) as new attempts")
-        (exp / "logs").mkdir(parents=True, exist_ok=True)
+        (exp / layout.LOGS_DIR).mkdir(parents=True, exist_ok=True)
         return execute(args, spec, proj, exp, lock)
 
 
@@ -470,7 +470,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     from benchmatrix.campaigns.publish import publish
 
     # Like every other command, the results of the project bmx runs in (BMX_PROJECT_DIR).
-    results = args.results if args.results is not None else project_dir() / "results"
+    results = args.results if args.results is not None else project_dir() / layout.RESULTS_DIR
     counts = publish(results, args.to)
     print(f"publish: {counts['experiments']} experiment(s), {counts['campaigns']} campaign(s), "
           f"{counts['steps']} step(s) in histories: {Path(args.to) / 'index.html'}")

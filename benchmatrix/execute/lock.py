@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import IO
 
 from benchmatrix.errors import LockError
+from benchmatrix.results import layout
 
-LOCK_NAME = ".bmx.lock"
 #: Environment variable naming the inherited lock descriptor in bmx's Snakemake.
 LOCK_FD_ENV = "BMX_LOCK_FD"
 
@@ -103,7 +103,7 @@ def acquire(exp_dir: Path, what: str, hint: str = "") -> IO[str]:
         hint: The command a user would run to stop an orphan (named in the error).
     """
     exp_dir.mkdir(parents=True, exist_ok=True)
-    path = exp_dir / LOCK_NAME
+    path = exp_dir / layout.LOCK
     fh = open(path, "a+")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -177,7 +177,7 @@ def stop_orphans(exp_dir: Path, wait_s: float = 120.0) -> list[int]:
     Returns:
         The pids that held the lock.
     """
-    path = exp_dir / LOCK_NAME
+    path = exp_dir / layout.LOCK
     dead, left = orphans(path)
     if dead is None or not left:
         return []

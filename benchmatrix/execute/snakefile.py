@@ -17,6 +17,7 @@ from typing import Any
 
 from benchmatrix.errors import SpecErrors
 from benchmatrix.plan.design import batches
+from benchmatrix.results import layout
 from benchmatrix.spec.load import Spec, load_spec
 
 #: A batch id as written by benchmatrix.plan.design.assign_batches.
@@ -123,7 +124,7 @@ def _inherited_lock(spec: Spec) -> bool:
     from benchmatrix.execute import lock
 
     fd = os.environ.get(lock.LOCK_FD_ENV, "")
-    return fd.isdigit() and lock.is_inherited(int(fd), Path("results") / spec.name / lock.LOCK_NAME)
+    return fd.isdigit() and lock.is_inherited(int(fd), Path(layout.RESULTS_DIR) / spec.name / layout.LOCK)
 
 
 def hold_experiment_lock(spec: Spec) -> None:
@@ -139,7 +140,8 @@ def hold_experiment_lock(spec: Spec) -> None:
     if _inherited_lock(spec):
         return
     try:
-        _HELD.append(lock.acquire(Path("results") / spec.name, "snakemake", f"'bmx run {spec.path} --stop-orphan'"))
+        exp = Path(layout.RESULTS_DIR) / spec.name
+        _HELD.append(lock.acquire(exp, "snakemake", f"'bmx run {spec.path} --stop-orphan'"))
     except LockError as exc:
         sys.stderr.write(f"benchmatrix: {exc}\n")
         raise SystemExit(exc.exit_code) from None
@@ -160,7 +162,7 @@ def die_with_bmx(spec: Spec, poll_s: float = 0.5) -> None:
     parent = os.environ.get("BMX_PARENT_PID", "")
     if not parent.isdigit() or int(parent) != os.getppid() or os.getpgrp() != os.getpid():
         return
-    log = Path("results") / spec.name / "logs" / "snakemake.log"
+    log = Path(layout.RESULTS_DIR) / spec.name / layout.LOGS_DIR / "snakemake.log"
 
     def watch() -> None:
         while os.getppid() == int(parent):

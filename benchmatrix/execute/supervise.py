@@ -95,7 +95,7 @@ def _collected_early(exp: Path) -> bool:
     if not (exp / layout.RUNS).is_file() or not (exp / layout.PLAN).is_file():
         return False
     order, _ = batches(exp / layout.PLAN)
-    return any(not (exp / "batches" / f"{b}.done").is_file() for b in order)
+    return any(not (exp / layout.BATCHES_DIR / f"{b}.done").is_file() for b in order)
 
 
 #: Seconds between the progress lines printed while a batch job runs (Snakemake itself
@@ -161,7 +161,7 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
            "--config", f"spec={_spec_arg(args.spec, proj)}"]
     if args.batch_max_runs:
         cmd.append(f"batch_max_runs={args.batch_max_runs}")
-    log_path = exp / "logs" / "snakemake.log"
+    log_path = exp / layout.LOGS_DIR / "snakemake.log"
     failed: list[tuple[str, str, str]] = []
     pending_rule = None
     interrupted: list[int] = []
@@ -248,7 +248,7 @@ def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: A
     from benchmatrix.plan.reruns import reruns_digest
     from benchmatrix.results.status import campaign_status, exit_code
 
-    log_path = exp / "logs" / "snakemake.log"
+    log_path = exp / layout.LOGS_DIR / "snakemake.log"
     args.hosts = resolve_hosts(spec.inventory_path(proj), spec.hosts)
     print(f"bmx: running {spec.name} ({len(spec.cells)} cells) on {len(args.hosts)} host(s); log {log_path}",
           flush=True)

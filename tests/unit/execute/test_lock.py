@@ -9,6 +9,7 @@ import pytest
 
 from benchmatrix.errors import LockError
 from benchmatrix.execute import lock
+from benchmatrix.results import layout
 
 
 def test_a_second_holder_is_refused_with_the_first_ones_pid(tmp_path):
@@ -55,7 +56,7 @@ def test_a_live_holder_is_never_stopped(tmp_path):
     fh = lock.acquire(tmp_path / "exp", "bmx run")
     try:
         assert lock.stop_orphans(tmp_path / "exp", wait_s=1) == []
-        assert lock.orphans(tmp_path / "exp" / lock.LOCK_NAME) == (None, [])
+        assert lock.orphans(tmp_path / "exp" / layout.LOCK) == (None, [])
     finally:
         lock.release(fh)
 
