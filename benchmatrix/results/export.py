@@ -110,8 +110,15 @@ def long_table(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str
     Raises:
         BenchmatrixError: A factor shares its name with a column of the table.
     """
+    return _expand(*_long_parts(runs, factor_names, units, experiment, campaign), factor_names, units, declared)
+
+
+def _long_parts(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str], experiment: str,
+                campaign: str) -> tuple[pd.DataFrame, np.ndarray, list[str]]:
+    """One row per attempt (the long table's per-attempt columns), the metric values
+    (attempts x metrics) and the metric names: what :func:`_expand` turns into rows.
+    Typed over every attempt at once, so that slices of it share one schema."""
     _check_factor_names(factor_names)
-    columns = long_columns(factor_names)
     metrics = sorted(m for m in units if m in runs.columns)
     n = len(runs)
     base = pd.DataFrame(index=pd.RangeIndex(n))
@@ -131,12 +138,17 @@ def long_table(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str
     base["started_at"] = (pd.to_datetime(runs["started_at"], utc=True, errors="coerce", format="ISO8601").to_numpy()
                           if "started_at" in runs.columns else pd.NaT)
     base["started_at"] = pd.to_datetime(base["started_at"], utc=True)
-
     if metrics:
         values = np.column_stack([pd.to_numeric(runs[m], errors="coerce").to_numpy(dtype="float64")
                                   for m in metrics])
     else:
         values = np.empty((n, 0))
+    return base, values, metrics
+
+
+def _expand(base: pd.DataFrame, values: np.ndarray, metrics: list[str], factor_names: list[str],
+            units: dict[str, str], declared: dict[str, Any] | None) -> pd.DataFrame:
+    """The long table's rows of some attempts (``base`` rows and their ``values``)."""
     have = ~np.isnan(values)
     # One row per (attempt, metric with a value), plus one empty row for an attempt
     # that has none, so failed attempts stay visible.
@@ -155,7 +167,7 @@ def long_table(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str
         remap = np.array([uniq.index(v) for v in labels] + [-1], dtype="int64")
         out[col] = pd.Categorical.from_codes(remap[codes], categories=uniq).astype("string")
     out["value"] = np.where(cols >= 0, values[rows, np.maximum(cols, 0)] if len(metrics) else np.nan, np.nan)
-    return out[columns]
+    return out[long_columns(factor_names)]
 
 
 def _schema_metadata(factor_names: list[str], experiment: str, campaign: str) -> dict[bytes, bytes]:
@@ -180,12 +192,31 @@ def parquet_bytes(table: pd.DataFrame, factor_names: list[str], experiment: str 
 
 
 def write_long_table(exp: Path, runs: pd.DataFrame, factor_names: list[str], units: dict[str, str],
-                     declared: dict[str, Any] | None, experiment: str) -> Path:
-    """Write ``results/NAME/runs_long.parquet`` atomically (called by collect)."""
+                     declared: dict[str, Any] | None, experiment: str, chunk: int = 100_000) -> Path:
+    """Write ``results/NAME/runs_long.parquet`` atomically (called by collect).
+
+    The table is built and written ``chunk`` attempts at a time (one Parquet row group
+    each), so collect never holds the whole long table (about four rows per attempt)
+    in memory; the file reads back as :func:`long_table` of every attempt.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     campaign = str(read_meta(exp).get("id") or "")
-    table = long_table(runs, factor_names, units, declared, experiment=experiment, campaign=campaign)
+    base, values, metrics = _long_parts(runs, factor_names, units, experiment, campaign)
+    sink, writer = pa.BufferOutputStream(), None
+    for start in range(0, max(len(base), 1), max(int(chunk), 1)):
+        part = _expand(base.iloc[start:start + chunk], values[start:start + chunk], metrics, factor_names, units,
+                       declared)
+        arrow = pa.Table.from_pandas(part, preserve_index=False)
+        if writer is None:
+            schema = arrow.schema.with_metadata({**(arrow.schema.metadata or {}),
+                                                 **_schema_metadata(factor_names, experiment, campaign)})
+            writer = pq.ParquetWriter(sink, schema, compression="zstd")
+        writer.write_table(arrow.cast(schema))
+    writer.close()
     path = Path(exp) / LONG_TABLE_NAME
-    atomic_write(path, parquet_bytes(table, factor_names, experiment, campaign))
+    atomic_write(path, sink.getvalue().to_pybytes())
     return path
 
 

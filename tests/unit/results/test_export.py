@@ -30,6 +30,7 @@ from benchmatrix.results.export import (
     pyperf_mapping,
     to_bmf,
     to_pyperf,
+    write_long_table,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -100,6 +101,23 @@ def test_parquet_round_trip_keeps_types_and_carries_the_schema_version():
         arrow.schema.field("depth").type)
     back = arrow.to_pandas()
     assert back["value"].tolist()[:4] == table["value"].tolist()[:4]
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 4, 100_000])
+def test_the_long_table_written_in_row_groups_reads_back_as_the_whole_table(tmp_path, chunk):
+    """collect writes runs_long.parquet a slice of attempts at a time (constant memory
+    per run); the file is the same table whatever the slice: types, rows, metadata.
+    depth is a number in the first attempts and a word later: its type comes from every
+    attempt, not from each slice."""
+    runs = synthetic_runs()
+    path = write_long_table(tmp_path, runs, FACTORS, UNITS, None, "exp", chunk=chunk)
+    got = pq.read_table(path)
+    want = pq.read_table(pa.BufferReader(parquet_bytes(long_table(runs, FACTORS, UNITS, experiment="exp"),
+                                                       FACTORS, "exp")))
+    assert got.schema.remove_metadata() == want.schema.remove_metadata()
+    assert got.schema.metadata[b"benchmatrix"] == want.schema.metadata[b"benchmatrix"]
+    pd.testing.assert_frame_equal(got.to_pandas(), want.to_pandas())
+    assert pq.ParquetFile(path).num_row_groups == -(-len(runs) // chunk)
 
 
 def test_factor_types_are_the_same_from_records_and_from_runs_csv():
