@@ -140,6 +140,10 @@ STARTS_ENV = "BMX_ANSIBLE_STARTS"
 #: Seconds a call holds its start slot at most (a knob that reboots the host waits
 #: minutes inside one task: it must not hold the other hosts' starts that long).
 START_SLOT_MAX_S = 15.0
+#: ``start_until`` of a playbook that is all setup (prepare_host): the slot is held to
+#: its end, up to :data:`SETUP_SLOT_MAX_S`.
+WHOLE_CALL = "*"
+SETUP_SLOT_MAX_S = 120.0
 
 
 def start_slots() -> int:
@@ -239,6 +243,8 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
             waits for a batch's runs); default: the playbook's first task. Until then,
             and for at most :data:`START_SLOT_MAX_S`, the call holds one of the
             controller's start slots (:func:`start_slot`, ``BMX_ANSIBLE_STARTS``).
+            :data:`WHOLE_CALL`: a playbook that is all setup and runs nothing (such as
+            prepare_host) holds it to its end, for at most :data:`SETUP_SLOT_MAX_S`.
 
     Raises:
         HostUnreachableError: Ansible could not connect to the host.
@@ -278,7 +284,7 @@ def _run(ansible_runner: Any, playbook: str, project_dir: Path, inventory: Path,
         "ANSIBLE_FORCE_COLOR": "0",
     }
     t0 = time.monotonic()
-    with start_slot() as give_back:
+    with start_slot(max_seconds=SETUP_SLOT_MAX_S if start_until == WHOLE_CALL else START_SLOT_MAX_S) as give_back:
 
         def on_event(event: dict[str, Any]) -> bool:
             kind = event.get("event")

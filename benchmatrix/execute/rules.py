@@ -29,7 +29,7 @@ import jinja2
 import benchmatrix
 from benchmatrix.campaigns.store import SPEC_FILE, campaign_id, mark_progress, update_meta
 from benchmatrix.errors import AnsibleError, BenchmatrixError, HostUnreachableError, Interrupted, ParseError, PlanError
-from benchmatrix.execute.ansible import run_playbook
+from benchmatrix.execute.ansible import WHOLE_CALL, run_playbook
 from benchmatrix.execute.hosts import resolve_hosts
 from benchmatrix.execute.lock import same_file
 from benchmatrix.plan.design import (
@@ -149,7 +149,9 @@ def prepare_host(spec_path: str, project_dir: Path, host: str, out: Path, log: P
                    "bmx_campaign": campaign_id(exp), "batch_runner_source": str(RUNNER_PATH),
                    # "" is a known version: a command that declares no version command.
                    "bmx_install_always": role not in INSTALL_ONLY_ROLES or known.get("tool_version") is None},
-        log=exp / "logs" / "ansible" / f"prepare-{host}.log")
+        # All setup, no runs: its slot is held to its end, so that many hosts do not all
+        # gather facts at once (the controller's memory peak with 16 hosts).
+        log=exp / "logs" / "ansible" / f"prepare-{host}.log", start_until=WHOLE_CALL)
     gathered = result.task_result("Report host facts to benchmatrix", host)
     if gathered is not None:
         facts = dict(gathered.get("msg") or {})

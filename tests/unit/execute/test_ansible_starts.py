@@ -18,7 +18,7 @@ import time
 import pytest
 
 from benchmatrix.errors import AnsibleError
-from benchmatrix.execute.ansible import run_playbook, start_slot, start_slots
+from benchmatrix.execute.ansible import WHOLE_CALL, run_playbook, start_slot, start_slots
 
 PLAY = """\
 - name: Setup, then a long task
@@ -85,10 +85,9 @@ def test_a_slot_goes_back_after_its_longest_hold(tmp_path):
         assert _free(tmp_path / "slot0.lock"), "a call that waits long (a reboot) kept its slot"
 
 
-@pytest.mark.slow
-def test_a_playbook_holds_a_start_slot_until_the_named_task_starts(tmp_path, monkeypatch):
-    """Run the batch's way: held through the setup task, given back while the long
-    task (the runs) still goes on."""
+def _sample_slot(tmp_path, monkeypatch, start_until: str) -> tuple[float, list[tuple[float, bool]]]:
+    """Run PLAY on localhost with one start slot; the call's seconds and whether the slot
+    was free, sampled every 0.1 s while the call ran."""
     project = tmp_path / "playbooks"
     project.mkdir()
     (project / "play.yml").write_text(PLAY)
@@ -101,7 +100,7 @@ def test_a_playbook_holds_a_start_slot_until_the_named_task_starts(tmp_path, mon
     done: list[float] = []
     call = threading.Thread(target=lambda: done.append(run_playbook(
         "play.yml", project_dir=project, inventory=inventory, host="localhost", extravars={},
-        log=tmp_path / "play.log", start_until="A long task").seconds))
+        log=tmp_path / "play.log", start_until=start_until).seconds))
     t0 = time.monotonic()
     call.start()
     samples = []
@@ -110,7 +109,23 @@ def test_a_playbook_holds_a_start_slot_until_the_named_task_starts(tmp_path, mon
         time.sleep(0.1)
     call.join()
     assert done, "the playbook failed"
+    return done[0], samples
+
+
+@pytest.mark.slow
+def test_a_playbook_holds_a_start_slot_until_the_named_task_starts(tmp_path, monkeypatch):
+    """Run the batch's way: held through the setup task, given back while the long
+    task (the runs) still goes on."""
+    seconds, samples = _sample_slot(tmp_path, monkeypatch, "A long task")
     held = [t for t, free in samples if not free]
     freed = [t for t, free in samples if free and held and t > held[-1]]
     assert held and held[-1] >= 4.5, f"the slot went back before the setup task ended: {samples}"
-    assert freed and done[0] - freed[0] >= 2, f"the slot was held into the long task: {samples}"
+    assert freed and seconds - freed[0] >= 2, f"the slot was held into the long task: {samples}"
+
+
+@pytest.mark.slow
+def test_a_setup_playbook_holds_its_start_slot_to_its_end(tmp_path, monkeypatch):
+    """prepare_host's way (WHOLE_CALL): nothing of it runs without the slot."""
+    seconds, samples = _sample_slot(tmp_path, monkeypatch, WHOLE_CALL)
+    held = [t for t, free in samples if not free]
+    assert held and held[-1] >= seconds - 1.5, f"the slot went back before the playbook ended: {samples}"
