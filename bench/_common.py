@@ -134,23 +134,109 @@ def table(headers: list[str], rows: list[list[Any]]) -> str:
 
 # ---------------------------------------------------------------- processes
 
-def tree_rss_mib(pid: int) -> float:
-    """The summed RSS of a process and all its living descendants (psutil, which
-    Snakemake depends on); 0 when the process is gone."""
-    import psutil
+def process_kind(cmdline: list[str], parent_kind: str = "") -> str:
+    """What a process of the controller's tree is, from its command line: the Snakemake
+    job's entry script, ansible-playbook (its forks: "ansible worker"), an ssh client or
+    master, a module run locally, ..."""
+    if not cmdline:
+        return "?"
+    text = " ".join(cmdline)
+    base = os.path.basename(cmdline[0])
+    if base in ("sh", "bash", "dash"):
+        return "shell"
+    for script in ("run_batch", "prepare_host", "restore_host", "plan", "collect", "report"):
+        if f"scripts/{script}.py" in text:
+            return f"job {script}.py"
+    if "ansible-playbook" in text:
+        # A worker is a fork of ansible-playbook: same command line, parent is the playbook.
+        return "ansible worker" if parent_kind in ("ansible-playbook", "ansible worker") else "ansible-playbook"
+    if "benchmatrix.cli" in text:
+        return "bmx cli"
+    if "snakemake" in text:
+        return "snakemake"
+    if base == "ssh" or base.startswith("ssh:"):
+        return "ssh master" if "[mux]" in text else "ssh"
+    if "AnsiballZ" in text:
+        return "ansible module (local)"
+    return base
 
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0.0
-    total = 0
-    for p in procs:
+
+class TreeSampler:
+    """Samples a process tree: the summed RSS at each sample (its peak; and the summed
+    PSS, which counts a page shared by forks once), and per process kind
+    (:func:`process_kind`) how many were seen, how many at once, each one's peak RSS and
+    CPU seconds (user + system, as last sampled: a short process's last moments are
+    missed), and what the tree held at its RSS peak."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.peak_tree = 0.0
+        self.peak_pss = 0.0
+        self.at_peak: dict[str, list[float]] = {}
+        self.procs: dict[tuple[int, float], dict[str, Any]] = {}
+        self.most_at_once: dict[str, int] = {}
+
+    def sample(self) -> float:
+        import psutil
+
         try:
-            total += p.memory_info().rss
+            root = psutil.Process(self.pid)
+            procs = [root, *root.children(recursive=True)]
         except psutil.Error:
-            pass
-    return total / 2**20
+            return 0.0
+        total = pss = 0
+        at_once: dict[str, int] = {}
+        held: dict[str, list[float]] = {}
+        kinds: dict[int, str] = {}
+        for p in procs:  # parents come before their children
+            try:
+                with p.oneshot():
+                    mem = p.memory_full_info()  # smaps_rollup: cheap
+                    rss = mem.rss
+                    cpu = p.cpu_times()
+                    key = (p.pid, p.create_time())
+                    info = self.procs.get(key)
+                    if info is None:
+                        info = self.procs[key] = {"kind": process_kind(p.cmdline(), kinds.get(p.ppid(), "")),
+                                                  "rss": 0, "cpu": 0.0}
+            except psutil.Error:
+                continue
+            kinds[p.pid] = info["kind"]
+            total += rss
+            pss += mem.pss
+            held.setdefault(info["kind"], [0, 0.0])
+            held[info["kind"]][0] += 1
+            held[info["kind"]][1] += rss / 2**20
+            info["rss"] = max(info["rss"], rss)
+            info["cpu"] = cpu.user + cpu.system
+            at_once[info["kind"]] = at_once.get(info["kind"], 0) + 1
+        for k, c in at_once.items():
+            self.most_at_once[k] = max(self.most_at_once.get(k, 0), c)
+        if total / 2**20 > self.peak_tree:
+            self.peak_tree = total / 2**20
+            self.at_peak = {k: [c, round(m, 1)] for k, (c, m) in held.items()}
+        self.peak_pss = max(self.peak_pss, pss / 2**20)
+        return total / 2**20
+
+    def kinds(self) -> dict[str, dict[str, Any]]:
+        """Per kind: processes seen, most at once, peak RSS (MiB: median and largest of its
+        processes), CPU seconds (median per process and sum)."""
+        out: dict[str, dict[str, Any]] = {}
+        for info in self.procs.values():
+            out.setdefault(info["kind"], {"rss": [], "cpu": []})
+            out[info["kind"]]["rss"].append(info["rss"] / 2**20)
+            out[info["kind"]]["cpu"].append(info["cpu"])
+        return {k: {"seen": len(v["rss"]), "most_at_once": self.most_at_once.get(k, 0),
+                    "rss_mib_median": round(statistics.median(v["rss"]), 1), "rss_mib_max": round(max(v["rss"]), 1),
+                    "cpu_s_median": round(statistics.median(v["cpu"]), 3), "cpu_s_sum": round(sum(v["cpu"]), 2)}
+                for k, v in sorted(out.items(), key=lambda kv: -sum(kv[1]["cpu"]))}
+
+
+def kinds_table(kinds: dict[str, dict[str, Any]]) -> str:
+    """:meth:`TreeSampler.kinds` as a text table."""
+    return table(["process", "seen", "at once", "RSS MiB (median)", "RSS MiB (max)", "CPU s (median)", "CPU s (sum)"],
+                 [[k, v["seen"], v["most_at_once"], v["rss_mib_median"], v["rss_mib_max"], v["cpu_s_median"],
+                   v["cpu_s_sum"]] for k, v in kinds.items()])
 
 
 def run_measured(argv: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None,
@@ -165,10 +251,12 @@ def run_measured(argv: list[str], *, cwd: Path | None = None, env: dict[str, str
     """
     out = open(output, "wb") if output else subprocess.DEVNULL
     t0 = time.perf_counter()
-    tree_peak, next_sample = 0.0, t0
+    next_sample = t0
+    sampler = None
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
+        sampler = TreeSampler(proc.pid)
         deadline = t0 + timeout
         while True:
             pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
@@ -180,7 +268,7 @@ def run_measured(argv: list[str], *, cwd: Path | None = None, env: dict[str, str
                 pid, status, ru = os.wait4(proc.pid, 0)
                 break
             if tree_every and now >= next_sample:
-                tree_peak = max(tree_peak, tree_rss_mib(proc.pid))
+                sampler.sample()
                 next_sample = now + tree_every
             time.sleep(0.005)
         wall = time.perf_counter() - t0
@@ -191,7 +279,10 @@ def run_measured(argv: list[str], *, cwd: Path | None = None, env: dict[str, str
     res = {"wall_s": wall, "rc": proc.returncode, "peak_rss_mib": ru.ru_maxrss / 1024,
            "user_s": ru.ru_utime, "sys_s": ru.ru_stime}
     if tree_every:
-        res["peak_tree_rss_mib"] = tree_peak
+        res["peak_tree_rss_mib"] = sampler.peak_tree
+        res["peak_tree_pss_mib"] = sampler.peak_pss
+        res["tree_kinds"] = sampler.kinds()
+        res["tree_at_peak"] = sampler.at_peak
     return res
 
 
@@ -296,7 +387,8 @@ class BenchProject:
             m = run_measured(argv, cwd=self.root, env=env, timeout=timeout, output=out, tree_every=tree_every)
             res = subprocess.CompletedProcess(argv, m["rc"], out.read_text(errors="replace"), "")
             out.unlink()
-            res.memory = {k: m[k] for k in ("peak_rss_mib", "peak_tree_rss_mib")}
+            res.memory = {k: m[k] for k in ("peak_rss_mib", "peak_tree_rss_mib", "peak_tree_pss_mib", "tree_kinds",
+                                            "tree_at_peak", "user_s", "sys_s")}
             return res, m["wall_s"]
         t0 = time.perf_counter()
         res = subprocess.run(argv, cwd=self.root, env=env, capture_output=True, text=True, timeout=timeout)

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import BenchProject, fmt, peer_bin, table, temp_dir, timing_env, write_result  # noqa: E402
+from _common import BenchProject, fmt, kinds_table, peer_bin, table, temp_dir, timing_env, write_result  # noqa: E402
 from overhead import (  # noqa: E402
     Bench,
     make_workloads,
@@ -181,9 +181,13 @@ def section_many_hosts(bench: Bench, args: argparse.Namespace, rng: random.Rando
         out[label] = {"hosts": nh, "wall_s": res["wall_s"], "batches": res["batches"],
                       "own_s_by_host": res["own_s_by_host"], "added_per_run_s": (res["wall_s"] - busiest) / n,
                       "wall_per_run_all_hosts_s": res["wall_s"] / (n * nh),
-                      "peak_rss_mib": res["peak_rss_mib"], "peak_tree_rss_mib": res["peak_tree_rss_mib"]}
+                      "peak_rss_mib": res["peak_rss_mib"], "peak_tree_rss_mib": res["peak_tree_rss_mib"],
+                      "peak_tree_pss_mib": res["peak_tree_pss_mib"], "controller_cpu_s": res["user_s"] + res["sys_s"],
+                      "processes": res["tree_kinds"], "at_peak": res["tree_at_peak"]}
         print(f"hosts: {nh:2} x {n} runs: {res['wall_s']:.1f} s, added {ms(out[label]['added_per_run_s'])}/run, "
-              f"controller peak {res['peak_tree_rss_mib']:.0f} MiB (load {load()})", flush=True)
+              f"controller peak {res['peak_tree_rss_mib']:.0f} MiB (PSS {res['peak_tree_pss_mib']:.0f} MiB), "
+              f"CPU {out[label]['controller_cpu_s']:.1f} s (load {load()})\n{kinds_table(res['tree_kinds'])}\n"
+              f"at the peak: {res['tree_at_peak']}", flush=True)
     out["ratio_to_one_host"] = out["many"]["added_per_run_s"] / out["one"]["added_per_run_s"]
     return out
 

@@ -9,11 +9,15 @@ failures into :class:`~benchmatrix.errors.HostUnreachableError` or
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,9 +136,89 @@ def _playbook_error(stdout: str) -> tuple[str, str]:
     return message, task
 
 
+#: Environment variable: how many ansible-playbook starts may run at once on this
+#: controller (default: its CPU count, at least 2; 0: no bound).
+STARTS_ENV = "BMX_ANSIBLE_STARTS"
+#: Seconds a call holds its start slot at most (a knob that reboots the host waits
+#: minutes inside one task: it must not hold the other hosts' starts that long).
+START_SLOT_MAX_S = 15.0
+#: ``start_until`` of a playbook that is all setup (prepare_host): the slot is held to
+#: its end, up to :data:`SETUP_SLOT_MAX_S`.
+WHOLE_CALL = "*"
+SETUP_SLOT_MAX_S = 120.0
+
+
+def start_slots() -> int:
+    """How many ansible-playbook processes may be starting at once (``BMX_ANSIBLE_STARTS``).
+
+    Raises:
+        AnsibleError: the variable is not a whole number >= 0.
+    """
+    value = os.environ.get(STARTS_ENV, "").strip()
+    if not value:
+        return max(os.cpu_count() or 1, 2)
+    if not value.isdigit():
+        raise AnsibleError(f"{STARTS_ENV}={value!r}: must be a whole number of starts at once (0: no bound)")
+    return int(value)
+
+
+@contextmanager
+def start_slot(slots: int | None = None, directory: Path | None = None,
+               max_seconds: float = START_SLOT_MAX_S) -> Iterator[Any]:
+    """Hold one of ``slots`` start slots of this controller (every benchmatrix process of
+    this user shares them); yields a function that gives the slot back early. The slot
+    goes back after ``max_seconds`` anyway.
+
+    An ansible-playbook start (imports, parsing the inventory and the playbook, about
+    0.7 CPU seconds here) and the tasks before a batch's runs are controller CPU work.
+    With many hosts at once, every job doing it together only makes each slower and
+    holds every job's Ansible processes in memory at once (about 160 MiB of summed RSS
+    each); a start slot lets a few go at full speed while the other jobs wait holding
+    only their own Python process. A slot is an ``flock`` on ``slotN.lock`` in a
+    directory under the system's temporary directory: a killed job gives its slot back
+    with its open files.
+    """
+    slots = start_slots() if slots is None else slots
+    if slots <= 0:
+        yield lambda: None
+        return
+    directory = Path(directory or Path(tempfile.gettempdir()) / f"bmx-ansible-starts-{os.getuid()}")
+    directory.mkdir(mode=0o700, exist_ok=True)
+    held: list[Any] = []
+    first = os.getpid() % slots  # jobs start looking at different slots
+    while not held:
+        for i in range(slots):
+            fh = open(directory / f"slot{(first + i) % slots}.lock", "a")
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                fh.close()
+                continue
+            held.append(fh)
+            break
+        else:
+            time.sleep(0.05)
+
+    lock = threading.Lock()
+
+    def give_back() -> None:
+        with lock:  # from the call's events or from the timer
+            while held:
+                held.pop().close()  # closing the file releases the flock
+
+    timer = threading.Timer(max_seconds, give_back)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield give_back
+    finally:
+        timer.cancel()
+        give_back()
+
+
 def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str,
                  extravars: dict[str, Any], log: Path, data: dict[str, Any] | None = None,
-                 timeout: int | None = None) -> PlaybookResult:
+                 timeout: int | None = None, start_until: str = "") -> PlaybookResult:
     """Run one playbook against one host through ansible-runner.
 
     Every call gets a private data directory in the system's temporary directory,
@@ -157,6 +241,12 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
             controller. The others go as quoted strings, so ``on`` stays ``on``.
         log: Where Ansible's stdout is kept (it names tasks and hosts, never variables).
         timeout: Seconds before the runner gives up.
+        start_until: The task whose start ends the call's start phase (e.g. the one that
+            waits for a batch's runs); default: the playbook's first task. Until then,
+            and for at most :data:`START_SLOT_MAX_S`, the call holds one of the
+            controller's start slots (:func:`start_slot`, ``BMX_ANSIBLE_STARTS``).
+            :data:`WHOLE_CALL`: a playbook that is all setup and runs nothing (such as
+            prepare_host) holds it to its end, for at most :data:`SETUP_SLOT_MAX_S`.
 
     Raises:
         HostUnreachableError: Ansible could not connect to the host.
@@ -181,13 +271,14 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
         (data_dir / "env" / "extravars").write_text(
             yaml.dump({**extravars, **{k: _Unsafe.wrap(v) for k, v in (data or {}).items()}},
                       Dumper=_Dumper, default_flow_style=False, sort_keys=False))
-        return _run(ansible_runner, playbook, project_dir, inventory, host, data_dir, Path(log), timeout)
+        return _run(ansible_runner, playbook, project_dir, inventory, host, data_dir, Path(log), timeout,
+                    start_until)
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def _run(ansible_runner: Any, playbook: str, project_dir: Path, inventory: Path, host: str,
-         data_dir: Path, log: Path, timeout: int | None) -> PlaybookResult:
+         data_dir: Path, log: Path, timeout: int | None, start_until: str = "") -> PlaybookResult:
     envvars = {
         "ANSIBLE_CONFIG": str(project_dir / "ansible.cfg"),
         "ANSIBLE_ROLES_PATH": str(project_dir / "roles"),
@@ -195,12 +286,21 @@ def _run(ansible_runner: Any, playbook: str, project_dir: Path, inventory: Path,
         "ANSIBLE_FORCE_COLOR": "0",
     }
     t0 = time.monotonic()
-    runner = ansible_runner.run(
-        private_data_dir=str(data_dir), project_dir=str(project_dir), playbook=playbook,
-        inventory=str(inventory), limit=host, envvars=envvars,
-        quiet=True, ident="call", rotate_artifacts=1, timeout=timeout,
-        suppress_env_files=False,
-    )
+    with start_slot(max_seconds=SETUP_SLOT_MAX_S if start_until == WHOLE_CALL else START_SLOT_MAX_S) as give_back:
+
+        def on_event(event: dict[str, Any]) -> bool:
+            kind = event.get("event")
+            if kind == "playbook_on_stats" or kind == "playbook_on_task_start" and (
+                    not start_until or (event.get("event_data") or {}).get("task") == start_until):
+                give_back()  # started: the rest (a batch's runs) goes without a slot
+            return True  # keep the event
+
+        runner = ansible_runner.run(
+            private_data_dir=str(data_dir), project_dir=str(project_dir), playbook=playbook,
+            inventory=str(inventory), limit=host, envvars=envvars,
+            quiet=True, ident="call", rotate_artifacts=1, timeout=timeout,
+            suppress_env_files=False, event_handler=on_event,
+        )
     seconds = time.monotonic() - t0
     stdout_path = data_dir / "artifacts" / "call" / "stdout"
     log.parent.mkdir(parents=True, exist_ok=True)

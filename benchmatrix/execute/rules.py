@@ -29,7 +29,7 @@ import jinja2
 import benchmatrix
 from benchmatrix.campaigns.store import SPEC_FILE, campaign_id, mark_progress_from_tables, update_meta
 from benchmatrix.errors import AnsibleError, BenchmatrixError, HostUnreachableError, Interrupted, ParseError, PlanError
-from benchmatrix.execute.ansible import run_playbook
+from benchmatrix.execute.ansible import WHOLE_CALL, run_playbook
 from benchmatrix.execute.hosts import resolve_hosts
 from benchmatrix.execute.lock import same_file
 from benchmatrix.plan.design import (
@@ -52,6 +52,9 @@ from benchmatrix.spec.load import REBOOT_ROLES, Spec, load_spec, render_vars
 PACKAGE_DIR = Path(benchmatrix.__file__).resolve().parent
 #: The batch runner that prepare_host installs on every host (stdlib only).
 RUNNER_PATH = PACKAGE_DIR / "host" / "batch_runner.py"
+#: batch_runner's task that waits for a batch's runs: the batch job's Ansible start
+#: phase (its start slot, execute.ansible.start_slot) ends when it starts.
+RUN_TASK = "Run the batch"
 #: Workload roles whose tasks/finish.yml has work to do at campaign end (stop a
 #: private server, unmount a scratch file system, remove prepared files).
 WORKLOADS_WITH_CLEANUP = frozenset({"workload_fio", "workload_pgbench", "workload_sysbench"})
@@ -146,7 +149,9 @@ def prepare_host(spec_path: str, project_dir: Path, host: str, out: Path, log: P
                    "bmx_campaign": campaign_id(exp), "batch_runner_source": str(RUNNER_PATH),
                    # "" is a known version: a command that declares no version command.
                    "bmx_install_always": role not in INSTALL_ONLY_ROLES or known.get("tool_version") is None},
-        log=exp / "logs" / "ansible" / f"prepare-{host}.log")
+        # All setup, no runs: its slot is held to its end, so that many hosts do not all
+        # gather facts at once (the controller's memory peak with 16 hosts).
+        log=exp / "logs" / "ansible" / f"prepare-{host}.log", start_until=WHOLE_CALL)
     gathered = result.task_result("Report host facts to benchmatrix", host)
     if gathered is not None:
         facts = dict(gathered.get("msg") or {})
@@ -418,11 +423,12 @@ def _run_slice(spec: Spec, project_dir: Path, exp: Path, host: str, batch: str, 
             extravars={"bmx_host": host, "bmx_workload_role": wl["role"], "bmx_experiment": spec.name,
                        "bmx_campaign": campaign_id(exp),
                        "batch_runner_source": str(RUNNER_PATH), "batch_runner_digest": runner_digest(),
+                       "batch_runner_lease_seconds": int(lease_seconds(project_dir)),
                        "bmx_allow_reboot": spec.allow_reboot,
                        "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),
                        "batch_runner_stop_after_s": slice_s,
                        "batch_runner_timeout": int(sum(wl["timeout"] + 30 for _ in todo) + 60)},
-            log=batch_log)
+            log=batch_log, start_until=RUN_TASK)
     except (KeyboardInterrupt, Interrupted):
         stop_runner(spec, project_dir, host)
         _restore_quietly(spec, project_dir, host)
@@ -628,7 +634,11 @@ def _lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[Non
     The batch runner stops before its next run once the lease is older than
     ``runner_lease_seconds``: when the whole controller is gone (machine lost, every
     process killed), nothing is left measuring on the host for hours. A thread renews
-    it every quarter lease through a small playbook; a failed renewal is retried.
+    it every quarter lease through a small playbook; a failed renewal is retried. The
+    runner takes the lease itself as it starts (the manifest's ``lease_seconds``), so
+    the first renewal comes a quarter lease in: a batch shorter than that costs no
+    second ansible-playbook at all (on many hosts at once, half the batches' Ansible
+    processes, memory and CPU).
     """
     seconds = lease_seconds(project_dir)
     if not seconds:
@@ -638,7 +648,7 @@ def _lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[Non
     stop = threading.Event()
 
     def renew() -> None:
-        while not stop.is_set():
+        while not stop.wait(seconds / 4):
             try:
                 result = run_playbook(
                     "renew_lease.yml", project_dir=Path(project_dir) / "playbooks",
@@ -651,7 +661,6 @@ def _lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[Non
                     save_progress(exp, batch, host, result.task_result("Read the batch's progress", host))
             except (BenchmatrixError, OSError):
                 pass  # e.g. the batch's directory is not made yet: the next renewal comes soon
-            stop.wait(seconds / 4)
 
     thread = threading.Thread(target=renew, name=f"lease-{batch}", daemon=True)
     thread.start()

@@ -1085,6 +1085,16 @@ def _owner_only(workdir):
         pass  # not ours to change: the directories Ansible makes are 0700 anyway
 
 
+def _take_lease(workdir, batch, seconds):
+    """Write the controller's lease on the batch as the runner starts (the manifest's
+    ``lease_seconds``; 0 or absent: no lease), so the controller's first renewal is due
+    only a quarter lease later: a short batch costs no renewal call at all."""
+    if not seconds:
+        return
+    with open(os.path.join(workdir, "batches", batch + ".lease"), "w") as fh:
+        fh.write("%d %s\n" % (int(seconds), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
+
+
 def _lease_expired(workdir, batch, restart=False):
     """Whether the controller's lease on the batch ran out (the controller is gone).
 
@@ -1151,6 +1161,7 @@ def main(argv):
         lock = _acquire_lock(workdir)
         _remove_old_archives(workdir, manifest["batch"], manifest.get("archive"))
         _lease_expired(workdir, manifest["batch"], restart=True)
+        _take_lease(workdir, manifest["batch"], manifest.get("lease_seconds"))
         progress = _Progress(workdir, manifest["batch"])
         runs = manifest["runs"]
         for i, run in enumerate(runs):

@@ -68,12 +68,19 @@ def ns_project(project, tmp_path):
         net.teardown()
 
 
+def ns_env(project, net) -> dict[str, str]:
+    """The project's environment with a private SSH ControlPath directory: master sockets
+    are files named after the address, and other tests' namespace hosts (other sessions
+    at the same time) use the same addresses."""
+    return {**project.env(), "ANSIBLE_SSH_CONTROL_PATH_DIR": str(net.workdir / "cp")}
+
+
 def bmx(project, net, *args, timeout=600):
     return subprocess.run(net.ctl_cmd([sys.executable, "-m", "benchmatrix.cli", *args]), cwd=project.root,
-                          env=project.env(), capture_output=True, text=True, timeout=timeout)
+                          env=ns_env(project, net), capture_output=True, text=True, timeout=timeout)
 
 
-def test_three_hosts_in_parallel_each_in_plan_order(ns_project):
+def test_three_hosts_in_parallel_each_in_plan_order(ns_project, tmp_path):
     project, make = ns_project
     net = make(3)
     spec = project.write_spec("ns_three", SPEC.format(name="ns_three", runtime="1", replicates=2))
@@ -103,6 +110,10 @@ def test_three_hosts_in_parallel_each_in_plan_order(ns_project):
     assert overlaps > 0
     facts = {p.parent.name for p in exp.glob("hosts/*/facts.json")}
     assert facts == {"h1", "h2", "h3"}
+    # Each runner took the controller's lease itself as it started: a batch shorter than a
+    # quarter lease (75 s) costs no renewal playbook (a second ansible-playbook per batch).
+    assert all(list((tmp_path / "hosts" / h).glob("*/batches/*.lease")) for h in ("h1", "h2", "h3"))
+    assert not list(exp.glob("logs/ansible/lease-*.log")), "a short batch renewed its lease"
     # The report has per-host tables naming every host; comparisons are made per host.
     html = (exp / "report.html").read_text()
     per_host = html[html.index('<section id="per-host">'):]
@@ -118,7 +129,7 @@ def test_unreachable_host_then_rerun_failed(ns_project):
     spec = project.write_spec("ns_down", SPEC.format(name="ns_down", runtime="1", replicates=3))
     proc = subprocess.Popen(net.ctl_cmd([sys.executable, "-m", "benchmatrix.cli", "run", str(spec),
                                          "--batch-max-runs", "3"]),
-                            cwd=project.root, env=project.env(), stdout=subprocess.PIPE,
+                            cwd=project.root, env=ns_env(project, net), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     exp = project.exp("ns_down")
     deadline = time.monotonic() + 300

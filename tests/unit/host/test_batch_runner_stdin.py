@@ -64,3 +64,27 @@ def test_a_runner_other_than_the_controllers_exits_3_and_runs_nothing(tmp_path):
     assert res.returncode == batch_runner.STALE_RUNNER_RC == 3
     assert "stale runner" in res.stderr
     assert not (workdir / "runs").exists()
+
+
+def test_the_runner_takes_the_controllers_lease_itself_at_its_start(tmp_path):
+    """The manifest's lease_seconds: the runner writes BATCH.lease as it starts, so the
+    controller's first renewal is due only a quarter lease later (a short batch needs
+    no renewal call at all), and the lease holds from the first run on."""
+    workdir = tmp_path / "work"
+    (workdir / "batches").mkdir(parents=True)
+    lease = workdir / "batches" / "b1.lease"
+    lease.write_text("5 2020-01-01T00:00:00+00:00\n")  # left by an earlier execution, long expired
+    manifest = _manifest(workdir, "b1") | {"lease_seconds": 120}
+    # The first run reads the lease as it stands while the batch runs.
+    manifest["runs"][0]["argv"] = [sys.executable, "-c", f"print(open({str(lease)!r}).read())"]
+    res = _start(RUNNER, manifest)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["executed"] == ["b1-r1", "b1-r2"], "an old lease stopped the batch"
+    with tarfile.open(workdir / "batches" / "b1.tar.gz") as tar:
+        seen = tar.extractfile("runs/b1-r1/1/stdout").read().decode()
+    assert seen.split()[0] == "120" and "2020" not in seen, seen
+    # Without lease_seconds (an older controller) or with 0 (lease off): no lease written.
+    for i, extra in enumerate(({}, {"lease_seconds": 0})):
+        other = tmp_path / f"other{i}"
+        assert _start(RUNNER, _manifest(other, "b2") | extra).returncode == 0
+        assert not (other / "batches" / "b2.lease").exists()
