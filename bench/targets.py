@@ -142,7 +142,10 @@ def section_collect(bench: Bench, args: argparse.Namespace, rng: random.Random, 
     # the batches' rows files, not the records, so where they lie changes little.
     need = 3 * 8 * 2**10 * max(args.collect_sizes)  # about 8 KiB of files per record, thrice
     shm = Path("/dev/shm")
-    room = shm.is_dir() and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free > need
+    # Room in bytes and in inodes (a tmpfs has a fixed number: about 5 files and
+    # directories per record; 1M records did not fit /dev/shm's 3M inodes here).
+    room = (shm.is_dir() and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free > need
+            and os.statvfs(shm).f_favail > 6 * max(args.collect_sizes))
     base = Path(tempfile.mkdtemp(prefix="bmx-bench-collect-", dir=shm)) if room else bench.tmp
     project = BenchProject(base / "collect-project")
     rows = []
