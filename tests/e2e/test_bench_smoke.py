@@ -9,6 +9,7 @@ need root). The published figures come from the full runs
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -70,7 +71,10 @@ def test_targets_quick(tmp_path):
     assert sorted(rows) == list("abcdefgh")  # every target has a row, measured or saying why not
     assert {k for k, r in rows.items() if r["benchmatrix"] == "not run"} == {"b", "c", "h"}
     sl = data["sections"]["local_slope"]["variants"]
-    assert sl["bmx"]["marginal_per_run_s"] > 0 and len(sl["bare"]["points"]) == 2
+    # A slope from a smoke run's tiny campaigns is noise around a few ms (both sizes are
+    # one batch now), so only its presence is checked, not its sign.
+    assert math.isfinite(sl["bmx"]["marginal_per_run_s"]) and len(sl["bare"]["points"]) == 2
+    assert len(sl["bmx"]["points"]) == 2
     (col,) = data["sections"]["collect"]["rows"]
     assert col["runs"] >= 2000 and col["collect_s"] > 0 and col["peak_rss_mib"] > 0
     assert rows["f"]["met"] is None  # 1M records only with --full
