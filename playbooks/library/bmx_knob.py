@@ -1040,11 +1040,6 @@ def _said(rc, out, err):
     return " ".join(f"{out} {err}".split()) or f"exit {rc}"
 
 
-def _true(value):
-    """A role's boolean variable as Ansible reads it (true, "true", "yes", 1 ...)."""
-    return value if isinstance(value, bool) else str(value).strip().lower() in ("true", "yes", "on", "1")
-
-
 def _argv_list(value):
     """A list variable that a spec may also give as one string of words."""
     return value.split() if isinstance(value, str) else [str(v) for v in value or []]
@@ -1064,7 +1059,7 @@ class ClientBackend(Backend):
     def allow_restart(self):
         name = self.role + "_allow_restart"
         if self.settings.get(name) not in (None, "") or self.vars.get(name) not in (None, ""):
-            return _true(self.var(name))
+            return ansible_bool(self.var(name))
         return str(self.knob.get("cost") or "none") in ("restart", "reboot")
 
     def valid(self, value):
@@ -1373,7 +1368,7 @@ class RaidLevel(ClientBackend):
     def check(self, value):
         super().check(value)
         if (self._state["actual"] != str(value) and raid_level_number(value) != "absent"
-                and not _true(self.var("knob_raid_level_destroy"))):
+                and not ansible_bool(self.var("knob_raid_level_destroy"))):
             self.fail(f"building a RAID {value} array on {self.host} destroys everything on "
                       f"{', '.join(self.devices)}; set knob_raid_level_destroy: true to allow it")
 
@@ -1387,9 +1382,9 @@ class RaidLevel(ClientBackend):
             if not os.path.exists(self.PROC_MDSTAT) and not (self.dry and rc == 0):
                 self.fail(f"{self.host} has no md (software RAID) driver: {self.PROC_MDSTAT} is absent and "
                           f"'modprobe md_mod' failed ({_said(rc, out, err)})")
-        if self.mdadm(need=False) is None and _true(self.var("knob_raid_level_install")) and not self.dry:
+        if self.mdadm(need=False) is None and ansible_bool(self.var("knob_raid_level_install")) and not self.dry:
             self.install()
-        if self.mdadm(need=False) is None and not (self.dry and _true(self.var("knob_raid_level_install"))):
+        if self.mdadm(need=False) is None and not (self.dry and ansible_bool(self.var("knob_raid_level_install"))):
             self.fail(f"mdadm is not installed on {self.host}; install the mdadm package or set "
                       "knob_raid_level_install: true")
 
@@ -1430,7 +1425,7 @@ class RaidLevel(ClientBackend):
         return ([self.mdadm(), "--create", self.array, "--run", "--metadata=1.2", f"--level={level}",
                  f"--raid-devices={len(self.devices)}"]
                 + ([] if level == 1 else [f"--chunk={self.var('knob_raid_level_chunk_kb')}K"])
-                + ([] if _true(self.var("knob_raid_level_wait_resync")) else ["--assume-clean"])
+                + ([] if ansible_bool(self.var("knob_raid_level_wait_resync")) else ["--assume-clean"])
                 + self.devices)
 
     def step(self, argv, ok=(0,)):
@@ -1451,7 +1446,7 @@ class RaidLevel(ClientBackend):
         if raid_level_number(value) == "absent":
             return
         self.step(self.create_argv(value))
-        if _true(self.var("knob_raid_level_wait_resync")):
+        if ansible_bool(self.var("knob_raid_level_wait_resync")):
             self.step([mdadm, "--wait", self.array], ok=(0, 1))  # 1: nothing to wait for
         fstype, mount_point = str(self.var("knob_raid_level_fstype")), str(self.var("knob_raid_level_mount_point"))
         self.step(["mkfs", "-t", fstype, *_argv_list(self.var("knob_raid_level_mkfs_options")), self.array])
@@ -1790,7 +1785,7 @@ def main():
             out = {"changed": False, "knobs": inspect(knobs, p.get("levels") or {}, settings, host)}
         else:
             states = apply(knobs, settings, host, bool(p.get("_ansible_check_mode")), mode,
-                           str(p.get("allow_reboot")).lower() in ("true", "1", "yes", "on"), p.get("before"),
+                           ansible_bool(p.get("allow_reboot")), p.get("before"),
                            p.get("reboot_seconds") or 0)
             run_settings = {factor: state.pop("run_settings") for factor, state in states.items()}
             out = {"changed": mode == "apply" and any(s["changed"] for s in states.values()), "knobs": states,
