@@ -418,7 +418,9 @@ def _run_slice(spec: Spec, project_dir: Path, exp: Path, host: str, batch: str, 
         result = run_playbook(
             "run_batch.yml", project_dir=Path(project_dir) / "playbooks",
             inventory=spec.inventory_path(project_dir), host=host,
-            data={"bmx_runs": [bmx_runs[r.run_id] for r in todo],
+            # One JSON text: Ansible neither checks nor templates it run by run (the
+            # workload role's filter decodes it, the runner decodes the commands).
+            data={"bmx_runs": json.dumps([bmx_runs[r.run_id] for r in todo]),
                   "bmx_knobs": _knob_items(spec, cells[todo[0].cell_id])},
             extravars={"bmx_host": host, "bmx_workload_role": wl["role"], "bmx_experiment": spec.name,
                        "bmx_campaign": campaign_id(exp),

@@ -1115,6 +1115,19 @@ def _lease_expired(workdir, batch, restart=False):
     return seconds > 0 and age > seconds
 
 
+def manifest_runs(manifest):
+    """The manifest's runs, each with the batch's ``run_settings`` on top of its own.
+
+    Ansible hands them on as the JSON text the workload role made (one string, so it
+    never walks the runs); a list is taken as it is.
+    """
+    runs = manifest.get("runs") or []
+    if isinstance(runs, str):
+        runs = json.loads(runs)
+    settings = manifest.get("run_settings") or {}
+    return [dict(run, **settings) for run in runs] if settings else runs
+
+
 def main(argv):
     if len(argv) == 3 and argv[1] == "--stop":
         sys.stdout.write(json.dumps(stop(argv[2])) + "\n")
@@ -1137,6 +1150,7 @@ def main(argv):
         # the playbook installs the current one and starts it again.
         sys.stderr.write("benchmatrix batch runner: stale runner (installed copy differs from the controller's)\n")
         return STALE_RUNNER_RC
+    manifest["runs"] = manifest_runs(manifest)
     workdir = manifest["workdir"]
     # Owner only: the runs' raw outputs may show their environments; an older
     # benchmatrix made the workdir 0755, closed here.

@@ -4,6 +4,7 @@ for the argv builders the Ansible filter-module wrapper and template rendering."
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,6 +134,39 @@ def filter_module(**filters: Callable[..., Any]) -> type:
             return {name: wrap(func) for name, func in filters.items()}
 
     return FilterModule
+
+
+def runs_filter(func: Callable[..., Any], commands: str | None = None) -> Callable[..., Any]:
+    """The filter form of a builder whose first argument is a batch's runs.
+
+    run_batch.yml hands a workload role the runs as one JSON text (``bmx_runs``), and
+    the role hands the batch runner its commands the same way: Ansible then neither
+    checks a role's arguments nor templates the data run by run, which cost milliseconds
+    a run (bench/README.md, issue 15 row a). The filter decodes a text (a list is taken
+    as it is, for callers that still pass one).
+
+    Args:
+        func: The builder, ``func(runs, *args)``, working on lists.
+        commands: Where the builder's result holds the commands, which the filter then
+            returns as JSON text: ``""`` for a builder that returns the list itself, a
+            key for one that returns a dict holding it; None leaves the result as it is.
+    """
+    @functools.wraps(func)
+    def call(runs: Any, *args: Any, **kwargs: Any) -> Any:
+        from benchmatrix.errors import WorkloadVarsError
+
+        if isinstance(runs, str):
+            try:
+                runs = json.loads(runs)
+            except ValueError as exc:
+                raise WorkloadVarsError(f"{func.__name__}: the batch's runs are not JSON ({exc})") from None
+        result = func(runs, *args, **kwargs)
+        if commands is None:
+            return result
+        if commands == "":
+            return json.dumps(result)
+        return {**result, commands: json.dumps(result[commands])}
+    return call
 
 
 @functools.cache

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from benchmatrix.errors import WorkloadVarsError
-from benchmatrix.workloads.base import filter_module, run_cpus
+from benchmatrix.workloads.base import filter_module, run_cpus, runs_filter
 
 KNOWN = {"argv", "env", "cwd", "cpus"}
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -70,4 +70,4 @@ def workload_command_argv(runs, host_env=None):
     return out
 
 
-FilterModule = filter_module(workload_command_argv=workload_command_argv)
+FilterModule = filter_module(workload_command_argv=runs_filter(workload_command_argv, commands=""))

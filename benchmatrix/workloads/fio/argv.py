@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from benchmatrix.errors import WorkloadVarsError
-from benchmatrix.workloads.base import filter_module, refuse_characters, render_template
+from benchmatrix.workloads.base import filter_module, refuse_characters, render_template, runs_filter
 
 _KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 _OWNED = {"output", "output_format", "output-format", "eta", "eta_newline", "status_interval"}
@@ -118,4 +118,5 @@ def workload_fio_plan(runs: list[dict[str, Any]], binary: str = "fio", default_f
     return {"commands": commands, "files": [{"path": p, "content": files[p]} for p in sorted(files)]}
 
 
-FilterModule = filter_module(workload_fio_argv=workload_fio_argv, workload_fio_plan=workload_fio_plan)
+FilterModule = filter_module(workload_fio_argv=runs_filter(workload_fio_argv, commands=""),
+                             workload_fio_plan=runs_filter(workload_fio_plan, commands="commands"))

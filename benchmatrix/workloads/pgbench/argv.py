@@ -43,7 +43,7 @@ import os
 import re
 
 from benchmatrix.errors import WorkloadVarsError
-from benchmatrix.workloads.base import filter_module, refuse_characters, render_template, run_cpus
+from benchmatrix.workloads.base import filter_module, refuse_characters, render_template, run_cpus, runs_filter
 
 BUILTINS = ("select-only", "tpcb-like", "simple-update")
 KNOWN = {"builtin", "scripts", "think_ms", "clients", "threads", "duration", "transactions", "rate",
@@ -306,7 +306,7 @@ def workload_pgbench_scales(runs, default):
     return sorted({int((run.get("vars") or {}).get("scale", default)) for run in runs or []})
 
 
-FilterModule = filter_module(workload_pgbench_plan=workload_pgbench_plan,
-                             workload_pgbench_builtins=workload_pgbench_builtins,
+FilterModule = filter_module(workload_pgbench_plan=runs_filter(workload_pgbench_plan, commands="commands"),
+                             workload_pgbench_builtins=runs_filter(workload_pgbench_builtins),
                              workload_pgbench_builtin_texts=workload_pgbench_builtin_texts,
-                             workload_pgbench_scales=workload_pgbench_scales)
+                             workload_pgbench_scales=runs_filter(workload_pgbench_scales))

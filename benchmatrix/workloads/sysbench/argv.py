@@ -36,7 +36,7 @@ import hashlib
 import re
 
 from benchmatrix.errors import WorkloadVarsError
-from benchmatrix.workloads.base import filter_module, run_cpus
+from benchmatrix.workloads.base import filter_module, run_cpus, runs_filter
 
 SIMPLE_TESTS = ("cpu", "memory", "fileio", "threads", "mutex")
 DB_TESTS = ("oltp_read_only", "oltp_read_write", "oltp_point_select", "oltp_write_only", "oltp_update_index",
@@ -168,5 +168,5 @@ def workload_sysbench_plan(runs, binary, directory, conn=None):
     return commands
 
 
-FilterModule = filter_module(workload_sysbench_plan=workload_sysbench_plan,
-                             workload_sysbench_needs=workload_sysbench_needs)
+FilterModule = filter_module(workload_sysbench_plan=runs_filter(workload_sysbench_plan, commands=""),
+                             workload_sysbench_needs=runs_filter(workload_sysbench_needs))

@@ -88,3 +88,21 @@ def test_the_runner_takes_the_controllers_lease_itself_at_its_start(tmp_path):
         other = tmp_path / f"other{i}"
         assert _start(RUNNER, _manifest(other, "b2") | extra).returncode == 0
         assert not (other / "batches" / "b2.lease").exists()
+
+
+def test_runs_as_json_text_get_the_batchs_run_settings(tmp_path):
+    """run_batch.yml hands the runs on as the workload role's JSON text, with the knobs'
+    run settings apart: the runner decodes the text and puts the settings on top of
+    every run's own (here a working directory the knob would set)."""
+    workdir = tmp_path / "work"
+    manifest = _manifest(workdir, "b1")
+    for run in manifest["runs"]:
+        run["argv"] = [sys.executable, "-c", "import os; print(os.getcwd())"]
+        run["cwd"] = "/"
+    manifest["runs"] = json.dumps(manifest["runs"])
+    manifest["run_settings"] = {"cwd": str(tmp_path)}
+    res = _start(RUNNER, manifest)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["executed"] == ["b1-r1", "b1-r2"]
+    outs = [(workdir / "runs" / f"b1-r{i}" / "1" / "stdout").read_text().strip() for i in (1, 2)]
+    assert outs == [str(tmp_path)] * 2

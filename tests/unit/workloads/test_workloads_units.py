@@ -28,7 +28,48 @@ def plugin(role: str) -> SimpleNamespace:
     spec = importlib.util.spec_from_file_location(f"bmx_test_{role}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return SimpleNamespace(**module.FilterModule().filters())
+    return SimpleNamespace(**{name: _decoded(f) for name, f in module.FilterModule().filters().items()})
+
+
+def _decoded(func):
+    """``func`` with its commands decoded: the builders hand them to the batch runner as
+    JSON text (test_runs_travel_as_json_text checks that form)."""
+    def call(*args, **kwargs):
+        out = func(*args, **kwargs)
+        if isinstance(out, str) and out.startswith("["):
+            return json.loads(out)
+        if isinstance(out, dict) and isinstance(out.get("commands"), str):
+            return {**out, "commands": json.loads(out["commands"])}
+        return out
+    return call
+
+
+def raw_plugin(role: str):
+    """The role's filters exactly as Ansible gets them."""
+    path = ROLES / role / "filter_plugins" / f"{role}.py"
+    spec = importlib.util.spec_from_file_location(f"bmx_test_raw_{role}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.FilterModule().filters()
+
+
+def test_runs_travel_as_json_text():
+    """run_batch.yml passes a batch's runs as one JSON text and gets the commands back as
+    one: Ansible then never checks or templates the runs one by one (issue 15 row a)."""
+    runs = [run("r1", argv=["echo", "{{ not a template }}", 1]), run("r2", argv=["true"], cpus="0")]
+    cmd = raw_plugin("workload_command")["workload_command_argv"]
+    text = cmd(json.dumps(runs))
+    assert isinstance(text, str)
+    assert json.loads(text) == json.loads(cmd(runs))  # a list is still taken as it is
+    assert [c["argv"] for c in json.loads(text)] == [["echo", "{{ not a template }}", "1"], ["true"]]
+    fio = raw_plugin("workload_fio")["workload_fio_plan"](json.dumps([run("r1", bs="4k")]), "fio", "f.dat", "/s", ".")
+    assert isinstance(fio["commands"], str) and fio["files"] == []
+    assert json.loads(fio["commands"])[0]["argv"][-1] == "--bs=4k"
+    sysbench = raw_plugin("workload_sysbench")
+    assert sysbench["workload_sysbench_needs"](json.dumps([run("r1", test="cpu")]), "/s") == {"fileio": [], "db": None}
+    assert raw_plugin("workload_pgbench")["workload_pgbench_scales"](json.dumps([run("r1", scale=3)]), 1) == [3]
+    with pytest.raises(AnsibleError, match=r"workload_command_argv: the batch's runs are not JSON"):
+        cmd("[{")
 
 
 def run(run_id="r1", **variables):
