@@ -75,6 +75,7 @@ import errno
 import fcntl
 import json
 import os
+import select
 import shutil
 import signal
 import socket
@@ -671,6 +672,35 @@ def _killed_text(killed, survivors):
     return "; ".join(parts)
 
 
+def _wait(proc, timeout):
+    """``proc.wait(timeout)``, woken the moment the workload exits.
+
+    Popen.wait with a timeout polls, sleeping 0.5 ms doubling up to 50 ms between
+    polls: a run's end was seen up to 50 ms late (its duration_s that much too long,
+    and a millisecond more for the shortest runs). A pidfd (Linux 5.3, Python 3.9)
+    wakes the runner at once; without one, Popen.wait as before.
+
+    Raises:
+        subprocess.TimeoutExpired: the workload still runs after ``timeout`` seconds.
+    """
+    if not timeout or not hasattr(os, "pidfd_open"):
+        return proc.wait(timeout=timeout)
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except OSError:  # an older kernel, or the process is gone already
+        return proc.wait(timeout=timeout)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        deadline = time.monotonic() + timeout
+        while not poller.poll(min(max(deadline - time.monotonic(), 0), 86400) * 1000):
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+    finally:
+        os.close(fd)
+    return proc.wait()
+
+
 def _end_run(containment, result, after):
     """End whatever the run left running; record it in ``result``."""
     global _child
@@ -799,7 +829,7 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S):
                         pass
                 _write_workload_files(workdir, cont)
                 try:
-                    result["exit_code"] = _child.wait(timeout=timeout)
+                    result["exit_code"] = _wait(_child, timeout)
                     result["outcome"] = "exited"
                     # Whatever the workload left running ends now, before the next run.
                     _end_run(cont, result, "exit")

@@ -106,3 +106,24 @@ def test_runs_as_json_text_get_the_batchs_run_settings(tmp_path):
     assert json.loads(res.stdout)["executed"] == ["b1-r1", "b1-r2"]
     outs = [(workdir / "runs" / f"b1-r{i}" / "1" / "stdout").read_text().strip() for i in (1, 2)]
     assert outs == [str(tmp_path)] * 2
+
+
+def test_the_runner_sees_a_run_end_at_once(tmp_path):
+    """A run's end is seen when it happens, not at the next poll: Popen.wait(timeout)
+    sleeps between polls (0.5 ms doubling up to 50 ms), which made every run's
+    duration_s up to 50 ms too long and added about a millisecond to the shortest runs.
+    Each run prints the moment it ends (date, exec'd as the run's last process); the
+    runner's ended_at follows within a few milliseconds."""
+    workdir = tmp_path / "work"
+    manifest = _manifest(workdir, "b1")
+    runs = [dict(manifest["runs"][0], run_id=f"b1-r{i}", seq=i,
+                 argv=["sh", "-c", "sleep 0.2; exec date +%s.%N"]) for i in range(1, 6)]
+    res = _start(RUNNER, manifest | {"runs": runs})
+    assert res.returncode == 0, res.stderr
+    lags = []
+    for run in runs:
+        run_dir = workdir / "runs" / run["run_id"] / "1"
+        ended = float((run_dir / "stdout").read_text())
+        lags.append(json.loads((run_dir / "result.json").read_text())["ended_at"] - ended)
+    lags.sort()
+    assert lags[2] < 0.008, lags  # the median; the old polling wait lagged 25 ms on average
