@@ -79,6 +79,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tarfile
@@ -170,10 +171,10 @@ def _read_proc(path):
 def _stat(pid):
     """(ppid, pgid, sid, state, starttime in ticks) of a process, or None when gone."""
     try:
-        stat = _read_proc("/proc/%s/stat" % pid)
+        line = _read_proc("/proc/%s/stat" % pid)
     except OSError:
         return None
-    fields = stat[stat.rfind(b")") + 2:].split()
+    fields = line[line.rfind(b")") + 2:].split()
     if len(fields) <= 19:
         return None
     return int(fields[1]), int(fields[2]), int(fields[3]), fields[0].decode(), int(fields[19])
@@ -932,9 +933,35 @@ def _archive(manifest, workdir):
         for run in manifest["runs"]:
             rel = os.path.join("runs", run["run_id"], str(run["attempt"]))
             if os.path.isfile(os.path.join(workdir, rel, "result.json")):
-                tar.add(os.path.join(workdir, rel), arcname=rel)
+                _add_tree(tar, os.path.join(workdir, rel), rel)
     os.replace(tmp, path)
     return path
+
+
+def _add_tree(tar, top, arcname):
+    """``tar.add(top, arcname)`` for a run's directory (directories and regular files),
+    without TarFile.gettarinfo's owner and group name lookups per member (pwd, grp):
+    a third of the archive's cost for short runs. The controller takes file contents
+    only."""
+    tar.addfile(_tar_info(arcname, os.lstat(top), tarfile.DIRTYPE))
+    for name in sorted(os.listdir(top)):
+        path = os.path.join(top, name)
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode):
+            _add_tree(tar, path, arcname + "/" + name)
+        elif stat.S_ISREG(st.st_mode):
+            with open(path, "rb") as fh:
+                tar.addfile(_tar_info(arcname + "/" + name, st, tarfile.REGTYPE), fh)
+
+
+def _tar_info(name, st, kind):
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.mode = st.st_mode & 0o7777
+    info.uid, info.gid = st.st_uid, st.st_gid
+    info.mtime = st.st_mtime
+    info.size = st.st_size if kind == tarfile.REGTYPE else 0
+    return info
 
 
 class _Progress:
