@@ -8,6 +8,7 @@ this machine's file system, so each gets its own runner and scratch directories.
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from netns import NamespaceHosts, available
+from netns import NamespaceHosts, available, has_cgroup2
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(available()), reason=available() or "ok")]
 
@@ -34,6 +35,16 @@ workload:
 replicates: {replicates}
 order: {{strategy: random, seed: 11}}
 """
+
+
+def _cgroup_usable() -> bool:
+    """Whether a runner here gets a cgroup per run (a writable cgroup v2)."""
+    from benchmatrix.host import batch_runner
+
+    c = batch_runner.Containment("auto")
+    usable = c.mode == "cgroup"
+    c.end()
+    return usable
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -121,6 +132,12 @@ def test_three_hosts_in_parallel_each_in_plan_order(ns_project, tmp_path):
     for host in ("h1", "h2", "h3"):
         assert f"<td>{host}</td>" in per_host, host
     assert (exp / "summary_by_host.csv").is_file()
+    # The runner on a namespace host sees the machine's cgroup v2 hierarchy, as on a
+    # real host (netns.py mounts it in sshd's mount namespace): a cgroup per run, not
+    # the slower process-tree containment.
+    if has_cgroup2() and _cgroup_usable():
+        records = [json.loads(p.read_text()) for p in exp.glob("runs/*/*/record.json")]
+        assert {r["details"].get("containment") for r in records} == {"cgroup"}
 
 
 def test_unreachable_host_then_rerun_failed(ns_project):
