@@ -51,9 +51,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
-from benchmatrix.analyze.stats import bool_column, effective_runs, execution_order, holm, is_ok, run_hosts
+from benchmatrix.analyze.stats import bool_column, effective_runs, execution_order, f_sf, holm, is_ok, run_hosts
 from benchmatrix.results.layout import ALL_HOSTS, HOST_COLUMN, NOTE_COLUMNS, RECORD_NOTES, State, by_column
 from benchmatrix.results.notes import facts_change_rows, facts_entries, note_rows
 from benchmatrix.results.status import decide
@@ -176,9 +175,17 @@ def _execution_order(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.iloc[execution_order(frame)]
 
 
+def _sps():
+    # scipy.stats costs about 0.7 s to import: only the checks that run need it (a
+    # campaign without a control cell or warm-up runs never does).
+    from scipy import stats
+
+    return stats
+
+
 def _pettitt_k(x: np.ndarray, axis: int = -1) -> np.ndarray:
     # Pettitt's statistic from ranks: U_k = 2 * (sum of the first k ranks) - k (n + 1).
-    r = sps.rankdata(x, axis=axis)
+    r = _sps().rankdata(x, axis=axis)
     n = x.shape[axis]
     u = 2 * np.cumsum(r, axis=axis) - np.arange(1, n + 1) * (n + 1)
     return np.max(np.abs(u[..., :-1]), axis=axis)
@@ -192,6 +199,7 @@ def changepoint(values: np.ndarray) -> tuple[int, float]:
         from a permutation test (n <= ``PERMUTATION_MAX_N``) or Pettitt's
         approximation ``2 exp(-6 K^2 / (n^3 + n^2))``.
     """
+    sps = _sps()
     n = len(values)
     r = sps.rankdata(values)
     u = 2 * np.cumsum(r) - np.arange(1, n + 1) * (n + 1)
@@ -244,6 +252,7 @@ def drift(runs: pd.DataFrame, metrics: list[str], alpha: float = 0.05,
                     rows.append({"host": host, "metric": metric, "n": n})
                 continue
             order = np.arange(n)
+            sps = _sps()
             tau, p_trend = sps.kendalltau(order, y)
             level = float(np.median(y)) or float(np.mean(np.abs(y))) or 1.0
             slope = sps.linregress(order, y).slope
@@ -494,7 +503,7 @@ def warmup_warnings(runs: pd.DataFrame, eff: pd.DataFrame, metrics: list[str], w
             flagged_ids.append(rid)
         d = dev[ok]
         if len(d) >= 6 and np.any(d != 0):
-            p = sps.wilcoxon(d).pvalue
+            p = _sps().wilcoxon(d).pvalue
             if p < alpha and abs(np.median(d)) >= threshold:
                 systematic.append(f"{metric}: first runs {_pct(float(np.median(d)))} in median over {len(d)} "
                                   f"cells (Wilcoxon p={p:.3g})")
@@ -567,7 +576,7 @@ def host_differences(eff: pd.DataFrame, metrics: list[str], alpha: float = 0.05,
         ssw = per["ssw"].to_numpy(dtype="float64")
         with np.errstate(invalid="ignore", divide="ignore"):
             f = (ssb / df1) / (ssw / df2)
-            p = sps.f.sf(f, df1, df2)
+            p = f_sf(f, df1, df2)
         p = np.where(df2 < 1, np.nan, p)
         p = np.where((df2 >= 1) & (ssw == 0), np.where(ssb > 0, 0.0, 1.0), p)
         avg = per["avg"].to_numpy(dtype="float64")
