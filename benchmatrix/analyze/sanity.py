@@ -183,6 +183,48 @@ def _sps():
     return stats
 
 
+#: Up to this many differences (without zeros or ties) scipy's Wilcoxon test is exact.
+WILCOXON_EXACT_MAX_N = 50
+
+
+def _wilcoxon_tail(pmf: np.ndarray, k: int, mean: float, upper: bool) -> float:
+    # scipy.stats' WilcoxonDistribution: the shorter sum of the two, the same slices.
+    if upper:
+        return float(pmf[k:].sum()) if k <= mean else float(1 - pmf[:k].sum())
+    return float(pmf[:k + 1].sum()) if k <= mean else float(1 - pmf[k + 1:].sum())
+
+
+def wilcoxon_p(d: np.ndarray) -> float:
+    """Two-sided p-value of Wilcoxon's signed-rank test of ``d``, exactly
+    ``scipy.stats.wilcoxon(d).pvalue``.
+
+    The common case (at most :data:`WILCOXON_EXACT_MAX_N` differences, no zero, no
+    tie: scipy's exact null distribution) is computed here with scipy's own steps,
+    so a collect job need not import scipy.stats (0.7 s) for the warm-up check;
+    anything else is left to scipy.
+    """
+    d = np.asarray(d, dtype="float64")
+    n = len(d)
+    a = np.abs(d)
+    if not (6 <= n <= WILCOXON_EXACT_MAX_N) or not np.all(np.isfinite(d)) or np.any(a == 0) \
+            or len(np.unique(a)) < n:
+        return float(_sps().wilcoxon(d).pvalue)
+    ranks = np.empty(n, dtype="float64")
+    ranks[np.argsort(a, kind="stable")] = np.arange(1, n + 1, dtype="float64")
+    r_plus = float(np.sum((d > 0).astype("float64") * ranks))  # an integer: exact in any order
+    # The null distribution of r_plus: scipy.stats._hypotests._get_wilcoxon_distr.
+    pmf = np.ones(1, dtype=np.float64)
+    for k in range(1, n + 1):
+        prev = pmf
+        pmf = np.zeros(k * (k + 1) // 2 + 1, dtype=np.float64)
+        pmf[:len(prev)] = prev * 0.5
+        pmf[-len(prev):] += prev * 0.5
+    mean = n * (n + 1) / 4
+    p = 2 * min(_wilcoxon_tail(pmf, math.floor(r_plus), mean, upper=True),
+                _wilcoxon_tail(pmf, math.ceil(r_plus), mean, upper=False))
+    return float(min(max(p, 0.0), 1.0))
+
+
 def _pettitt_k(x: np.ndarray, axis: int = -1) -> np.ndarray:
     # Pettitt's statistic from ranks: U_k = 2 * (sum of the first k ranks) - k (n + 1).
     r = _sps().rankdata(x, axis=axis)
@@ -503,7 +545,7 @@ def warmup_warnings(runs: pd.DataFrame, eff: pd.DataFrame, metrics: list[str], w
             flagged_ids.append(rid)
         d = dev[ok]
         if len(d) >= 6 and np.any(d != 0):
-            p = _sps().wilcoxon(d).pvalue
+            p = wilcoxon_p(d)
             if p < alpha and abs(np.median(d)) >= threshold:
                 systematic.append(f"{metric}: first runs {_pct(float(np.median(d)))} in median over {len(d)} "
                                   f"cells (Wilcoxon p={p:.3g})")
