@@ -164,8 +164,9 @@ def _template_cache() -> jinja2.BytecodeCache | None:
     import os
     import sys
 
+    rule = _autoescape.__code__  # its bytecode and constants: an edited rule is a new key
     key = repr((sys.version_info[:2], jinja2.__version__, sorted(_JINJA_OPTIONS.items()),
-                "autoescape .html.j2")).encode()
+                rule.co_code, rule.co_consts)).encode()
     try:
         base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         folder = base / "benchmatrix" / f"templates-{hashlib.sha256(key).hexdigest()[:12]}"

@@ -87,3 +87,19 @@ def test_a_cache_that_cannot_be_made_or_written_only_costs_the_compilation(tmp_p
     env = render._environment()
     assert env.bytecode_cache is not None
     assert env.get_template("report.md.j2") is not None
+
+
+def test_the_cache_folder_changes_with_what_is_compiled_into_templates(tmp_path, monkeypatch):
+    # Jinja2 checks a cached template against its source only: options that change the
+    # compiled code (trim_blocks, the autoescape rule) must lead to another folder.
+    from benchmatrix.report import render
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    folder = render._template_cache().directory
+    assert render._template_cache().directory == folder
+    monkeypatch.setitem(render._JINJA_OPTIONS, "trim_blocks", False)
+    assert render._template_cache().directory != folder
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(render, "_autoescape", lambda name: True)
+    assert render._template_cache().directory != folder
