@@ -206,7 +206,7 @@ def wilcoxon_p(d: np.ndarray) -> float:
     d = np.asarray(d, dtype="float64")
     n = len(d)
     a = np.abs(d)
-    if not (6 <= n <= WILCOXON_EXACT_MAX_N) or not np.all(np.isfinite(d)) or np.any(a == 0) \
+    if not (1 <= n <= WILCOXON_EXACT_MAX_N) or not np.all(np.isfinite(d)) or np.any(a == 0) \
             or len(np.unique(a)) < n:
         return float(_sps().wilcoxon(d).pvalue)
     ranks = np.empty(n, dtype="float64")

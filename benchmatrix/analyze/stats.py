@@ -29,8 +29,9 @@ The t and F distributions come from :mod:`scipy.special` (:func:`t_ppf`, :func:`
 handling of invalid arguments, so every value is bit for bit what ``scipy.stats.t``
 gives, but importing scipy.stats costs about 0.7 s of every collect job and
 scipy.special about 0.15 s. Even scipy.special is imported on first use, so that
-importing this module (and the report's) stays cheap. Tests that need more of
-scipy.stats import it where they use it (:mod:`benchmatrix.analyze.sanity`).
+importing this module (and the report's) stays cheap. The checks that need more of
+scipy.stats (the drift tests of :mod:`benchmatrix.analyze.sanity`) import it when
+they run.
 """
 
 from __future__ import annotations

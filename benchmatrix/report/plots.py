@@ -169,7 +169,7 @@ def factor_lines(spec: Spec, summary: pd.DataFrame, metrics: list[str], units: d
         n = len(combos)
         cols = min(n, 3)
         fig, axes = _subplots(math.ceil(n / cols), cols, figsize=(4.2 * cols, 3.0 * math.ceil(n / cols)),
-                                 squeeze=False, sharey=True)
+                              squeeze=False, sharey=True)
         for ax, (_, combo) in zip(axes.flat, combos.iterrows()):
             part = rows
             for f in panel_factors:
