@@ -21,7 +21,10 @@ context is documented in ``docs/report.md``; users may bring their own templates
 from __future__ import annotations
 
 import base64
+import hashlib
 import math
+import os
+import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -160,10 +163,6 @@ def _template_cache() -> jinja2.BytecodeCache | None:
     against the cached code; the folder name covers what else is compiled in (Python,
     Jinja2, the environment's options), so a change of any of them starts afresh.
     """
-    import hashlib
-    import os
-    import sys
-
     rule = _autoescape.__code__  # its bytecode and constants: an edited rule is a new key
     key = repr((sys.version_info[:2], jinja2.__version__, sorted(_JINJA_OPTIONS.items()),
                 rule.co_code, rule.co_consts)).encode()
