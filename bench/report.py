@@ -24,6 +24,16 @@ the children it waited for).
     bench/report.py --quick  # smoke run: 1k records, report from 1k and 2k
 
 Writes bench/results/report.json (or report_quick.json).
+
+`--fixed`: the collect job's fixed cost (issue 15 row c) on two small synthetic
+campaigns, "tiny" (30 runs of one cell, one metric, no comparison: a no-op campaign)
+and "quickstart" (the quickstart's shape: 8 cells x (3 runs + 1 warm-up), four fio-like
+metrics, a comparison, six plots). The job's whole command (tables and rendering, as
+rule collect runs it) is timed in fresh processes, then once more under
+`python -X importtime`: the seconds spent importing (its top-level imports summed;
+importtime's own bookkeeping adds a little), their share of that run, and which of
+the heavy modules (scipy.stats, matplotlib, pandas, pyarrow) the job imported.
+Writes bench/results/report_fixed.json (or report_fixed_quick.json: 2 repeats).
 """
 
 from __future__ import annotations
@@ -37,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import PY, BenchProject, run_measured, table, temp_dir, write_result  # noqa: E402
+from _common import PY, BenchProject, median, run_measured, table, temp_dir, write_result  # noqa: E402
 
 METRICS = {"read_iops": ("IO/s", "higher", 18000.0), "read_bw_kib": ("KiB/s", "higher", 72000.0),
            "read_clat_mean_us": ("µs", "lower", 52.0), "read_clat_p99_us": ("µs", "lower", 76.0)}
@@ -148,13 +158,16 @@ print(json.dumps({"runs": n}))
 '''
 
 
-def synthesize(project: BenchProject, name: str, runs: int, records: bool) -> tuple[Path, Path, int, float]:
-    spec = project.write_spec(name, spec_text(name, runs))
+def synthesize(project: BenchProject, name: str, runs: int, records: bool, text: str | None = None,
+               metrics: dict[str, tuple[str, str, float]] | None = None) -> tuple[Path, Path, int, float]:
+    """A synthetic campaign results/NAME (``text``: its spec, default :func:`spec_text`;
+    factors a, b and c; ``metrics``: name -> (unit, better, typical value))."""
+    spec = project.write_spec(name, text or spec_text(name, runs))
     exp = project.exp(name)
     out = project.root / f"synth-{name}.out"
     t0 = time.perf_counter()
     res = run_measured([PY, "-c", SYNTH, str(spec), str(exp), "1" if records else "0",
-                        json.dumps(METRICS)], cwd=project.root, env=project.env(), output=out)
+                        json.dumps(metrics or METRICS)], cwd=project.root, env=project.env(), output=out)
     if res["rc"] != 0:
         raise RuntimeError(f"synthesis of {name} failed:\n{out.read_text()[-3000:]}")
     n = json.loads(out.read_text().strip().splitlines()[-1])["runs"]
@@ -188,13 +201,93 @@ def tree_mib(path: Path) -> float:
     return total / 2**20
 
 
+# ---------------------------------------------------------------- fixed cost (row c)
+
+#: name -> (levels of a, b and c, replicates, warm-up runs, metrics, report section)
+FIXED_CASES: dict[str, tuple[list[list[int]], int, int, dict[str, tuple[str, str, float]], str]] = {
+    "tiny": ([[0], [0], [0]], 30, 0, {"noop_us": ("us", "lower", 1.0)}, "  metrics: [noop_us]\n"),
+    "quickstart": ([[1, 8], [0, 1], [0, 1]], 3, 1, METRICS,
+                   "  metrics: [read_iops, read_bw_kib, read_clat_mean_us, read_clat_p99_us]\n"
+                   "  compare: {factor: a, baseline: 1, by: [b, c]}\n"),
+}
+#: Modules whose import the fixed cost is about.
+HEAVY = ("scipy.stats", "scipy.special", "matplotlib", "pandas", "pyarrow")
+
+
+def fixed_spec_text(name: str, levels: list[list[int]], reps: int, warmup: int,
+                    metrics: dict[str, tuple[str, str, float]], report: str) -> str:
+    lines = "\n".join(f"    {m}: {{regex: '{m}=(?P<value>[0-9.]+)', unit: {u}, better: {b}}}"
+                      for m, (u, b, _) in metrics.items())
+    a, b, c = levels
+    return (f"name: {name}\nhosts: localhost\ninventory: config/inventory/bench.yml\n"
+            f"factors:\n  a: {a}\n  b: {b}\n  c: {c}\n"
+            "workload:\n  role: workload_command\n  vars:\n    argv: [/bin/echo, \"{{ a }}\"]\n"
+            f"  metrics:\n{lines}\n  timeout: 60\n"
+            f"replicates: {reps}\nwarmup: {warmup}\norder: {{strategy: random, seed: 42}}\nreport:\n{report}")
+
+
+def import_seconds(importtime_output: str) -> tuple[float, list[str]]:
+    """Seconds of the top-level imports in ``python -X importtime`` output, and which
+    of :data:`HEAVY` were imported."""
+    total, names = 0.0, set()
+    for line in importtime_output.splitlines():
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        _, cumulative, name = line.split("|", 2)
+        names.add(name.strip())
+        if not name[1:].startswith(" "):  # nested imports are indented
+            total += int(cumulative) / 1e6
+    # A package imported through its parent's __getattr__ (scipy's lazy submodules) is
+    # logged under the parent's name: its own submodules show it was imported.
+    return total, [m for m in HEAVY if any(n == m or n.startswith(m + ".") for n in names)]
+
+
+def fixed_cost(project: BenchProject, tmp: Path, repeats: int) -> list[dict[str, Any]]:
+    """The collect job (tables and reports) of each :data:`FIXED_CASES` campaign."""
+    rows = []
+    for name, (levels, reps, warmup, metrics, report) in FIXED_CASES.items():
+        text = fixed_spec_text(name, levels, reps, warmup, metrics, report)
+        spec, exp, runs, _ = synthesize(project, name, 0, True, text=text, metrics=metrics)
+        rel = str(spec.relative_to(project.root))
+        argv = ["scripts/collect.py", "--spec", rel, "--plan", f"results/{name}/plan.csv"]
+        step(project, argv, "collect", tmp / f"fixed-{name}-warm.log")  # unmeasured: caches warm
+        walls = [step(project, argv, "collect", tmp / f"fixed-{name}.log")["wall_s"] for _ in range(repeats)]
+        log = tmp / f"fixed-{name}-importtime.log"
+        traced = step(project, ["-X", "importtime", *argv], "collect -X importtime", log)
+        imports, heavy = import_seconds(log.read_text(errors="replace"))
+        rows.append({"campaign": name, "runs": runs, "plots": len(list((exp / "plots").glob("*.svg"))),
+                     "collect_s_median": median(walls), "collect_s_min": min(walls), "collect_s": walls,
+                     "importtime_run_s": traced["wall_s"], "imports_s": imports,
+                     "import_share": imports / traced["wall_s"], "heavy_imported": heavy})
+        print(f"{name}: {runs} runs, collect job {median(walls):.2f} s (median of {repeats}), "
+              f"imports {imports:.2f} s", flush=True)
+    return rows
+
+
+def main_fixed(args: argparse.Namespace) -> int:
+    with temp_dir("bmx-bench-report-fixed-", keep=args.keep) as tmp:
+        rows = fixed_cost(BenchProject(tmp / "project"), tmp, 2 if args.quick else args.repeats)
+    path = write_result("report_fixed_quick" if args.quick else "report_fixed", {"rows": rows})
+    print("\n== the collect job's fixed cost (fresh process each; imports from python -X importtime)")
+    print(table(["campaign", "runs", "plots", "collect s (median)", "min s", "imports s", "import share",
+                 "heavy modules imported"],
+                [[r["campaign"], r["runs"], r["plots"], r["collect_s_median"], r["collect_s_min"], r["imports_s"],
+                  f"{r['import_share']:.0%}", ", ".join(r["heavy_imported"]) or "-"] for r in rows]))
+    print(f"\nwrote {path}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run: 1k records, report from 1k and 2k runs")
     ap.add_argument("--sizes", default="", help="comma-separated sizes with records (default 10000,100000)")
     ap.add_argument("--report-only", default="", help="sizes reported from synthetic CSVs only (default 1000000)")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--fixed", action="store_true", help="the collect job's fixed cost on two small campaigns")
+    ap.add_argument("--repeats", type=int, default=7, help="--fixed: timed runs of each job")
     args = ap.parse_args()
+    if args.fixed:
+        return main_fixed(args)
     with_records = [int(s) for s in (args.sizes or ("1000" if args.quick else "10000,100000")).split(",") if s]
     csv_only = [int(s) for s in (args.report_only or ("2000" if args.quick else "1000000")).split(",") if s]
     rows: list[dict[str, Any]] = []

@@ -42,9 +42,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import stats as sps
 
-from benchmatrix.analyze.stats import CONFIDENCE, fieller_ratio_ci
+from benchmatrix.analyze.stats import CONFIDENCE, fieller_ratio_ci, t_ppf
 from benchmatrix.errors import BenchmatrixError
 
 #: Simulated null histories per number of campaigns.
@@ -189,7 +188,7 @@ def detect_step(means: Sequence[float], alpha: float = 0.05) -> Step:
     m1, m2 = float(before.mean()), float(after.mean())
     df = k_all - 2
     var = (((before - m1) ** 2).sum() + ((after - m2) ** 2).sum()) / df
-    half = float(sps.t.ppf(0.5 + CONFIDENCE / 2, df) * np.sqrt(var * (1 / k + 1 / (k_all - k))))
+    half = float(t_ppf(0.5 + CONFIDENCE / 2, df) * np.sqrt(var * (1 / k + 1 / (k_all - k))))
     low, high = fieller_ratio_ci(m2, m1, var / (k_all - k), var / k, 0.0, df)
     stat = float(split_statistics(x[None, :])[0, k - 1])
     relative = float(m2 / m1 - 1) if m1 != 0 else nan

@@ -73,7 +73,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from benchmatrix.analyze.stats import (
     CONFIDENCE,
@@ -82,6 +81,7 @@ from benchmatrix.analyze.stats import (
     holm,
     metric_direction,
     run_hosts,
+    t_sf,
     welch_test,
 )
 from benchmatrix.results.layout import ALL_HOSTS, HOST_COLUMN, by_column, comparison_columns
@@ -493,7 +493,7 @@ def _side_stats(mean_a, var_a, n_a, mean_b, var_b, n_b, cov=None, df=None, units
             # No variation at all to judge by: no test, like Welch with two constant sides.
             p, constant = np.nan, True
         else:
-            p = float(2 * sps.t.sf(abs(mean_a - mean_b) / se, df))
+            p = float(2 * t_sf(abs(mean_a - mean_b) / se, df))
     # The sign comes from the difference: with a negative baseline the ratio's sign
     # would call a rise a fall.
     rel = ((mean_a - mean_b) / abs(mean_b) * 100 if np.isfinite(mean_a) and np.isfinite(mean_b) and mean_b != 0

@@ -51,9 +51,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
-from benchmatrix.analyze.stats import bool_column, effective_runs, execution_order, holm, is_ok, run_hosts
+from benchmatrix.analyze.stats import bool_column, effective_runs, execution_order, f_sf, holm, is_ok, run_hosts
 from benchmatrix.results.layout import ALL_HOSTS, HOST_COLUMN, NOTE_COLUMNS, RECORD_NOTES, State, by_column
 from benchmatrix.results.notes import facts_change_rows, facts_entries, note_rows
 from benchmatrix.results.status import decide
@@ -176,9 +175,59 @@ def _execution_order(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.iloc[execution_order(frame)]
 
 
+def _sps():
+    # scipy.stats costs about 0.7 s to import: only the checks that run need it (a
+    # campaign without a control cell or warm-up runs never does).
+    from scipy import stats
+
+    return stats
+
+
+#: Up to this many differences (without zeros or ties) scipy's Wilcoxon test is exact.
+WILCOXON_EXACT_MAX_N = 50
+
+
+def _wilcoxon_tail(pmf: np.ndarray, k: int, mean: float, upper: bool) -> float:
+    # scipy.stats' WilcoxonDistribution: the shorter sum of the two, the same slices.
+    if upper:
+        return float(pmf[k:].sum()) if k <= mean else float(1 - pmf[:k].sum())
+    return float(pmf[:k + 1].sum()) if k <= mean else float(1 - pmf[k + 1:].sum())
+
+
+def wilcoxon_p(d: np.ndarray) -> float:
+    """Two-sided p-value of Wilcoxon's signed-rank test of ``d``, exactly
+    ``scipy.stats.wilcoxon(d).pvalue``.
+
+    The common case (at most :data:`WILCOXON_EXACT_MAX_N` differences, no zero, no
+    tie: scipy's exact null distribution) is computed here with scipy's own steps,
+    so a collect job need not import scipy.stats (0.7 s) for the warm-up check;
+    anything else is left to scipy.
+    """
+    d = np.asarray(d, dtype="float64")
+    n = len(d)
+    a = np.abs(d)
+    if not (1 <= n <= WILCOXON_EXACT_MAX_N) or not np.all(np.isfinite(d)) or np.any(a == 0) \
+            or len(np.unique(a)) < n:
+        return float(_sps().wilcoxon(d).pvalue)
+    ranks = np.empty(n, dtype="float64")
+    ranks[np.argsort(a, kind="stable")] = np.arange(1, n + 1, dtype="float64")
+    r_plus = float(np.sum((d > 0).astype("float64") * ranks))  # an integer: exact in any order
+    # The null distribution of r_plus: scipy.stats._hypotests._get_wilcoxon_distr.
+    pmf = np.ones(1, dtype=np.float64)
+    for k in range(1, n + 1):
+        prev = pmf
+        pmf = np.zeros(k * (k + 1) // 2 + 1, dtype=np.float64)
+        pmf[:len(prev)] = prev * 0.5
+        pmf[-len(prev):] += prev * 0.5
+    mean = n * (n + 1) / 4
+    p = 2 * min(_wilcoxon_tail(pmf, math.floor(r_plus), mean, upper=True),
+                _wilcoxon_tail(pmf, math.ceil(r_plus), mean, upper=False))
+    return float(min(max(p, 0.0), 1.0))
+
+
 def _pettitt_k(x: np.ndarray, axis: int = -1) -> np.ndarray:
     # Pettitt's statistic from ranks: U_k = 2 * (sum of the first k ranks) - k (n + 1).
-    r = sps.rankdata(x, axis=axis)
+    r = _sps().rankdata(x, axis=axis)
     n = x.shape[axis]
     u = 2 * np.cumsum(r, axis=axis) - np.arange(1, n + 1) * (n + 1)
     return np.max(np.abs(u[..., :-1]), axis=axis)
@@ -192,6 +241,7 @@ def changepoint(values: np.ndarray) -> tuple[int, float]:
         from a permutation test (n <= ``PERMUTATION_MAX_N``) or Pettitt's
         approximation ``2 exp(-6 K^2 / (n^3 + n^2))``.
     """
+    sps = _sps()
     n = len(values)
     r = sps.rankdata(values)
     u = 2 * np.cumsum(r) - np.arange(1, n + 1) * (n + 1)
@@ -244,6 +294,7 @@ def drift(runs: pd.DataFrame, metrics: list[str], alpha: float = 0.05,
                     rows.append({"host": host, "metric": metric, "n": n})
                 continue
             order = np.arange(n)
+            sps = _sps()
             tau, p_trend = sps.kendalltau(order, y)
             level = float(np.median(y)) or float(np.mean(np.abs(y))) or 1.0
             slope = sps.linregress(order, y).slope
@@ -494,7 +545,7 @@ def warmup_warnings(runs: pd.DataFrame, eff: pd.DataFrame, metrics: list[str], w
             flagged_ids.append(rid)
         d = dev[ok]
         if len(d) >= 6 and np.any(d != 0):
-            p = sps.wilcoxon(d).pvalue
+            p = wilcoxon_p(d)
             if p < alpha and abs(np.median(d)) >= threshold:
                 systematic.append(f"{metric}: first runs {_pct(float(np.median(d)))} in median over {len(d)} "
                                   f"cells (Wilcoxon p={p:.3g})")
@@ -567,7 +618,7 @@ def host_differences(eff: pd.DataFrame, metrics: list[str], alpha: float = 0.05,
         ssw = per["ssw"].to_numpy(dtype="float64")
         with np.errstate(invalid="ignore", divide="ignore"):
             f = (ssb / df1) / (ssw / df2)
-            p = sps.f.sf(f, df1, df2)
+            p = f_sf(f, df1, df2)
         p = np.where(df2 < 1, np.nan, p)
         p = np.where((df2 >= 1) & (ssw == 0), np.where(ssb > 0, 0.0, 1.0), p)
         avg = per["avg"].to_numpy(dtype="float64")

@@ -23,6 +23,15 @@ can repair it.
 The module also holds the small building blocks of comparisons (Welch's test, the
 Fieller interval of a ratio of means, Holm's adjustment, metric directions), used by
 :mod:`benchmatrix.analyze.comparisons`.
+
+The t and F distributions come from :mod:`scipy.special` (:func:`t_ppf`, :func:`t_sf`,
+:func:`f_sf`), not :mod:`scipy.stats`: the same functions scipy.stats calls, with its
+handling of invalid arguments, so every value is bit for bit what ``scipy.stats.t``
+gives, but importing scipy.stats costs about 0.7 s of every collect job and
+scipy.special about 0.15 s. Even scipy.special is imported on first use, so that
+importing this module (and the report's) stays cheap. The checks that need more of
+scipy.stats (the drift tests of :mod:`benchmatrix.analyze.sanity`) import it when
+they run.
 """
 
 from __future__ import annotations
@@ -31,7 +40,6 @@ import re
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
 
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.results.layout import SUMMARY_STATS, summary_by_host_columns, summary_columns
@@ -147,10 +155,64 @@ def execution_order(frame: pd.DataFrame) -> np.ndarray:
     return np.lexsort((attempt, seq, start_ns(frame)))
 
 
+def _special():
+    from scipy import special
+
+    return special
+
+
+def _scalar_or_array(out: np.ndarray) -> np.ndarray | np.float64:
+    # As scipy.stats returns it: a numpy scalar for scalar arguments.
+    return out[()] if out.ndim == 0 else out
+
+
+def t_ppf(q, df) -> np.ndarray | np.float64:
+    """Quantile of Student's t, exactly ``scipy.stats.t.ppf(q, df)``.
+
+    NaN where ``df <= 0`` or is NaN or ``q`` lies outside [0, 1]; -inf at ``q = 0``
+    and +inf at ``q = 1``.
+    """
+    q, df = np.asarray(q, dtype="float64"), np.asarray(df, dtype="float64")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        valid = df > 0
+        inside = valid & (q > 0) & (q < 1)
+        out = np.where(inside, _special().stdtrit(np.where(inside, df, 1.0), np.where(inside, q, 0.5)), np.nan)
+    out = np.where(valid & (q == 0), -np.inf, np.where(valid & (q == 1), np.inf, out))
+    return _scalar_or_array(out)
+
+
+def t_sf(x, df) -> np.ndarray | np.float64:
+    """Upper tail of Student's t, exactly ``scipy.stats.t.sf(x, df)`` (NaN where
+    ``df <= 0`` or either is NaN, 1 at ``x = -inf``, 0 at ``x = +inf``)."""
+    x, df = np.asarray(x, dtype="float64"), np.asarray(df, dtype="float64")
+    with np.errstate(invalid="ignore"):
+        valid = df > 0
+        finite = valid & np.isfinite(x)
+        out = np.where(finite, _special().stdtr(np.where(finite, df, 1.0), -np.where(finite, x, 0.0)), 0.0)
+    out = np.where(valid & (x == -np.inf), 1.0, out)
+    out = np.where(~valid | np.isnan(x), np.nan, out)
+    return _scalar_or_array(out)
+
+
+def f_sf(x, dfn, dfd) -> np.ndarray | np.float64:
+    """Upper tail of the F distribution, exactly ``scipy.stats.f.sf(x, dfn, dfd)``
+    (NaN where a degree of freedom is not positive or any argument is NaN, 1 for
+    ``x <= 0``, 0 at ``x = +inf``)."""
+    x, dfn, dfd = (np.asarray(v, dtype="float64") for v in (x, dfn, dfd))
+    with np.errstate(invalid="ignore"):
+        valid = (dfn > 0) & (dfd > 0)
+        inside = valid & (x > 0) & (x < np.inf)
+        out = np.where(inside, _special().fdtrc(np.where(inside, dfn, 1.0), np.where(inside, dfd, 1.0),
+                                             np.where(inside, x, 1.0)), 0.0)
+    out = np.where(valid & (x <= 0), 1.0, out)
+    out = np.where(~valid | np.isnan(x), np.nan, out)
+    return _scalar_or_array(out)
+
+
 def _t_half_width(sd: np.ndarray, n: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         df = np.where(n >= 2, n - 1, np.nan)
-        quantile = sps.t.ppf(0.5 + CONFIDENCE / 2, df)
+        quantile = t_ppf(0.5 + CONFIDENCE / 2, df)
         return quantile * sd / np.sqrt(n)
 
 
@@ -330,8 +392,13 @@ def welch_test(mean_a, var_a, n_a, mean_b, var_b, n_b) -> tuple[np.ndarray, np.n
     mean_a, var_a, n_a, mean_b, var_b, n_b = (np.asarray(x, dtype="float64")
                                               for x in (mean_a, var_a, n_a, mean_b, var_b, n_b))
     with np.errstate(invalid="ignore", divide="ignore"):
-        _, p = sps.ttest_ind_from_stats(mean_a, np.sqrt(var_a), n_a, mean_b, np.sqrt(var_b), n_b,
-                                        equal_var=False)
+        # scipy.stats.ttest_ind_from_stats(equal_var=False) step by step (it takes
+        # standard deviations and squares them again), so p is exactly its p-value.
+        va, vb = np.sqrt(var_a) ** 2 / n_a, np.sqrt(var_b) ** 2 / n_b
+        df_t = (va + vb) ** 2 / (va ** 2 / (n_a - 1) + vb ** 2 / (n_b - 1))
+        df_t = np.where(np.isnan(df_t), 1.0, df_t)
+        t = np.divide(mean_a - mean_b, np.sqrt(va + vb))
+        p = 2 * _special().stdtr(df_t, -np.abs(t))
     p = np.atleast_1d(np.asarray(p, dtype="float64")).copy()
     df = np.atleast_1d(welch_df(var_a, n_a, var_b, n_b))
     p[((var_a == 0) & (var_b == 0)) | (n_a < 2) | (n_b < 2)] = np.nan
@@ -356,7 +423,7 @@ def fieller_ratio_ci(mean_a, mean_b, var_a, var_b, cov_ab, df,
     a, b, vaa, vbb, vab, df = (np.atleast_1d(np.asarray(x, dtype="float64"))
                                for x in (mean_a, mean_b, var_a, var_b, cov_ab, df))
     with np.errstate(invalid="ignore", divide="ignore"):
-        t = sps.t.ppf(0.5 + confidence / 2, df)
+        t = t_ppf(0.5 + confidence / 2, df)
         q_a = b * b - t * t * vbb
         q_b = -2.0 * (a * b - t * t * vab)
         q_c = a * a - t * t * vaa

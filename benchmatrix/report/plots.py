@@ -76,25 +76,48 @@ def safe_file_stem(name: str) -> str:
     return f"{stem[:90]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
-def _pyplot():
+#: matplotlib settings of every plot.
+_RC = {
+    "svg.fonttype": "none",          # text stays text: smaller files, the page's font
+    "svg.hashsalt": "benchmatrix",   # stable element ids: the same data gives the same file
+    "font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9, "legend.fontsize": 8,
+    "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False,
+}
+
+
+def _matplotlib():
+    # Imported on first use (about 0.4 s): a report without plots never pays it.
     import matplotlib
 
+    matplotlib.rcParams.update(_RC)
+    return matplotlib
+
+
+def _pyplot():
+    """pyplot with the report's settings (for callers that manage pyplot figures)."""
+    matplotlib = _matplotlib()
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    matplotlib.rcParams.update({
-        "svg.fonttype": "none",          # text stays text: smaller files, the page's font
-        "svg.hashsalt": "benchmatrix",   # stable element ids: the same data gives the same file
-        "font.size": 9, "axes.titlesize": 9, "axes.labelsize": 9, "legend.fontsize": 8,
-        "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False,
-    })
     return plt
+
+
+def _subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], **kwargs: Any):
+    """``pyplot.subplots`` without pyplot: a :class:`~matplotlib.figure.Figure` of its
+    own, outside pyplot's registry of open figures and GUI backends; it draws the
+    same SVG and is freed like any object."""
+    _matplotlib()
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(nrows, ncols, **kwargs)
 
 
 def _svg(fig) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
-    _pyplot().close(fig)
+    if fig.canvas.manager is not None:  # a pyplot figure: pyplot holds it until closed
+        _pyplot().close(fig)
     text = buf.getvalue()
     return text[text.index("<svg"):]
 
@@ -138,7 +161,6 @@ def factor_lines(spec: Spec, summary: pd.DataFrame, metrics: list[str], units: d
         notes.append(f"line plots show the first {MAX_PANELS} of {len(combos)} combinations of "
                      f"{', '.join(panel_factors)}")
         combos = combos.iloc[:MAX_PANELS]
-    plt = _pyplot()
     out = []
     for metric in metrics[:MAX_METRICS]:
         rows = summary[summary["metric"] == metric]
@@ -146,8 +168,8 @@ def factor_lines(spec: Spec, summary: pd.DataFrame, metrics: list[str], units: d
             continue
         n = len(combos)
         cols = min(n, 3)
-        fig, axes = plt.subplots(math.ceil(n / cols), cols, figsize=(4.2 * cols, 3.0 * math.ceil(n / cols)),
-                                 squeeze=False, sharey=True)
+        fig, axes = _subplots(math.ceil(n / cols), cols, figsize=(4.2 * cols, 3.0 * math.ceil(n / cols)),
+                              squeeze=False, sharey=True)
         for ax, (_, combo) in zip(axes.flat, combos.iterrows()):
             part = rows
             for f in panel_factors:
@@ -205,10 +227,9 @@ def latency_beside_throughput(spec: Spec, summary: pd.DataFrame, metrics: list[s
     if len(cells) > MAX_CELLS_BARS:
         notes.append(f"no latency-beside-throughput plot: {len(cells)} cells (more than {MAX_CELLS_BARS})")
         return []
-    plt = _pyplot()
     idx = summary.set_index(["metric", "cell_id"])
     y = np.arange(len(cells))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 0.32 * len(cells) + 1.4), sharey=True)
+    fig, (left, right) = _subplots(1, 2, figsize=(10, 0.32 * len(cells) + 1.4), sharey=True)
     tp = idx.loc[throughput].reindex(cells) if throughput in idx.index.get_level_values(0) else None
     if tp is not None:
         mean = tp["mean"].to_numpy(dtype="float64")
@@ -253,10 +274,9 @@ def run_order(runs: pd.DataFrame, metrics: list[str], units: dict[str, str], lab
     warm = bool_column(ordered["warmup"]).to_numpy()
     ctl = bool_column(ordered["control"]).to_numpy()
     codes, cells = pd.factorize(ordered["cell_id"])
-    plt = _pyplot()
-    fig, axes = plt.subplots(len(shown), 1, figsize=(10, 2.8 * len(shown)), squeeze=False, sharex=True)
+    fig, axes = _subplots(len(shown), 1, figsize=(10, 2.8 * len(shown)), squeeze=False, sharex=True)
     raster = len(ordered) > RASTER_POINTS
-    cmap = plt.get_cmap("tab20")
+    cmap = _matplotlib().colormaps["tab20"]
     ms = 3 if len(ordered) < 2000 else 1.5
     for ax, metric in zip(axes[:, 0], shown):
         y = pd.to_numeric(ordered[metric], errors="coerce").to_numpy(dtype="float64")
@@ -294,9 +314,8 @@ def control_over_time(drift_table: pd.DataFrame, metrics: list[str],
     shown = [m for m in metrics if m in control_runs.columns][:MAX_METRICS]
     if not shown:
         return []
-    plt = _pyplot()
     hosts = sorted(control_runs["host"].astype(str).unique()) if "host" in control_runs.columns else [""]
-    fig, axes = plt.subplots(len(shown), 1, figsize=(10, 2.6 * len(shown)), squeeze=False)
+    fig, axes = _subplots(len(shown), 1, figsize=(10, 2.6 * len(shown)), squeeze=False)
     raster = len(control_runs) > RASTER_POINTS
     flagged = drift_table.set_index(["host", "metric"]) if len(drift_table) else None
     for ax, metric in zip(axes[:, 0], shown):

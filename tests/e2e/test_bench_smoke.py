@@ -1,6 +1,6 @@
 """The benchmarks in bench/ still run: their --quick variants, results in tmp_path.
 
-Only the cheap ones (no peers to install): scale, report, publish, overhead's
+Only the cheap ones (no peers to install): scale, report (also --fixed), publish, overhead's
 bare-versus-bmx smoke run and targets' rows a and d-g at tiny sizes (d, e and g
 need root). The published figures come from the full runs
 (bench/README.md).
@@ -45,6 +45,20 @@ def test_report_quick(tmp_path):
     with_records = [r for r in data["rows"] if r["records"]]
     assert with_records and all(r["collect_s"] > 0 and r["report_s"] > 0 for r in with_records)
     assert any(not r["records"] for r in data["rows"])
+
+
+def test_report_fixed_quick(tmp_path):
+    env = {**os.environ, "BMX_BENCH_RESULTS": str(tmp_path)}
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "report.py"), "--fixed", "--quick"], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    rows = {r["campaign"]: r for r in json.loads((tmp_path / "report_fixed_quick.json").read_text())["rows"]}
+    assert rows["tiny"]["runs"] == 30 and rows["quickstart"]["plots"] == 6
+    for r in rows.values():
+        assert 0 < r["imports_s"] < r["importtime_run_s"] and r["collect_s_median"] > 0
+        assert "pandas" in r["heavy_imported"]
+        # Neither campaign has a control cell: no check needs scipy.stats.
+        assert "scipy.stats" not in r["heavy_imported"]
 
 
 def test_overhead_quick(tmp_path):

@@ -728,3 +728,21 @@ def test_hosts_disagree_warning_names_the_cells_and_stays_quiet_for_identical_ho
     assert "hosts" in {w["check"] for w in warns}
     quiet = runs.assign(m=rng.normal(100, 1, len(runs)))
     assert sanity.host_differences(effective_runs(quiet), ["m"], ALPHA, 0.01)["flagged"].astype(bool).sum() <= 1
+
+
+def test_wilcoxon_p_equals_scipy_bit_for_bit():
+    # The warm-up check's test without importing scipy.stats (0.7 s of every collect
+    # job): the same p-values, on the exact path and on the ones left to scipy.
+    from benchmatrix.analyze.sanity import wilcoxon_p
+
+    rng = np.random.default_rng(21)
+    for n in [1, 2, 5, 6, 7, 8, 10, 13, 20, 33, 50, 51, 80]:
+        for shift in (0.0, 0.3, 1.5):
+            d = rng.normal(shift, 1, n)
+            assert wilcoxon_p(d) == sps.wilcoxon(d).pvalue, (n, shift)
+            d_all_positive = np.abs(d) + 0.01  # the smallest possible p-value
+            assert wilcoxon_p(d_all_positive) == sps.wilcoxon(d_all_positive).pvalue
+    tied = np.array([0.1, -0.1, 0.2, 0.3, -0.4, 0.5, 0.6, 0.7])
+    zero = np.array([0.0, -0.1, 0.2, 0.3, -0.4, 0.5, 0.6, 0.7])
+    for d in (tied, zero):
+        assert wilcoxon_p(d) == sps.wilcoxon(d).pvalue

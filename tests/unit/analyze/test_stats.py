@@ -321,3 +321,50 @@ def test_welch_test_has_no_p_value_without_any_variation():
 
     p, _ = welch_test([5.0, 5.0, 5.0], [0.0, 0.0, 1.0], [4, 4, 4], [6.0, 5.0, 6.0], [0.0, 0.0, 0.0], [4, 4, 4])
     assert np.isnan(p[0]) and np.isnan(p[1]) and 0 < p[2] < 1
+
+
+# ----------------------------------------------------------------- t and F without scipy.stats
+
+def _same(a, b) -> bool:
+    """Bit for bit, NaN equal to NaN, and the same shape (scalar stays scalar)."""
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
+
+
+def test_t_and_f_from_scipy_special_equal_scipy_stats_bit_for_bit():
+    # stats.py computes them from scipy.special so that a collect job need not import
+    # scipy.stats (0.7 s); the numbers in summary.csv and comparisons.csv must not move.
+    from benchmatrix.analyze.stats import f_sf, t_ppf, t_sf
+
+    rng = np.random.default_rng(3)
+    df = np.concatenate([np.arange(1, 60), rng.uniform(0.5, 400, 300), [np.inf, np.nan, 0.0, -2.0, 1e9]])
+    q = np.concatenate([rng.uniform(0, 1, len(df) - 6), [0.0, 1.0, 0.975, -0.1, 1.2, np.nan]])
+    x = np.concatenate([rng.normal(0, 4, len(df) - 6), [np.inf, -np.inf, 0.0, np.nan, 40.0, -0.0]])
+    with np.errstate(all="ignore"):
+        assert _same(t_ppf(q, df), sps.t.ppf(q, df))
+        assert _same(t_ppf(0.975, df), sps.t.ppf(0.975, df))
+        assert _same(t_sf(x, df), sps.t.sf(x, df))
+        assert _same(f_sf(np.abs(x) * np.sign(q - 0.2), df, df[::-1]), sps.f.sf(np.abs(x) * np.sign(q - 0.2),
+                                                                                 df, df[::-1]))
+        for args in [(0.975, 4.0), (0.5 + 0.95 / 2, 17), (1.0, 3.0), (0.975, np.nan)]:
+            assert _same(t_ppf(*args), sps.t.ppf(*args)), args
+            assert np.ndim(t_ppf(*args)) == 0
+        for args in [(2.5, 4.0), (np.inf, 3.0), (-np.inf, 3.0), (1.0, 0.0)]:
+            assert _same(t_sf(*args), sps.t.sf(*args)), args
+        assert _same(f_sf(3.0, 2.0, 7.0), sps.f.sf(3.0, 2.0, 7.0))
+
+
+def test_welch_test_equals_scipy_ttest_ind_from_stats_bit_for_bit():
+    from benchmatrix.analyze.stats import welch_test
+
+    rng = np.random.default_rng(8)
+    n = 400
+    mean_a, mean_b = rng.normal(100, 5, n), rng.normal(100, 5, n)
+    var_a, var_b = rng.gamma(2, 3, n), rng.gamma(2, 3, n)
+    n_a, n_b = rng.integers(2, 40, n).astype(float), rng.integers(2, 40, n).astype(float)
+    var_a[:5] = 0.0  # one constant side: Welch's df from the other side alone
+    p, _ = welch_test(mean_a, var_a, n_a, mean_b, var_b, n_b)
+    with np.errstate(all="ignore"):
+        _, expected = sps.ttest_ind_from_stats(mean_a, np.sqrt(var_a), n_a, mean_b, np.sqrt(var_b), n_b,
+                                               equal_var=False)
+    assert _same(p, expected)

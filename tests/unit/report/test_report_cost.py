@@ -1,0 +1,105 @@
+"""The report is cheap to make: modules imported where used, templates compiled once.
+
+Every collect job (the last job of every campaign) imports the report; scipy.stats
+alone costs about 0.7 s and matplotlib about 0.4 s, which a campaign without plots or
+without the tests that need them should not pay (issue 15 row c, the quickstart's
+fixed cost).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _loaded_after(statement: str) -> list[str]:
+    code = (f"import json, sys\n{statement}\n"
+            "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
+                         check=True)
+    return json.loads(out.stdout)
+
+
+def test_importing_the_report_loads_neither_scipy_nor_matplotlib():
+    loaded = _loaded_after("import benchmatrix.report.render")
+    assert "benchmatrix" in loaded  # the import happened in this interpreter
+    assert "scipy" not in loaded
+    assert "matplotlib" not in loaded
+
+
+def _compiles(env) -> list[str]:
+    """The templates ``env`` compiles from now on (instead of loading them compiled)."""
+    names: list[str] = []
+    original = env.compile
+    env.compile = lambda source, name=None, *a, **k: names.append(name) or original(source, name, *a, **k)
+    return names
+
+
+def test_compiled_templates_are_cached_and_follow_their_source(tmp_path, monkeypatch):
+    from benchmatrix.report import render
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    user = tmp_path / "templates"
+    user.mkdir()
+    (user / "note.md.j2").write_text("one {{ x }}\n")
+    env = render._environment(user)
+    compiled = _compiles(env)
+    assert env.get_template("note.md.j2").render(x=1) == "one 1\n"
+    assert compiled == ["note.md.j2"]
+    assert len(list((tmp_path / "cache" / "benchmatrix").glob("templates-*/*.cache"))) == 1
+    # A later job (a new environment) loads the compiled code instead of compiling ...
+    env = render._environment(user)
+    compiled = _compiles(env)
+    assert env.get_template("note.md.j2").render(x=2) == "one 2\n"
+    assert compiled == []
+    # ... and an edited template is compiled afresh, never served stale.
+    (user / "note.md.j2").write_text("two {{ x }}\n")
+    env = render._environment(user)
+    compiled = _compiles(env)
+    assert env.get_template("note.md.j2").render(x=3) == "two 3\n"
+    assert compiled == ["note.md.j2"]
+
+
+def test_a_cache_that_cannot_be_made_or_written_only_costs_the_compilation(tmp_path, monkeypatch):
+    import jinja2.bccache
+
+    from benchmatrix.report import render
+
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    env = render._environment()
+    assert env.bytecode_cache is None
+    assert env.get_template("report.md.j2") is not None
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(jinja2.bccache.tempfile, "NamedTemporaryFile", full_disk)
+    env = render._environment()
+    assert env.bytecode_cache is not None
+    assert env.get_template("report.md.j2") is not None
+
+
+def test_the_cache_folder_changes_with_what_is_compiled_into_templates(tmp_path, monkeypatch):
+    # Jinja2 checks a cached template against its source only: options that change the
+    # compiled code (trim_blocks, the autoescape rule) must lead to another folder.
+    from benchmatrix.report import render
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    folder = render._template_cache().directory
+    assert render._template_cache().directory == folder
+    monkeypatch.setitem(render._JINJA_OPTIONS, "trim_blocks", False)
+    assert render._template_cache().directory != folder
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(render, "_autoescape", lambda name: True)
+    assert render._template_cache().directory != folder
