@@ -27,8 +27,13 @@ $(VENV)/.test-deps: scripts/bootstrap.sh | setup
 demo: setup
 	$(BIN)/bmx run $(SPEC)
 
+# Two pytest-xdist workers, each taking a whole test file at a time (its module
+# fixtures, such as a shared campaign, stay with it): most of the suite waits on real
+# campaigns, so two workers on 2 cores take about half the time of one.
+TEST_WORKERS ?= 2
+
 test: setup test-deps
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Unit tests only (no Snakemake/Ansible/fio campaigns).
 test-fast: setup
