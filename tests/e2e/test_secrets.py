@@ -3,7 +3,8 @@
 Real ansible-vault, real Ansible, real batch runner: the secret reaches the workload
 (its length is the run's metric) and no file under results/ contains it. On the host
 (issue 13.10), an unprivileged user cannot read the batch manifest that carried it or
-the run directories, and nothing of the campaign on the host holds it afterwards.
+the run directories, and nothing of the campaign on the host holds it afterwards. A
+knob's password (SQL Server) reaches its client and no Ansible output, even at -vvvv.
 """
 
 from __future__ import annotations
@@ -118,3 +119,39 @@ replicates: 1
     assert not marker.exists(), "a factor level was evaluated as a template"
     outs = sorted(p.read_text() for p in project.exp("levels_as_data").glob("runs/*/1/stdout"))
     assert outs == sorted([f"{{{{ lookup('pipe', 'touch {marker}') }}}}\n", "{# not a comment #}\n"])
+
+
+def test_a_knob_password_reaches_the_client_and_no_ansible_output(tmp_path):
+    """The SQL Server password of a knob (an inventory variable of the host) travels to
+    the bmx_knob module in its arguments file: the client gets it in its environment,
+    and Ansible prints it nowhere, not even at -vvvv (the module returns no
+    ``invocation``). No SQL Server can exist here: the stand-in sqlcmd of the backend's
+    unit test plays it and logs the password it was given."""
+    import json
+
+    import yaml
+    from unit.host.test_knob_backend_mssql import FakeServer
+
+    root = Path(__file__).resolve().parents[2]
+    server = FakeServer(tmp_path, **{"lightweight pooling": {"value": 0, "value_in_use": 0, "is_dynamic": 1}})
+    secret = f"S3cret-{uuid.uuid4().hex[:12]}"
+    knob = server.knob(1)
+    del knob["vars"]["knob_mssql_setting_password"]
+    (tmp_path / "inventory.yml").write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+        "knob_mssql_setting_password": secret}}}}))
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([{
+        "name": "Set one knob", "hosts": "localhost", "gather_facts": False,
+        "tasks": [{"name": "The knob loop",
+                   "ansible.builtin.include_tasks": str(root / "playbooks/tasks/knobs.yml")}]}]))
+    env = dict(os.environ, ANSIBLE_LIBRARY=str(root / "playbooks/library"),
+               ANSIBLE_ROLES_PATH=str(root / "playbooks/roles"), ANSIBLE_NOCOLOR="1")
+    res = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-vvvv", "-i",
+                          str(tmp_path / "inventory.yml"), str(tmp_path / "play.yml"),
+                          "-e", json.dumps({"bmx_knobs": [knob]})],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    state = server.read()
+    assert state["options"]["lightweight pooling"]["value"] == 1  # the knob was set
+    assert state["calls"] and {c["password"] for c in state["calls"]} == {secret}
+    assert secret not in res.stdout + res.stderr
