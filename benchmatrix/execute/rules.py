@@ -55,6 +55,9 @@ RUNNER_PATH = PACKAGE_DIR / "host" / "batch_runner.py"
 #: batch_runner's task that waits for a batch's runs: the batch job's Ansible start
 #: phase (its start slot, execute.ansible.start_slot) ends when it starts.
 RUN_TASK = "Run the batch"
+#: batch_runner's task that names the archive on a local-connection host, which the
+#: controller reads in place instead of a fetched copy.
+ARCHIVE_IN_PLACE_TASK = "Report where the batch's results are"
 #: Workload roles whose tasks/finish.yml has work to do at campaign end (stop a
 #: private server, unmount a scratch file system, remove prepared files).
 WORKLOADS_WITH_CLEANUP = frozenset({"workload_fio", "workload_pgbench", "workload_sysbench"})
@@ -464,6 +467,11 @@ def _run_slice(spec: Spec, project_dir: Path, exp: Path, host: str, batch: str, 
         shutil.rmtree(staging, ignore_errors=True)
         return records, []
     archive = staging / f"{batch}.tar.gz"
+    if not archive.is_file():
+        # A host reached with the local connection is the controller itself: the
+        # archive is read where the runner left it (batch_runner's archive_in_place).
+        in_place = (result.task_result(ARCHIVE_IN_PLACE_TASK, host) or {}).get("msg")
+        archive = Path(in_place) if in_place else archive
     # The archive's files go straight to the runs' directories (no unpacked copy to
     # remove afterwards: a few file operations less per run).
     results = _unpack_runs(archive, exp, todo, touched)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -96,6 +97,11 @@ def test_run_extend_and_rerun_only_new_cells(project):
     plan, runs = assert_complete(exp)
     assert len(plan) == 2 * 2 * (2 + 1)
     assert_reports_name_cells(exp, plan)
+    # localhost is the controller: its batches' archives are read where the runner
+    # left them, not fetched (a module call and a copy less per batch).
+    batch_logs = list(exp.glob("logs/ansible/localhost-b*.log"))
+    assert batch_logs and all(re.search(r"Fetch the batch's results\] \*+\nskipping", p.read_text())
+                              for p in batch_logs)
     first = records(exp)
     record_mtimes = {p: p.stat().st_mtime_ns for p in exp.glob("runs/*/*/record.json")}
 
