@@ -466,12 +466,10 @@ def _run_slice(spec: Spec, project_dir: Path, exp: Path, host: str, batch: str, 
         summary["error"] = reason
         shutil.rmtree(staging, ignore_errors=True)
         return records, []
-    archive = staging / f"{batch}.tar.gz"
-    if not archive.is_file():
-        # A host reached with the local connection is the controller itself: the
-        # archive is read where the runner left it (batch_runner's archive_in_place).
-        in_place = (result.task_result(ARCHIVE_IN_PLACE_TASK, host) or {}).get("msg")
-        archive = Path(in_place) if in_place else archive
+    # A host reached with the local connection is the controller itself: the archive
+    # is read where the runner left it (batch_runner's archive_in_place), else fetched.
+    in_place = (result.task_result(ARCHIVE_IN_PLACE_TASK, host) or {}).get("msg")
+    archive = Path(in_place) if in_place else staging / f"{batch}.tar.gz"
     # The archive's files go straight to the runs' directories (no unpacked copy to
     # remove afterwards: a few file operations less per run).
     results = _unpack_runs(archive, exp, todo, touched)

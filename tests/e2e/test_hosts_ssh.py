@@ -18,7 +18,8 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from netns import NamespaceHosts, available, has_cgroup2
+from netns import NamespaceHosts, available
+from unit.host.test_batch_runner_processes import cgroup_usable
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(available()), reason=available() or "ok")]
 
@@ -36,16 +37,6 @@ workload:
 replicates: {replicates}
 order: {{strategy: random, seed: 11}}
 """
-
-
-def _cgroup_usable() -> bool:
-    """Whether a runner here gets a cgroup per run (a writable cgroup v2)."""
-    from benchmatrix.host import batch_runner
-
-    c = batch_runner.Containment("auto")
-    usable = c.mode == "cgroup"
-    c.end()
-    return usable
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -140,7 +131,7 @@ def test_three_hosts_in_parallel_each_in_plan_order(ns_project, tmp_path):
     # The runner on a namespace host sees the machine's cgroup v2 hierarchy, as on a
     # real host (netns.py mounts it in sshd's mount namespace): a cgroup per run, not
     # the slower process-tree containment.
-    if has_cgroup2() and _cgroup_usable():
+    if cgroup_usable():
         records = [json.loads(p.read_text()) for p in exp.glob("runs/*/*/record.json")]
         assert {r["details"].get("containment") for r in records} == {"cgroup"}
 

@@ -56,14 +56,15 @@ sys.exit(1 if alive else 0)
 """
 
 
-def _cgroup_usable() -> bool:
+def cgroup_usable() -> bool:
+    """Whether a runner here gets a cgroup per run (a writable cgroup v2)."""
     c = batch_runner.Containment("auto")
     usable = c.mode == "cgroup"
     c.end()
     return usable
 
 
-MODES = [pytest.param("auto", marks=pytest.mark.skipif(not _cgroup_usable(), reason="no writable cgroup v2 here")),
+MODES = [pytest.param("auto", marks=pytest.mark.skipif(not cgroup_usable(), reason="no writable cgroup v2 here")),
          "process_tree"]
 
 

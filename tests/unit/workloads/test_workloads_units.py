@@ -23,12 +23,8 @@ ROLES = Path(__file__).resolve().parents[3] / "playbooks" / "roles"
 
 
 def plugin(role: str) -> SimpleNamespace:
-    """The filters of a role's filter plugin, as Ansible gets them (``FilterModule().filters()``)."""
-    path = ROLES / role / "filter_plugins" / f"{role}.py"
-    spec = importlib.util.spec_from_file_location(f"bmx_test_{role}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return SimpleNamespace(**{name: _decoded(f) for name, f in module.FilterModule().filters().items()})
+    """The filters of a role's filter plugin, with their commands decoded (:func:`_decoded`)."""
+    return SimpleNamespace(**{name: _decoded(f) for name, f in raw_plugin(role).items()})
 
 
 def _decoded(func):
@@ -45,9 +41,9 @@ def _decoded(func):
 
 
 def raw_plugin(role: str):
-    """The role's filters exactly as Ansible gets them."""
+    """The filters of a role's filter plugin, as Ansible gets them (``FilterModule().filters()``)."""
     path = ROLES / role / "filter_plugins" / f"{role}.py"
-    spec = importlib.util.spec_from_file_location(f"bmx_test_raw_{role}", path)
+    spec = importlib.util.spec_from_file_location(f"bmx_test_{role}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.FilterModule().filters()
