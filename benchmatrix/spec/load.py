@@ -101,6 +101,25 @@ def _report_default(key: str) -> Any:
 DEFAULT_ALPHA: float = _report_default("alpha")
 DEFAULT_CV_THRESHOLD: float = _report_default("cv_threshold")
 DEFAULT_DRIFT_THRESHOLD: float = _report_default("drift_threshold")
+
+
+def threshold_fraction(value: Any) -> float:
+    """A practical threshold as a fraction: ``"5%"`` or ``0.05`` -> 0.05.
+
+    Raises:
+        ValueError: not a percentage or a fraction strictly between 0 and 1.
+    """
+    text = str(value).strip()
+    percent = text.endswith("%")
+    number = float(text.rstrip("%").strip())
+    fraction = number / 100.0 if percent else number
+    if not 0 < fraction < 1 or (not percent and isinstance(value, str) and number >= 1):
+        raise ValueError(f"threshold {value!r}: write a percentage such as 5% or a fraction such as 0.05")
+    return fraction
+
+
+#: Default of ``report.threshold`` as a fraction.
+DEFAULT_THRESHOLD: float = threshold_fraction(_report_default("threshold"))
 #: Values of ``hosts_mode``, the default first.
 HOSTS_MODES = ("replicate", "partition")
 
@@ -129,6 +148,11 @@ class ReportSettings:
         alpha: Significance level of verdicts and drift tests.
         cv_threshold: Coefficient of variation above which a cell earns a warning.
         drift_threshold: Smallest relative change that earns a drift or warm-up warning.
+        threshold: The practical threshold (a fraction): the smallest relative change
+            that matters (verdicts ``equivalent``; across campaigns without a history,
+            ``better``/``worse`` beyond it).
+        thresholds: Per-metric thresholds that replace ``threshold``, as ``(metric,
+            fraction)`` pairs.
         template_dir: Directory of user templates, relative to the spec file.
         tables: Extra pivot tables, as the spec writes them.
         compare: The comparison asked for, or None.
@@ -139,21 +163,36 @@ class ReportSettings:
     alpha: float = DEFAULT_ALPHA
     cv_threshold: float = DEFAULT_CV_THRESHOLD
     drift_threshold: float = DEFAULT_DRIFT_THRESHOLD
+    threshold: float = DEFAULT_THRESHOLD
+    thresholds: tuple[tuple[str, float], ...] = ()
     template_dir: str | None = None
     tables: tuple[dict[str, Any], ...] = ()
     compare: CompareSettings | None = None
+
+    def threshold_for(self, metric: str) -> float:
+        """The practical threshold of ``metric`` (its own, else the default)."""
+        return dict(self.thresholds).get(metric, self.threshold)
 
     @classmethod
     def of(cls, report: dict[str, Any] | None) -> ReportSettings:
         """The settings of a ``report`` mapping (None or missing keys: the defaults)."""
         cfg = report or {}
         cmp = cfg.get("compare")
+        given = cfg.get("threshold")
+        per_metric: dict[str, float] = {}
+        default = DEFAULT_THRESHOLD
+        if isinstance(given, dict):
+            per_metric = {str(k): threshold_fraction(v) for k, v in given.items()}
+            default = per_metric.pop("default", DEFAULT_THRESHOLD)
+        elif given is not None:
+            default = threshold_fraction(given)
         return cls(
             metrics=tuple(cfg.get("metrics") or ()),
             primary=tuple(cfg.get("primary") or ()),
             alpha=float(cfg.get("alpha") or DEFAULT_ALPHA),
             cv_threshold=float(cfg.get("cv_threshold", DEFAULT_CV_THRESHOLD)),
             drift_threshold=float(cfg.get("drift_threshold", DEFAULT_DRIFT_THRESHOLD)),
+            threshold=default, thresholds=tuple(per_metric.items()),
             template_dir=cfg.get("template_dir"),
             tables=tuple(cfg.get("tables") or ()),
             compare=CompareSettings(cmp["factor"], cmp["baseline"], tuple(cmp.get("by") or ())) if cmp else None)
@@ -515,6 +554,13 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
             errs.append(doc.error(("report", "primary", pi),
                                   f"report.primary names '{name}', which is not in report.metrics "
                                   f"({', '.join(map(str, shown))}): the primary metrics are a subset of them"))
+    given = d["report"].get("threshold")
+    for path, value in ([(("report", "threshold", k), v) for k, v in given.items()] if isinstance(given, dict)
+                        else [(("report", "threshold"), given)] if given is not None else []):
+        try:
+            threshold_fraction(value)
+        except ValueError as exc:
+            errs.append(doc.error(path, f"report.{'.'.join(map(str, path[1:]))}: {exc}"))
 
     for ti, table in enumerate(d["report"].get("tables") or []):
         for side in ("rows", "columns"):
