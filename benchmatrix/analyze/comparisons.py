@@ -74,16 +74,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from benchmatrix.analyze.stats import (
-    CONFIDENCE,
-    effective_runs,
-    fieller_ratio_ci,
-    holm,
-    metric_direction,
-    run_hosts,
-    t_sf,
-    welch_test,
-)
+from benchmatrix.analyze import verdict as engine
+from benchmatrix.analyze.scale import LOG, metric_scales
+from benchmatrix.analyze.stats import effective_runs, metric_direction, run_hosts, welch_test
+from benchmatrix.analyze.verdict import DESCRIPTIVE
 from benchmatrix.results.layout import ALL_HOSTS, HOST_COLUMN, by_column, comparison_columns
 from benchmatrix.spec.load import DEFAULT_ALPHA
 
@@ -95,16 +89,13 @@ MIXED_MAX_CELLS = 300
 MIXED_MAX_ROWS = 200_000
 
 #: A comparison resting on fewer independent units (runs, or visits for a whole-plot
-#: factor) on a side gets no ``no_difference`` verdict: a test on two visits per level
-#: (2 error degrees of freedom) detects an effect of 2.5 standard deviations of a
-#: visit mean only 30 % of the time even before Holm's adjustment (3 per level: 64 %,
-#: 4: 84 %), so "no difference" would claim what the data cannot show.
+#: factor) on a side earns a warning: a test on two visits per level (2 error degrees
+#: of freedom) detects an effect of 2.5 standard deviations of a visit mean only 30 %
+#: of the time even before Holm's adjustment (3 per level: 64 %, 4: 84 %).
 MIN_UNITS = 3
 #: Analyses whose unit of replication is the whole-plot visit.
 VISIT_ANALYSES = frozenset({"mixed_model", "welch_visit_means", "mixed_model_blocked_by_host",
                             "blocked_by_host_visit_means"})
-#: Verdict of a comparison of a metric outside the family (``report.primary``).
-DESCRIPTIVE = "descriptive"
 
 
 def level_key(value: Any) -> str:
@@ -175,6 +166,9 @@ class Comparisons:
             ``{check, title, message}`` (comparisons with too few visits or runs).
         family: The metrics in Holm's family (:func:`family_metrics`).
         descriptive: The compared metrics outside it.
+        scales: Metric -> ``log`` (ratios of geometric means) or ``linear``
+            (differences of means): :func:`benchmatrix.analyze.scale.metric_scales`.
+        thresholds: Metric -> practical threshold (a fraction).
     """
 
     table: pd.DataFrame
@@ -185,12 +179,14 @@ class Comparisons:
     warnings: list[dict[str, str]] = field(default_factory=list)
     family: list[str] = field(default_factory=list)
     descriptive: list[str] = field(default_factory=list)
+    scales: dict[str, str] = field(default_factory=dict)
+    thresholds: dict[str, float] = field(default_factory=dict)
 
     def meta(self) -> dict[str, Any]:
         """Everything but the table, as JSON-ready values (collect keeps it in analysis.json)."""
         return {"config": self.config, "explanations": self.explanations, "notes": self.notes,
                 "alpha": self.alpha, "warnings": self.warnings, "family": self.family,
-                "descriptive": self.descriptive}
+                "descriptive": self.descriptive, "scales": self.scales, "thresholds": self.thresholds}
 
     @classmethod
     def from_tables(cls, table: pd.DataFrame, meta: dict[str, Any]) -> Comparisons:
@@ -198,7 +194,8 @@ class Comparisons:
         return cls(table=table, config=meta.get("config"), explanations=list(meta.get("explanations") or []),
                    notes=list(meta.get("notes") or []), alpha=float(meta.get("alpha") or DEFAULT_ALPHA),
                    warnings=list(meta.get("warnings") or []), family=list(meta.get("family") or []),
-                   descriptive=list(meta.get("descriptive") or []))
+                   descriptive=list(meta.get("descriptive") or []), scales=dict(meta.get("scales") or {}),
+                   thresholds=dict(meta.get("thresholds") or {}))
 
 
 
@@ -281,8 +278,14 @@ def compare(spec: Spec, runs: pd.DataFrame, metrics: list[str], units: dict[str,
 
     rows: list[dict[str, Any]] = []
     used: dict[str, list[str]] = {}
+    scales, scale_notes = metric_scales(eff, metrics, declared, units)
+    result.scales = scales
+    result.notes.extend(scale_notes)
     for metric in metrics:
         values = pd.to_numeric(eff[metric], errors="coerce").astype("float64")
+        if scales[metric] == LOG:
+            # Ratios of geometric means: every model below works on the log values.
+            values = np.log(values)
         have = values.notna().to_numpy()
         if not have.any():
             continue
@@ -321,7 +324,8 @@ def compare(spec: Spec, runs: pd.DataFrame, metrics: list[str], units: dict[str,
                 for i, b in enumerate(by):
                     row[by_column(b)] = originals[i + 1].get(combo[i], combo[i])
                 row.update(s)
-                row.update({"analysis": method, "unit": units.get(metric, ""), "better": direction})
+                row.update({"analysis": method, "unit": units.get(metric, ""), "better": direction,
+                            "_scale": scales[metric]})
                 rows.append(row)
 
     for method, mets in used.items():
@@ -333,71 +337,16 @@ def compare(spec: Spec, runs: pd.DataFrame, metrics: list[str], units: dict[str,
     family = family_metrics(spec, metrics)
     result.family = [m for m in family if m in metrics]
     result.descriptive = [m for m in metrics if m not in set(family)]
-    _judge(table, set(family), alpha)
+    result.thresholds = {m: report_cfg.threshold_for(m) for m in metrics}
+    _judge(table, set(family), alpha, result.thresholds)
     _verdict_notes(result, table, factor, family, metrics, bool(report_cfg.primary))
     result.table = table.reindex(columns=comparison_columns(by, multi))
     return result
 
 
-def adjusted_levels(p_values, alpha: float) -> np.ndarray:
-    """Confidence level of each comparison's Holm-consistent interval.
-
-    Holm's step-down test compares the i-th smallest of m p-values with
-    ``alpha / (m - i + 1)`` and stops at the first one that is not below its
-    threshold; that one and every later one are kept. The interval of the i-th is
-    taken at ``1 - alpha / (m - i + 1)``, and from the first kept one on at that
-    one's level, so an interval excludes "no difference" exactly when Holm's
-    adjusted p-value is below alpha. Each has at least ``1 - alpha`` confidence.
-
-    Args:
-        p_values: Unadjusted p-values of the family; NaN entries are not in it.
-        alpha: The family's significance level.
-
-    Returns:
-        One confidence level per p-value (NaN where the p-value is NaN).
-    """
-    p = np.asarray(p_values, dtype="float64")
-    out = np.full(p.shape, np.nan)
-    ok = np.flatnonzero(np.isfinite(p))
-    if not len(ok):
-        return out
-    order = ok[np.argsort(p[ok], kind="stable")]
-    m = len(order)
-    kept = p[order] >= alpha / (m - np.arange(m))
-    stop = int(np.argmax(kept)) if kept.any() else m
-    out[order] = 1.0 - alpha / (m - np.minimum(np.arange(m), stop))
-    return out
-
-
-def relative_interval(mean_a, mean_b, var_a, var_b, cov_ab, df,
-                      confidence: float | np.ndarray = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
-    """Interval of the relative difference ``(mean_a - mean_b) / |mean_b|`` in percent.
-
-    Fieller's interval of the ratio, turned into the relative difference: with a
-    negative baseline the ratio runs the other way (a level of -5 against -10 is a
-    ratio of 0.5 but 50 % *higher*), so its ends swap and change sign. NaN where the
-    interval is unbounded (the baseline's mean could be 0).
-    """
-    b = np.atleast_1d(np.asarray(mean_b, dtype="float64"))
-    low, high = fieller_ratio_ci(mean_a, b, var_a, var_b, cov_ab, df, confidence)
-    positive = b > 0
-    return (np.where(positive, low - 1.0, 1.0 - high) * 100.0,
-            np.where(positive, high - 1.0, 1.0 - low) * 100.0)
-
-
-def _judge(table: pd.DataFrame, family: set[str], alpha: float) -> None:
-    """Holm's adjustment over the family, both intervals and the verdicts, in place."""
-    p_raw = table["p_value_unadjusted"].to_numpy(dtype="float64")
-    primary = table["metric"].isin(family).to_numpy()
-    p_family = np.where(primary, p_raw, np.nan)
-    table["p_value"] = holm(p_family)
-    parts = [table[c].to_numpy(dtype="float64") for c in ("mean_level", "mean_baseline", "_va", "_vb", "_cov", "df")]
-    tested = np.isfinite(p_raw)
-    lo, hi = relative_interval(*parts, CONFIDENCE)
-    table["ci_low_pct"], table["ci_high_pct"] = np.where(tested, lo, np.nan), np.where(tested, hi, np.nan)
-    lo, hi = relative_interval(*parts, adjusted_levels(p_family, alpha))
-    table["ci_low_adj_pct"], table["ci_high_adj_pct"] = lo, hi
-    table["verdict"] = _verdicts(table, alpha, primary)
+def _judge(table: pd.DataFrame, family: set[str], alpha: float, thresholds: dict[str, float] | float) -> None:
+    """The verdict engine's judgement of every row (:func:`benchmatrix.analyze.verdict.judge`)."""
+    engine.judge(table, family, alpha, thresholds)
 
 
 def _verdict_notes(result: Comparisons, table: pd.DataFrame, factor: str, family: list[str],
@@ -413,9 +362,9 @@ def _verdict_notes(result: Comparisons, table: pd.DataFrame, factor: str, family
     constant = table["_constant"].to_numpy(dtype=bool)
     for metric in dict.fromkeys(table.loc[constant, "metric"]):
         count = int((constant & (table["metric"] == metric).to_numpy()).sum())
-        result.notes.append(f"{metric}: {count} comparison(s) without a test: every value on both sides is the "
-                            "same, so there is no run-to-run variation to judge a difference by; the verdict is "
-                            "insufficient_data (the means are in comparisons.csv)")
+        result.notes.append(f"{metric}: {count} comparison(s) without a test: the values on both sides do not "
+                            "vary (or only at rounding level), so there is no run-to-run variation to judge a "
+                            "difference by; the verdict is insufficient_data (the means are in comparisons.csv)")
     tested = np.isfinite(table["p_value"].to_numpy(dtype="float64"))
     units = table["_units"].to_numpy(dtype="float64")
     few = tested & (units < MIN_UNITS)
@@ -428,18 +377,18 @@ def _verdict_notes(result: Comparisons, table: pd.DataFrame, factor: str, family
             continue
         kind = "visits" if visits else "runs"
         lowest = int(units[sel].min())
-        undecided = int((sel & (table["verdict"] == "insufficient_data").to_numpy()).sum())
+        undecided = int((sel & (table["verdict"] == "inconclusive").to_numpy()).sum())
         mets = ", ".join(dict.fromkeys(table.loc[sel, "metric"]))
         how = ("more visits (order.visits, replicates; `bmx plan SPEC --detect 5% --cv 0.02` says how many)"
                if visits else "more replicates (`bmx plan SPEC --detect 5% --cv 0.02` says how many)")
         result.warnings.append({
             "check": "few_units",
-            "title": f"Too few {kind} to show there is no difference",
+            "title": f"Too few {kind} to decide",
             "message": (f"{int(sel.sum())} comparison(s) of {factor} ({mets}) rest on only {lowest} {kind} on a "
                         f"side{' (whole-plot factor: judged visit against visit)' if visits else ''}. A test on so "
-                        f"few has little power, so the {undecided} without a detectable difference are "
-                        f"insufficient_data, not no_difference. Plan at least {MIN_UNITS} {kind} per level: "
-                        f"{how}."),
+                        f"few has little power: {undecided} of them are inconclusive (their intervals hold both "
+                        f"no change and a change beyond the threshold). Plan at least {MIN_UNITS} {kind} per "
+                        f"level: {how}."),
         })
 
 
@@ -470,38 +419,33 @@ def _sort_combos(combos: pd.DataFrame, spec_levels: list[list[Any]], n_by: int) 
 
 
 def _side_stats(mean_a, var_a, n_a, mean_b, var_b, n_b, cov=None, df=None, units=None) -> dict[str, Any]:
-    """One comparison's numbers from the two sides' means and their (co)variances.
+    """One comparison's estimate from the two sides' means and their (co)variances.
 
+    The values are on the comparison's scale (log values for a positive metric).
     With ``cov``/``df`` absent the sides are independent samples (Welch); otherwise
     ``var_*`` are already variances of the estimated means. ``units`` is the number
-    of independent units on the smaller side (default: the smaller n). The
-    intervals are filled in later (:func:`_judge`), once the family is known; the
-    ``_``-prefixed entries carry what they need and never reach the csv.
+    of independent units on the smaller side (default: the smaller n). The p-values,
+    intervals and verdicts are filled in later by the verdict engine
+    (:func:`benchmatrix.analyze.verdict.judge`), once the family is known; the
+    ``_``-prefixed entries carry what it needs and never reach the csv.
     """
     constant = False
     if cov is None:
-        p, dfs = welch_test([mean_a], [var_a], [n_a], [mean_b], [var_b], [n_b])
-        p, df = float(p[0]), float(dfs[0])
+        _, dfs = welch_test([mean_a], [var_a], [n_a], [mean_b], [var_b], [n_b])
+        df = float(dfs[0]) if n_a >= 2 and n_b >= 2 else np.nan
         va, vb, cov = (var_a / n_a if n_a else np.nan), (var_b / n_b if n_b else np.nan), 0.0
         constant = bool(n_a >= 2 and n_b >= 2 and var_a == 0 and var_b == 0)
     else:
         va, vb = var_a, var_b
-        se = math.sqrt(max(va + vb - 2 * cov, 0.0)) if np.isfinite(va + vb - 2 * cov) else np.nan
-        if not np.isfinite(se) or df is None or not np.isfinite(df) or df < 1:
-            p = np.nan
-        elif se == 0:
-            # No variation at all to judge by: no test, like Welch with two constant sides.
-            p, constant = np.nan, True
-        else:
-            p = float(2 * t_sf(abs(mean_a - mean_b) / se, df))
-    # The sign comes from the difference: with a negative baseline the ratio's sign
-    # would call a rise a fall.
-    rel = ((mean_a - mean_b) / abs(mean_b) * 100 if np.isfinite(mean_a) and np.isfinite(mean_b) and mean_b != 0
-           else np.nan)
+        df = df if df is not None else np.nan
+    se2 = va + vb - 2 * cov
+    se2 = max(se2, 0.0) if np.isfinite(se2) else np.nan
+    if se2 == 0:
+        # No variation at all to judge by: no test, like Welch with two constant sides.
+        constant = True
     return {"n_level": int(n_a), "n_baseline": int(n_b), "mean_level": mean_a, "mean_baseline": mean_b,
-            "rel_diff_pct": rel, "ci_low_pct": np.nan, "ci_high_pct": np.nan, "p_value_unadjusted": p, "df": df,
-            "_va": va, "_vb": vb, "_cov": cov, "_constant": constant,
-            "_units": units if units is not None else min(int(n_a), int(n_b))}
+            "df": df, "_est": mean_a - mean_b, "_se2": se2, "_va": va, "_vb": vb, "_cov": cov,
+            "_constant": constant, "_units": units if units is not None else min(int(n_a), int(n_b))}
 
 
 def _sides_from_groups(grouped: pd.DataFrame, base: str, levels: list[str],
@@ -771,31 +715,6 @@ def _visit_mean_sides(collapsed: pd.DataFrame, key_cols: list[str], base: str, l
     per_visit = collapsed.groupby([*key_cols, "g"], sort=False)["y"].mean()
     grouped = per_visit.groupby(level=list(range(len(key_cols))), sort=False).agg(["count", "mean", "var"])
     return _sides_from_groups(grouped, base, levels, combos)
-
-
-def _verdicts(table: pd.DataFrame, alpha: float, primary: np.ndarray) -> np.ndarray:
-    """Verdict of every row: descriptive outside the family, insufficient_data without
-    a test or without enough units to call "no difference", else by the adjusted p."""
-    p = table["p_value"].to_numpy(dtype="float64")
-    # Direction from the difference itself (never from the ratio, whose sign a
-    # negative baseline flips).
-    diff = table["mean_level"].to_numpy(dtype="float64") - table["mean_baseline"].to_numpy(dtype="float64")
-    sign = np.sign(diff)
-    better = table["better"].to_numpy(dtype=object)
-    out = np.full(len(table), "no_difference", dtype=object)
-    few = table["_units"].to_numpy(dtype="float64") < MIN_UNITS
-    out[~np.isfinite(p) | few] = "insufficient_data"
-    out[~primary] = DESCRIPTIVE
-    hit = primary & np.isfinite(p) & (p < alpha)
-    for i in np.flatnonzero(hit):
-        up = sign[i] > 0
-        if better[i] == "higher":
-            out[i] = "better" if up else "worse"
-        elif better[i] == "lower":
-            out[i] = "worse" if up else "better"
-        else:
-            out[i] = "higher" if up else "lower"
-    return out
 
 
 def _explain(spec: Spec, factor: str, strategy: str | None, use_mixed: bool) -> dict[str, str]:

@@ -34,7 +34,7 @@ concerns, so a reader can open their raw output. The checks:
   of their average (:func:`host_differences`). One machine's numbers do not speak
   for another's.
 * ``host_effects`` (``hosts_mode: replicate``): a comparison whose verdict differs
-  between hosts (better on one, no difference or worse on another).
+  between hosts (better on one, equivalent, inconclusive or worse on another).
 * From the run records (:func:`record_notes`): ``knob`` (verified state differs
   from the intended one), ``host_facts`` (a host's facts changed mid-campaign),
   ``fio_overlap`` (jobs of one fio run overlapped in time, e.g. a missing
@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from benchmatrix.analyze.stats import bool_column, effective_runs, execution_order, f_sf, holm, is_ok, run_hosts
+from benchmatrix.analyze.verdict import CHANGED
 from benchmatrix.results.layout import ALL_HOSTS, HOST_COLUMN, NOTE_COLUMNS, RECORD_NOTES, State, by_column
 from benchmatrix.results.notes import facts_change_rows, facts_entries, note_rows
 from benchmatrix.results.status import decide
@@ -679,7 +680,8 @@ def host_effect_warnings(comparisons: pd.DataFrame | None, by: list[str]) -> lis
     keys = ["metric", "level", *[by_column(b) for b in by]]
     items = []
     for key, part in table.groupby(keys, sort=False, dropna=False):
-        if part["verdict"].nunique() < 2:
+        # "equivalent" on one host and "inconclusive" on another is no effect found anywhere.
+        if part["verdict"].nunique() < 2 or not part["verdict"].isin(CHANGED).any():
             continue
         key = key if isinstance(key, tuple) else (key,)
         r0 = part.iloc[0]

@@ -37,10 +37,12 @@ they run.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from benchmatrix.analyze.scale import LOG, metric_scales
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.results.layout import SUMMARY_STATS, summary_by_host_columns, summary_columns
 
@@ -226,8 +228,27 @@ def _sort_rows(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
                                  key=lambda col: col.astype("string"))
 
 
+def _cox_interval(log_mean: np.ndarray, log_var: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The modified Cox interval of the mean of positive, right-skewed data.
+
+    ``exp(m + s^2/2 +- t_{n-1} sqrt(s^2/n + s^4 / (2(n-1))))`` with m and s^2 the mean
+    and variance of the log values (Olsson 2005, "Confidence intervals for the mean
+    of a log-normal distribution", J. Stat. Educ. 13(1)): the interval of the
+    arithmetic mean of lognormal data, always above 0. Its 95 % interval covered the
+    true mean 93.7-95.2 % of lognormal samples with CV 5-100 % at n = 3-30, and 94.9-96.3 %
+    of normal samples with CV 5-50 % (docs/report.md), where the t interval covered 86 %
+    of lognormal samples with CV 100 % and went below 0.
+    """
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        df = np.where(n >= 2, n - 1, np.nan)
+        quantile = t_ppf(0.5 + CONFIDENCE / 2, df)
+        half = quantile * np.sqrt(log_var / n + log_var * log_var / (2 * df))
+        centre = log_mean + log_var / 2
+        return np.exp(centre - half), np.exp(centre + half)
+
+
 def summarize(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str],
-              metrics: list[str] | None = None) -> pd.DataFrame:
+              metrics: list[str] | None = None, declared: dict[str, Any] | None = None) -> pd.DataFrame:
     """Per-cell, per-metric statistics of the effective runs (``summary.csv``).
 
     Statistics per (cell, metric): n, mean, median, min, max, the sample standard
@@ -268,14 +289,20 @@ def summarize(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str]
         raise BenchmatrixError(f"runs table lacks factor column(s): {', '.join(lacking)}")
 
     cells = eff["cell_id"]
+    scales, _ = metric_scales(eff, metrics, declared, units)
     parts = []
     for metric in metrics:
         values = eff[metric]
         if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):
             values = pd.to_numeric(values, errors="coerce")
         values = values.astype("float64")
-        agg = (values.groupby(cells.to_numpy(), sort=False)
-               .agg(["count", "mean", "median", "min", "max", "std"]))
+        grouped = values.groupby(cells.to_numpy(), sort=False)
+        agg = grouped.agg(["count", "mean", "median", "min", "max", "std"])
+        if scales[metric] == LOG:
+            logs = np.log(values).groupby(cells.to_numpy(), sort=False).agg(["mean", "var"])
+            agg["_log_mean"], agg["_log_var"] = logs["mean"], logs["var"]
+        else:
+            agg["_log_mean"] = agg["_log_var"] = np.nan
         agg = agg[agg["count"] > 0]
         agg.insert(0, "metric", metric)
         parts.append(agg)
@@ -289,12 +316,15 @@ def summarize(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str]
     with np.errstate(invalid="ignore", divide="ignore"):
         cv = np.where((n >= 2) & (mean != 0), sd / mean, np.nan)
     half = _t_half_width(sd, n)
+    log = np.isfinite(long["_log_mean"].to_numpy(dtype="float64"))
+    cox_low, cox_high = _cox_interval(long["_log_mean"].to_numpy(dtype="float64"),
+                                      long["_log_var"].to_numpy(dtype="float64"), n)
     long["n"] = n
     long["sd"] = sd
     long["cv"] = cv
-    long["ci_low"] = mean - half
-    long["ci_high"] = mean + half
-    long["ci_method"] = np.where(n >= 2, "t", "").astype(object)
+    long["ci_low"] = np.where(log, cox_low, mean - half)
+    long["ci_high"] = np.where(log, cox_high, mean + half)
+    long["ci_method"] = np.where(n >= 2, np.where(log, "cox", "t"), "").astype(object)
     long["unit"] = long["metric"].map(lambda m: units.get(m, "")).astype(object)
 
     levels = eff.drop_duplicates("cell_id", keep="first").set_index("cell_id")[factor_names]
@@ -311,7 +341,7 @@ def run_hosts(runs: pd.DataFrame) -> list[str]:
 
 
 def summarize_by_host(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str],
-                      metrics: list[str] | None = None) -> pd.DataFrame:
+                      metrics: list[str] | None = None, declared: dict[str, Any] | None = None) -> pd.DataFrame:
     """:func:`summarize` per host: one row per (cell, host, metric) (``summary_by_host.csv``).
 
     The same statistics and intervals as summary.csv, computed from each host's
@@ -328,14 +358,14 @@ def summarize_by_host(runs: pd.DataFrame, factor_names: list[str], units: dict[s
     columns = summary_by_host_columns(factor_names)
     eff = effective_runs(runs)
     if eff.empty or "host" not in eff.columns:
-        empty = summarize(runs.iloc[0:0], factor_names, units, metrics)
+        empty = summarize(runs.iloc[0:0], factor_names, units, metrics, declared)
         return empty.assign(host=pd.Series(dtype=object))[columns]
     host = eff["host"].astype(str).str.strip()
     # One pseudo-cell per (host, cell); effective_runs inside summarize keeps every row
     # (they are ok, measured and one per run_id already).
     sep = "\x1f"
     keyed = eff.assign(cell_id=host + sep + eff["cell_id"].astype(str))
-    table = summarize(keyed, factor_names, units, metrics)
+    table = summarize(keyed, factor_names, units, metrics, declared)
     if table.empty:  # no metric at all (e.g. a command without declared metrics)
         return table.assign(host=pd.Series(dtype=object))[columns]
     parts = table["cell_id"].str.split(sep, n=1, expand=True)

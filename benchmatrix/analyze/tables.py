@@ -51,13 +51,13 @@ def derive_tables(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, units: dic
     """
     measured = dict(units)
     if summary is None:
-        summary = summarize(runs, spec.factor_names, measured)
+        summary = summarize(runs, spec.factor_names, measured, declared=spec.declared_metrics)
     units = metric_units(spec.declared_metrics, measured, summary)
     alpha = spec.report.alpha
     comparisons = compare(spec, runs, report_metrics(spec, summary), units, alpha)
     if len(runs) and len(run_hosts(runs)) > 1:
         metrics = [m for m in sorted(measured) if m in runs.columns]
-        by_host = summarize_by_host(runs, spec.factor_names, units, metrics)
+        by_host = summarize_by_host(runs, spec.factor_names, units, metrics, spec.declared_metrics)
     else:
         by_host = pd.DataFrame(columns=summary_by_host_columns(spec.factor_names))
     notes = sanity.record_notes(records) if records is not None else record_notes

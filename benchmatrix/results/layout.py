@@ -104,7 +104,8 @@ RERUN_COLUMNS = ["round", "run_id", "attempt", "reason", "requested_at"]
 COMPARISON_HEAD = ["metric", "factor", "level", "baseline"]
 COMPARISON_TAIL = ["n_level", "n_baseline", "rel_diff_pct", "ci_low_pct", "ci_high_pct", "p_value",
                    "analysis", "verdict", "unit", "better", "mean_level", "mean_baseline",
-                   "p_value_unadjusted", "df", "ci_low_adj_pct", "ci_high_adj_pct"]
+                   "p_value_unadjusted", "df", "ci_low_adj_pct", "ci_high_adj_pct", "scale", "threshold_pct",
+                   "detectable_pct"]
 #: The host column of comparisons.csv in a campaign with several hosts ...
 HOST_COLUMN = "host"
 #: ... and its value for a comparison that pools the hosts (``hosts_mode: partition``).

@@ -17,6 +17,7 @@ from scipy import stats as sps
 from benchmatrix.analyze import sanity
 from benchmatrix.analyze.comparisons import compare, comparison_columns, level_key, sentence
 from benchmatrix.analyze.stats import fieller_ratio_ci, holm, metric_direction, summarize, welch_test
+from benchmatrix.analyze.verdict import CHANGED
 from benchmatrix.spec.load import Knob, Spec
 from benchmatrix.spec.matrix import Cell
 
@@ -63,7 +64,7 @@ def test_false_detection_rate_stays_near_alpha():
     hits = 0
     for _ in range(200):
         result = compare(HT_SPEC, two_level_campaign(rng, 5), ["tps"])
-        hits += result.table["verdict"].iloc[0] != "no_difference"
+        hits += result.table["verdict"].iloc[0] in CHANGED
     low, high = sps.binom.interval(0.999, 200, ALPHA)
     assert low <= hits <= high, hits
 
@@ -210,8 +211,8 @@ def test_mixed_model_keeps_false_detections_near_alpha_where_welch_does_not():
     mixed = naive = 0
     for _ in range(sims):
         runs = split_plot_campaign(rng, runs_per_visit=8)
-        mixed += compare(SPLIT_SPEC, runs, ["tps"]).table["verdict"].iloc[0] != "no_difference"
-        naive += compare(NAIVE_SPEC, runs, ["tps"]).table["verdict"].iloc[0] != "no_difference"
+        mixed += compare(SPLIT_SPEC, runs, ["tps"]).table["verdict"].iloc[0] in CHANGED
+        naive += compare(NAIVE_SPEC, runs, ["tps"]).table["verdict"].iloc[0] in CHANGED
     # Two comparisons per campaign (users 10 and 20), Holm-corrected: family-wise rate <= alpha.
     assert mixed <= sps.binom.ppf(0.999, sims, ALPHA), mixed
     assert naive >= sims * 0.15, naive     # about 30 % in the long run
@@ -355,13 +356,13 @@ def test_two_sides_without_variation_give_insufficient_data():
     assert any("no run-to-run variation" in n for n in result.notes)
 
 
-def test_whole_plot_factor_with_two_visits_per_level_gives_no_no_difference_verdict():
+def test_whole_plot_factor_with_two_visits_per_level_is_inconclusive_with_a_warning():
     # Two visits per level: the mixed model has 2 error degrees of freedom and little
-    # power, so "no difference" would claim what the data cannot show.
+    # power, so its interval holds both no change and a change beyond the threshold.
     rng = np.random.default_rng(43)
     result = compare(SPLIT_SPEC, split_plot_campaign(rng, visits_per_level=2), ["tps"])
     assert set(result.table["analysis"]) == {"mixed_model"}
-    assert set(result.table["verdict"]) == {"insufficient_data"}
+    assert set(result.table["verdict"]) == {"inconclusive"}
     assert result.warnings and result.warnings[0]["check"] == "few_units"
     assert "2 visits" in result.warnings[0]["message"] and "ht" in result.warnings[0]["message"]
     # A difference the test does find is still reported: the test itself is valid.
@@ -369,10 +370,10 @@ def test_whole_plot_factor_with_two_visits_per_level_gives_no_no_difference_verd
     assert set(strong.table["verdict"]) == {"better"}
 
 
-def test_three_visits_per_level_keep_the_no_difference_verdict():
+def test_three_visits_per_level_find_no_change_and_no_warning():
     rng = np.random.default_rng(44)
     result = compare(SPLIT_SPEC, split_plot_campaign(rng, visits_per_level=3), ["tps"])
-    assert "no_difference" in set(result.table["verdict"]) and not result.warnings
+    assert not set(result.table["verdict"]) & CHANGED and not result.warnings
 
 
 def many_comparisons(rng, effect_at=0, effect=0.03, n=5, sd=0.03, k=16):
@@ -411,7 +412,7 @@ def test_adjusted_interval_agrees_with_the_holm_verdict():
 def test_adjusted_interval_consistent_after_the_first_retained_comparison():
     # Holm stops at the first p above its threshold: every later comparison is kept,
     # even one whose own threshold it would pass; its interval must contain 0.
-    from benchmatrix.analyze.comparisons import adjusted_levels
+    from benchmatrix.analyze.verdict import adjusted_levels
 
     levels = adjusted_levels(np.array([0.001, 0.03, 0.02, np.nan, 0.5]), 0.05)
     # m = 4 finite: 0.001 < 0.05/4 is rejected; 0.02 > 0.05/3 is kept, and so is every later one.
@@ -587,7 +588,7 @@ def test_replicate_hosts_compare_within_each_host_and_name_it():
     text = sentence(table.iloc[2].to_dict(), ["users"])
     assert " at users=10 on h2 [Holm-adjusted CI +" in text and text.endswith(", welch)") and "– better (p" in text
     pooled = compare(HOST_SPEC, one_host(runs), ["tps"]).table
-    assert set(pooled["verdict"]) == {"no_difference"}          # the offsets mask the effect
+    assert not set(pooled["verdict"]) & CHANGED          # the offsets mask the effect
 
 
 def test_replicate_host_shows_an_effect_found_on_one_host_only():
@@ -596,10 +597,11 @@ def test_replicate_host_shows_an_effect_found_on_one_host_only():
     runs.loc[(runs["host"] == "h1") & (runs["ht"] == "on"), "tps"] *= 1.1
     table = compare(host_spec("replicate"), runs, ["tps"]).table
     assert set(table.loc[table["host"] == "h1", "verdict"]) == {"better"}
-    assert "no_difference" in set(table.loc[table["host"] == "h2", "verdict"])
+    assert not set(table.loc[table["host"] == "h2", "verdict"]) & CHANGED
     found = sanity.host_effect_warnings(table, ["users"])
     assert len(found) == 1 and found[0]["check"] == "host_effects"
-    assert any("better on h1" in d and "no difference on h2" in d for d in found[0]["details"])
+    assert any("better on h1" in d and ("equivalent on h2" in d or "inconclusive on h2" in d)
+               for d in found[0]["details"])
 
 
 def test_partition_blocking_removes_a_host_offset_that_masks_an_effect():
@@ -617,7 +619,7 @@ def test_partition_blocking_removes_a_host_offset_that_masks_an_effect():
     assert "host" in result.explanations[0]["why"]
     assert "on all hosts" in sentence(table.iloc[0].to_dict(), ["users"])
     naive = compare(HOST_SPEC, one_host(runs), ["tps"]).table
-    assert set(naive["verdict"]) == {"no_difference"}
+    assert not set(naive["verdict"]) & CHANGED
 
 
 def test_partition_blocking_removes_a_host_offset_that_fakes_an_effect():
@@ -632,7 +634,7 @@ def test_partition_blocking_removes_a_host_offset_that_fakes_an_effect():
         naive = compare(HOST_SPEC, one_host(runs), ["tps"]).table
         naive_hits += (naive["verdict"] == "better").any()
         table = compare(host_spec("partition"), runs, ["tps"]).table
-        blocked_hits += (table["verdict"] != "no_difference").any()
+        blocked_hits += table["verdict"].isin(CHANGED).any()
         worst = max(worst, table["rel_diff_pct"].abs().max())
     assert naive_hits >= 0.6 * sims, naive_hits               # the host's share shows as +6.7 %
     assert blocked_hits <= sps.binom.ppf(0.999, sims, ALPHA), blocked_hits
@@ -646,9 +648,11 @@ def test_blocked_fit_matches_least_squares_with_host_fixed_effects():
     share = {("off", "h1"): 3, ("off", "h2"): 5, ("off", "h3"): 2, ("on", "h1"): 4, ("on", "h2"): 2, ("on", "h3"): 3}
     runs = host_campaign(rng, {"h1": 1.0, "h2": 1.1, "h3": 0.9}, 0.03, 0, sd=0.02, share=share)
     row = compare(host_spec("partition"), runs, ["tps"]).table.iloc[0]
-    sub = runs[runs["users"] == 10]
-    fit = smf.ols("tps ~ C(ht) + C(host, Sum)", data=sub).fit()
-    assert row["mean_level"] - row["mean_baseline"] == pytest.approx(fit.params["C(ht)[T.on]"])
+    # tps (tx/s) is a positive metric: the fit is on its log values, the means geometric.
+    sub = runs[runs["users"] == 10].assign(log_tps=lambda t: np.log(t["tps"]))
+    fit = smf.ols("log_tps ~ C(ht) + C(host, Sum)", data=sub).fit()
+    assert row["scale"] == "log"
+    assert math.log(row["mean_level"] / row["mean_baseline"]) == pytest.approx(fit.params["C(ht)[T.on]"])
     assert row["p_value_unadjusted"] == pytest.approx(fit.pvalues["C(ht)[T.on]"])
     assert row["df"] == fit.df_resid
 
@@ -661,7 +665,7 @@ def test_partition_blocking_keeps_false_detections_near_alpha():
         offsets = dict(zip(["h1", "h2", "h3"], rng.normal(1.0, 0.2, 3)))
         rows = [{"cell_id": f"c_{ht}", "ht": ht, "host": h, "tps": 100 * o * rng.normal(1, 0.02)}
                 for h, o in offsets.items() for ht in ("off", "on") for _ in range(2)]
-        hits += compare(spec, runs_frame(rows), ["tps"]).table["verdict"].iloc[0] != "no_difference"
+        hits += compare(spec, runs_frame(rows), ["tps"]).table["verdict"].iloc[0] in CHANGED
     low, high = sps.binom.interval(0.999, sims, ALPHA)
     assert low <= hits <= high, hits
 

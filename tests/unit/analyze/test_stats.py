@@ -48,9 +48,13 @@ def one(summary, cell_id="c1", metric="read_iops"):
     return rows.iloc[0]
 
 
+#: read_iops declared as not positive: the summary gives Student's t interval.
+LINEAR = {"read_iops": {"unit": "IO/s", "positive": False}}
+
+
 def test_three_values_give_known_statistics():
     runs = frame(run("r1", iops=10.0), run("r2", iops=14.0), run("r3", iops=12.0))
-    row = one(summarize(runs, FACTORS, UNITS))
+    row = one(summarize(runs, FACTORS, UNITS, declared=LINEAR))
     half = sps.t.ppf(0.975, 2) * 2.0 / math.sqrt(3)
     assert row["n"] == 3
     assert row["mean"] == pytest.approx(12.0)
@@ -68,11 +72,33 @@ def test_interval_agrees_with_scipy_interval_on_random_data():
     rng = np.random.default_rng(3)
     values = rng.normal(100.0, 7.0, 9)
     runs = frame(*[run(f"r{i}", iops=v) for i, v in enumerate(values)])
-    row = one(summarize(runs, FACTORS, UNITS))
+    row = one(summarize(runs, FACTORS, UNITS, declared=LINEAR))
+    assert row["ci_method"] == "t"
     low, high = sps.t.interval(0.95, len(values) - 1, loc=values.mean(), scale=sps.sem(values))
     assert (row["ci_low"], row["ci_high"]) == (pytest.approx(low), pytest.approx(high))
     assert row["sd"] == pytest.approx(np.std(values, ddof=1))
     assert row["median"] == pytest.approx(np.median(values))
+
+
+def test_a_positive_metric_gets_the_modified_cox_interval():
+    # IO/s is a positive unit: the interval of the mean is computed on the log values
+    # (Olsson 2005) and never reaches 0, where the t interval of these three would.
+    values = np.array([10.0, 40.0, 12.0])
+    runs = frame(*[run(f"r{i}", iops=v) for i, v in enumerate(values)])
+    row = one(summarize(runs, FACTORS, UNITS))
+    logs = np.log(values)
+    m, s2 = logs.mean(), logs.var(ddof=1)
+    half = sps.t.ppf(0.975, 2) * math.sqrt(s2 / 3 + s2 * s2 / 4)
+    assert row["ci_method"] == "cox"
+    assert row["ci_low"] == pytest.approx(math.exp(m + s2 / 2 - half))
+    assert row["ci_high"] == pytest.approx(math.exp(m + s2 / 2 + half))
+    assert row["mean"] == pytest.approx(values.mean()) and row["ci_low"] > 0
+    assert values.mean() - sps.t.ppf(0.975, 2) * values.std(ddof=1) / math.sqrt(3) < 0
+
+
+def test_a_positive_unit_with_a_zero_value_keeps_the_t_interval():
+    runs = frame(run("r1", iops=0.0), run("r2", iops=14.0), run("r3", iops=12.0))
+    assert one(summarize(runs, FACTORS, UNITS))["ci_method"] == "t"
 
 
 def test_columns_are_in_contract_order():
@@ -247,7 +273,7 @@ def test_summary_by_host_has_one_row_per_cell_host_and_metric():
             rows.append(run(f"{host}-b{i}", cell_id="c2", bs="8k", iops=v * 2 + offset) | {"host": host})
     rows.append(run("h1-w", iops=999.0, warmup="true") | {"host": "h1"})
     runs = frame(*rows)
-    table = summarize_by_host(runs, FACTORS, UNITS)
+    table = summarize_by_host(runs, FACTORS, UNITS, declared=LINEAR)
     assert list(table.columns) == summary_by_host_columns(FACTORS)
     assert list(table.columns[:3]) == ["cell_id", "host", "layout"]
     assert table[["cell_id", "host"]].values.tolist() == [["c1", "h1"], ["c1", "h2"], ["c2", "h1"], ["c2", "h2"]]
@@ -280,11 +306,17 @@ def test_summarize_by_host_without_any_metric_gives_an_empty_table():
 # ------------------------------------------------------------- interval calibration
 
 #: The populations of the calibration: run-to-run noise as benchmarks show it, symmetric
-#: (normal, CV 10 %) and right-skewed (lognormal with sigma 0.25: CV 25 %, skewness 0.8,
-#: a noisy benchmark's long tail of slow runs).
+#: (normal, CV 5 % and 10 %) and right-skewed (lognormal with CV 5 % to 100 %: a noisy
+#: benchmark's long tail of slow runs, such as a p99 latency). Each gives (draw, true mean).
+def _lognormal(cv):
+    sigma = math.sqrt(math.log1p(cv * cv))
+    return (lambda rng, shape: 100.0 * rng.lognormal(0.0, sigma, shape), 100.0 * math.exp(sigma * sigma / 2))
+
+
 CALIBRATION = {
-    "normal": (lambda rng, shape: rng.normal(100.0, 10.0, shape), 100.0),
-    "lognormal": (lambda rng, shape: 100.0 * rng.lognormal(0.0, 0.25, shape), 100.0 * math.exp(0.25 ** 2 / 2)),
+    "normal_cv5": (lambda rng, shape: rng.normal(100.0, 5.0, shape), 100.0),
+    "normal_cv10": (lambda rng, shape: rng.normal(100.0, 10.0, shape), 100.0),
+    **{f"lognormal_cv{round(cv * 100)}": _lognormal(cv) for cv in (0.05, 0.25, 0.5, 1.0)},
 }
 
 
@@ -310,6 +342,7 @@ def test_summary_intervals_cover_the_true_mean_93_to_97_percent(population, n):
     summary = summarize(_cells_frame(draw(rng, (4000, n))), FACTORS, UNITS)
     covered = (summary["ci_low"] <= true_mean) & (true_mean <= summary["ci_high"])
     assert 0.93 <= covered.mean() <= 0.97, covered.mean()
+    assert (summary["ci_low"] > 0).all()        # a positive metric's interval stays in its range
     for method, hits in covered.groupby(summary["ci_method"]):
         if len(hits) >= 200:
             assert 0.93 <= hits.mean() <= 0.97, (method, len(hits), hits.mean())

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmatrix.analyze.comparisons import adjusted_levels
+from benchmatrix.analyze.verdict import adjusted_levels
 from benchmatrix.analyze.stats import holm
 from benchmatrix.campaigns.compare import (
     CampaignComparison,
