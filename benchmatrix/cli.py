@@ -450,10 +450,21 @@ def cmd_campaigns(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from benchmatrix.campaigns.compare import compare_main
 
+    threshold = None
+    if args.threshold is not None:
+        from benchmatrix.spec.load import threshold_fraction
+
+        try:
+            threshold = threshold_fraction(args.threshold)
+        except ValueError as exc:
+            raise BenchmatrixError(f"--threshold: {exc}") from None
     try:
-        return compare_main(args.a, args.b, project_dir(), args.spec, args.out, args.json)
+        return compare_main(args.a, args.b, project_dir(), args.spec, args.out, args.json, threshold,
+                            args.fail_on_inconclusive)
     except BenchmatrixError as exc:
-        exc.exit_code = 2  # a CI job reads 1 as "worse": whatever stops a comparison is "not comparable"
+        # A CI job reads 1 as "worse": whatever else stops a comparison is a usage error
+        # (2) unless it says the campaigns cannot be compared (3).
+        exc.exit_code = exc.exit_code if exc.exit_code == 3 else 2
         raise
 
 
@@ -553,6 +564,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", type=Path, metavar="DIR", help="where to write compare.csv, compare.md and "
                     "compare.html (default results/NAME/compare/A_vs_B/)")
     sp.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    sp.add_argument("--threshold", metavar="PCT", help="the practical threshold for every metric, e.g. 5%% "
+                    "(default: the spec's report.threshold, else 5%%): changes inside it are 'equivalent'; without "
+                    "earlier campaigns to estimate their variation, better/worse need the interval beyond it")
+    sp.add_argument("--fail-on-inconclusive", action="store_true",
+                    help="exit 1 also when a comparison is inconclusive (a CI gate that wants an answer)")
     sp = sub.add_parser("publish", help="write every experiment's campaigns, history and downloads as a static site",
                         description="write every experiment's campaigns, history and downloads as a static site "
                                     "(no server, no external request; docs/publish.md)",
@@ -564,8 +580,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-HELP_COMPARE = ("compare two campaigns cell by cell: relative difference B vs A with CIs, Holm-adjusted verdicts; "
-                "exit 0 no worse, 1 something worse, 2 not comparable")
+HELP_COMPARE = ("compare two campaigns cell by cell: relative change B vs A with CIs (ratios of geometric means for "
+                "positive metrics), Holm-adjusted verdicts better/worse/equivalent/inconclusive; exit 0 nothing "
+                "worse, 1 something worse (or inconclusive with --fail-on-inconclusive), 2 usage error, "
+                "3 not comparable")
 
 COMMANDS = {"validate": cmd_validate, "plan": cmd_plan, "run": cmd_run, "report": cmd_report,
             "status": cmd_status, "rerun": cmd_rerun, "restore": cmd_restore, "check": cmd_check,

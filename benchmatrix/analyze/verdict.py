@@ -271,3 +271,61 @@ def judge(table: pd.DataFrame, family: set[str] | frozenset[str], alpha: float,
 def describe(verdict: str) -> str:
     """A verdict as words: ``insufficient_data`` -> ``insufficient data``."""
     return str(verdict).replace("_", " ")
+
+
+def campaign_variance(per_campaign: list[pd.DataFrame], relative: bool = False) -> tuple[float, float]:
+    """The campaign-to-campaign variance of a metric, from the campaigns of a history.
+
+    Two campaigns of one unchanged experiment differ by more than their runs' noise:
+    a reboot, the day's load or a shifting SAN moves every campaign's level a little.
+    Each series (a cell on a host) gives, over the K campaigns that measured it, the
+    variance of its campaign means, of which the runs' noise explains the average
+    ``var / n``; the rest is the campaign-to-campaign variance (the method of moments
+    of the one-way random-effects model), pooled over the series with K - 1 degrees
+    of freedom each and floored at 0.
+
+    Args:
+        per_campaign: One frame per campaign, indexed by series, with columns
+            ``count``, ``mean`` and ``var`` of the values on the comparison's scale
+            (log values for a positive metric).
+        relative: Divide each series' spread by the square of its mean level (a
+            metric on the difference scale, so that series of different sizes pool);
+            the result is then a relative variance.
+
+    Returns:
+        ``(variance, degrees of freedom)``; ``(nan, 0)`` when no series has two campaigns.
+    """
+    frames = [f for f in per_campaign if len(f)]
+    if len(frames) < 2:
+        return float("nan"), 0.0
+    stacked = pd.concat(frames, keys=range(len(frames)), names=["_campaign"])
+    stacked = stacked[np.isfinite(stacked["mean"].to_numpy(dtype="float64"))]
+    series = stacked.groupby(level=list(range(1, stacked.index.nlevels)), sort=False)
+    k = series["mean"].count()
+    between = series["mean"].var(ddof=1)
+    within = (stacked["var"] / stacked["count"]).groupby(level=list(range(1, stacked.index.nlevels)),
+                                                          sort=False).mean()
+    within = within.reindex(between.index).fillna(0.0)
+    if relative:
+        level = series["mean"].mean().abs()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            between, within = between / level ** 2, within / level ** 2
+    keep = (k >= 2) & np.isfinite(between) & np.isfinite(within)
+    dof = (k - 1)[keep].astype("float64")
+    if not dof.sum():
+        return float("nan"), 0.0
+    excess = float(((between - within)[keep] * dof).sum() / dof.sum())
+    return max(excess, 0.0), float(dof.sum())
+
+
+def add_campaign_variance(se2, df, variance: float, dof: float, scale_sq=1.0) -> tuple[np.ndarray, np.ndarray]:
+    """The variance of a difference of two campaigns' means and its degrees of freedom
+    when each campaign also moves by ``variance`` (times ``scale_sq`` on the
+    difference scale): ``se2 + 2 variance``, Welch-Satterthwaite's degrees of freedom
+    of the sum (the campaign part with ``dof``)."""
+    se2, df = np.asarray(se2, dtype="float64"), np.asarray(df, dtype="float64")
+    extra = 2.0 * variance * np.asarray(scale_sq, dtype="float64")
+    total = se2 + extra
+    with np.errstate(divide="ignore", invalid="ignore"):
+        combined = total ** 2 / (se2 ** 2 / df + (extra ** 2 / dof if dof > 0 else 0.0))
+    return total, np.where(extra > 0, combined, df)

@@ -36,8 +36,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmatrix.analyze.comparisons import _judge, _side_stats, family_metrics, level_key
+from benchmatrix.analyze import verdict as engine
+from benchmatrix.analyze.comparisons import _side_stats, family_metrics, level_key
+from benchmatrix.analyze.scale import LINEAR, LOG, metric_scales
 from benchmatrix.analyze.stats import effective_runs, metric_direction
+from benchmatrix.analyze.verdict import THRESHOLD, ZERO
 from benchmatrix.campaigns.store import (
     CAMPAIGNS_DIR,
     MEASUREMENT_KEYS,
@@ -45,13 +48,14 @@ from benchmatrix.campaigns.store import (
     Campaign,
     dig,
     find_campaign,
+    list_campaigns,
     measured,
     read_campaign,
 )
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.results import layout
 from benchmatrix.results.tables import metric_units
-from benchmatrix.spec.load import DEFAULT_ALPHA, Spec
+from benchmatrix.spec.load import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Spec
 
 #: Host facts that describe the environment a campaign ran in.
 ENV_FACTS = ("kernel", "cpu_model", "cpu_count", "sockets", "cores", "threads_per_core", "memory_mb",
@@ -64,9 +68,19 @@ _RUN_COLUMNS = layout.NON_METRIC_COLUMNS
 #: Columns of compare.csv after the factor columns.
 TAIL_COLUMNS = ["host", "metric", "unit", "better", "n_a", "n_b", "mean_a", "mean_b", "rel_diff_pct",
                 "ci_low_pct", "ci_high_pct", "ci_low_adj_pct", "ci_high_adj_pct", "p_value",
-                "p_value_unadjusted", "df", "verdict", "environment"]
+                "p_value_unadjusted", "df", "verdict", "environment", "scale", "threshold_pct",
+                "detectable_pct", "basis", "campaign_sd_pct"]
+#: Exit status of ``bmx compare`` when the campaigns are not comparable (2 stays a
+#: usage error or an invalid spec, as for every command).
+NOT_COMPARABLE = 3
 #: Columns of provenance.csv.
 PROVENANCE_COLUMNS = ["kind", "scope", "host", "cell_id", "what", "a", "b"]
+
+
+class NotComparable(BenchmatrixError):
+    """Two campaigns cannot be compared (exit status :data:`NOT_COMPARABLE`)."""
+
+    exit_code = 3
 
 
 @dataclass
@@ -111,6 +125,9 @@ class CampaignComparison:
     family: list[str] = field(default_factory=list)
     descriptive: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    thresholds: dict[str, float] = field(default_factory=dict)
+    basis: str = ""
+    fail_on_inconclusive: bool = False
 
     @property
     def refused(self) -> bool:
@@ -120,10 +137,12 @@ class CampaignComparison:
 
     @property
     def exit_code(self) -> int:
-        """0 nothing worse, 1 some verdict worse, 2 not comparable."""
+        """0 nothing worse, 1 some verdict worse (or inconclusive, with
+        ``fail_on_inconclusive``), :data:`NOT_COMPARABLE` when refused."""
         if self.refused:
-            return 2
-        return 1 if (self.table["verdict"] == "worse").any() else 0
+            return NOT_COMPARABLE
+        failing = {"worse", "inconclusive"} if self.fail_on_inconclusive else {"worse"}
+        return 1 if self.table["verdict"].isin(failing).any() else 0
 
     def counts(self) -> dict[str, int]:
         """Rows per verdict."""
@@ -150,7 +169,7 @@ def load_side(campaign: Campaign) -> Side:
     path = campaign.path
     runs_csv, plan_csv = path / layout.RUNS, path / layout.PLAN
     if not runs_csv.is_file() or not plan_csv.is_file() or not runs_csv.stat().st_size:
-        raise BenchmatrixError(f"{path}: campaign {campaign.name} has no runs.csv yet; run or report it first")
+        raise NotComparable(f"{path}: campaign {campaign.name} has no runs.csv yet; run or report it first")
     plan, factor_names = read_plan(plan_csv)
     runs = pd.read_csv(runs_csv)
     try:
@@ -273,53 +292,121 @@ def _metrics(side: Side) -> list[str]:
     return [c for c in side.runs.columns if c not in _RUN_COLUMNS and c not in set(side.factor_names)]
 
 
-def _groups(eff: pd.DataFrame, metric: str) -> pd.DataFrame:
+def _groups(eff: pd.DataFrame, metric: str, scale: str = LINEAR) -> pd.DataFrame:
+    """count, mean and var of ``metric`` per (cell_id, host), on the comparison's scale."""
     values = pd.to_numeric(eff[metric], errors="coerce").astype("float64")
+    if scale == LOG:
+        values = np.log(values.where(values > 0))
     frame = pd.DataFrame({"cell_id": eff["cell_id"].astype(str).to_numpy(),
                           "host": eff["host"].astype(str).to_numpy() if "host" in eff.columns else "",
                           "y": values.to_numpy()}).dropna(subset=["y"])
     return frame.groupby(["cell_id", "host"], sort=True)["y"].agg(["count", "mean", "var"])
 
 
+@dataclass
+class Basis:
+    """What a metric's changes between the two campaigns are judged against.
+
+    Attributes:
+        kind: ``campaign_variance`` (estimated from the experiment's other campaigns)
+            or ``threshold`` (no history: a change must exceed the practical threshold).
+        campaigns: How many campaigns the variance was estimated from (0 for threshold).
+        variance: The campaign-to-campaign variance on the metric's scale (relative
+            on the difference scale); NaN for threshold.
+        dof: Its degrees of freedom.
+    """
+
+    kind: str
+    campaigns: int = 0
+    variance: float = float("nan")
+    dof: float = 0.0
+
+    @property
+    def sd_pct(self) -> float:
+        """The campaign-to-campaign standard deviation in percent of the level."""
+        return math.sqrt(self.variance) * 100.0 if math.isfinite(self.variance) else float("nan")
+
+
+#: Fewest campaigns besides B from which the campaign-to-campaign variation is estimated.
+MIN_HISTORY = 2
+
+
+def campaign_basis(history: list[pd.DataFrame], metric: str, scale: str) -> Basis:
+    """:class:`Basis` of one metric from the effective runs of the history's campaigns."""
+    if len(history) < MIN_HISTORY:
+        return Basis(THRESHOLD)
+    stats = [_groups(eff, metric, scale) for eff in history if metric in eff.columns]
+    variance, dof = engine.campaign_variance(stats, relative=scale != LOG)
+    if not dof:
+        return Basis(THRESHOLD)
+    return Basis("campaign_variance", len(stats), variance, dof)
+
+
 def compare_frames(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metrics: list[str], family: list[str],
                    declared: dict[str, Any] | None = None, units: dict[str, str] | None = None,
-                   alpha: float = DEFAULT_ALPHA) -> pd.DataFrame:
+                   alpha: float = DEFAULT_ALPHA, thresholds: dict[str, float] | float = DEFAULT_THRESHOLD,
+                   history: list[pd.DataFrame] | None = None) -> pd.DataFrame:
     """Compare two runs tables cell by cell and host by host (the statistics only).
+
+    Positive metrics are compared as ratios of geometric means (Welch on the log
+    values), the others as differences (:mod:`benchmatrix.analyze.scale`). Campaigns
+    vary more than their runs: with ``history`` (the effective runs of at least
+    :data:`MIN_HISTORY` campaigns of the experiment other than B, A among them) each
+    metric's campaign-to-campaign variance is estimated from them and added to each
+    comparison's (basis ``campaign_variance``); without one, a change must lie beyond
+    the practical threshold (basis ``threshold``). The verdict engine
+    (:func:`benchmatrix.analyze.verdict.judge`) does the rest.
 
     Args:
         runs_a: Rows of A's runs.csv (every attempt; the effective runs are used).
         runs_b: Rows of B's runs.csv.
         metrics: Metrics to compare (those missing on a side are skipped).
         family: Metrics of Holm's family; the others get verdict ``descriptive``.
-        declared: ``workload.metrics`` (for each metric's direction).
+        declared: ``workload.metrics`` (for each metric's direction and scale).
         units: Metric -> unit.
         alpha: Significance level.
+        thresholds: The practical threshold per metric (a fraction), or one for all.
+        history: Effective runs of the experiment's campaigns other than B.
 
     Returns:
         One row per (cell_id, host, metric) measured in both: ``cell_id, host, metric,
-        unit, better, n_a, n_b, mean_a, mean_b, rel_diff_pct`` (B vs A), both
-        intervals, ``p_value`` (Holm-adjusted), ``p_value_unadjusted, df, verdict``.
+        unit, better, n_a, n_b, mean_a, mean_b`` (geometric means for the log scale),
+        ``rel_diff_pct`` (B vs A), both intervals, ``p_value`` (Holm-adjusted),
+        ``p_value_unadjusted, df, verdict, scale, threshold_pct, detectable_pct, basis,
+        campaign_sd_pct``.
     """
     eff_a, eff_b = effective_runs(runs_a), effective_runs(runs_b)
+    common = [m for m in dict.fromkeys(metrics) if m in eff_a.columns and m in eff_b.columns]
+    scales, _ = metric_scales(pd.concat([eff_a[common], eff_b[common]], ignore_index=True), common, declared, units)
     rows = []
-    for metric in dict.fromkeys(metrics):
-        if metric not in eff_a.columns or metric not in eff_b.columns:
-            continue
-        ga, gb = _groups(eff_a, metric), _groups(eff_b, metric)
+    for metric in common:
+        scale = scales[metric]
+        ga, gb = _groups(eff_a, metric, scale), _groups(eff_b, metric, scale)
         direction = metric_direction(metric, declared)
+        basis = campaign_basis(history or [], metric, scale)
         for key in ga.index.intersection(gb.index):
             na, ma, va = ga.loc[key]
             nb, mb, vb = gb.loc[key]
-            # B is the "level", A the "baseline": rel_diff = (mean_b - mean_a) / |mean_a|.
+            # B is the "level", A the "baseline": rel_diff = B vs A.
             s = _side_stats(mb, vb, int(nb), ma, va, int(na))
+            if basis.kind == "campaign_variance" and np.isfinite(s["_se2"]):
+                se2, df = engine.add_campaign_variance(s["_se2"], s["df"], basis.variance, basis.dof,
+                                                       1.0 if scale == LOG else ma * ma)
+                s.update(_se2=float(se2), df=float(df), _va=s["_va"] + basis.variance * (1.0 if scale == LOG else
+                                                                                       ma * ma),
+                         _vb=s["_vb"] + basis.variance * (1.0 if scale == LOG else ma * ma))
             rows.append({"cell_id": key[0], "host": key[1], "metric": metric, "unit": (units or {}).get(metric, ""),
-                         "better": direction, **s})
+                         "better": direction, **s, "_scale": scale,
+                         "_basis": ZERO if basis.kind == "campaign_variance" else THRESHOLD,
+                         "_basis_text": basis.kind, "campaign_sd_pct": basis.sd_pct})
     if not rows:
         return pd.DataFrame(columns=["cell_id", "host", "metric", "unit", "better", "n_a", "n_b", "mean_a", "mean_b",
                                      "rel_diff_pct", "ci_low_pct", "ci_high_pct", "ci_low_adj_pct",
-                                     "ci_high_adj_pct", "p_value", "p_value_unadjusted", "df", "verdict"])
+                                     "ci_high_adj_pct", "p_value", "p_value_unadjusted", "df", "verdict", "scale",
+                                     "threshold_pct", "detectable_pct", "basis", "campaign_sd_pct"])
     table = pd.DataFrame(rows)
-    _judge(table, set(family), alpha)
+    engine.judge(table, set(family), alpha, thresholds)
+    table["basis"] = table["_basis_text"]
     table = table.rename(columns={"n_level": "n_b", "n_baseline": "n_a", "mean_level": "mean_b",
                                   "mean_baseline": "mean_a"})
     return table[[c for c in table.columns if not c.startswith("_")]]
@@ -332,13 +419,45 @@ def _units(side: Side) -> dict[str, str]:
     return metric_units(dig(side.spec, "workload.metrics"), seen)
 
 
-def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None) -> CampaignComparison:
+def history_runs(a: Campaign, b: Campaign, spec_a: dict[str, Any] | None) -> list[pd.DataFrame]:
+    """The effective runs of every campaign of B's experiment but B that measured what
+    A measured (the same measurement keys in spec.json, or no spec.json to tell),
+    A included: the history from which campaigns' variation is estimated."""
+    out = []
+    for c in list_campaigns(experiment_dir_of(b)):
+        if c.path.resolve() == b.path.resolve():
+            continue
+        if c.path.resolve() == a.path.resolve():
+            runs_csv = a.path / layout.RUNS
+        else:
+            try:
+                other = json.loads((c.path / SPEC_FILE).read_text())
+            except (OSError, ValueError):
+                other = None
+            if spec_a is not None and other is not None and any(
+                    _text(measured(spec_a, k)) != _text(measured(other, k)) for k in MEASUREMENT_KEYS):
+                continue
+            runs_csv = c.path / layout.RUNS
+        try:
+            runs = pd.read_csv(runs_csv)
+        except (OSError, ValueError):
+            continue
+        eff = effective_runs(runs)
+        if len(eff):
+            out.append(eff)
+    return out
+
+
+def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None,
+                      threshold: float | None = None) -> CampaignComparison:
     """Compare campaign ``b`` against campaign ``a`` (see the module docstring).
 
     Args:
         a: The baseline campaign.
         b: The campaign compared with it.
         alpha: Significance level; default B's ``report.alpha`` or 0.05.
+        threshold: The practical threshold (a fraction) for every metric; default
+            B's ``report.threshold`` (per metric where it says so), else 5 %.
 
     Returns:
         The comparison; ``exit_code`` says what ``bmx compare`` exits with.
@@ -352,7 +471,10 @@ def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None) -> C
     metrics = wanted or sorted(common)
     family = [m for m in family_metrics(stored, metrics) if m in metrics]
     units = {**_units(sa), **_units(sb)}
-    table = compare_frames(sa.runs, sb.runs, metrics, family, dig(spec, "workload.metrics"), units, alpha)
+    thresholds = {m: threshold if threshold is not None else stored.report.threshold_for(m) for m in metrics}
+    history = history_runs(a, b, sa.spec)
+    table = compare_frames(sa.runs, sb.runs, metrics, family, dig(spec, "workload.metrics"), units, alpha,
+                           thresholds, history)
     pairs_a = _pairs(sa.runs)
     pairs_b = _pairs(sb.runs)
     common_pairs = sorted(pairs_a & pairs_b)
@@ -361,9 +483,12 @@ def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None) -> C
     result = CampaignComparison(a, b, table, measurement, environment, sorted(pairs_a - pairs_b),
                                 sorted(pairs_b - pairs_a), factor_names, alpha, family,
                                 [m for m in metrics if m not in set(family)], notes)
+    result.thresholds = thresholds
     if not len(table):
         result.notes.append("no cell was measured (ok runs with a metric) on the same host in both campaigns")
         return result
+    result.basis = _basis_note(table, len(history))
+    result.notes.append(result.basis)
     changes = _changes_by_row(environment)
     table["environment"] = ["; ".join(x for x in (changes.get(("", h), ""), changes.get((c, h), "")) if x)
                             for c, h in zip(table["cell_id"], table["host"])]
@@ -382,6 +507,19 @@ def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None) -> C
         result.notes.append(f"verdicts and Holm's adjustment cover {', '.join(family) or 'none'}; descriptive "
                             f"(unadjusted 95 % intervals, no verdict): {', '.join(result.descriptive)}")
     return result
+
+
+def _basis_note(table: pd.DataFrame, history: int) -> str:
+    """One sentence saying what the verdicts were judged against."""
+    kinds = set(table["basis"])
+    if kinds == {"campaign_variance"}:
+        sds = table.drop_duplicates("metric")[["metric", "campaign_sd_pct"]]
+        spread = ", ".join(f"{m} {v:.2g} %" for m, v in zip(sds["metric"], sds["campaign_sd_pct"]))
+        return (f"campaign-to-campaign variation estimated from {history} campaigns of the experiment (A among "
+                f"them; SD {spread}) and added to the runs' noise: a verdict means B moved more than campaigns do")
+    return (f"no history to estimate how much campaigns vary (it needs {MIN_HISTORY} campaigns besides B): a "
+            f"change is better or worse only where its whole interval lies beyond the practical threshold "
+            f"(report.threshold or --threshold)")
 
 
 def _sort_key(value: Any) -> tuple[int, float, str]:
@@ -470,13 +608,18 @@ def context(result: CampaignComparison) -> dict[str, Any]:
         r["ci"] = (f"[{lo:+.1f}, {hi:+.1f}]" if _finite(lo) and _finite(hi) else "unbounded"
                    if _finite(r["rel_diff_pct"]) else "-")
         r["rel"] = f"{r['rel_diff_pct']:+.1f}" if _finite(r["rel_diff_pct"]) else "-"
+        r["threshold"] = f"{r['threshold_pct']:g}" if _finite(r.get("threshold_pct")) else "-"
+        r["detectable"] = f"{r['detectable_pct']:.1f}" if _finite(r.get("detectable_pct")) else "-"
+        r["scale_text"] = "ratio" if r.get("scale") == "log" else "difference"
         r["verdict_text"] = r["verdict"].replace("_", " ") + (f" ({r['environment']})" if r["environment"]
                                                               and r["verdict"] in ("better", "worse", "higher",
                                                                                     "lower") else "")
     return {"a": side(result.a), "b": side(result.b), "rows": rows, "refused": result.refused,
             "exit_code": result.exit_code, "measurement": result.measurement, "environment": result.environment,
             "only_a": result.only_a, "only_b": result.only_b, "alpha": result.alpha, "family": result.family,
-            "descriptive": result.descriptive, "notes": result.notes, "counts": result.counts(),
+            "descriptive": result.descriptive, "notes": [n for n in result.notes if n != result.basis],
+            "counts": result.counts(), "basis": result.basis or "",
+            "basis_kind": "threshold" if rows and set(r.get("basis") for r in rows) == {"threshold"} else "zero",
             "multi_host": len({r["host"] for r in rows}) > 1}
 
 
@@ -504,8 +647,19 @@ def write_comparison(result: CampaignComparison, out: Path | None = None) -> dic
 
 
 def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | None = None,
-                 out: Path | None = None, as_json: bool = False) -> int:
-    """``bmx compare``: resolve, compare, write, print; returns the exit code."""
+                 out: Path | None = None, as_json: bool = False, threshold: float | None = None,
+                 fail_on_inconclusive: bool = False) -> int:
+    """``bmx compare``: resolve, compare, write, print; returns the exit code.
+
+    Args:
+        ref_a, ref_b: The campaigns as the user names them (A the baseline).
+        project_dir: The project (its results/ holds the campaigns).
+        spec_path: Resolve A and B among this spec's experiment's campaigns.
+        out: Where to write the files (default :func:`default_out`).
+        as_json: Print JSON instead of lines.
+        threshold: The practical threshold (a fraction) for every metric.
+        fail_on_inconclusive: Exit 1 on ``inconclusive`` too (a CI gate that wants an answer).
+    """
     exp = None
     if spec_path:
         from benchmatrix.execute.rules import exp_dir_of
@@ -515,7 +669,8 @@ def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | Non
     a, b = resolve(ref_a, project_dir, exp), resolve(ref_b, project_dir, exp)
     if a.path.resolve() == b.path.resolve():
         raise BenchmatrixError(f"{ref_a} and {ref_b} name the same campaign {a.id}")
-    result = compare_campaigns(a, b)
+    result = compare_campaigns(a, b, threshold=threshold)
+    result.fail_on_inconclusive = fail_on_inconclusive
     paths = write_comparison(result, out)
     if as_json:
         print(json.dumps({"a": a.id, "b": b.id, "exit_code": result.exit_code, "refused": result.refused,
@@ -537,9 +692,11 @@ def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | Non
                 print(f"bmx: environment on {d['host']}: {d['what']} {d['a']} -> {d['b']}")
         counts = result.counts()
         print("bmx: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(counts.items())))
-        worse = result.table[result.table["verdict"] == "worse"]
-        for r in worse.head(20).to_dict("records"):
-            print(f"bmx: worse: {r['metric']} {r['rel_diff_pct']:+.1f}% at cell {r['cell_id']} on {r['host']}"
+        found = result.table[result.table["verdict"].isin(["worse", "better", "higher", "lower"])]
+        found = found.assign(_size=-found["rel_diff_pct"].abs()).sort_values("_size", kind="stable")
+        for r in found.head(20).to_dict("records"):
+            print(f"bmx: {r['verdict']}: {r['metric']} {r['rel_diff_pct']:+.1f}% "
+                  f"[{r['ci_low_adj_pct']:+.1f}, {r['ci_high_adj_pct']:+.1f}] at cell {r['cell_id']} on {r['host']}"
                   + (f" ({r['environment']})" if r["environment"] else ""))
     for n in result.notes:
         print(f"bmx: note: {n}")

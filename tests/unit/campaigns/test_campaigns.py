@@ -257,7 +257,8 @@ def test_compare_of_two_runs_of_the_same_workload_gives_verdicts(kept):
     out_dir = project.exp("keep_cmp") / "compare" / "before_vs_after"
     table = pd.read_csv(out_dir / "compare.csv")
     assert len(table) == 2 and set(table["size"]) == {1, 2} and set(table["metric"]) == {"v"}
-    assert set(table["verdict"]) <= {"better", "worse", "no_difference"}
+    assert set(table["verdict"]) <= {"better", "worse", "equivalent", "inconclusive"}
+    assert set(table["basis"]) == {"threshold"}       # "edited" measured something else: no history
     assert ((res.returncode == 1) == (table["verdict"] == "worse").any())
     md = (out_dir / "compare.md").read_text()
     assert "| v (ms) | size=1 |" in md and (out_dir / "compare.html").is_file()
@@ -270,7 +271,7 @@ def test_compare_refuses_an_edited_workload_with_a_table_of_what_differs(kept):
     after = find_campaign(exp, "after")
     # Campaigns named by directory; no --spec needed.
     res = project.bmx("compare", str(after.path), str(exp))
-    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.returncode == 3, res.stdout + res.stderr
     assert "not comparable: the measurement differs" in res.stdout and "workload.vars" in res.stdout
     out_dir = exp / "compare" / "after_vs_edited"
     prov = pd.read_csv(out_dir / "provenance.csv")

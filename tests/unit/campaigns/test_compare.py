@@ -40,7 +40,7 @@ def test_each_cell_gets_a_relative_difference_ci_and_a_verdict_in_the_metrics_di
               ("c3", "3"): [100.2, 100.9, 99.1, 100.4, 99.6]})
     t = compare_frames(a, b, ["tps"], ["tps"], {"tps": {"better": "higher"}}).set_index("cell_id")
     assert t.loc["c1", "verdict"] == "better" and t.loc["c2", "verdict"] == "worse"
-    assert t.loc["c3", "verdict"] == "no_difference"
+    assert t.loc["c3", "verdict"] == "equivalent"          # its interval lies inside +-5 %
     assert t.loc["c1", "rel_diff_pct"] == pytest.approx(10.0)
     assert t.loc["c1", "ci_low_adj_pct"] < 10.0 < t.loc["c1", "ci_high_adj_pct"]
     assert t.loc["c1", "n_a"] == 5 and t.loc["c1", "mean_b"] == pytest.approx(110.0)
@@ -65,12 +65,15 @@ def test_holm_runs_over_every_row_of_the_family_and_its_intervals_agree_with_the
     assert (differs == excludes_zero).all()
 
 
-def test_too_few_runs_is_insufficient_data_and_metrics_outside_the_family_are_descriptive():
+def test_too_few_runs_are_inconclusive_and_metrics_outside_the_family_are_descriptive():
     a = runs({("c1", "1"): [1.0, 2.0]}) .assign(lat=[5.0, 6.0])
     b = runs({("c1", "1"): [1.1, 2.1]}).assign(lat=[5.5, 6.5])
     t = compare_frames(a, b, ["tps", "lat"], ["tps"], {}).set_index("metric")
-    assert t.loc["tps", "verdict"] == "insufficient_data"
+    assert t.loc["tps", "verdict"] == "inconclusive"
     assert t.loc["lat", "verdict"] == "descriptive" and np.isnan(t.loc["lat", "p_value"])
+    # One run a side: no spread to judge by, no test.
+    t = compare_frames(a.iloc[:1], b.iloc[:1], ["tps"], ["tps"], {})
+    assert t["verdict"].tolist() == ["insufficient_data"]
 
 
 def test_only_matching_cells_and_hosts_are_compared():
@@ -119,20 +122,20 @@ def test_exit_codes_and_the_written_files(tmp_path):
     md = paths["compare.md"].read_text()
     assert "worse (kernel 6.1 -> 6.6)" in md and "| tps | x=1 |" in md
     assert "worse (kernel 6.1 -&gt; 6.6)" in paths["compare.html"].read_text()
-    assert pd.read_csv(paths["compare.csv"])["verdict"].tolist() == ["worse", "no_difference"]
+    assert pd.read_csv(paths["compare.csv"])["verdict"].tolist() == ["worse", "equivalent"]
     assert CampaignComparison(a, b, table[table["cell_id"] == "c2"]).exit_code == 0
     refused = CampaignComparison(a, b, table, measurement=[{"kind": "measurement", "scope": "spec", "host": "",
                                                             "cell_id": "", "what": "workload.vars", "a": "1",
                                                             "b": "2"}])
-    assert refused.exit_code == 2
+    assert refused.exit_code == 3          # not comparable: neither a verdict nor a usage error
     paths = write_comparison(refused, tmp_path / "refused")
     assert "Not comparable" in paths["compare.md"].read_text() and "| spec | workload.vars |" in \
         paths["compare.md"].read_text()
     assert pd.read_csv(paths["provenance.csv"])["kind"].tolist() == ["measurement"]
-    assert CampaignComparison(a, b, table.iloc[0:0]).exit_code == 2
+    assert CampaignComparison(a, b, table.iloc[0:0]).exit_code == 3
 
 
-def test_a_campaign_that_cannot_be_found_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
+def test_a_campaign_that_cannot_be_found_exits_2_and_one_never_run_3_with_one_line(tmp_path, monkeypatch, capsys):
     from benchmatrix import cli
 
     exp = tmp_path / "results" / "x"
@@ -143,8 +146,8 @@ def test_a_campaign_that_cannot_be_found_exits_2_with_one_line(tmp_path, monkeyp
     assert cli.main(["compare", "old", "nosuch"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no campaign 'nosuch'" in err
-    # Found, but never run: no runs.csv to compare.
-    assert cli.main(["compare", "old", "now"]) == 2
+    # Found, but never run: no runs.csv to compare, so not comparable.
+    assert cli.main(["compare", "old", "now"]) == 3
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "has no runs.csv yet" in err
 
@@ -180,12 +183,13 @@ def test_compare_campaigns_names_the_environment_change_in_the_verdicts(tmp_path
                       "6.6")
     result = compare_campaigns(a, b)
     t = result.table
-    assert result.exit_code == 1 and list(t["x"]) == ["1", "2"] and list(t["verdict"]) == ["worse", "no_difference"]
+    assert result.exit_code == 1 and list(t["x"]) == ["1", "2"] and list(t["verdict"]) == ["worse", "equivalent"]
     assert set(t["environment"]) == {"kernel 6.1 -> 6.6"} and t["unit"].tolist() == ["tx/s", "tx/s"]
     md = write_comparison(result, tmp_path / "out")["compare.md"].read_text()
-    assert "| tps (tx/s) | x=1 | 5 | 5 | 100.0 | 90.00 | -10.0 |" in md and "worse (kernel 6.1 -> 6.6)" in md
+    assert "| tps (tx/s) | x=1 | 5 | 5 | 100.00 | 90.00 | -10.0 |" in md and "worse (kernel 6.1 -> 6.6)" in md
+    assert "| ±5 |" in md and "| ratio | worse" in md
     c = _campaign_dir(tmp_path / "c", "ccc000000001", {("c1", "1"): BASE}, "6.6", argv="other")
     refused = compare_campaigns(a, c)
-    assert refused.exit_code == 2 and {d["what"] for d in refused.measurement} == {
+    assert refused.exit_code == 3 and {d["what"] for d in refused.measurement} == {
         "workload.vars", "workload (role, argv, before_run)"}
     assert refused.only_a == [("c2", "h1")]
