@@ -37,9 +37,9 @@ import numpy as np
 import pandas as pd
 
 from benchmatrix.analyze import verdict as engine
-from benchmatrix.analyze.comparisons import _side_stats, family_metrics, level_key
+from benchmatrix.analyze.comparisons import family_metrics, level_key
 from benchmatrix.analyze.scale import LINEAR, LOG, metric_scales
-from benchmatrix.analyze.stats import effective_runs, metric_direction
+from benchmatrix.analyze.stats import effective_runs, metric_direction, welch_df
 from benchmatrix.analyze.verdict import THRESHOLD, ZERO
 from benchmatrix.campaigns.store import (
     CAMPAIGNS_DIR,
@@ -293,14 +293,47 @@ def _metrics(side: Side) -> list[str]:
 
 
 def _groups(eff: pd.DataFrame, metric: str, scale: str = LINEAR) -> pd.DataFrame:
-    """count, mean and var of ``metric`` per (cell_id, host), on the comparison's scale."""
-    values = pd.to_numeric(eff[metric], errors="coerce").astype("float64")
+    """count, mean and var of ``metric`` per (cell_id, host), on the comparison's scale.
+
+    Sums per group with numpy (two passes for the variance), not a pandas group-by:
+    a comparison across campaigns computes this for every metric of every campaign
+    of the history, and the Monte Carlo tests for thousands of campaigns.
+    """
+    values = pd.to_numeric(eff[metric], errors="coerce").to_numpy(dtype="float64")
     if scale == LOG:
-        values = np.log(values.where(values > 0))
-    frame = pd.DataFrame({"cell_id": eff["cell_id"].astype(str).to_numpy(),
-                          "host": eff["host"].astype(str).to_numpy() if "host" in eff.columns else "",
-                          "y": values.to_numpy()}).dropna(subset=["y"])
-    return frame.groupby(["cell_id", "host"], sort=True)["y"].agg(["count", "mean", "var"])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            values = np.where(values > 0, np.log(np.where(values > 0, values, 1.0)), np.nan)
+    cells = eff["cell_id"].astype(str).to_numpy()
+    hosts = eff["host"].astype(str).to_numpy() if "host" in eff.columns else np.full(len(eff), "", dtype=object)
+    have = np.isfinite(values)
+    if not have.any():
+        return pd.DataFrame({"count": [], "mean": [], "var": []},
+                            index=pd.MultiIndex.from_arrays([[], []], names=["cell_id", "host"]))
+    pairs = pd.MultiIndex.from_arrays([cells[have], hosts[have]], names=["cell_id", "host"])
+    codes, uniques = pd.factorize(pairs, sort=True)
+    y = values[have]
+    count = np.bincount(codes, minlength=len(uniques)).astype("float64")
+    mean = np.bincount(codes, weights=y, minlength=len(uniques)) / count
+    dev = y - mean[codes]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var = np.where(count > 1, np.bincount(codes, weights=dev * dev, minlength=len(uniques)) / (count - 1), np.nan)
+    return pd.DataFrame({"count": count.astype("int64"), "mean": mean, "var": var},
+                        index=pd.MultiIndex.from_tuples(list(uniques), names=["cell_id", "host"]))
+
+
+def _side_frame(both: pd.DataFrame) -> pd.DataFrame:
+    """:func:`benchmatrix.analyze.comparisons._side_stats` for every row at once: B
+    (``_b``) is the level, A (``_a``) the baseline; independent samples (Welch)."""
+    na, ma, va = (both[f"{c}_a"].to_numpy(dtype="float64") for c in ("count", "mean", "var"))
+    nb, mb, vb = (both[f"{c}_b"].to_numpy(dtype="float64") for c in ("count", "mean", "var"))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        qa, qb = va / na, vb / nb
+        df = np.where((na >= 2) & (nb >= 2), welch_df(vb, nb, va, na), np.nan)
+    se2 = qa + qb
+    return pd.DataFrame({"n_level": nb.astype("int64"), "n_baseline": na.astype("int64"), "mean_level": mb,
+                         "mean_baseline": ma, "df": df, "_est": mb - ma, "_se2": se2, "_va": qb, "_vb": qa,
+                         "_cov": 0.0, "_constant": (na >= 2) & (nb >= 2) & (va == 0) & (vb == 0),
+                         "_units": np.minimum(na, nb)}, index=both.index)
 
 
 @dataclass
@@ -384,27 +417,28 @@ def compare_frames(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metrics: list[str
         ga, gb = _groups(eff_a, metric, scale), _groups(eff_b, metric, scale)
         direction = metric_direction(metric, declared)
         basis = campaign_basis(history or [], metric, scale)
-        for key in ga.index.intersection(gb.index):
-            na, ma, va = ga.loc[key]
-            nb, mb, vb = gb.loc[key]
-            # B is the "level", A the "baseline": rel_diff = B vs A.
-            s = _side_stats(mb, vb, int(nb), ma, va, int(na))
-            if basis.kind == "campaign_variance" and np.isfinite(s["_se2"]):
-                se2, df = engine.add_campaign_variance(s["_se2"], s["df"], basis.variance, basis.dof,
-                                                       1.0 if scale == LOG else ma * ma)
-                s.update(_se2=float(se2), df=float(df), _va=s["_va"] + basis.variance * (1.0 if scale == LOG else
-                                                                                       ma * ma),
-                         _vb=s["_vb"] + basis.variance * (1.0 if scale == LOG else ma * ma))
-            rows.append({"cell_id": key[0], "host": key[1], "metric": metric, "unit": (units or {}).get(metric, ""),
-                         "better": direction, **s, "_scale": scale,
-                         "_basis": ZERO if basis.kind == "campaign_variance" else THRESHOLD,
-                         "_basis_text": basis.kind, "campaign_sd_pct": basis.sd_pct})
+        both = ga.add_suffix("_a").join(gb.add_suffix("_b"), how="inner")
+        if both.empty:
+            continue
+        # B is the "level", A the "baseline": rel_diff = B vs A.
+        part = _side_frame(both)
+        if basis.kind == "campaign_variance":
+            extra = basis.variance * (1.0 if scale == LOG else part["mean_baseline"].to_numpy() ** 2)
+            part["_se2"], part["df"] = engine.add_campaign_variance(part["_se2"], part["df"], basis.variance,
+                                                                    basis.dof, extra / basis.variance
+                                                                    if basis.variance else 1.0)
+            part["_va"], part["_vb"] = part["_va"] + extra, part["_vb"] + extra
+        part.insert(0, "metric", metric)
+        part = part.assign(unit=(units or {}).get(metric, ""), better=direction, _scale=scale,
+                           _basis=ZERO if basis.kind == "campaign_variance" else THRESHOLD,
+                           _basis_text=basis.kind, campaign_sd_pct=basis.sd_pct)
+        rows.append(part.reset_index())
     if not rows:
         return pd.DataFrame(columns=["cell_id", "host", "metric", "unit", "better", "n_a", "n_b", "mean_a", "mean_b",
                                      "rel_diff_pct", "ci_low_pct", "ci_high_pct", "ci_low_adj_pct",
                                      "ci_high_adj_pct", "p_value", "p_value_unadjusted", "df", "verdict", "scale",
                                      "threshold_pct", "detectable_pct", "basis", "campaign_sd_pct"])
-    table = pd.DataFrame(rows)
+    table = pd.concat(rows, ignore_index=True)
     engine.judge(table, set(family), alpha, thresholds)
     table["basis"] = table["_basis_text"]
     table = table.rename(columns={"n_level": "n_b", "n_baseline": "n_a", "mean_level": "mean_b",
