@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmatrix.analyze.verdict import adjusted_levels
 from benchmatrix.analyze.stats import holm
+from benchmatrix.analyze.verdict import adjusted_levels
 from benchmatrix.campaigns.compare import (
     CampaignComparison,
     Side,
