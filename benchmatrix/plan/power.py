@@ -581,9 +581,11 @@ def replicate_plan(detect: float, samples: list[CvSample], replicates: int, visi
         worst = max(ms, key=spread)
         noisiest = max(ms, key=lambda s: s.cv)
         sigma = planned_sigma[metric]
+        effect = _effect(detect, scale, sigma)
         per_metric.append({
             "metric": metric, "scale": scale, "cells": len(ms),
-            "sigma": sigma, "sigma_rule": RULES[scale], "effect": _effect(detect, scale, sigma),
+            "sigma": sigma, "sigma_rule": RULES[scale],
+            "effect": effect if math.isfinite(effect) else None,
             "needed": needed_for(metric, sigma),
             "median_sigma": statistics.median(sigmas), "max_sigma": spread(worst), "max_sigma_cell": worst.cell_id,
             "needed_at_median_sigma": needed_for(metric, statistics.median(sigmas)),

@@ -118,6 +118,10 @@ def test_log_sd_from_cv_and_the_log_planners_figures():
     assert abs(runs_needed_log(0.05, log_sd_from_cv(0.02)) - runs_needed(0.05, 0.02)) <= 1
     assert runs_needed_log(0.5, log_sd_from_cv(0.2)) == 6
     assert runs_needed_log(0.5, 0.0) == 2
+    # A constant metric (no spread): the fewest runs, and JSON without Infinity.
+    plan = replicate_plan(0.5, [CvSample("lat", "c1", 0.0, 5, scale="log", sd_log=0.0)], 3, None, [], "x")
+    assert plan["cheap"]["needed"] == 2 and plan["metrics"][0]["effect"] is None
+    json.dumps(plan, allow_nan=False)
 
 
 # ---------------------------------------------------------------- pilots
