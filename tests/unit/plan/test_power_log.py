@@ -81,7 +81,7 @@ def planned_n(detect: float, cv: float, family: int) -> int:
 
 # (cv, detect, family, simulations): fewer simulations where n runs into the thousands.
 CASES = [(0.2, 0.1, 1, 4000), (0.2, 0.1, 4, 3000), (0.2, 0.5, 1, 6000), (0.2, 0.5, 4, 6000),
-         (0.9, 0.5, 1, 4000), (0.9, 0.5, 4, 3000), (0.9, 0.1, 1, 600), (0.9, 0.1, 4, 300)]
+         (0.9, 0.5, 1, 4000), (0.9, 0.5, 4, 3000), (0.9, 0.1, 1, 1000), (0.9, 0.1, 4, 600)]
 
 
 @pytest.mark.parametrize("cv, detect, family, sims", CASES)
