@@ -109,9 +109,11 @@ def _alternative_plans(spec: Spec, hosts: list[str], max_runs: int, max_seconds:
     return out
 
 
-def _detect_inputs(args: argparse.Namespace, spec: Spec, proj: Path) -> tuple[float, list[Any], str] | None:
-    """Check the ``--detect`` options before anything is written: (difference, CVs, source)."""
-    from benchmatrix.plan.power import CvSample, parse_fraction, pilot_cvs
+def _detect_inputs(args: argparse.Namespace, spec: Spec, proj: Path
+                   ) -> tuple[float, list[Any], str, list[str]] | None:
+    """Check the ``--detect`` options before anything is written: (difference, spreads,
+    source, notes on the scales)."""
+    from benchmatrix.plan.power import family_metrics, given_cv_samples, parse_fraction, pilot_samples, workload_units
 
     if args.detect is None:
         if args.cv is not None or args.pilot is not None:
@@ -122,15 +124,21 @@ def _detect_inputs(args: argparse.Namespace, spec: Spec, proj: Path) -> tuple[fl
         if not 0 < value < 1:
             raise BenchmatrixError(f"{name} {value}: must lie between 0 and 1")
     if args.cv is not None:
-        return detect, [CvSample("(any)", "(every cell)", parse_fraction(args.cv, "--cv"), 0)], f"--cv {args.cv}"
+        samples = given_cv_samples(parse_fraction(args.cv, "--cv"), family_metrics(spec)[0],
+                                   spec.declared_metrics, workload_units(spec))
+        return detect, samples, f"--cv {args.cv}", []
     if args.pilot is None:
         raise BenchmatrixError("--detect needs the runs' coefficient of variation: give --cv 0.04 "
                                "or --pilot results/NAME of an earlier campaign")
     pilot = Path(args.pilot)
     if not pilot.exists() and not pilot.is_absolute() and (proj / pilot).exists():
         pilot = proj / pilot
-    samples = pilot_cvs(pilot, list(spec.report.metrics) or None)
-    return detect, samples, f"CV per cell and metric in {pilot / 'summary.csv' if pilot.is_dir() else pilot}"
+    samples, notes = pilot_samples(pilot, list(spec.report.metrics) or None, spec.declared_metrics,
+                                   workload_units(spec))
+    where = pilot if not pilot.is_dir() else pilot / layout.SUMMARY
+    runs = where.parent / layout.RUNS
+    detail = "runs.csv beside it gives the log sd" if runs.is_file() else "no runs.csv: log sd from each cell's CV"
+    return detect, samples, f"{where}, per cell and metric ({detail})", notes
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -176,7 +184,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         family = family_size(spec, hosts, [s.metric for s in detect[1] if s.metric != "(any)"])
         replicates = replicate_plan(detect[0], detect[1], spec.replicates,
                                     visits_per_cell(planned) if whole else None, whole, detect[2],
-                                    args.alpha, args.power, family)
+                                    args.alpha, args.power, family, detect[3])
     data = {"experiment": spec.name, "plan": str(out), "hosts": hosts, "cells": len(spec.cells),
             "replicates": spec.replicates, "strategy": spec.order["strategy"],
             "seed": spec.order["seed"],
@@ -243,17 +251,24 @@ def _replicates_text(rp: dict[str, Any]) -> str:
              f"{max(1, len(fam['metrics']))} metric(s) from {fam['metrics_source']}"
              f"{' (' + ', '.join(fam['metrics']) + ')' if fam['metrics'] else ''}; "
              f"planned at alpha/{fam['size']} = {fam['alpha_per_comparison']:.3g} per comparison",
-             f"  CV from {rp['source']}; {rp['rule']}"]
-    lines.append(f"  {'metric':24}{'cells':>6}{'median cv':>11}{'max cv':>9}{'runs needed (median/max cv)':>30}")
+             f"  spread from {rp['source']}",
+             f"  positive metrics (scale log) are compared as ratios: Welch's test on log values, planned for a "
+             f"ratio of {rp['detect_ratio']:g} (a drop of {rp['detect'] * 100:g}% is detected with more power) "
+             f"with the sd of the log values pooled over the cells; others (scale linear) with the largest CV"]
+    lines.append(f"  {'metric':24}{'scale':>7}{'cells':>6}{'sigma':>9}{'median':>9}{'max':>9}"
+                 f"{'runs needed (sigma; median / max cell)':>41}")
     for m in rp["metrics"]:
-        lines.append(f"  {m['metric']:24}{m['cells']:>6}{m['median_cv']:>11.2%}{m['max_cv']:>9.2%}"
-                     f"{str(m['needed_at_median_cv']) + ' / ' + str(m['needed_at_max_cv']):>30}")
+        runs = f"{m['needed']} ({m['needed_at_median_sigma']} / {m['needed_at_max_sigma']})"
+        lines.append(f"  {m['metric']:24}{m['scale']:>7}{m['cells']:>6}{m['sigma']:>9.4g}{m['median_sigma']:>9.4g}"
+                     f"{m['max_sigma']:>9.4g}{runs:>41}")
+    lines.append("  sigma: on the log scale the sd of log(value), on the linear scale the CV (sd / mean)")
     c = rp["cheap"]
     lines.append(f"  cheap factors: {c['needed']} replicates per cell needed, the spec has {c['planned']}")
     w = rp["whole_plot"]
     if w:
         lines.append(f"  whole-plot factors ({', '.join(w['factors'])}): each cell's runs in {w['needed']} "
                      f"separate visits needed, the plan gives {w['planned']}")
+    lines += [f"  note: {x}" for x in rp.get("notes", [])]
     lines += [f"  {x}" for x in rp["warnings"]]
     return "\n".join(lines)
 

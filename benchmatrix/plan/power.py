@@ -30,6 +30,34 @@ runs (min(replicates, visits) in a restricted plan, one per stretch of equal
 settings otherwise). The same CV is used for both: measured across separate visits
 it already holds the visit-to-visit variation, and a visit's mean varies no more
 than one of its runs, so the whole-plot figure errs on the safe side.
+
+**Positive metrics are planned on the log scale.** The report compares throughput,
+latency, time, bandwidth and sizes as ratios: Welch's test on the log values of the
+runs (:mod:`benchmatrix.analyze.scale` decides which metrics). The planner sizes the
+cells for that test:
+
+* The spread is the sd of the log values, ``sigma_log``: from a pilot, each cell's sd
+  of log(value) over its effective runs (or ``sqrt(log(1 + cv^2))`` from its CV when
+  the pilot has no runs.csv); from ``--cv C``, ``sqrt(log(1 + C^2))``, the log sd of a
+  lognormal run with that CV.
+* The effect is ``log(1 + detect) / sigma_log``. ``--detect D`` is a ratio of geometric
+  means; a rise to ``1 + D`` and a drop to ``1 - D`` differ on the log scale, and
+  ``|log(1 + D)| < |log(1 - D)|``, so the rise is the harder one to detect and the one
+  planned for: every ratio at least ``1 + D`` or at most ``1 / (1 + D)`` (a drop of
+  ``D / (1 + D)``, 33 % for 50 %) gets the power, a drop of ``D`` more.
+* The power is Welch's, computed above; it is exact here, since the log values of
+  lognormal runs are normal.
+* One spread for the metric: the log scale exists because a metric's run-to-run
+  noise grows with its level, so that its log values have one spread in every cell
+  (the model the report's test relies on). The planner therefore **pools** the cells'
+  log variances (each weighted by its n - 1), not the noisiest cell's as on the
+  linear scale: the largest of many small-sample sds overstates the common one
+  (more so the more cells there are), and one outlier run sets it alone. The
+  noisiest cell's figure is shown beside it.
+
+Metrics that are not positive (counts, percentages, a metric with a value at or
+below 0 in the pilot, one declared ``positive: false``, or one whose unit is
+unknown) keep the linear planning: ``detect / cv``, the largest CV over cells.
 """
 
 from __future__ import annotations
@@ -43,6 +71,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmatrix.analyze.scale import LINEAR, LOG
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.results import layout
 from benchmatrix.spec.load import DEFAULT_ALPHA
@@ -124,31 +153,28 @@ def welch_power(effect: float, n: int, alpha: float) -> float:
     return float(np.mean(np.clip(upper + lower, 0.0, 1.0)))
 
 
+def log_sd_from_cv(cv: float) -> float:
+    """The sd of the log values of a lognormal run whose CV is ``cv``: ``sqrt(log(1 + cv^2))``."""
+    return math.sqrt(math.log1p(cv * cv))
+
+
 @functools.lru_cache(maxsize=4096)
-def runs_needed(detect: float, cv: float, alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER,
-                family: int = 1) -> int:
-    """Runs per cell for the report's test to detect a relative difference.
+def runs_for_effect(effect: float, alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER,
+                    family: int = 1) -> int:
+    """Runs per cell for Welch's test, Holm-adjusted over ``family`` comparisons, to
+    detect a standardized ``effect`` (difference of the means / sd) with ``power``.
 
-    The report's test is Welch's two-sided t-test, Holm-adjusted over a family of
-    ``family`` comparisons; the power is that of Welch's test at Bonferroni's
-    ``alpha / family``, a lower bound for one real difference under Holm.
-
-    Args:
-        detect: Relative difference between the two cells' means (0.03 for 3%).
-        cv: Coefficient of variation of one run (sd / mean) in each cell.
-        alpha: Significance level of the report (family-wise).
-        power: Wanted probability of detecting the difference.
-        family: Comparisons in the report's Holm family (:func:`family_size`).
+    The power is that of Welch's test at Bonferroni's ``alpha / family``, a lower
+    bound for one real difference under Holm (module docstring).
 
     Returns:
         The smallest number of runs per cell (at least :data:`MIN_RUNS`) whose power
-        reaches ``power``.
+        reaches ``power``; :data:`MIN_RUNS` for an infinite effect (no noise).
     """
     from scipy import stats as sps
 
-    if cv <= 0:
+    if not effect > 0 or math.isinf(effect):
         return MIN_RUNS
-    effect = detect / cv
     level = alpha / max(1, family)
 
     def enough(n: int) -> bool:
@@ -163,6 +189,40 @@ def runs_needed(detect: float, cv: float, alpha: float = DEFAULT_ALPHA, power: f
     while not enough(n):
         n += 1
     return n
+
+
+def runs_needed(detect: float, cv: float, alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER,
+                family: int = 1) -> int:
+    """Runs per cell for the report's test to detect a relative difference of means
+    on the linear scale (a metric that is not positive).
+
+    Args:
+        detect: Relative difference between the two cells' means (0.03 for 3%).
+        cv: Coefficient of variation of one run (sd / mean) in each cell.
+        alpha: Significance level of the report (family-wise).
+        power: Wanted probability of detecting the difference.
+        family: Comparisons in the report's Holm family (:func:`family_size`).
+
+    Returns:
+        :func:`runs_for_effect` of ``detect / cv``.
+    """
+    return runs_for_effect(detect / cv, alpha, power, family) if cv > 0 else MIN_RUNS
+
+
+def runs_needed_log(detect: float, sd_log: float, alpha: float = DEFAULT_ALPHA, power: float = DEFAULT_POWER,
+                    family: int = 1) -> int:
+    """Runs per cell for the report's test of a ratio (Welch's test on log values)
+    to detect a ratio of ``1 + detect`` between the cells' geometric means.
+
+    Args:
+        detect: The ratio to detect minus one (0.5 for 50%); a drop to ``1 - detect``
+            is a larger log ratio and is detected with more power (module docstring).
+        sd_log: Sd of the log values of one run in each cell (:func:`log_sd_from_cv`).
+
+    Returns:
+        :func:`runs_for_effect` of ``log(1 + detect) / sd_log``.
+    """
+    return runs_for_effect(math.log1p(detect) / sd_log, alpha, power, family) if sd_log > 0 else MIN_RUNS
 
 
 def family_metrics(spec: Spec) -> tuple[list[str], str]:
@@ -236,34 +296,117 @@ def family_size(spec: Spec, hosts: list[str] | None = None, known_metrics: list[
 
 @dataclass
 class CvSample:
-    """One coefficient of variation: a cell's (or a given) run-to-run CV of a metric."""
+    """One cell's (or a given) run-to-run spread of a metric.
+
+    Attributes:
+        metric: The metric.
+        cell_id: The cell (``(every cell)`` for a CV given by hand).
+        cv: Coefficient of variation of one run (sd / mean).
+        n: Runs the spread was measured on (0 when given by hand).
+        scale: ``log`` for a positive metric, compared as a ratio; else ``linear``.
+        sd_log: Sd of the log values of one run (``log`` scale only).
+    """
 
     metric: str
     cell_id: str
     cv: float
     n: int
+    scale: str = LINEAR
+    sd_log: float | None = None
+
+    @property
+    def sigma(self) -> float:
+        """The spread the planner uses: ``sd_log`` on the log scale, else ``cv``."""
+        return self.sd_log if self.scale == LOG and self.sd_log is not None else self.cv
 
 
-def pilot_cvs(pilot: Path, metrics: list[str] | None = None) -> list[CvSample]:
-    """The CVs per cell and metric of an earlier campaign's ``summary.csv``.
+def workload_units(spec: Spec) -> dict[str, str]:
+    """Metric -> unit as far as the spec tells before any run: the workload's metric
+    catalogue (fio, pgbench), with the declared ``workload.metrics`` units."""
+    from benchmatrix.results.tables import metric_units
+
+    role = str((spec.workload or {}).get("role") or "")
+    catalogue: dict[str, str] = {}
+    if role == "workload_fio":
+        from benchmatrix.workloads.fio import FIO_METRICS as catalogue
+    elif role == "workload_pgbench":
+        from benchmatrix.workloads.pgbench import PGBENCH_METRICS as catalogue
+    return metric_units(spec.declared_metrics, catalogue)
+
+
+def given_cv_samples(cv: float, metrics: list[str] | None = None, declared: dict[str, Any] | None = None,
+                     units: dict[str, str] | None = None) -> list[CvSample]:
+    """The spread of a CV given by hand (``--cv``), per family metric.
+
+    A positive metric (:func:`benchmatrix.analyze.scale.declared_positive`: declared so,
+    or a rate, time or size unit) is planned on the log scale with the log sd of a
+    lognormal run of that CV, :func:`log_sd_from_cv`; any other metric, and a spec
+    that names none, on the linear scale with the CV itself.
+    """
+    from benchmatrix.analyze.scale import declared_positive
+
+    if not metrics:
+        return [CvSample("(any)", "(every cell)", cv, 0)]
+    out = []
+    for metric in dict.fromkeys(metrics):
+        if declared_positive(metric, declared, (units or {}).get(metric)):
+            out.append(CvSample(metric, "(every cell)", cv, 0, LOG, log_sd_from_cv(cv)))
+        else:
+            out.append(CvSample(metric, "(every cell)", cv, 0))
+    return out
+
+
+def pilot_samples(pilot: Path, metrics: list[str] | None = None, declared: dict[str, Any] | None = None,
+                  units: dict[str, str] | None = None) -> tuple[list[CvSample], list[str]]:
+    """The spread per cell and metric of an earlier campaign, and notes on its scales.
+
+    Every (cell, metric) of ``summary.csv`` with a CV is a sample. A metric is
+    planned on the log scale when it is positive by its declaration (``declared``,
+    the spec's ``workload.metrics``) or its unit (the pilot's summary.csv, else the
+    declared one) and every value of it in the pilot is above 0
+    (:func:`benchmatrix.analyze.scale.metric_scales` on the effective runs of
+    ``runs.csv``; the cells' ``min`` in summary.csv when there is no runs.csv). A log
+    sample's ``sd_log`` is the sd of log(value) of the cell's effective runs
+    (:func:`benchmatrix.analyze.stats.effective_runs`), or ``sqrt(log(1 + cv^2))``
+    from its CV without runs.csv.
 
     Args:
-        pilot: ``results/NAME`` of the earlier campaign, or its summary.csv.
+        pilot: ``results/NAME`` of the earlier campaign, or its summary.csv (a
+            runs.csv beside it is read too).
         metrics: Keep only these metrics when the pilot has any of them.
+        declared: ``workload.metrics`` of the spec being planned.
+        units: Metric -> unit where summary.csv gives none (:func:`workload_units`).
 
     Raises:
-        BenchmatrixError: no summary.csv, or no cell with a CV in it.
+        BenchmatrixError: no summary.csv, or no cell with a CV in it, or a runs.csv
+            that lacks the columns of one.
     """
+    import numpy as np
+    import pandas as pd
+
+    from benchmatrix.analyze.scale import declared_positive, metric_scales
+    from benchmatrix.analyze.stats import effective_runs
+
     path = pilot / layout.SUMMARY if pilot.is_dir() else pilot
     if not path.is_file():
         raise BenchmatrixError(f"{path}: no summary.csv in the pilot campaign; run 'bmx report' on it first")
     out: list[CvSample] = []
+    units_seen: dict[str, str] = {}
+    minimum: dict[str, float] = {}
     with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         missing = {"metric", "cell_id", "cv"} - set(reader.fieldnames or [])
         if missing:
             raise BenchmatrixError(f"{path}:1: summary.csv lacks column(s) {', '.join(sorted(missing))}")
         for row in reader:
+            if row.get("unit") and not units_seen.get(row["metric"]):
+                units_seen[row["metric"]] = row["unit"]
+            try:
+                low = float(row.get("min") or "nan")
+            except ValueError:
+                low = math.nan
+            if not math.isnan(low):
+                minimum[row["metric"]] = min(low, minimum.get(row["metric"], math.inf))
             try:
                 cv = float(row["cv"])
             except (TypeError, ValueError):
@@ -277,23 +420,71 @@ def pilot_cvs(pilot: Path, metrics: list[str] | None = None) -> list[CvSample]:
         out = chosen or out
     if not out:
         raise BenchmatrixError(f"{path}: no cell with a coefficient of variation (every cell has fewer than two runs)")
-    return out
+    names = list(dict.fromkeys(s.metric for s in out))
+    for metric, unit in (units or {}).items():
+        if unit and not units_seen.get(metric):
+            units_seen[metric] = str(unit)
+
+    runs_path = path.parent / layout.RUNS
+    eff = None
+    if runs_path.is_file() and runs_path.stat().st_size:
+        try:
+            eff = effective_runs(pd.read_csv(runs_path, low_memory=False))
+        except BenchmatrixError as exc:
+            raise BenchmatrixError(f"{runs_path}: {exc}") from exc
+    notes: list[str] = []
+    if eff is not None:
+        scales, notes = metric_scales(eff, names, declared, units_seen)
+    else:
+        scales = {}
+        for metric in names:
+            positive = declared_positive(metric, declared, units_seen.get(metric))
+            if positive and minimum.get(metric, 1.0) <= 0:
+                notes.append(f"{metric}: planned as differences, not ratios: the pilot has a value at or below 0")
+                positive = False
+            scales[metric] = LOG if positive else LINEAR
+
+    sd_logs: dict[str, Any] = {}
+    for metric in names:
+        if scales[metric] != LOG or eff is None or metric not in eff.columns:
+            continue
+        values = pd.to_numeric(eff[metric], errors="coerce").to_numpy(dtype="float64")
+        keep = np.isfinite(values) & (values > 0)
+        logs = pd.Series(np.log(values[keep]))
+        groups = logs.groupby(eff["cell_id"].astype(str).to_numpy()[keep])
+        sd_logs[metric] = pd.DataFrame({"sd": groups.std(ddof=1), "n": groups.count()})
+    for s in out:
+        if scales[s.metric] != LOG:
+            continue
+        s.scale = LOG
+        table = sd_logs.get(s.metric)
+        if table is not None and s.cell_id in table.index and table.at[s.cell_id, "n"] >= 2:
+            s.sd_log, s.n = float(table.at[s.cell_id, "sd"]), int(table.at[s.cell_id, "n"])
+        else:
+            s.sd_log = log_sd_from_cv(s.cv)
+    return out, notes
 
 
-def _needed_by_cv(detect: float, cvs: list[float], alpha: float, power: float, family: int) -> dict[float, int]:
-    """:func:`runs_needed` for many CVs (a pilot's cells) without solving each one.
+def pilot_cvs(pilot: Path, metrics: list[str] | None = None, declared: dict[str, Any] | None = None,
+              units: dict[str, str] | None = None) -> list[CvSample]:
+    """The samples of :func:`pilot_samples`, without its notes."""
+    return pilot_samples(pilot, metrics, declared, units)[0]
 
-    The runs needed never fall as the CV grows, so over the sorted distinct CVs
-    every stretch between two CVs with the same answer shares it: divide and
-    conquer solves about (distinct answers x log2(CVs)) of them, not every cell.
+
+def _needed_by_effect(effects: list[float], alpha: float, power: float, family: int) -> dict[float, int]:
+    """:func:`runs_for_effect` for many effects (a pilot's cells) without solving each one.
+
+    The runs needed never grow as the effect grows, so over the sorted distinct
+    effects every stretch between two effects with the same answer shares it: divide
+    and conquer solves about (distinct answers x log2(effects)) of them, not every cell.
     """
-    uniq = sorted(set(cvs))
+    uniq = sorted(set(effects))
     if not uniq:
         return {}
     out: dict[float, int] = {}
 
     def solve(i: int) -> int:
-        return runs_needed(detect, uniq[i], alpha, power, family)
+        return runs_for_effect(uniq[i], alpha, power, family)
 
     stack = [(0, len(uniq) - 1, solve(0), solve(len(uniq) - 1))]
     while stack:
@@ -308,63 +499,114 @@ def _needed_by_cv(detect: float, cvs: list[float], alpha: float, power: float, f
     return out
 
 
+def _effect(detect: float, scale: str, sigma: float) -> float:
+    """The standardized effect: ``log(1 + detect) / sd_log`` or ``detect / cv``."""
+    if not sigma > 0:
+        return math.inf
+    return (math.log1p(detect) if scale == LOG else detect) / sigma
+
+
+def pooled_sd(samples: list[CvSample]) -> float:
+    """The common sd of the samples' cells: the root of their variances' mean, each
+    weighted by its degrees of freedom (n - 1; 1 for a spread given by hand)."""
+    weights = [max(s.n - 1, 1) for s in samples]
+    return math.sqrt(sum(w * s.sigma ** 2 for w, s in zip(weights, samples)) / sum(weights))
+
+
+RULES = {LOG: "sd of the log values, pooled over the cells (each with its n - 1)",
+         LINEAR: "CV of the noisiest cell"}
+
+
 def replicate_plan(detect: float, samples: list[CvSample], replicates: int, visits_per_cell: int | None,
                    whole_plot_factors: list[str], source: str, alpha: float = DEFAULT_ALPHA,
-                   power: float = DEFAULT_POWER, family: dict[str, Any] | None = None) -> dict[str, Any]:
+                   power: float = DEFAULT_POWER, family: dict[str, Any] | None = None,
+                   notes: list[str] | None = None) -> dict[str, Any]:
     """Runs and visits needed per cell, per metric and overall, beside what the spec provides.
 
-    The requirement uses the largest CV (the noisiest cell and metric): every
-    comparison the report makes should have the wanted power, not only the typical
-    one. The median CV's figure is given beside it. Every figure is for Welch's
-    test inside the report's Holm family (module docstring).
+    Each metric is planned on its scale (module docstring): a positive metric with
+    the sd of its log values pooled over the cells and the effect ``log(1 + detect)``;
+    any other with the largest CV over the cells (the noisiest cell: every
+    comparison the report makes should have the wanted power) and the effect
+    ``detect``. The requirement is the largest over the metrics. The figures at the
+    median and the largest spread of a cell are given beside. Every figure is for
+    Welch's test inside the report's Holm family (module docstring).
 
     Args:
-        detect: Relative difference to detect.
-        samples: CVs per cell and metric (one sample for a CV given by hand).
+        detect: Relative difference to detect (a ratio of 1 + detect on the log scale).
+        samples: Spreads per cell and metric (one per metric for a CV given by hand).
         replicates: Measured runs per cell in the spec.
         visits_per_cell: Distinct visits holding each cell's measured runs (the
             fewest over cells and hosts); None when the spec has no costly knob.
         whole_plot_factors: The costly knobs' factors.
-        source: Where the CVs come from, for the output.
+        source: Where the spreads come from, for the output.
         alpha: Significance level.
         power: Wanted power.
         family: :func:`family_size` of the spec; None plans for a single comparison.
+        notes: Remarks on the scales (:func:`pilot_samples`), passed through.
 
     Returns:
-        A JSON-ready mapping; ``family`` says the Holm family assumed, ``warnings``
-        lists each shortfall as one line.
+        A JSON-ready mapping; ``family`` says the Holm family assumed, ``metrics`` the
+        scale, spread (``sigma``) and runs of each metric, ``warnings`` lists each
+        shortfall as one line.
     """
     family = dict(family or {"size": 1, "comparisons_per_metric": 1, "metrics": [], "metrics_source": "given"})
     size = int(family["size"])
     family["alpha_per_comparison"] = alpha / size
-    cvs = [s.cv for s in samples]
-    cvs += [statistics.median([s.cv for s in samples if s.metric == m]) for m in {s.metric for s in samples}]
-    needed_by_cv = _needed_by_cv(detect, cvs, alpha, power, size)
+    by_metric: dict[str, list[CvSample]] = {}
+    for s in samples:
+        by_metric.setdefault(s.metric, []).append(s)
+    scale_of = {m: LOG if all(s.scale == LOG and s.sd_log is not None for s in ms) else LINEAR
+                for m, ms in by_metric.items()}
 
-    def needed_for(cv: float) -> int:
-        return needed_by_cv[cv]
+    def spread(s: CvSample) -> float:
+        return s.sigma if scale_of[s.metric] == LOG else s.cv
+
+    planned_sigma: dict[str, float] = {}
+    for metric, ms in by_metric.items():
+        planned_sigma[metric] = pooled_sd(ms) if scale_of[metric] == LOG else max(s.cv for s in ms)
+    effects = [_effect(detect, scale_of[s.metric], spread(s)) for s in samples]
+    effects += [_effect(detect, scale_of[m], statistics.median([spread(s) for s in ms]))
+                for m, ms in by_metric.items()]
+    effects += [_effect(detect, scale_of[m], planned_sigma[m]) for m in by_metric]
+    needed_by_effect = _needed_by_effect(effects, alpha, power, size)
+
+    def needed_for(metric: str, sigma: float) -> int:
+        return needed_by_effect[_effect(detect, scale_of[metric], sigma)]
 
     per_metric = []
-    for metric in sorted({s.metric for s in samples}):
-        cvs = [s.cv for s in samples if s.metric == metric]
-        worst = max((s for s in samples if s.metric == metric), key=lambda s: s.cv)
-        med, top = statistics.median(cvs), max(cvs)
-        per_metric.append({"metric": metric, "cells": len(cvs), "median_cv": med, "max_cv": top,
-                           "max_cv_cell": worst.cell_id,
-                           "needed_at_median_cv": needed_for(med),
-                           "needed_at_max_cv": needed_for(top)})
-    needed = max(m["needed_at_max_cv"] for m in per_metric)
-    cells = {}
+    for metric in sorted(by_metric):
+        ms = by_metric[metric]
+        scale = scale_of[metric]
+        sigmas = [spread(s) for s in ms]
+        worst = max(ms, key=spread)
+        noisiest = max(ms, key=lambda s: s.cv)
+        sigma = planned_sigma[metric]
+        effect = _effect(detect, scale, sigma)
+        per_metric.append({
+            "metric": metric, "scale": scale, "cells": len(ms),
+            "sigma": sigma, "sigma_rule": RULES[scale],
+            "effect": effect if math.isfinite(effect) else None,
+            "needed": needed_for(metric, sigma),
+            "median_sigma": statistics.median(sigmas), "max_sigma": spread(worst), "max_sigma_cell": worst.cell_id,
+            "needed_at_median_sigma": needed_for(metric, statistics.median(sigmas)),
+            "needed_at_max_sigma": needed_for(metric, spread(worst)),
+            "median_cv": statistics.median([s.cv for s in ms]), "max_cv": noisiest.cv,
+            "max_cv_cell": noisiest.cell_id})
+    needed = max(m["needed"] for m in per_metric)
+    cells: dict[str, int] = {}
     for s in samples:
-        cells[s.cell_id] = max(cells.get(s.cell_id, MIN_RUNS), needed_for(s.cv))
+        cells[s.cell_id] = max(cells.get(s.cell_id, MIN_RUNS), needed_for(s.metric, spread(s)))
     out: dict[str, Any] = {
-        "detect": detect, "alpha": alpha, "power": power, "source": source,
+        "detect": detect, "detect_ratio": 1.0 + detect, "alpha": alpha, "power": power, "source": source,
         "test": "welch", "family": family,
-        "rule": "requirement from the largest CV over cells and metrics; median CV shown beside it",
+        "rule": ("positive metrics (scale log): Welch's test on log values, a ratio of 1 + detect, the sd of "
+                 "the log values pooled over the cells; others (scale linear): the largest CV over the cells; "
+                 "the requirement is the largest over the metrics"),
         "metrics": per_metric,
         "needed_per_cell": cells,
         "cheap": {"unit": "run", "needed": needed, "planned": replicates},
         "whole_plot": None,
+        "notes": list(notes or []),
         "warnings": [],
     }
     pct = f"{detect * 100:g}%"

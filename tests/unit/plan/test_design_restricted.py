@@ -32,7 +32,15 @@ from benchmatrix.plan.design import (
     reconfigurations,
     visits_per_cell,
 )
-from benchmatrix.plan.power import CvSample, parse_fraction, pilot_cvs, replicate_plan, runs_needed
+from benchmatrix.plan.power import (
+    CvSample,
+    log_sd_from_cv,
+    parse_fraction,
+    pilot_cvs,
+    replicate_plan,
+    runs_needed,
+    runs_needed_log,
+)
 from benchmatrix.spec.load import Spec, load_spec, read_planning_config
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -526,22 +534,26 @@ def test_parse_fraction_errors(text, words):
 
 
 def test_pilot_cvs_and_the_max_cv_rule(tmp_path):
+    # Units that make no positive quantity: the linear planning (the log scale's is
+    # tests/unit/plan/test_power_log.py).
     (tmp_path / "summary.csv").write_text(
         "cell_id,metric,unit,n,mean,median,min,max,sd,cv,ci_low,ci_high\n"
-        "c1,iops,1/s,5,100,100,90,110,2,0.02,,\n"
-        "c2,iops,1/s,5,100,100,90,110,3,0.03,,\n"
-        "c3,iops,1/s,5,100,100,90,110,8,0.08,,\n"
-        "c1,p99_us,us,5,100,100,90,110,5,0.05,,\n"
-        "c4,iops,1/s,1,100,100,100,100,,,,\n")
+        "c1,iops,%,5,100,100,90,110,2,0.02,,\n"
+        "c2,iops,%,5,100,100,90,110,3,0.03,,\n"
+        "c3,iops,%,5,100,100,90,110,8,0.08,,\n"
+        "c1,p99_us,count,5,100,100,90,110,5,0.05,,\n"
+        "c4,iops,%,1,100,100,100,100,,,,\n")
     samples = pilot_cvs(tmp_path)
     assert {(s.cell_id, s.metric) for s in samples} == {("c1", "iops"), ("c2", "iops"), ("c3", "iops"),
                                                         ("c1", "p99_us")}
+    assert {s.scale for s in samples} == {"linear"}
     assert {s.metric for s in pilot_cvs(tmp_path, ["iops"])} == {"iops"}
     plan = replicate_plan(0.05, samples, replicates=5, visits_per_cell=3, whole_plot_factors=["ht"],
                           source="pilot")
     iops = next(m for m in plan["metrics"] if m["metric"] == "iops")
     assert iops["median_cv"] == 0.03 and iops["max_cv"] == 0.08 and iops["max_cv_cell"] == "c3"
-    assert iops["needed_at_median_cv"] == runs_needed(0.05, 0.03)
+    assert iops["scale"] == "linear" and iops["sigma"] == 0.08 and iops["max_sigma_cell"] == "c3"
+    assert iops["needed_at_median_sigma"] == runs_needed(0.05, 0.03)
     assert plan["cheap"]["needed"] == runs_needed(0.05, 0.08)  # the largest CV rules
     assert plan["needed_per_cell"]["c1"] == runs_needed(0.05, 0.05)
     assert plan["whole_plot"] == {"unit": "visit", "factors": ["ht"], "needed": runs_needed(0.05, 0.08),
@@ -614,7 +626,9 @@ def test_bmx_plan_detect_with_cv_warns(in_project, capsys):
     rp = json.loads(cap.out)["replicate_planning"]
     # ht x (cores x users = 6 combinations) x 2 report.metrics: a Holm family of 12.
     assert rp["family"]["size"] == 12 and rp["family"]["comparisons_per_metric"] == 6
-    needed = runs_needed(0.03, 0.04, family=12)
+    # fio's IOPS and latency are positive: Welch on log values, the log sd of a CV of 4 %.
+    assert [(m["metric"], m["scale"]) for m in rp["metrics"]] == [("read_clat_p99_us", "log"), ("read_iops", "log")]
+    needed = runs_needed_log(0.03, log_sd_from_cv(0.04), family=12)
     assert rp["cheap"] == {"unit": "run", "needed": needed, "planned": 5}
     assert rp["whole_plot"]["needed"] == needed and rp["whole_plot"]["planned"] == 5
     assert rp["whole_plot"]["factors"] == ["ht", "cores"]
@@ -636,7 +650,13 @@ def test_bmx_plan_detect_with_pilot(in_project, capsys):
     (pilot / "summary.csv").write_text("cell_id,metric,n,cv\nc1,read_iops,5,0.005\nc2,read_iops,5,0.01\n")
     data = plan_json(capsys, "config/experiments/ht_cores.yaml", "--detect", "5%", "--pilot", "results/pilot")
     rp = data["replicate_planning"]
-    assert rp["cheap"]["needed"] == runs_needed(0.05, 0.01, family=12) == 4 and rp["warnings"] == []
+    # read_iops is fio's (IO/s): the log scale, with each cell's log sd from its CV (no runs.csv),
+    # pooled over the two cells.
+    (metric,) = rp["metrics"]
+    assert metric["scale"] == "log"
+    pooled = math.sqrt((log_sd_from_cv(0.005) ** 2 + log_sd_from_cv(0.01) ** 2) / 2)
+    assert metric["sigma"] == pytest.approx(pooled)
+    assert rp["cheap"]["needed"] == runs_needed_log(0.05, pooled, family=12) == 4 and rp["warnings"] == []
     assert "results/pilot/summary.csv" in rp["source"]
 
 
