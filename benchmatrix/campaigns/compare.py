@@ -1,27 +1,40 @@
 """Compare two campaigns of an experiment: ``bmx compare A B``.
 
 Cells are matched by cell id and host (each host against itself), and every metric of
-every matched cell becomes one row: the relative difference of B's mean against A's
-(``(mean_b - mean_a) / |mean_a|``, in percent), with the same statistics and verdict
-rules as ``report.compare`` (:mod:`benchmatrix.analyze.comparisons`): Welch's test on the two
-campaigns' effective runs, Fieller's interval of the ratio of means, Holm's adjustment
-over the family of :func:`benchmatrix.analyze.comparisons.family_metrics` (every row of those
-metrics, all cells and hosts together) with Holm-consistent intervals, the metric's
-direction from :func:`benchmatrix.analyze.stats.metric_direction`, ``insufficient_data`` with
-fewer than 3 runs on a side, ``descriptive`` outside the family.
+every matched cell becomes one row: the relative change of B against A in percent (a
+ratio of geometric means for a positive metric, :mod:`benchmatrix.analyze.scale`), judged
+by the verdict engine (:func:`benchmatrix.analyze.verdict.judge`) as the report's
+comparisons are: Welch's test on the two campaigns' effective runs (on log values for a
+positive metric), Holm's adjustment over the family of
+:func:`benchmatrix.analyze.comparisons.family_metrics` (every row of those metrics, all
+cells and hosts together) with Holm-consistent intervals, the practical threshold, the
+metric's direction from :func:`benchmatrix.analyze.stats.metric_direction`,
+``descriptive`` outside the family.
 
 The comparability guard looks at the provenance of both sides first:
 
 * the **measurement** - the spec keys that define what a run measures
   (:data:`benchmatrix.campaigns.store.MEASUREMENT_KEYS`, from each campaign's ``spec.json``) and, per cell and
-  host, the workload as the records hold it (role, rendered argv, before_run). Any
-  difference refuses the comparison: exit 2 and a table of what differs;
+  host, the workload as the records hold it (role, rendered argv, before_run actions),
+  without what the records observe of a run (:data:`WORKLOAD_OBSERVATIONS`: the seconds
+  and output of before_run, timings). Any difference refuses the comparison: exit 3
+  and one line per differing field (``workload.vars.filename: /a → /b``,
+  :mod:`benchmatrix.campaigns.diff`);
 * the **environment** - host facts (:data:`ENV_FACTS`: kernel, CPU model, memory,
   tool version, ...) and the knobs' actual states, per host and cell. Differences are
   what a user usually wants to compare; they are shown and named beside each verdict
   (``kernel 6.1 -> 6.6``).
 
-Exit codes: 0 nothing worse, 1 some verdict ``worse``, 2 not comparable.
+Campaigns vary more than their runs (a reboot, the day's load, a shifting SAN). Where
+the experiment has at least :data:`MIN_HISTORY` campaigns besides B (A among them) that
+measured the same thing, each metric's campaign-to-campaign variance is estimated from
+them and added to every comparison's (basis ``campaign_variance``); without such a
+history, a change is ``better``/``worse`` only where its whole interval lies beyond the
+practical threshold (basis ``threshold``). compare.csv's ``basis`` column and a note say
+which was done (docs/report.md, "Verdicts across campaigns").
+
+Exit codes: 0 nothing worse, 1 some verdict ``worse`` (or ``inconclusive`` with
+``--fail-on-inconclusive``), 2 a usage error, 3 not comparable.
 """
 
 from __future__ import annotations
@@ -41,6 +54,7 @@ from benchmatrix.analyze.comparisons import family_metrics, level_key
 from benchmatrix.analyze.scale import LINEAR, LOG, metric_scales
 from benchmatrix.analyze.stats import effective_runs, metric_direction, welch_df
 from benchmatrix.analyze.verdict import THRESHOLD, ZERO
+from benchmatrix.campaigns.diff import differences, grouped, without
 from benchmatrix.campaigns.store import (
     CAMPAIGNS_DIR,
     MEASUREMENT_KEYS,
@@ -61,8 +75,20 @@ from benchmatrix.spec.load import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Spec
 ENV_FACTS = ("kernel", "cpu_model", "cpu_count", "sockets", "cores", "threads_per_core", "memory_mb",
              "distribution", "architecture", "python", "tool_version", "smt", "online_cpus", "filesystem",
              "block_device", "io_scheduler", "read_ahead_kb")
-#: Keys of a record's ``workload`` that are the environment's doing, not the spec's.
-_WORKLOAD_ENV = frozenset({"affinity_applied"})
+#: Keys of a record's ``workload`` that observe how a run's preparation went, not what
+#: it measured; the guard ignores them wherever they occur in it. Read off the records
+#: the batch job writes (benchmatrix/execute/rules.py, from the batch runner's
+#: result.json): each ``before_run`` item is ``{action, seconds, error, output}``, and
+#: only the action is the measurement: ``seconds`` is how long sync/drop_caches/fstrim
+#: took (it differs in every run), ``output`` what fstrim reported it trimmed where,
+#: ``error``/``exit_code`` how it went (null in every ok run, the only ones compared).
+#: ``affinity.pinned`` counts the server threads pinned at that moment, and
+#: ``affinity_applied`` is the CPU set read back from the process: the host's doing.
+WORKLOAD_OBSERVATIONS = frozenset({"seconds", "output", "error", "exit_code", "pinned", "affinity_applied"})
+#: Key name endings and beginnings that mark a timing or the host's load (``wait_s``,
+#: ``elapsed_seconds``, ``loadavg``), so that a field of that kind added to the records
+#: later is an observation too instead of refusing every comparison.
+_OBSERVATION_SUFFIXES, _OBSERVATION_PREFIXES = ("_s", "_seconds", "_ms", "_ns"), ("load",)
 #: Columns of runs.csv that are not metrics.
 _RUN_COLUMNS = layout.NON_METRIC_COLUMNS
 #: Columns of compare.csv after the factor columns.
@@ -75,6 +101,8 @@ TAIL_COLUMNS = ["host", "metric", "unit", "better", "n_a", "n_b", "mean_a", "mea
 NOT_COMPARABLE = 3
 #: Columns of provenance.csv.
 PROVENANCE_COLUMNS = ["kind", "scope", "host", "cell_id", "what", "a", "b"]
+#: Lines of differences a refusal prints; provenance.csv holds them all.
+_SHOWN = 20
 
 
 class NotComparable(BenchmatrixError):
@@ -199,20 +227,35 @@ def _measured_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in records if r.get("status") == "ok" and not r.get("warmup") and not r.get("control")]
 
 
-def _per_cell_host(records: list[dict[str, Any]], get) -> dict[tuple[str, str], set[str]]:
-    out: dict[tuple[str, str], set[str]] = {}
+def _per_cell_host(records: list[dict[str, Any]], get) -> dict[tuple[str, str], list[Any]]:
+    """(cell_id, host) -> the distinct values ``get`` finds in its measured records."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
     for rec in _measured_records(records):
-        out.setdefault((str(rec.get("cell_id")), str(rec.get("host"))), set()).add(_text(get(rec)))
-    return out
+        value = get(rec)
+        out.setdefault((str(rec.get("cell_id")), str(rec.get("host"))), {})[_text(value)] = value
+    return {k: list(v.values()) for k, v in out.items()}
+
+
+def is_observation(key: str) -> bool:
+    """True for a key of a record's workload that observes the run rather than defines
+    it (:data:`WORKLOAD_OBSERVATIONS`, or a timing or load by its name)."""
+    return key in WORKLOAD_OBSERVATIONS or key.endswith(_OBSERVATION_SUFFIXES) or key.startswith(
+        _OBSERVATION_PREFIXES)
 
 
 def _workload_of(rec: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in (rec.get("workload") or {}).items() if k not in _WORKLOAD_ENV}
+    """A record's workload as the measurement: role, argv, before_run actions, affinity."""
+    return without(rec.get("workload") or {}, is_observation)
 
 
 def _knobs_of(rec: dict[str, Any]) -> dict[str, Any]:
     knobs = rec.get("knobs") or {}
-    return {k: (v.get("actual") if isinstance(v, dict) else v) for k, v in sorted(knobs.items())}
+    return {k: {"actual": v.get("actual") if isinstance(v, dict) else v} for k, v in sorted(knobs.items())}
+
+
+def _rows(kind: str, scope: str, host: str, cell: str, diffs: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
+    return [{"kind": kind, "scope": scope, "host": host, "cell_id": cell, "what": what, "a": a, "b": b}
+            for what, a, b in diffs]
 
 
 def provenance(a: Side, b: Side, pairs: list[tuple[str, str]]) -> tuple[list[dict], list[dict], list[str]]:
@@ -224,17 +267,18 @@ def provenance(a: Side, b: Side, pairs: list[tuple[str, str]]) -> tuple[list[dic
 
     Returns:
         ``(measurement, environment, notes)``; each difference is a dict with the
-        keys of :data:`PROVENANCE_COLUMNS`.
+        keys of :data:`PROVENANCE_COLUMNS`, one per differing field: ``what`` is its
+        dotted path (``workload.vars.filename``, ``workload.argv.4``,
+        ``knobs.read_ahead_kb.actual``), ``a`` and ``b`` its values, cut to 80
+        characters.
     """
     measurement: list[dict[str, Any]] = []
     environment: list[dict[str, Any]] = []
     notes: list[str] = []
     if a.spec is not None and b.spec is not None:
         for key in MEASUREMENT_KEYS:
-            va, vb = measured(a.spec, key), measured(b.spec, key)
-            if _text(va) != _text(vb):
-                measurement.append({"kind": "measurement", "scope": "spec", "host": "", "cell_id": "",
-                                    "what": key, "a": _text(va), "b": _text(vb)})
+            measurement += _rows("measurement", "spec", "", "",
+                                 differences(measured(a.spec, key), measured(b.spec, key), key))
     else:
         missing = " and ".join(s.campaign.name for s in (a, b) if s.spec is None)
         notes.append(f"{missing}: no {SPEC_FILE} (a campaign planned before it was kept): the spec's measurement "
@@ -242,15 +286,13 @@ def provenance(a: Side, b: Side, pairs: list[tuple[str, str]]) -> tuple[list[dic
     wa, wb = _per_cell_host(a.records, _workload_of), _per_cell_host(b.records, _workload_of)
     ka, kb = _per_cell_host(a.records, _knobs_of), _per_cell_host(b.records, _knobs_of)
     for cell, host in pairs:
-        x, y = wa.get((cell, host), set()), wb.get((cell, host), set())
-        if x and y and x != y:
-            measurement.append({"kind": "measurement", "scope": "cell", "host": host, "cell_id": cell,
-                                "what": "workload (role, argv, before_run)", "a": " | ".join(sorted(x)),
-                                "b": " | ".join(sorted(y))})
-        x, y = ka.get((cell, host), set()), kb.get((cell, host), set())
-        if x and y and x != y and not (x == {"{}"} or y == {"{}"}):
-            environment.append({"kind": "environment", "scope": "cell", "host": host, "cell_id": cell,
-                                "what": "knobs (actual)", "a": " | ".join(sorted(x)), "b": " | ".join(sorted(y))})
+        x, y = wa.get((cell, host), []), wb.get((cell, host), [])
+        if x and y:
+            measurement += _rows("measurement", "cell", host, cell, differences(x, y, "workload", variants=True))
+        x, y = ka.get((cell, host), []), kb.get((cell, host), [])
+        # A side that recorded no knob states (an older record) has nothing to compare.
+        if any(x) and any(y):
+            environment += _rows("environment", "cell", host, cell, differences(x, y, "knobs", variants=True))
     for host in sorted({h for _, h in pairs}):
         fa = a.facts.get(host) or _record_facts(a.records, host)
         fb = b.facts.get(host) or _record_facts(b.records, host)
@@ -714,10 +756,12 @@ def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | Non
         return result.exit_code
     print(f"bmx: {b.name} vs {a.name}")
     if result.measurement:
-        print(f"bmx: not comparable: the measurement differs ({len(result.measurement)} difference(s)):")
-        for d in result.measurement[:20]:
-            where = "spec" if d["scope"] == "spec" else f"cell {d['cell_id']} on {d['host']}"
-            print(f"  {where}: {d['what']}: {d['a']} -> {d['b']}")
+        lines = grouped(result.measurement)
+        print(f"bmx: not comparable: the measurement differs ({len(lines)} difference(s)):")
+        for d in lines[:_SHOWN]:
+            print(f"  {d['where']}: {d['what']}: {d['a']} → {d['b']}")
+        if len(lines) > _SHOWN:
+            print(f"  ... {len(lines) - _SHOWN} more in {paths['provenance.csv']}")
     elif result.table.empty:
         print("bmx: not comparable: no cell was measured on the same host in both campaigns")
     else:

@@ -46,6 +46,7 @@ from benchmatrix.analyze.stats import (
     with_start_ns,
 )
 from benchmatrix.analyze.tables import derive_tables, report_metrics
+from benchmatrix.campaigns.diff import grouped
 from benchmatrix.report import plots
 from benchmatrix.results import layout
 from benchmatrix.results.layout import STATES
@@ -194,7 +195,8 @@ def _environment(template_dir: str | Path | None = None) -> jinja2.Environment:
         bytecode_cache=_template_cache(),
         **_JINJA_OPTIONS,
     )
-    env.filters.update(num=format_number, pct=format_percent, val=format_value, md=markdown_cell)
+    env.filters.update(num=format_number, pct=format_percent, val=format_value, md=markdown_cell,
+                       grouped_differences=grouped)
     return env
 
 

@@ -102,11 +102,11 @@ def test_the_guard_refuses_a_changed_measurement_and_names_a_changed_environment
     edited = json.loads(json.dumps(spec))
     edited["workload"]["vars"]["argv"] = ["y"]
     m, _, _ = provenance(a, _side(tmp_path, edited, argv="y"), [("c1", "h1")])
-    assert [(d["scope"], d["what"]) for d in m] == [("spec", "workload.vars"),
-                                                    ("cell", "workload (role, argv, before_run)")]
+    assert [(d["scope"], d["what"], d["a"], d["b"]) for d in m] == [("spec", "workload.vars.argv.0", "x", "y"),
+                                                                    ("cell", "workload.argv.0", "x", "y")]
     # Without spec.json, the records' rendered argv still catch the edit.
     m, _, notes = provenance(_side(tmp_path, None), _side(tmp_path, None, argv="y"), [("c1", "h1")])
-    assert [d["what"] for d in m] == ["workload (role, argv, before_run)"] and "no spec.json" in notes[0]
+    assert [d["what"] for d in m] == ["workload.argv.0"] and "no spec.json" in notes[0]
 
 
 def test_exit_codes_and_the_written_files(tmp_path):
@@ -191,5 +191,5 @@ def test_compare_campaigns_names_the_environment_change_in_the_verdicts(tmp_path
     c = _campaign_dir(tmp_path / "c", "ccc000000001", {("c1", "1"): BASE}, "6.6", argv="other")
     refused = compare_campaigns(a, c)
     assert refused.exit_code == 3 and {d["what"] for d in refused.measurement} == {
-        "workload.vars", "workload (role, argv, before_run)"}
+        "workload.vars.argv.0", "workload.argv.0"}
     assert refused.only_a == [("c2", "h1")]
