@@ -595,8 +595,8 @@ def _findings(result: analysis.Comparisons) -> dict[str, Any]:
     table = result.table
     by = (result.config or {}).get("by") or []
     if result.config is None:
-        return {"configured": False, "sentences": [], "no_difference": 0, "insufficient": 0, "descriptive": 0,
-                "tradeoffs": [], "omitted": 0, "total": 0}
+        return {"configured": False, "sentences": [], "equivalent": 0, "inconclusive": 0, "insufficient": 0,
+                "descriptive": 0, "tradeoffs": [], "omitted": 0, "total": 0}
     records = _records(table) if len(table) else []
     significant = [r for r in records if r["verdict"] in ("better", "worse", "higher", "lower")]
     significant.sort(key=lambda r: -abs(r["rel_diff_pct"] or 0))
@@ -620,7 +620,8 @@ def _findings(result: analysis.Comparisons) -> dict[str, Any]:
                     + ", ".join(f"{m} ({v:+.1f}%)" for m, v in zip(good["metric"], good["rel_diff_pct"]))
                     + " but worse " + ", ".join(f"{m} ({v:+.1f}%)" for m, v in zip(bad["metric"], bad["rel_diff_pct"])))
     return {"configured": True, "sentences": sentences, "omitted": max(len(significant) - FINDING_SENTENCES, 0),
-            "no_difference": sum(r["verdict"] == "no_difference" for r in records),
+            "equivalent": sum(r["verdict"] == "equivalent" for r in records),
+            "inconclusive": sum(r["verdict"] == "inconclusive" for r in records),
             "insufficient": sum(r["verdict"] == "insufficient_data" for r in records),
             "descriptive": sum(r["verdict"] == analysis.DESCRIPTIVE for r in records),
             "tradeoffs": tradeoffs, "total": len(records)}
@@ -644,7 +645,28 @@ def _comparison_context(result: analysis.Comparisons) -> dict[str, Any]:
             "total": len(table), "omitted": max(len(table) - COMPARISON_ROWS, 0), "alpha": result.alpha,
             "explanations": result.explanations, "notes": result.notes, "holm_count":
             int(table["p_value"].notna().sum()) if len(table) else 0,
-            "family": result.family, "descriptive": result.descriptive}
+            "family": result.family, "descriptive": result.descriptive,
+            "scales": _scale_groups(result), "thresholds": _threshold_text(result)}
+
+
+def _scale_groups(result: analysis.Comparisons) -> dict[str, list[str]]:
+    """Compared metrics by scale: ``ratio`` (log scale) and ``difference``."""
+    out: dict[str, list[str]] = {"ratio": [], "difference": []}
+    # In the report's metric order (analysis.json keeps the mapping's keys sorted).
+    order = {m: i for i, m in enumerate([*result.family, *result.descriptive])}
+    for metric, scale in sorted((result.scales or {}).items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
+        out["ratio" if scale == "log" else "difference"].append(metric)
+    return out
+
+
+def _threshold_text(result: analysis.Comparisons) -> str:
+    """The practical threshold(s) in words: ``±5 %`` or ``±5 % (lat ±20 %)``."""
+    values = {m: round(v * 100, 6) for m, v in (result.thresholds or {}).items()}
+    if not values:
+        return ""
+    common = max(set(values.values()), key=list(values.values()).count)
+    others = ", ".join(f"{m} ±{v:g} %" for m, v in values.items() if v != common)
+    return f"±{common:g} %" + (f" ({others})" if others else "")
 
 
 def _spec_text(spec: Spec) -> str:

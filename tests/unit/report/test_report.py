@@ -139,8 +139,9 @@ def test_known_values_are_formatted(spec, tmp_path):
     runs.loc[(runs["cell_id"] == cell) & (runs["warmup"] == "true"), "read_iops"] = 9999.0
     html, md = render(spec, plan, runs, tmp_path)
     iops = md.split("### read_iops")[1].split("###")[0]
-    # n, Max, Avg, Min, Median, CV %, CI: 12 ± t(0.975, 2) * 2 / sqrt(3) = 12 ± 4.968.
-    assert "| 3 | 14.00 | **12.00** | 10.00 | 12.00 | 16.7 | 7.032 – 16.97 |" in md_line(iops, cell)
+    # n, Max, Avg, Min, Median, CV %, CI: IOPS are positive, so the modified Cox interval of the mean
+    # from the log values (Student's t: 12 ± 4.968 = 7.032 – 16.97).
+    assert "| 3 | 14.00 | **12.00** | 10.00 | 12.00 | 16.7 | 7.900 – 18.40 |" in md_line(iops, cell)
     assert '<td class="num avg">12.00</td>' in html
 
 
@@ -603,8 +604,8 @@ def test_intervals_beside_verdicts_are_holm_adjusted_and_descriptive_metrics_lab
         assert f"{b['ci_low_pct']:+.1f} – {b['ci_high_pct']:+.1f} (95%, unadjusted)" in text
 
 
-def test_too_few_runs_for_no_difference_is_a_report_warning(spec, tmp_path):
-    # Two runs per side and no effect: the report says insufficient_data, not
+def test_too_few_runs_are_inconclusive_with_a_report_warning(spec, tmp_path):
+    # Two runs per side and no effect: the report says inconclusive, never
     # "no difference", and warns why.
     plan = make_plan(spec)
     runs = make_runs(plan)
@@ -613,7 +614,8 @@ def test_too_few_runs_for_no_difference_is_a_report_warning(spec, tmp_path):
                             compare={"factor": "iodepth", "baseline": 1, "by": ["rw", "bs"]})
     html, md = (p.read_text() for p in collected(cmp_spec, plan, runs, tmp_path))
     table = pd.read_csv(tmp_path / "comparisons.csv")
-    assert "no_difference" not in set(table["verdict"]) and "insufficient_data" in set(table["verdict"])
+    assert set(table["verdict"]) == {"inconclusive"}
     warnings_md = md.split("## Summary of findings")[0]
-    assert "Too few runs to show there is no difference" in warnings_md and "only 2 runs" in warnings_md
-    assert "Too few runs to show there is no difference" in html.split('<section id="findings">')[0]
+    assert "Too few runs to decide" in warnings_md and "only 2 runs" in warnings_md
+    assert "Too few runs to decide" in html.split('<section id="findings">')[0]
+    assert "4 inconclusive" in md.split("## Summary of findings")[1]
