@@ -24,6 +24,7 @@ empty, or a site an earlier ``bmx publish`` wrote (it holds :data:`SITE_MARKER`)
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -38,11 +39,15 @@ import numpy as np
 import pandas as pd
 
 from benchmatrix.analyze.changepoint import MIN_CAMPAIGNS, detect_step, detect_steps
+from benchmatrix.analyze.scale import LINEAR, LOG, declared_positive
+from benchmatrix.analyze.stats import metric_direction
+from benchmatrix.analyze.verdict import CHANGED, ROUNDING, judge
 from benchmatrix.campaigns.store import Campaign, list_campaigns
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.report.plots import _pyplot, _svg, safe_file_stem
 from benchmatrix.report.render import format_number
 from benchmatrix.results import layout
+from benchmatrix.spec.load import DEFAULT_THRESHOLD
 
 #: File in a published site's root: ``bmx publish`` only ever replaces such a directory.
 SITE_MARKER = ".benchmatrix-site"
@@ -197,12 +202,41 @@ def _cell_labels(long: pd.DataFrame, stats_cols: set[str]) -> pd.Series:
                      index=newest.index)
 
 
-def build_history(pages: list[CampaignPage], alpha: float = ALPHA) -> History | None:
+def history_metrics(pages: list[CampaignPage]) -> tuple[list[str] | None, dict[str, Any]]:
+    """The metrics whose history is tested for steps, and the declared metrics, from the
+    newest campaign's spec.json: ``report.primary``, else ``report.metrics``; None (every
+    metric) when it names neither or has no spec.json."""
+    for page in reversed(pages):
+        try:
+            spec = json.loads((page.campaign.path / layout.SPEC).read_text())
+        except (OSError, ValueError):
+            continue
+        report = spec.get("report") or {}
+        declared = (spec.get("workload") or {}).get("metrics") or {}
+        named = report.get("primary") or report.get("metrics")
+        return ([str(m) for m in named] if named else None), (declared if isinstance(declared, dict) else {})
+    return None, {}
+
+
+def build_history(pages: list[CampaignPage], alpha: float = ALPHA, threshold: float = DEFAULT_THRESHOLD,
+                  plots: bool = True) -> History | None:
     """Campaign means per cell and metric over the campaigns, with the step test.
+
+    Only the report's metrics are tested (``report.primary``, else ``report.metrics`` of
+    the newest campaign's spec; every metric when it names none). A positive metric's
+    series is tested on the log of its campaign means (a step is a ratio). A series whose
+    runs never vary (every campaign's sd at rounding level) is ``constant`` and not
+    tested. The max-over-splits test (:mod:`benchmatrix.analyze.changepoint`) gives each
+    series a calibrated p-value; Holm's adjustment runs across every tested series of the
+    page, so an unchanged experiment shows any step at most ``alpha`` of the time; the
+    verdict engine (:func:`benchmatrix.analyze.verdict.judge`) turns them into verdicts.
 
     Args:
         pages: The experiment's campaigns, oldest first.
-        alpha: The change-point test's false-alarm rate per series.
+        alpha: The page's false-alarm rate (Holm across its series).
+        threshold: The practical threshold (a fraction): a step's interval inside it
+            is ``equivalent``.
+        plots: Draw the plots (the calibration tests need only the tables).
 
     Returns:
         None when fewer than two campaigns have a summary.
@@ -218,7 +252,7 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA) -> History | 
     if len(frames) < 2:
         return None
     long = pd.concat(frames, ignore_index=True, sort=False)
-    for col in ("unit", "n", "ci_low", "ci_high"):
+    for col in ("unit", "n", "ci_low", "ci_high", "sd"):
         if col not in long.columns:
             long[col] = np.nan
     long["unit"] = long["unit"].fillna("").astype(str)
@@ -233,44 +267,91 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA) -> History | 
     means = means.reindex(pd.MultiIndex.from_frame(order[["metric", "cell_id"]]))
     positions = list(means.columns)
     pos_name = {k: pages[k].campaign.name for k in positions}
+    units = long.drop_duplicates(["metric"], keep="last").set_index("metric")["unit"]
+    wanted, declared = history_metrics(pages)
+    metric_of = means.index.get_level_values("metric").to_numpy()
+    in_report = np.ones(len(means), dtype=bool) if wanted is None else np.isin(metric_of, wanted)
     x = means.to_numpy(dtype="float64")
     finite = np.isfinite(x)
+    positive = np.array([declared_positive(m, declared, units.get(m, "")) for m in metric_of], dtype=bool)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        positive &= np.where(finite, x > 0, True).all(axis=1)
+        y = np.where(positive[:, None], np.log(np.where(finite & (x > 0), x, 1.0)), x)
+    y = np.where(finite, y, np.nan)
+    spread = long.assign(rel=(long["sd"].abs() / long["mean"].abs()).where(long["mean"] != 0))
+    rel_sd = spread.groupby(["metric", "cell_id"], sort=False)["rel"].max().reindex(means.index)
+    # No sd at all (summaries of single runs) says nothing about variation: not constant.
+    constant = rel_sd.to_numpy(dtype="float64") <= ROUNDING
     count = finite.sum(axis=1)
-    detected = np.zeros(len(x), dtype=bool)
+    testable = in_report & ~constant & (count >= MIN_CAMPAIGNS)
     p_value = np.full(len(x), np.nan)
-    full = count == len(positions)
+    steps_at = [detect_step(y[row][finite[row]], alpha) if testable[row] else None for row in range(len(x))]
+    full = testable & (count == len(positions))
     if full.any() and len(positions) >= MIN_CAMPAIGNS:
         # Every series with every campaign: one vectorised test (the common case, and fast).
-        d, _, p = detect_steps(x[full], alpha)
-        detected[full], p_value[full] = d, p
-    for row in np.flatnonzero(~full & (count >= MIN_CAMPAIGNS)):
-        # A cell missing from some campaigns: its own shorter series.
-        step = detect_step(x[row][finite[row]], alpha)
-        detected[row], p_value[row] = step.detected, step.p_value
-    units = long.drop_duplicates(["metric"], keep="last").set_index("metric")["unit"]
+        _, _, p = detect_steps(y[full], alpha)
+        p_value[full] = p
+    for row in np.flatnonzero(testable & ~full):
+        p_value[row] = steps_at[row].p_value
+    # The engine: Holm across the page's series, intervals, verdicts in the metric's direction.
+    judged = pd.DataFrame({
+        "metric": metric_of, "better": [metric_direction(m, declared) for m in metric_of],
+        "mean_level": [s.after if s else np.nan for s in steps_at],
+        "mean_baseline": [s.before if s else np.nan for s in steps_at],
+        "df": [s.campaigns - 2 if s else np.nan for s in steps_at],
+        "_est": [s.difference if s else np.nan for s in steps_at],
+        "_se2": [sum(_step_parts(y[row][finite[row]], s)) for row, s in enumerate(steps_at)],
+        "_va": [_step_parts(y[row][finite[row]], s)[0] for row, s in enumerate(steps_at)],
+        "_vb": [_step_parts(y[row][finite[row]], s)[1] for row, s in enumerate(steps_at)],
+        "_cov": 0.0, "_constant": constant,
+        "_scale": np.where(positive, LOG, LINEAR), "_p": p_value})
+    judge(judged, set(judged.loc[testable, "metric"]), alpha, threshold)
+    verdicts = judged["verdict"].to_numpy(dtype=object)
+    verdicts[~in_report] = "not_tested"
+    verdicts[in_report & constant] = "constant"
+    verdicts[in_report & ~constant & (count < MIN_CAMPAIGNS)] = "insufficient_data"
+    detected = testable & judged["verdict"].isin(list(CHANGED)).to_numpy()
     rows = []
     for row, (metric, cell) in enumerate(means.index):
         present = [positions[j] for j in np.flatnonzero(finite[row])]
+        step = steps_at[row]
         rec: dict[str, Any] = {
             "cell_id": cell, "cell": labels.get(cell, cell), "metric": metric, "unit": units.get(metric, ""),
             "campaigns": int(count[row]), "first_mean": x[row][finite[row]][0] if count[row] else np.nan,
-            "last_mean": x[row][finite[row]][-1] if count[row] else np.nan, "tested": bool(count[row] >= MIN_CAMPAIGNS),
-            "detected": bool(detected[row]), "p_value": p_value[row], "step_campaign": "",
+            "last_mean": x[row][finite[row]][-1] if count[row] else np.nan, "tested": bool(testable[row]),
+            "detected": bool(detected[row]), "p_value": p_value[row], "p_adjusted": judged["p_value"].iloc[row],
+            "verdict": verdicts[row], "scale": "log" if positive[row] else "linear", "step_campaign": "",
             "before": np.nan, "after": np.nan, "relative_pct": np.nan, "relative_low_pct": np.nan,
             "relative_high_pct": np.nan}
-        if detected[row]:
-            step = detect_step(x[row][finite[row]], alpha)
-            rec.update(step_campaign=pos_name[present[step.index]], before=step.before, after=step.after,
-                       relative_pct=step.relative * 100, relative_low_pct=step.relative_low * 100,
-                       relative_high_pct=step.relative_high * 100)
+        if step is not None and step.index is not None:
+            rec.update(step_campaign=pos_name[present[step.index]],
+                       before=float(np.exp(step.before)) if positive[row] else step.before,
+                       after=float(np.exp(step.after)) if positive[row] else step.after,
+                       relative_pct=judged["rel_diff_pct"].iloc[row],
+                       relative_low_pct=judged["ci_low_adj_pct"].iloc[row],
+                       relative_high_pct=judged["ci_high_adj_pct"].iloc[row])
         rows.append(rec)
     steps = pd.DataFrame(rows)
-    plots = [_history_plot(long, steps, metric, positions, [pos_name[k] for k in positions], means.loc[metric])
-             for metric in list(dict.fromkeys(steps["metric"]))[:MAX_PLOT_METRICS]]
+    plots_out = ([_history_plot(long, steps, metric, positions, [pos_name[k] for k in positions], means.loc[metric],
+                                [pages[k].campaign.started_at for k in positions])
+                  for metric in list(dict.fromkeys(steps.loc[steps["verdict"] != "not_tested", "metric"]))
+                  [:MAX_PLOT_METRICS]] if plots else [])
     keep = ["campaign", "#name", "started_at", "cell_id",
             *[c for c in long.columns if c not in stat_cols], "metric", "unit", "n", "mean", "ci_low", "ci_high"]
     long = long[keep].rename(columns={"#name": "campaign_label"})
-    return History(long, steps, plots, _mean_tables(long, steps, [pos_name[k] for k in positions]))
+    return History(long, steps, plots_out, _mean_tables(long, steps, [pos_name[k] for k in positions]))
+
+
+def _step_parts(values: np.ndarray, step: Any) -> tuple[float, float]:
+    """Variances of a step's two segment means (after, before): the pooled
+    within-segment variance of the campaign means over K - k and k campaigns, as the
+    step test uses it."""
+    if step is None or step.index is None:
+        return float("nan"), float("nan")
+    k, k_all = step.index, len(values)
+    before, after = values[:k], values[k:]
+    var = (((before - before.mean()) ** 2).sum() + ((after - after.mean()) ** 2).sum()) / (k_all - 2)
+    return float(var / (k_all - k)), float(var / k)
 
 
 def _mean_tables(long: pd.DataFrame, steps: pd.DataFrame, campaign_names: list[str]) -> list[dict[str, Any]]:
@@ -297,18 +378,33 @@ def _mean_tables(long: pd.DataFrame, steps: pd.DataFrame, campaign_names: list[s
     return tables
 
 
+def _campaign_times(started: list[str]) -> np.ndarray | None:
+    """The campaigns' start times as matplotlib dates, or None when one is unknown
+    (the plot then places campaigns evenly, in order)."""
+    from matplotlib import dates
+
+    try:
+        stamps = [datetime.fromisoformat(str(t).replace("Z", "+00:00")) for t in started]
+    except ValueError:
+        return None
+    if len(stamps) != len(started) or len({s for s in stamps}) < len(stamps):
+        return None
+    return np.asarray(dates.date2num(stamps), dtype="float64")
+
+
 def _history_plot(long: pd.DataFrame, steps: pd.DataFrame, metric: str, positions: list[int],
-                  campaign_names: list[str], means: pd.DataFrame) -> dict[str, str]:
-    """One metric over campaigns: each shown cell's mean and 95 % interval relative
-    to its first campaign, and the band all cells span (10-90 %)."""
+                  campaign_names: list[str], means: pd.DataFrame, started: list[str] | None = None) -> dict[str, str]:
+    """One metric over time: each shown cell's mean and 95 % interval relative to its
+    first campaign at the campaign's start time, and the band all cells span (10-90 %)."""
     plt = _pyplot()
     k_all = len(campaign_names)
-    xs = np.arange(k_all)
+    times = _campaign_times(started or [])
+    xs = times if times is not None else np.arange(k_all, dtype="float64")
     rel = means.to_numpy(dtype="float64")
     with np.errstate(divide="ignore", invalid="ignore"):
         first = np.array([r[np.isfinite(r)][0] if np.isfinite(r).any() else np.nan for r in rel])
         rel_pct = (rel / first[:, None] - 1) * 100
-    mine = steps[steps["metric"] == metric]
+    mine = steps[(steps["metric"] == metric) & (steps["verdict"] != "not_tested")]
     if len(mine) <= MAX_PLOT_CELLS:
         shown = list(mine["cell_id"])
         caption = "Every cell's campaign means relative to its first campaign, with 95 % intervals."
@@ -336,7 +432,7 @@ def _history_plot(long: pd.DataFrame, steps: pd.DataFrame, metric: str, position
     for cell in shown:
         rows = sub[sub["cell_id"] == cell]
         base = first[cell_index[cell]]
-        cx = rows["#pos"].map(pos).to_numpy(dtype="float64")
+        cx = xs[rows["#pos"].map(pos).to_numpy(dtype="int64")]
         y = (rows["mean"].to_numpy(dtype="float64") / base - 1) * 100
         lo_e = y - (rows["ci_low"].to_numpy(dtype="float64") / base - 1) * 100
         hi_e = (rows["ci_high"].to_numpy(dtype="float64") / base - 1) * 100 - y
@@ -348,10 +444,18 @@ def _history_plot(long: pd.DataFrame, steps: pd.DataFrame, metric: str, position
     unit = str(sub["unit"].iloc[0]) if len(sub) else ""
     ax.set_ylabel(f"{metric}: % vs first campaign")
     step_every = max(1, math.ceil(k_all / 20))
-    ax.set_xticks(xs[::step_every])
-    ax.set_xticklabels([n if len(n) <= 16 else n[:15] + "…" for n in campaign_names[::step_every]],
-                       rotation=45, ha="right")
-    ax.set_xlabel("campaign (oldest first)")
+    if times is not None:
+        from matplotlib import dates
+
+        # Time on the x axis: campaigns weeks apart are drawn weeks apart.
+        ax.xaxis.set_major_locator(dates.AutoDateLocator(minticks=3, maxticks=8, interval_multiples=False))
+        ax.xaxis.set_major_formatter(dates.ConciseDateFormatter(ax.xaxis.get_major_locator()))
+        ax.set_xlabel("campaign start (UTC)")
+    else:
+        ax.set_xticks(xs[::step_every])
+        ax.set_xticklabels([n if len(n) <= 16 else n[:15] + "…" for n in campaign_names[::step_every]],
+                           rotation=45, ha="right")
+        ax.set_xlabel("campaign (oldest first)")
     if ax.get_legend_handles_labels()[0]:
         # Below the axes, not beside them: the plot keeps the page's full width on a phone.
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=2, frameon=False)
@@ -473,8 +577,9 @@ def _build(experiments: list[tuple[Path, list[Campaign]]], site: Path) -> dict[s
             history.long.to_csv(site / slug / "history.csv", index=False)
             history.steps.to_csv(site / slug / "steps.csv", index=False)
             found = history.steps[history.steps["detected"]]
-            # Most credible first: the smallest p, then the largest change.
-            found = found.assign(size=-found["relative_pct"].abs()).sort_values(["p_value", "size"], kind="stable")
+            # Largest effect first: the step a reader should look at.
+            found = found.assign(size=-found["relative_pct"].abs()).sort_values(["size", "p_adjusted"],
+                                                                                kind="stable")
             steps_shown = found.to_dict("records")
             n_steps += len(found)
             series = history.steps.head(MAX_SERIES_ROWS).to_dict("records")

@@ -108,7 +108,7 @@ def test_history_shows_a_planted_step_and_none_in_flat_cells(tmp_path):
     table = page[page.index('id="step-table"'):page.index("</table>", page.index('id="step-table"'))]
     assert table.count("<tr>") == 2                     # the header and the one step
     assert "threads=2 mode=on" in table and "week4" in table and re.search(r"\+[5-9]\.\d %|\+10\.\d %", table)
-    assert "4 series tested: even with no change at all, about 0.2 of them" in page
+    assert "Holm's adjustment runs across the 4 series tested" in page
     means = page[page.index('<table class="means">'):]
     means = means[:means.index("</table>")]
     assert means.count("<tr>") == 1 + 4 and means.count("<br>") == 4 * 8    # every cell in every campaign
@@ -148,7 +148,8 @@ def test_a_cell_missing_from_some_campaigns_is_tested_on_those_it_has(tmp_path):
     assert steps.loc["t2_off", "campaigns"] == 2 and not steps.loc["t2_off", "tested"]
     assert not steps.loc["t2_off", "detected"] and steps.loc[["t1_off", "t2_on"], "tested"].all()
     page = (tmp_path / "site" / "gaps" / "history.html").read_text()
-    assert re.search(r"threads=2 mode=off</td><td>tps</td><td class=\"num\">2</td>.*?not tested", page, flags=re.S)
+    assert re.search(r"threads=2 mode=off</td><td>tps</td><td class=\"num\">2</td>.*?insufficient data", page,
+                     flags=re.S)
 
 
 def test_two_campaigns_get_a_history_without_a_step_test(tmp_path):
