@@ -757,6 +757,9 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
         "progress": _progress(states),
         "effective_runs": int(len(effective)),
         "cells": [_row(r, spec.factor_names) for r in cells.to_dict("records")],
+        # Positive metrics: their summary intervals come from the log values (ci_method "cox").
+        "ratio_metrics": list(dict.fromkeys(summary.loc[summary["ci_method"].astype(str) == "cox", "metric"]
+                                            .astype(str))),
         "hosts": _hosts(host_facts, plan, runs),
         "metrics": _metric_tables(spec, summary, cells),
         "by_host": _by_host(spec, hosts, summary_by_host, host_table, cells, metrics, units),

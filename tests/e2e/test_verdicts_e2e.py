@@ -1,0 +1,92 @@
+"""Verdicts end to end: real campaigns of a command workload, compared with ``bmx compare``.
+
+The issue's case: a latency that triples between two campaigns (lognormal noise, CV
+about 20 %, 3 runs a cell, 4 cells) was called "no difference" in every cell and
+``bmx compare`` exited 0. Here the workload's level comes from a file outside the spec
+(as a kernel or a SAN would change it), so the campaigns measure the same thing and
+are comparable: two unchanged campaigns must give no better/worse and exit 0, and the
+3x slower one must be worse in every cell with exit 1.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SPEC = """\
+name: verdicts
+description: A latency whose level a file outside the spec sets (x3 in the slow campaign)
+hosts: localhost
+inventory: config/inventory/test.yml
+factors:
+  size: [1, 2, 3, 4]
+workload:
+  role: workload_command
+  vars:
+    argv: [python3, -c, "import pathlib, random; f = float(pathlib.Path('{factor}').read_text()); print('lat=%.4f' % (100 * {{{{ size }}}} * f * random.lognormvariate(0, 0.2)))"]
+  metrics:
+    lat: {{regex: 'lat=(?P<value>[0-9.]+)', unit: ms, better: lower}}
+  timeout: 60
+replicates: 3
+warmup: 0
+order: {{strategy: random, seed: 3}}
+report:
+  metrics: [lat]
+"""
+
+
+@pytest.fixture(scope="module")
+def campaigns(tmp_path_factory):
+    """Campaigns ``a1`` and ``a2`` (factor 1) compared with each other before ``slow``
+    (factor 3) is run; then ``a2`` vs ``slow``."""
+    from conftest import copy_project
+
+    project = copy_project(tmp_path_factory.mktemp("verdicts"))
+    factor = project.root / "factor"
+    spec = project.write_spec("verdicts", SPEC.format(factor=factor))
+    out = {}
+    for label, level in (("a1", "1"), ("a2", "1")):
+        factor.write_text(level)
+        res = project.bmx("run", str(spec), "--cores", "1", "--campaign", label)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    out["aa"] = project.bmx("compare", "a1", "a2", "--spec", str(spec))
+    factor.write_text("3")
+    res = project.bmx("run", str(spec), "--cores", "1", "--campaign", "slow")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    out["slow"] = project.bmx("compare", "a2", "slow", "--spec", str(spec))
+    return project, spec, out
+
+
+def test_an_unchanged_pair_of_campaigns_gives_no_verdict_of_change_and_exit_0(campaigns):
+    project, _, out = campaigns
+    res = out["aa"]
+    assert res.returncode == 0, res.stdout + res.stderr
+    table = pd.read_csv(project.exp("verdicts") / "compare" / "a1_vs_a2" / "compare.csv")
+    assert len(table) == 4 and not set(table["verdict"]) & {"better", "worse"}
+    assert set(table["verdict"]) <= {"equivalent", "inconclusive"} and set(table["scale"]) == {"log"}
+    # Only a1 besides a2: no history to estimate campaigns' variation, judged against the threshold.
+    assert set(table["basis"]) == {"threshold"} and "no history" in res.stdout
+
+
+def test_a_threefold_slowdown_is_worse_in_every_cell_and_exits_1(campaigns):
+    project, _, out = campaigns
+    res = out["slow"]
+    assert res.returncode == 1, res.stdout + res.stderr
+    table = pd.read_csv(project.exp("verdicts") / "compare" / "a2_vs_slow" / "compare.csv")
+    assert table["verdict"].tolist() == ["worse"] * 4
+    assert table["rel_diff_pct"].between(120, 350).all() and (table["ci_low_adj_pct"] > 0).all()
+    assert (table["ci_low_pct"] > -100).all() and (table["detectable_pct"] > 0).all()
+    # a1 and a2 measured the same thing: the campaigns' variation is estimated from them.
+    assert set(table["basis"]) == {"campaign_variance"} and "estimated from 2 campaigns" in res.stdout
+    assert "bmx: worse: lat +" in res.stdout
+
+
+def test_the_slow_campaigns_summary_and_report_stay_in_range_and_say_the_scale(campaigns):
+    project, _, _ = campaigns
+    exp = project.exp("verdicts")
+    summary = pd.read_csv(exp / "summary.csv")
+    assert (summary["ci_low"] > 0).all() and set(summary["ci_method"]) == {"cox"}
+    md = (exp / "report.md").read_text()
+    assert "positive metrics (lat: rates, times, sizes) the modified Cox interval" in md
