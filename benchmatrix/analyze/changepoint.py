@@ -13,9 +13,12 @@ step in the mean" against "no step" for normal campaign means of unknown common
 variance. Under no step that maximum depends on the number of campaigns K only
 (it is invariant to location and scale), so its null distribution is simulated
 once per K (seeded, :data:`NULL_DRAWS` standard normal histories) and the p-value
-is the share of simulated maxima at least as large. A step is reported when
-p <= alpha (0.05 by default): the false-alarm rate per history is alpha, whatever
-K, the number of splits tried included. ``tests/unit/analyze/test_changepoint.py`` checks the
+is the share of simulated maxima at least as large (beyond every simulated maximum,
+the Bonferroni bound over the splits when it is smaller, so that a p-value can go
+below 1/(draws + 1)). A step is reported when p <= alpha (0.05 by default): the
+false-alarm rate per history is alpha, whatever K, the number of splits tried
+included. The history pages adjust these p-values with Holm's method across every
+series of a page (:func:`benchmatrix.campaigns.publish.build_history`). ``tests/unit/analyze/test_changepoint.py`` checks the
 calibration and the power on simulated histories.
 
 Why campaign means and not the runs: two campaigns differ by more than their
@@ -43,7 +46,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from benchmatrix.analyze.stats import CONFIDENCE, fieller_ratio_ci, t_ppf
+from benchmatrix.analyze.stats import CONFIDENCE, fieller_ratio_ci, t_ppf, t_sf
 from benchmatrix.errors import BenchmatrixError
 
 #: Simulated null histories per number of campaigns.
@@ -121,6 +124,12 @@ def detect_steps(histories: np.ndarray, alpha: float = 0.05) -> tuple[np.ndarray
     null = null_maxima(x.shape[1])
     exceed = len(null) - np.searchsorted(null, stat, side="left")
     p = (1.0 + exceed) / (1.0 + len(null))
+    # Beyond every simulated maximum the simulation only says p < 1/(draws + 1), which
+    # Holm's adjustment over a page of thousands of series could never use. There the
+    # Bonferroni bound over the K - 1 splits (each |t| with K - 2 degrees of freedom),
+    # never below the true p-value, takes over when it is smaller.
+    bound = np.minimum(1.0, (x.shape[1] - 1) * 2.0 * t_sf(stat, x.shape[1] - 2))
+    p = np.where(exceed == 0, np.minimum(p, bound), p)
     return p <= alpha, best + 1, p
 
 
