@@ -460,7 +460,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from benchmatrix.results.export import export
 
-    path = export(args.spec, project_dir(), args.format, args.out)
+    path = export(args.spec, project_dir(), args.format, args.out, make_parents=args.mkdir)
     if path is not None:
         print(f"export: {path}")
     return 0
@@ -542,7 +542,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("export", "write the campaign as Parquet or CSV (the long table), Bencher Metric Format or pyperf JSON")
     sp.add_argument("--format", required=True, metavar="FORMAT", help="bmf, pyperf, csv or parquet (docs/export.md)")
     sp.add_argument("--out", metavar="FILE", help="output file; - for stdout (default: results/NAME/runs_long.parquet, "
-                    "runs_long.csv, bmf.json or pyperf.json)")
+                    "runs_long.csv, bmf.json or pyperf.json); an existing FILE must be a regular file")
+    sp.add_argument("--mkdir", action="store_true", help="create --out's missing directories (default: an error)")
     sp = add("campaigns", "list the experiment's campaigns: id, label, start, end, hosts, runs ok/failed")
     sp.add_argument("--json", action="store_true", help="print the campaigns as JSON")
     sp = sub.add_parser("compare", help=HELP_COMPARE, description=HELP_COMPARE, epilog=EXAMPLES["compare"],
