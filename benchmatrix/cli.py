@@ -471,7 +471,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
     # Like every other command, the results of the project bmx runs in (BMX_PROJECT_DIR).
     results = args.results if args.results is not None else project_dir() / layout.RESULTS_DIR
-    counts = publish(results, args.to)
+    counts = publish(results, args.to, replace=args.replace,
+                     say=lambda line: print(f"publish: {line}", file=sys.stderr))
     print(f"publish: {counts['experiments']} experiment(s), {counts['campaigns']} campaign(s), "
           f"{counts['steps']} step(s) in histories: {Path(args.to) / 'index.html'}")
     return 0
@@ -562,6 +563,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "(replaced whole)")
     sp.add_argument("--results", type=Path, default=None, metavar="DIR",
                     help="results directory (default: the project's results/)")
+    sp.add_argument("--replace", action="store_true", help="also delete files in --to that bmx publish did not "
+                    "write (default: such files stop the publish)")
     return p
 
 
