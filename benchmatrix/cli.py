@@ -262,6 +262,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from benchmatrix.execute.rules import exp_dir_of
     from benchmatrix.spec.load import load_spec
 
+    if args.campaign is not None:  # refused where it enters, before the results directory is touched
+        from benchmatrix.campaigns.store import check_label
+
+        args.campaign = check_label(args.campaign)
     proj = project_dir()
     spec = load_spec(args.spec)
     for w in spec.warnings:
