@@ -296,7 +296,7 @@ MAX_LABEL_CHARS = 100
 
 
 def check_label(label: str) -> str:
-    """``label`` without surrounding white space, if it is a usable campaign label.
+    """``label`` without surrounding spaces, if it is a usable campaign label.
 
     A label names a campaign in ``bmx compare``, ``bmx campaigns`` and the published
     site, so it follows :func:`benchmatrix.names.name_problem` (``.``, ``..``, ``a/b``, a
@@ -305,7 +305,7 @@ def check_label(label: str) -> str:
     Raises:
         BenchmatrixError: one line naming the label (escaped) and what is wrong.
     """
-    label = label.strip()
+    label = label.strip(" ")  # spaces typed around it; a tab or newline is refused below
     problem = name_problem(label, "label", MAX_LABEL_CHARS)
     if problem:
         raise BenchmatrixError(f"--campaign {shown(label, 40)}: {problem}")
