@@ -529,7 +529,15 @@ def render(source: str, context: dict[str, Any], finalize: Callable[[Any], Any] 
         jinja2.TemplateError: a syntax error, an undefined variable, or a bound
             exceeded (:class:`jinja2.sandbox.SecurityError`).
     """
-    template = compile_template(source, finalize)
+    try:
+        template = compile_template(source, finalize)
+    except jinja2.TemplateSyntaxError as exc:
+        if "\n" not in source.strip() or not exc.lineno or str(exc.message).startswith("line "):
+            raise
+        # A job file or script of several lines: say which line, still on one line.
+        located = jinja2.TemplateSyntaxError(f"line {exc.lineno}: {exc.message}", exc.lineno)
+        located.translated = True  # str() is the message alone, without Jinja's source excerpt
+        raise located from None
     budget = _Budget()
     token = _BUDGET.set(budget)
     try:

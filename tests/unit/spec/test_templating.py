@@ -125,6 +125,9 @@ def test_all_values_of_a_render_together_are_bounded():
 def test_a_bound_names_the_template_line():
     with pytest.raises(jinja2.sandbox.SecurityError, match=r"^line 3: a repetition"):
         render("a={{ a }}\nb={{ b }}\nc={{ [[1] * 100000] * 1000 }}\n", CTX)
+    with pytest.raises(jinja2.TemplateSyntaxError) as info:
+        render("a={{ a }}\nb={{ b }}\nc={{ " + "[" * 30 + "]" * 30 + " }}\n", CTX)
+    assert str(info.value) == "line 3: brackets nest deeper than 20 levels"
 
 
 # Issue 25 item 4: these ended in RecursionError or MemoryError tracebacks.
