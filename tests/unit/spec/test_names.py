@@ -85,3 +85,14 @@ def test_stored_label_with_control_characters_prints_on_one_line(tmp_path):
     table = campaigns_table(rows)
     assert table.count("\n") == 1 and "\u202e" not in table and "x\\ny\\u202e" in table
     json.dumps(rows)  # --json keeps the label as stored (JSON escapes it)
+
+
+def test_inventory_host_name_ending_in_a_newline_is_refused(tmp_path):
+    from benchmatrix.errors import PlanError
+    from benchmatrix.execute.hosts import resolve_hosts
+
+    inventory = tmp_path / "inv.yml"
+    inventory.write_text('all:\n  hosts:\n    "h1\\n":\n      ansible_connection: local\n')
+    with pytest.raises(PlanError) as info:
+        resolve_hosts(inventory, "all")
+    assert "\n" not in str(info.value) and "host name 'h1\\n'" in str(info.value)
