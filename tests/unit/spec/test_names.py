@@ -96,3 +96,25 @@ def test_inventory_host_name_ending_in_a_newline_is_refused(tmp_path):
     with pytest.raises(PlanError) as info:
         resolve_hosts(inventory, "all")
     assert "\n" not in str(info.value) and "host name 'h1\\n'" in str(info.value)
+
+
+CONN = {"host": "h", "port": 5432, "user": "u", "database": "d"}
+
+
+@pytest.mark.parametrize("call", [
+    lambda: __import__("benchmatrix.workloads.fio.argv", fromlist=["x"]).fio_argv({"rw\n": "read"}),
+    lambda: __import__("benchmatrix.workloads.command.argv", fromlist=["x"]).workload_command_argv(
+        [{"run_id": "r1", "vars": {"argv": ["true"], "env": {"X\n": "1"}}}]),
+    lambda: __import__("benchmatrix.workloads.sysbench.argv", fromlist=["x"])._options(
+        {"run_id": "r1", "vars": {"options": {"threads\n": 1}}}),
+    lambda: __import__("benchmatrix.workloads.pgbench.argv", fromlist=["x"]).pgbench_run(
+        {"run_id": "r1", "vars": {"define": {"v\n": 1}}}, CONN, "pgbench", ".", ".", {}, 1),
+    lambda: __import__("benchmatrix.workloads.pgbench.argv", fromlist=["x"]).pgbench_run(
+        {"run_id": "r1", "vars": {"options": {"jobs\n": 1}}}, CONN, "pgbench", ".", ".", {}, 1),
+])
+def test_workload_option_and_variable_names_ending_in_a_newline_are_refused(call):
+    from benchmatrix.errors import WorkloadVarsError
+
+    with pytest.raises(WorkloadVarsError) as info:
+        call()
+    assert "\n" not in str(info.value) and "\\n'" in str(info.value), str(info.value)
