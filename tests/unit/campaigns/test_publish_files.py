@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import html
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from unit.campaigns.test_publish import history_results
 
+from benchmatrix import cli
 from benchmatrix.campaigns.publish import CSP, SITE_MARKER, publish
 from benchmatrix.errors import BenchmatrixError
 
-ROOT = Path(__file__).resolve().parents[3]
 REPORT = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>r</title>\n</head>\n"
           "<body><p>report</p></body>\n</html>\n")
 
@@ -32,13 +30,14 @@ def _results(tmp_path: Path) -> Path:
     return results
 
 
-def _bmx_publish(results: Path, to: Path, *extra: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "benchmatrix.cli", "publish", "--to", str(to), "--results",
-                           str(results), *extra], capture_output=True, text=True, env=env, timeout=120)
+def _bmx_publish(capsys, results: Path, to: Path, *extra: str) -> tuple[int, str]:
+    """``bmx publish`` through the CLI's main: its exit status and stderr."""
+    capsys.readouterr()
+    rc = cli.main(["publish", "--to", str(to), "--results", str(results), *extra])
+    return rc, capsys.readouterr().err
 
 
-def test_links_and_special_files_do_not_leave_the_results(tmp_path):
+def test_links_and_special_files_do_not_leave_the_results(tmp_path, capsys):
     results = _results(tmp_path)
     secret = tmp_path / "shadow"
     secret.write_text("root:$6$secret:19000::::::\n")
@@ -56,8 +55,8 @@ def test_links_and_special_files_do_not_leave_the_results(tmp_path):
     (outside / "compare.html").write_text(REPORT)
     (outside / "compare.csv").write_text("secret\n")
     (exp / "compare" / "escape").symlink_to(outside)               # a whole directory pointing out
-    done = _bmx_publish(results, tmp_path / "site")
-    assert done.returncode == 0, done.stderr
+    rc, said = _bmx_publish(capsys, results, tmp_path / "site")
+    assert rc == 0, said
     site = tmp_path / "site"
     copied = [p for p in site.rglob("*") if p.is_file()]
     assert not any(p.read_bytes() in (secret.read_bytes(), b"secret\n") for p in copied)
@@ -66,7 +65,6 @@ def test_links_and_special_files_do_not_leave_the_results(tmp_path):
     assert (site / "scan" / "campaigns" / "c00aaaaaaaa" / "summary.csv").is_file()   # the regular files still are
     assert (site / "scan" / "compare" / "a_vs_b" / "compare.html").is_file()
     assert not (site / "scan" / "compare" / "escape").exists()
-    said = done.stderr
     for skipped in (old / "runs.csv", old / "comparisons.csv", cmp_dir / "compare.csv", exp / "compare" / "escape"):
         assert f"publish: skipped {skipped} (" in said, said
     assert "symbolic link" in said and "FIFO" in said
@@ -86,23 +84,23 @@ def test_to_a_symlink_publishes_into_its_target_and_leaves_no_debris(tmp_path):
     assert debris == []
 
 
-def test_republish_refuses_to_delete_a_file_it_did_not_write_unless_told(tmp_path):
+def test_republish_refuses_to_delete_a_file_it_did_not_write_unless_told(tmp_path, capsys):
     results = _results(tmp_path)
     site = tmp_path / "site"
     publish(results, site)
     (site / "scan" / "notes.html").write_text("mine")
     (site / "CNAME").write_text("bench.example.org\n")
     before = sorted(p.name for p in site.rglob("*"))
-    done = _bmx_publish(results, site)
-    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
-    assert "holds 2 file(s) bmx publish did not write (CNAME, scan/notes.html)" in done.stderr
+    rc, err = _bmx_publish(capsys, results, site)
+    assert rc == 1 and err.count("\n") == 1, err
+    assert "holds 2 file(s) bmx publish did not write (CNAME, scan/notes.html)" in err
     assert sorted(p.name for p in site.rglob("*")) == before      # nothing touched
-    done = _bmx_publish(results, site, "--replace")
-    assert done.returncode == 0, done.stderr
-    assert "publish: removed 2 file(s) bmx publish did not write: CNAME, scan/notes.html" in done.stderr
+    rc, err = _bmx_publish(capsys, results, site, "--replace")
+    assert rc == 0, err
+    assert "publish: removed 2 file(s) bmx publish did not write: CNAME, scan/notes.html" in err
     assert not (site / "CNAME").exists() and (site / "index.html").is_file()
-    done = _bmx_publish(results, site)                             # its own files only: replaced silently
-    assert done.returncode == 0 and done.stderr == "", done.stderr
+    rc, err = _bmx_publish(capsys, results, site)                 # its own files only: replaced silently
+    assert rc == 0 and err == "", err
 
 
 def test_every_published_page_carries_the_csp(tmp_path):

@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -106,17 +104,16 @@ def test_out_replaces_a_regular_file(project, capsys, tmp_path):
     assert out_path.read_text().startswith("schema_version,")
 
 
-def test_every_format_streams_to_stdout(project, tmp_path):
+def test_every_format_streams_to_stdout(project, tmp_path, capsysbinary):
     """``-`` is stdout for the text formats and for Parquet too when stdout is no terminal."""
-    env = {**os.environ, "BMX_PROJECT_DIR": str(project)}
     for fmt in ("bmf", "csv", "parquet"):
-        res = subprocess.run([sys.executable, "-m", "benchmatrix.cli", "export", QUICKSTART, "--format", fmt,
-                              "--out", "-"], capture_output=True, env=env, timeout=120)
-        assert res.returncode == 0 and res.stderr == b"", (fmt, res.stderr)
+        assert cli.main(["export", QUICKSTART, "--format", fmt, "--out", "-"]) == 0
+        out, err = capsysbinary.readouterr()
+        assert err == b"", (fmt, err)
         if fmt == "parquet":
-            (tmp_path / "s.parquet").write_bytes(res.stdout)
+            (tmp_path / "s.parquet").write_bytes(out)
             assert pq.read_table(tmp_path / "s.parquet").num_rows == 2
         elif fmt == "csv":
-            assert res.stdout.startswith(b"schema_version,")
+            assert out.startswith(b"schema_version,")
         else:
-            json.loads(res.stdout)
+            json.loads(out)
