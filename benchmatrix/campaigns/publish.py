@@ -522,6 +522,10 @@ def publish(results: str | Path, to: str | Path, replace: bool = False,
         (build / SITE_MARKER).write_text(json.dumps({
             "written_by": "bmx publish; the whole directory is replaced on the next one",
             "files": files}, indent=0) + "\n", encoding="utf-8")
+        unlisted = []
+        if to.is_dir() and (to / SITE_MARKER).is_file() and _written_before(to) is None:
+            # A site from before markers listed their files: what goes is at least named.
+            unlisted = [f for f in _site_files(to) if f not in files and f != SITE_MARKER]
         old = None
         if to.exists():
             old = to.parent / f".{to.name}.{uuid.uuid4().hex[:8]}.old"
@@ -537,6 +541,9 @@ def publish(results: str | Path, to: str | Path, replace: bool = False,
         say(f"skipped {path} ({why}): only regular files inside the experiment's results are published")
     if foreign:
         say(f"removed {len(foreign)} file(s) bmx publish did not write: {', '.join(foreign)}")
+    if unlisted:
+        say(f"removed {len(unlisted)} file(s) of the earlier site that the new one does not have: "
+            f"{', '.join(unlisted)}")
     return counts
 
 

@@ -127,3 +127,19 @@ def test_a_site_of_another_tool_is_still_refused(tmp_path):
     with pytest.raises(BenchmatrixError, match="not empty and not a site bmx publish wrote"):
         publish(results, other, replace=True)
     assert (other / "keep.txt").read_text() == "mine"
+
+
+def test_a_site_from_before_the_file_list_says_what_it_loses(tmp_path):
+    """A marker that lists no files (bmx publish before issue 25): the files the new site
+    does not have are removed, each named, none silently."""
+    results = _results(tmp_path)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / SITE_MARKER).write_text("written by bmx publish; the whole directory is replaced on the next one\n")
+    (site / "index.html").write_text("old")
+    (site / "gone").mkdir()
+    (site / "gone" / "index.html").write_text("old experiment")
+    said: list[str] = []
+    publish(results, site, say=said.append)
+    assert said == ["removed 1 file(s) of the earlier site that the new one does not have: gone/index.html"]
+    assert (site / "index.html").read_text() != "old" and not (site / "gone").exists()
