@@ -277,6 +277,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from benchmatrix.execute.rules import exp_dir_of
     from benchmatrix.spec.load import load_spec
 
+    if args.campaign is not None:  # refused where it enters, before the results directory is touched
+        from benchmatrix.campaigns.store import check_label
+
+        args.campaign = check_label(args.campaign)
     proj = project_dir()
     spec = load_spec(args.spec)
     for w in spec.warnings:
@@ -486,7 +490,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from benchmatrix.results.export import export
 
-    path = export(args.spec, project_dir(), args.format, args.out)
+    path = export(args.spec, project_dir(), args.format, args.out, make_parents=args.mkdir)
     if path is not None:
         print(f"export: {path}")
     return 0
@@ -497,7 +501,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
     # Like every other command, the results of the project bmx runs in (BMX_PROJECT_DIR).
     results = args.results if args.results is not None else project_dir() / layout.RESULTS_DIR
-    counts = publish(results, args.to)
+    counts = publish(results, args.to, replace=args.replace,
+                     say=lambda line: print(f"publish: {line}", file=sys.stderr))
     print(f"publish: {counts['experiments']} experiment(s), {counts['campaigns']} campaign(s), "
           f"{counts['steps']} step(s) in histories: {Path(args.to) / 'index.html'}")
     return 0
@@ -568,7 +573,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("export", "write the campaign as Parquet or CSV (the long table), Bencher Metric Format or pyperf JSON")
     sp.add_argument("--format", required=True, metavar="FORMAT", help="bmf, pyperf, csv or parquet (docs/export.md)")
     sp.add_argument("--out", metavar="FILE", help="output file; - for stdout (default: results/NAME/runs_long.parquet, "
-                    "runs_long.csv, bmf.json or pyperf.json)")
+                    "runs_long.csv, bmf.json or pyperf.json); an existing FILE must be a regular file")
+    sp.add_argument("--mkdir", action="store_true", help="create --out's missing directories (default: an error)")
     sp = add("campaigns", "list the experiment's campaigns: id, label, start, end, hosts, runs ok/failed")
     sp.add_argument("--json", action="store_true", help="print the campaigns as JSON")
     sp = sub.add_parser("compare", help=HELP_COMPARE, description=HELP_COMPARE, epilog=EXAMPLES["compare"],
@@ -592,6 +598,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "(replaced whole)")
     sp.add_argument("--results", type=Path, default=None, metavar="DIR",
                     help="results directory (default: the project's results/)")
+    sp.add_argument("--replace", action="store_true", help="also delete files in --to that bmx publish did not "
+                    "write (default: such files stop the publish)")
     return p
 
 

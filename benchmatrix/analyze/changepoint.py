@@ -18,8 +18,9 @@ the Bonferroni bound over the splits when it is smaller, so that a p-value can g
 below 1/(draws + 1)). A step is reported when p <= alpha (0.05 by default): the
 false-alarm rate per history is alpha, whatever K, the number of splits tried
 included. The history pages adjust these p-values with Holm's method across every
-series of a page (:func:`benchmatrix.campaigns.publish.build_history`). ``tests/unit/analyze/test_changepoint.py`` checks the
-calibration and the power on simulated histories.
+series of a page (:func:`benchmatrix.campaigns.publish.build_history`).
+``tests/unit/analyze/test_changepoint.py`` checks the calibration and the power on
+simulated histories.
 
 Why campaign means and not the runs: two campaigns differ by more than their
 run-to-run noise (a SAN's load, a reboot, the day's temperature; see "Beware of

@@ -24,12 +24,15 @@ empty, or a site an earlier ``bmx publish`` wrote (it holds :data:`SITE_MARKER`)
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import os
 import re
 import shutil
+import stat
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -82,6 +85,7 @@ class CampaignPage:
         runs_ok, runs_failed: Runs whose newest attempt is ``ok`` / anything else.
         warnings: Warnings its report.md shows, None without a report.
         files: Site-relative names of the files copied (report.html first).
+        skipped: The campaign's files left out, with why (``(path, "a symbolic link")``).
         summary: Its summary.csv (empty when missing).
     """
 
@@ -94,6 +98,7 @@ class CampaignPage:
     runs_failed: int | None = None
     warnings: int | None = None
     files: list[str] = field(default_factory=list)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
     summary: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
 
 
@@ -118,16 +123,57 @@ def _read_csv(path: Path, **kwargs: Any) -> pd.DataFrame:
         raise BenchmatrixError(f"{path}: not a readable CSV table: {str(exc).splitlines()[0]}") from None
 
 
-def campaign_page(campaign: Campaign, slug: str) -> CampaignPage:
-    """Read what the index shows of one campaign from its directory (no copying)."""
+def _refusal(path: Path, root: Path) -> str:
+    """Why ``path`` may not be published ("" when it may): it must be a regular file
+    (no link, FIFO, device) whose real path lies inside ``root``, the experiment's
+    results directory, so that a link planted among the results cannot copy a file
+    of the machine (``runs.csv -> /etc/shadow``) into a public site."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return "gone"
+    except OSError as exc:
+        return exc.strerror or "unreadable"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if not stat.S_ISREG(mode):
+        kinds = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+                 stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
+        return kinds.get(stat.S_IFMT(mode), "not a regular file")
+    real, top = Path(os.path.realpath(path)), Path(os.path.realpath(root))
+    if top not in real.parents:
+        return f"outside {root} (through a linked directory)"
+    return ""
+
+
+def campaign_page(campaign: Campaign, slug: str, root: Path | None = None) -> CampaignPage:
+    """Read what the index shows of one campaign from its directory (no copying).
+
+    Args:
+        campaign: The campaign.
+        slug: Its directory name in the site.
+        root: The experiment's results directory (default: the campaign's own): only
+            regular files inside it are read and listed for copying; the others are
+            in :attr:`CampaignPage.skipped`.
+    """
     path = campaign.path
+    root = root or path
     page = CampaignPage(campaign, slug, date=_date(campaign.started_at) if campaign.started_at else "")
-    page.summary = _read_csv(path / layout.SUMMARY, dtype={"cell_id": str})
-    runs = _read_csv(path / layout.RUNS, dtype={"run_id": str, "cell_id": str, "host": str, "status": str},
-                     usecols=lambda c: c in {"run_id", "cell_id", "host", "attempt", "status"})
+    for name in (layout.REPORT_HTML, *DOWNLOADS):
+        why = _refusal(path / name, root)
+        if not why:
+            page.files.append(name)
+        elif why != "gone":
+            page.skipped.append((path / name, why))
+    usable = set(page.files)
+    page.summary = (_read_csv(path / layout.SUMMARY, dtype={"cell_id": str}) if layout.SUMMARY in usable
+                    else pd.DataFrame())
+    runs = (_read_csv(path / layout.RUNS, dtype={"run_id": str, "cell_id": str, "host": str, "status": str},
+                      usecols=lambda c: c in {"run_id", "cell_id", "host", "attempt", "status"})
+            if layout.RUNS in usable else pd.DataFrame())
     if not page.date:
         # A campaign made before campaign.json had created_at: its files' age.
-        stamps = [p.stat().st_mtime for p in (path / layout.SUMMARY, path / layout.RUNS) if p.is_file()]
+        stamps = [(path / n).stat().st_mtime for n in (layout.SUMMARY, layout.RUNS) if n in usable]
         if stamps:
             page.date = datetime.fromtimestamp(min(stamps), tz=UTC).strftime("%Y-%m-%d %H:%M UTC")
     if "cell_id" in page.summary.columns:
@@ -144,9 +190,8 @@ def campaign_page(campaign: Campaign, slug: str) -> CampaignPage:
     elif (path / "hosts").is_dir():
         page.hosts = sorted(p.name for p in (path / "hosts").iterdir() if p.is_dir())
     md = path / layout.REPORT_MD
-    if md.is_file():
+    if not _refusal(md, root):
         page.warnings = len(_WARNING_LINE.findall(md.read_text(encoding="utf-8", errors="replace")))
-    page.files = [n for n in (layout.REPORT_HTML, *DOWNLOADS) if (path / n).is_file()]
     return page
 
 
@@ -207,6 +252,8 @@ def history_metrics(pages: list[CampaignPage]) -> tuple[list[str] | None, dict[s
     newest campaign's spec.json: ``report.primary``, else ``report.metrics``; None (every
     metric) when it names neither or has no spec.json."""
     for page in reversed(pages):
+        if _refusal(page.campaign.path / layout.SPEC, page.campaign.path):
+            continue  # missing, or not a regular file inside the campaign: never followed
         try:
             spec = json.loads((page.campaign.path / layout.SPEC).read_text())
         except (OSError, ValueError):
@@ -487,35 +534,80 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def _check_target(to: Path, results: Path) -> None:
+def _site_files(site: Path) -> list[str]:
+    """Every name under ``site`` but directories (files, links, ...), relative, sorted."""
+    found = []
+    for top, dirs, files in os.walk(site):  # links to directories are listed, not followed
+        rel = Path(top).relative_to(site)
+        found += [(rel / n).as_posix() for n in files]
+        found += [(rel / n).as_posix() for n in dirs if os.path.islink(os.path.join(top, n))]
+    return sorted(found)
+
+
+def _written_before(site: Path) -> set[str] | None:
+    """The files an earlier ``bmx publish`` listed in ``site``'s marker; None for a marker
+    of a version that listed none (its whole directory counts as written by it)."""
+    try:
+        listed = json.loads((site / SITE_MARKER).read_text(encoding="utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return {str(f) for f in listed} if isinstance(listed, list) else None
+
+
+def _check_target(to: Path, results: Path, replace: bool) -> list[str]:
+    """Refuse a ``to`` the site may not replace; returns the files in it that no
+    earlier publish wrote (only with ``replace``: they are deleted with the old site)."""
+    foreign: list[str] = []
     if to.exists():
         if not to.is_dir():
             raise BenchmatrixError(f"{to}: exists and is not a directory; choose another --to")
         if any(to.iterdir()) and not (to / SITE_MARKER).is_file():
             raise BenchmatrixError(f"{to}: not empty and not a site bmx publish wrote; choose an empty or new --to")
+        written = _written_before(to) if (to / SITE_MARKER).is_file() else None
+        if written is not None:
+            foreign = [f for f in _site_files(to) if f not in written and f != SITE_MARKER]
+        if foreign and not replace:
+            shown = ", ".join(foreign[:5]) + (f", ... ({len(foreign)} in all)" if len(foreign) > 5 else "")
+            raise BenchmatrixError(f"{to}: holds {len(foreign)} file(s) bmx publish did not write ({shown}); "
+                                   "move them away, or publish with --replace to delete them with the old site")
     to_r, res_r = to.resolve(), results.resolve()
     if to_r == res_r or res_r in to_r.parents or to_r in res_r.parents:
         raise BenchmatrixError(f"{to}: the site must lie outside the results directory {results}")
+    return foreign
 
 
-def publish(results: str | Path, to: str | Path) -> dict[str, int]:
+def publish(results: str | Path, to: str | Path, replace: bool = False,
+            say: Callable[[str], None] | None = None) -> dict[str, int]:
     """Write the static site of every experiment under ``results`` into ``to``.
+
+    Only regular files that lie inside an experiment's results directory are copied;
+    links, FIFOs, devices and files reached through a linked directory are skipped
+    (``say`` names each). A ``to`` that is a symbolic link is
+    followed: the site replaces the directory it points to, the link stays.
 
     Args:
         results: The results directory (``results/``): one directory per experiment.
         to: The site directory; replaced as a whole when it holds an earlier site.
+        replace: Also delete files in ``to`` that no earlier publish wrote (without it
+            such files stop the publish).
+        say: Called with one line per file left out (``skipped PATH (why): ...``) and
+            one for the files ``replace`` deleted (``removed N file(s) ...``).
 
     Returns:
         Counts: ``experiments``, ``campaigns``, ``steps`` (cell-metric series with a step).
 
     Raises:
-        BenchmatrixError: no results directory, no campaign in it, an unusable ``to``,
-            an unreadable summary.csv or runs.csv (the message names the file).
+        BenchmatrixError: no results directory, no campaign in it, an unusable ``to``
+            (one holding files bmx publish did not write, without ``replace``), an
+            unreadable summary.csv or runs.csv (the message names the file).
     """
     results, to = Path(results), Path(to)
     if not results.is_dir():
         raise BenchmatrixError(f"{results}: no results directory; run 'bmx run SPEC' first or pass --results")
-    _check_target(to, results)
+    if to.is_symlink():
+        # Replacing the link itself would leave its target stale and the renamed link behind.
+        to = Path(os.path.realpath(to))
+    foreign = _check_target(to, results, replace)
     experiments = []
     for exp_dir in sorted(p for p in results.iterdir()
                           if p.is_dir() and not p.name.startswith(".") and not (p / SITE_MARKER).exists()):
@@ -529,8 +621,16 @@ def publish(results: str | Path, to: str | Path) -> dict[str, int]:
     build = to.parent / f".{to.name}.{uuid.uuid4().hex[:8]}.tmp"
     build.mkdir()
     try:
-        counts = _build(experiments, build)
-        (build / SITE_MARKER).write_text("written by bmx publish; the whole directory is replaced on the next one\n")
+        skipped: list[tuple[Path, str]] = []
+        counts = _build(experiments, build, skipped)
+        files = _site_files(build)
+        (build / SITE_MARKER).write_text(json.dumps({
+            "written_by": "bmx publish; the whole directory is replaced on the next one",
+            "files": files}, indent=0) + "\n", encoding="utf-8")
+        unlisted = []
+        if to.is_dir() and (to / SITE_MARKER).is_file() and _written_before(to) is None:
+            # A site from before markers listed their files: what goes is at least named.
+            unlisted = [f for f in _site_files(to) if f not in files and f != SITE_MARKER]
         old = None
         if to.exists():
             old = to.parent / f".{to.name}.{uuid.uuid4().hex[:8]}.old"
@@ -541,34 +641,85 @@ def publish(results: str | Path, to: str | Path) -> dict[str, int]:
     except BaseException:
         shutil.rmtree(build, ignore_errors=True)
         raise
+    say = say or (lambda line: None)
+    for path, why in skipped:
+        say(f"skipped {path} ({why}): only regular files inside the experiment's results are published")
+    if foreign:
+        say(f"removed {len(foreign)} file(s) bmx publish did not write: {', '.join(foreign)}")
+    if unlisted:
+        say(f"removed {len(unlisted)} file(s) of the earlier site that the new one does not have: "
+            f"{', '.join(unlisted)}")
     return counts
+
+
+_HEAD = re.compile(r"<head\b[^>]*>", re.IGNORECASE)
+_DOCTYPE = re.compile(r"\A\s*<!DOCTYPE[^>]*>", re.IGNORECASE)
+
+
+def with_csp(page: str) -> str:
+    """``page`` (HTML) with the site's :data:`CSP` as the first element of its head.
+
+    A copied report or comparison page is self-contained, but whatever it holds must
+    not fetch anything once published either; a second policy can only narrow one the
+    page already has (a browser enforces both).
+    """
+    meta = f'<meta http-equiv="Content-Security-Policy" content="{html.escape(CSP)}">'
+    head = _HEAD.search(page)
+    if head:
+        return page[:head.end()] + "\n" + meta + page[head.end():]
+    doctype = _DOCTYPE.search(page)
+    at = doctype.end() if doctype else 0
+    return page[:at] + "\n<head>" + meta + "</head>\n" + page[at:]
 
 
 def _copy(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
+    if dst.suffix == ".html":
+        dst.write_text(with_csp(src.read_text(encoding="utf-8", errors="replace")), encoding="utf-8")
+        return
     # A copy, not a hard link: editing the published file must never change the results.
     shutil.copyfile(src, dst)
 
 
-def _build(experiments: list[tuple[Path, list[Campaign]]], site: Path) -> dict[str, int]:
+def _copy_tree(src: Path, dst: Path, root: Path, skipped: list[tuple[Path, str]]) -> None:
+    """Copy the publishable files under ``src`` (see :func:`_refusal`) to ``dst``."""
+    for top, dirs, files in os.walk(src):
+        here = Path(top)
+        for name in sorted(dirs):
+            if os.path.islink(here / name):
+                skipped.append((here / name, "a symbolic link"))
+        for name in sorted(files):
+            why = _refusal(here / name, root)
+            if why:
+                skipped.append((here / name, why))
+            else:
+                _copy(here / name, dst / here.relative_to(src) / name)
+
+
+def _build(experiments: list[tuple[Path, list[Campaign]]], site: Path,
+           skipped: list[tuple[Path, str]]) -> dict[str, int]:
     env = _environment()
     index_rows = []
     n_campaigns = n_steps = 0
     for exp_dir, campaigns in experiments:
         name = exp_dir.name
         slug = safe_file_stem(name)
-        pages = [campaign_page(c, s) for c, s in zip(campaigns, _slugs(campaigns))]
+        pages = [campaign_page(c, s, exp_dir) for c, s in zip(campaigns, _slugs(campaigns))]
         for page in pages:
+            skipped += page.skipped
             for f in page.files:
                 _copy(page.campaign.path / f, site / slug / "campaigns" / page.slug / f)
         compares = []
         cdir = exp_dir / "compare"
-        if cdir.is_dir():
-            for sub in sorted(p for p in cdir.iterdir() if (p / "compare.html").is_file()):
+        if cdir.is_dir() and not cdir.is_symlink():
+            for sub in sorted(cdir.iterdir()):
+                if sub.is_symlink():  # links are left out: one could point anywhere on this machine
+                    skipped.append((sub, "a symbolic link"))
+                    continue
+                if _refusal(sub / "compare.html", exp_dir):
+                    continue
                 cslug = safe_file_stem(sub.name)
-                # Links are left out: one could point anywhere on this machine.
-                shutil.copytree(sub, site / slug / "compare" / cslug, copy_function=shutil.copyfile,
-                                ignore=lambda d, names: [n for n in names if os.path.islink(os.path.join(d, n))])
+                _copy_tree(sub, site / slug / "compare" / cslug, exp_dir, skipped)
                 compares.append({"name": sub.name, "href": f"compare/{cslug}/compare.html",
                                  "csv": f"compare/{cslug}/compare.csv" if (sub / "compare.csv").is_file() else ""})
         history = build_history(pages)
@@ -603,4 +754,4 @@ def _build(experiments: list[tuple[Path, list[Campaign]]], site: Path) -> dict[s
 
 
 __all__ = ["CSP", "SITE_MARKER", "CampaignPage", "History", "build_history", "campaign_page",
-           "experiment_campaigns", "publish"]
+           "experiment_campaigns", "publish", "with_csp"]

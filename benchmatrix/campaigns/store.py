@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmatrix.errors import BenchmatrixError
+from benchmatrix.names import name_problem, printable, shown
 from benchmatrix.results import layout
 
 if TYPE_CHECKING:
@@ -290,6 +291,27 @@ def _measurement_changed(exp_dir: Path, spec: Spec) -> bool:
     return measurement_of(planned) != measurement_of(spec.data)
 
 
+#: Longest campaign label, in characters.
+MAX_LABEL_CHARS = 100
+
+
+def check_label(label: str) -> str:
+    """``label`` without surrounding spaces, if it is a usable campaign label.
+
+    A label names a campaign in ``bmx compare``, ``bmx campaigns`` and the published
+    site, so it follows :func:`benchmatrix.names.name_problem` (``.``, ``..``, ``a/b``, a
+    newline or a right-to-left override would be unusable or garble the tables).
+
+    Raises:
+        BenchmatrixError: one line naming the label (escaped) and what is wrong.
+    """
+    label = label.strip(" ")  # spaces typed around it; a tab or newline is refused below
+    problem = name_problem(label, "label", MAX_LABEL_CHARS)
+    if problem:
+        raise BenchmatrixError(f"--campaign {shown(label, 40)}: {problem}")
+    return label
+
+
 def start_campaign(exp_dir: str | Path, spec: Spec, label: str | None = None) -> tuple[str, Campaign | None]:
     """Decide which campaign a ``bmx run`` (or ``bmx plan``) works on; keep the old one.
 
@@ -323,9 +345,7 @@ def start_campaign(exp_dir: str | Path, spec: Spec, label: str | None = None) ->
     exp_dir = Path(exp_dir)
     finish_archive(exp_dir)
     if label is not None:
-        label = label.strip()
-        if not label:
-            raise BenchmatrixError("--campaign: the label is empty")
+        label = check_label(label)
         clash = [c for c in list_campaigns(exp_dir) if not c.current and (c.label == label or c.id == label)]
         if clash:
             raise BenchmatrixError(f"{exp_dir}: --campaign {label!r} names the earlier campaign {clash[0].id} "
@@ -477,8 +497,10 @@ def campaigns_table(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "no campaign yet"
     head = ["", "id", "label", "started_at", "ended_at", "hosts", "runs", "ok", "failed", "pending"]
-    body = [["*" if r["current"] else "", r["id"], r["label"] or "-", r["started_at"][:19] or "-",
-             r["ended_at"][:19] or "-", ",".join(r["hosts"]) or "-", str(r["runs"]["planned"]),
-             str(r["runs"]["ok"]), str(r["runs"]["failed"]), str(r["runs"]["pending"])] for r in rows]
+    # A label stored by an older version may hold a newline or a bidi override: escaped.
+    body = [["*" if r["current"] else "", r["id"], printable(r["label"]) if r["label"] else "-",
+             r["started_at"][:19] or "-", r["ended_at"][:19] or "-", ",".join(r["hosts"]) or "-",
+             str(r["runs"]["planned"]), str(r["runs"]["ok"]), str(r["runs"]["failed"]),
+             str(r["runs"]["pending"])] for r in rows]
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(head)]
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in [head, *body])

@@ -6,8 +6,10 @@ import re
 from pathlib import Path
 
 from benchmatrix.errors import PlanError
+from benchmatrix.names import name_problem, shown
 
-_HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Matched whole: with re.match, '$' also matched before a final newline ('h1\n').
+_HOST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def resolve_hosts(inventory: Path, pattern: str) -> list[str]:
@@ -28,7 +30,7 @@ def resolve_hosts(inventory: Path, pattern: str) -> list[str]:
     if not hosts:
         raise PlanError(f"{inventory}: host pattern '{pattern}' matches no host")
     for name in hosts:
-        if not _HOST_RE.match(name):
-            raise PlanError(f"{inventory}: host name '{name}' cannot be used in result paths "
-                            "(letters, digits, '.', '_' and '-' only); give it an alias")
+        if name_problem(name, "host name", 253) or not _HOST_RE.fullmatch(name):
+            raise PlanError(f"{inventory}: host name {shown(name)} cannot be used in result paths "
+                            "(letters, digits, '.', '_' and '-' only, at most 253); give it an alias")
     return hosts

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -351,27 +353,73 @@ def _units(exp: Path, summary: pd.DataFrame, runs: pd.DataFrame, factor_names: l
     return {m: u for m, u in units.items() if m in runs.columns and m not in fixed}
 
 
-def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None = None) -> Path | None:
+_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFLNK: "a symbolic link"}
+
+
+def check_out_path(out: Path, make_parents: bool = False) -> None:
+    """Refuse an ``--out`` the export's rename must not go over, before any work is done.
+
+    The export is written beside ``out`` and renamed onto it, which replaces whatever
+    name is there: a device node (as root, ``--out /dev/null`` would have turned the
+    machine's /dev/null into a JSON file), a symbolic link (instead of the file it points
+    to), a FIFO. Only a missing name or a regular file is taken; ``-`` is the way to
+    write to stdout.
+
+    Args:
+        out: The file asked for.
+        make_parents: Create missing parent directories (``--mkdir``) instead of refusing.
+
+    Raises:
+        BenchmatrixError: ``out`` exists and is not a regular file, or its directory is missing.
+    """
+    try:
+        mode = os.lstat(out).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:  # e.g. a parent that is a file: one line naming it
+        raise BenchmatrixError(f"--out {out}: {exc.strerror}") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "no regular file")
+        raise BenchmatrixError(f"--out {out}: is {kind}, not a regular file; give a new or regular file's "
+                               "path, or - for stdout")
+    parent = out.parent
+    if not parent.is_dir():
+        if not make_parents:
+            raise BenchmatrixError(f"--out {out}: the directory {parent} does not exist (--mkdir creates it)")
+        parent.mkdir(parents=True, exist_ok=True)
+
+
+def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None = None,
+           make_parents: bool = False) -> Path | None:
     """``bmx export``: write a campaign in one of :data:`FORMATS`.
 
     Args:
         spec_path: The experiment spec.
         project_dir: The project (results/ lives there).
         fmt: ``bmf``, ``pyperf``, ``csv`` or ``parquet``.
-        out: Output file; ``-`` writes a text format to stdout; default
-            ``results/NAME/`` + :data:`DEFAULT_NAMES`.
+        out: Output file (a new or regular file: :func:`check_out_path`); ``-`` writes to
+            stdout (Parquet only when stdout is no terminal); default ``results/NAME/`` +
+            :data:`DEFAULT_NAMES`.
+        make_parents: Create ``out``'s missing directories instead of refusing them.
 
     Returns:
         The path written, or None for stdout.
 
     Raises:
-        BenchmatrixError: Unknown format, no runs.csv yet, parquet to stdout.
+        BenchmatrixError: Unknown format, no runs.csv yet, Parquet to a terminal, an
+            ``out`` that is no regular file or whose directory is missing.
     """
     from benchmatrix.results.tables import load_tables
     from benchmatrix.spec.load import load_spec
 
     if fmt not in FORMATS:
         raise BenchmatrixError(f"unknown export format '{fmt}'; use one of {', '.join(FORMATS)}")
+    to_stdout = str(out) == "-"
+    if to_stdout and fmt == "parquet" and sys.stdout.isatty():
+        raise BenchmatrixError("parquet is binary; give --out FILE, or send - to a file or a pipe")
+    if out and not to_stdout:
+        check_out_path(Path(out), make_parents)
     spec = load_spec(spec_path)
     exp = layout.exp_dir(project_dir, spec.name)
     runs_csv = exp / layout.RUNS
@@ -392,10 +440,13 @@ def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None =
             table = long_table(runs, factors, units, declared, experiment=spec.name, campaign=campaign)
             data = (parquet_bytes(table, factors, spec.name, campaign) if fmt == "parquet"
                     else table.to_csv(index=False))
-    if str(out) == "-":
+    if to_stdout:
         if isinstance(data, bytes):
-            raise BenchmatrixError("parquet is binary; give --out FILE instead of -")
-        sys.stdout.write(data)
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        else:
+            sys.stdout.write(data)
         return None
     path = Path(out) if out else exp / DEFAULT_NAMES[fmt]
     atomic_write(path, data)

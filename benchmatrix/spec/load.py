@@ -24,6 +24,8 @@ import jinja2.meta
 import jsonschema
 
 from benchmatrix.errors import SpecError, SpecErrors
+from benchmatrix.names import name_problem
+from benchmatrix.names import shown as shown_name
 from benchmatrix.spec import templating
 from benchmatrix.spec.matrix import (
     Cell,
@@ -38,8 +40,12 @@ from benchmatrix.spec.matrix import (
 )
 from benchmatrix.spec.yamlload import LocatedDocument, load_located
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
-FACTOR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+# Every name is also held to benchmatrix.names.name_problem. The patterns are matched
+# whole (fullmatch): with re.match, '$' also matches before a final newline ('t\n').
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+FACTOR_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+#: Role names (the schema's patterns, matched whole).
+ROLE_RE = {"knob": re.compile(r"knob_[a-z0-9_]+"), "workload": re.compile(r"workload_[a-z0-9_]+")}
 #: Column names of plan.csv / runs.csv that a factor may not shadow.
 RESERVED = frozenset({
     "seq", "host", "run_id", "cell_id", "replicate", "warmup", "control", "visit",
@@ -49,7 +55,7 @@ RESERVED = frozenset({
     "schema_version", "campaign", "direction", "value",  # the long table's (docs/export.md)
 })
 #: Metric names: they become columns of runs.csv and parts of file names (plots).
-METRIC_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+METRIC_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 #: Most cells a matrix may have (counted before ``exclude``), and most runs per host.
 MAX_CELLS = 100_000
 MAX_RUNS_PER_HOST = 1_000_000
@@ -444,16 +450,24 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
     def unknown(at: tuple[Any, ...], name: Any, what: str) -> None:
         errs.append(doc.error(at, f"{what} names unknown factor '{name}' (factors: {factor_list})"))
 
-    if not NAME_RE.match(str(d["name"])):
-        errs.append(doc.error(("name",), f"invalid experiment name '{d['name']}': use letters, digits, "
-                                         "'_' and '-', starting with a letter or digit, at most 64 characters"))
+    problem = name_problem(d["name"], "experiment name")
+    if problem or not NAME_RE.fullmatch(d["name"]):
+        errs.append(doc.error(("name",), f"{problem or 'invalid experiment name ' + shown_name(d['name'])}: use "
+                                         "letters, digits, '_' and '-', starting with a letter or digit, at most "
+                                         "64 characters"))
+    roles = [(("workload", "role"), "workload", d["workload"].get("role"))]
+    roles += [(("knobs", f, "role"), "knob", k.get("role")) for f, k in d["knobs"].items() if isinstance(k, dict)]
+    for at, kind, role in roles:
+        if isinstance(role, str) and not ROLE_RE[kind].fullmatch(role):
+            errs.append(doc.error(at, f"invalid {kind} role {shown_name(role)}: use {kind}_ and lower-case letters, "
+                                      "digits and '_'"))
     for name, levels in factors.items():
         if not isinstance(name, str):
             errs.append(doc.error(("factors", name), f"factor name {name!r} is not a string (YAML reads "
                                                      "on/off/yes/no as booleans and digits as numbers: quote it)"))
-        elif not FACTOR_RE.match(name):
-            errs.append(doc.error(("factors", name), f"invalid factor name '{name}': use letters, digits and '_', "
-                                                     "not starting with a digit"))
+        elif name_problem(name, "factor name") or not FACTOR_RE.fullmatch(name):
+            why = name_problem(name, "factor name") or f"invalid factor name {shown_name(name)}"
+            errs.append(doc.error(("factors", name), f"{why}: use letters, digits and '_', not starting with a digit"))
         elif name in RESERVED:
             errs.append(doc.error(("factors", name),
                                   f"factor name '{name}' is reserved (it is a column of the result files)"))
@@ -578,7 +592,9 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
     for at, metric in _metric_names(d):
         problem = metric_name_problem(metric, names)
         if problem:
-            errs.append(doc.error(at, f"{'.'.join(map(str, at))}: {problem}"))
+            # The path holds the name itself: escaped, so that the message stays one line.
+            where = ".".join(str(p) if isinstance(p, int) or not name_problem(p, "") else shown_name(p) for p in at)
+            errs.append(doc.error(at, f"{where}: {problem}"))
 
     # Workload templates may use factors and a few run variables only.
     used: set[str] = set()
@@ -612,9 +628,10 @@ def metric_name_problem(name: Any, factor_names: list[str]) -> str | None:
     A metric becomes a column of runs.csv (beside the factor and run columns) and
     part of file names (``plots/lines_NAME.svg``), so it is a plain identifier.
     """
-    if not isinstance(name, str) or not METRIC_RE.match(name) or ".." in name:
-        return (f"invalid metric name {name!r}: use letters, digits, '_', '-' and '.', starting with a letter "
-                "or '_', at most 64 characters (no '/' or '..')")
+    problem = name_problem(name, "metric name")
+    if problem or not METRIC_RE.fullmatch(name) or ".." in name:
+        return (f"{problem or 'invalid metric name ' + shown_name(name)}: use letters, digits, '_', '-' and '.', "
+                "starting with a letter or '_', at most 64 characters (no '/' or '..')")
     if name in RESERVED:
         return f"metric name '{name}' is reserved (it is a column of the result files)"
     if name in factor_names:

@@ -28,6 +28,25 @@ _SYMBOL = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">
            ast.In: "in", ast.NotIn: "not in"}
 
 
+#: Longest expression accepted, in characters: a selection is a line, not a program.
+MAX_CHARS = 2000
+#: Deepest nesting of the expression tree (``not``, parentheses, ``and``/``or`` inside
+#: each other): the checks and the evaluation recurse once per level.
+MAX_DEPTH = 50
+
+
+def _depth(tree: ast.AST) -> int:
+    """The nesting depth of ``tree``, measured without recursion (a deep tree is the input to refuse)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > MAX_DEPTH:
+            break
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
 class WhereError(BenchmatrixError):
     """A ``--where`` expression outside the language, or one that cannot be evaluated."""
 
@@ -74,20 +93,29 @@ class Where:
     def __init__(self, expr: str, columns: Iterable[str]):
         self.expr = expr
         self.columns = sorted(set(columns))
+        if len(expr) > MAX_CHARS:
+            raise self._error(f"the expression is {len(expr)} characters long, more than the limit of {MAX_CHARS}")
         try:
             tree = ast.parse(expr.strip(), mode="eval")
         except SyntaxError as exc:
             raise self._error(f"syntax error at column {exc.offset or 0}: {exc.msg}") from None
         except ValueError as exc:  # e.g. a NUL byte
             raise self._error(str(exc)) from None
+        except (RecursionError, MemoryError):  # Python's own parser gives up on deep nesting
+            raise self._error(f"the expression nests deeper than the limit of {MAX_DEPTH} levels") from None
+        if _depth(tree.body) > MAX_DEPTH:
+            raise self._error(f"the expression nests deeper than the limit of {MAX_DEPTH} levels")
         self._check(tree.body)
         self._tree = tree.body
 
     def _error(self, msg: str) -> WhereError:
-        return WhereError(f"--where {self.expr!r}: {msg}")
+        # A long expression is cut in the message: the error stays one readable line.
+        shown = self.expr if len(self.expr) <= 120 else self.expr[:100] + f"... ({len(self.expr)} characters)"
+        return WhereError(f"--where {shown!r}: {msg}")
 
     def _refuse(self, node: ast.AST) -> WhereError:
         text = ast.get_source_segment(self.expr.strip(), node) or type(node).__name__
+        text = text if len(text) <= 80 else text[:60] + "..."
         return self._error(f"{text!r} is not allowed: use column names, literals, comparisons "
                            "(== != < <= > >= in, not in) and and/or/not")
 

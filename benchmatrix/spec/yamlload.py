@@ -244,16 +244,27 @@ class _Converter:
         if not isinstance(node, yaml.ScalarNode):
             raise self.error(node, "a mapping key must be a scalar")
         try:
-            return self.loader.construct_object(node, deep=True)
+            value = self.loader.construct_object(node, deep=True)
         except yaml.MarkedYAMLError:
             raise
         except Exception as exc:  # noqa: BLE001 -- every constructor failure is a bad value
             tag = node.tag.rsplit(":", 1)[-1]
             raise self.error(node, f"value {node.value[:40]!r} is not a valid !!{tag}: "
                                    f"{type(exc).__name__}: {str(exc)[:80]}") from None
+        if node.tag == _INT_TAG and isinstance(value, int) and not isinstance(value, bool):
+            # YAML 1.1 reads 017 as octal 15 and 1:30 as 90: almost never what was meant.
+            text = node.value.replace("_", "")
+            base = "octal" if _OCTAL.fullmatch(text) else "base-60" if ":" in text else ""
+            if base:
+                raise self.error(node, f"value {node.value[:40]!r} is read by YAML as the {base} number {value}; "
+                                       f"write {value} if that is meant, the number without leading zeros "
+                                       "otherwise, or quote it for text")
+        return value
 
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_INT_TAG = "tag:yaml.org,2002:int"
+_OCTAL = re.compile(r"[-+]?0[0-7]+")
 
 
 def _flatten_merges(node: yaml.MappingNode, path: str) -> int:

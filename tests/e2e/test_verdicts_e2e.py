@@ -25,7 +25,12 @@ factors:
 workload:
   role: workload_command
   vars:
-    argv: [python3, -c, "import pathlib, random; f = float(pathlib.Path('{factor}').read_text()); print('lat=%.4f' % (100 * {{{{ size }}}} * f * random.lognormvariate(0, 0.2)))"]
+    argv:
+      - python3
+      - -c
+      - >-
+        import pathlib, random; f = float(pathlib.Path('{factor}').read_text());
+        print('lat=%.4f' % (100 * {{{{ size }}}} * f * random.lognormvariate(0, 0.2)))
   metrics:
     lat: {{regex: 'lat=(?P<value>[0-9.]+)', unit: ms, better: lower}}
   timeout: 60

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 from benchmatrix.errors import WorkloadVarsError
+from benchmatrix.names import shown
 from benchmatrix.workloads.base import filter_module, run_cpus, runs_filter
 
 KNOWN = {"argv", "env", "cwd", "cpus"}
@@ -58,8 +59,8 @@ def workload_command_argv(runs, host_env=None):
                 _fail(run, "vars.env must be a mapping of variable name to value")
             env = {}
             for name, value in {**(host_env or {}), **(v.get("env") or {})}.items():
-                if not _ENV.match(str(name)):
-                    _fail(run, f"env: '{name}' is not an environment variable name")
+                if not _ENV.fullmatch(str(name)):
+                    _fail(run, f"env: {shown(name)} is not an environment variable name")
                 env[str(name)] = _text(run, f"env.{name}", value)
             item["env"] = env
         if v.get("cwd"):

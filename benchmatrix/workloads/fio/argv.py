@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from benchmatrix.errors import WorkloadVarsError
+from benchmatrix.names import shown
 from benchmatrix.workloads.base import filter_module, refuse_characters, render_template, runs_filter
 
 _KEY = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -50,8 +51,8 @@ def fio_argv(run_vars: dict[str, Any], binary: str = "fio", default_filename: st
         argv.append(f"--filename={default_filename}")
     for key in run_vars:
         value = run_vars[key]
-        if not isinstance(key, str) or not _KEY.match(key):
-            raise WorkloadVarsError(f"workload_fio: '{key}' is not a fio option name")
+        if not isinstance(key, str) or not _KEY.fullmatch(key):
+            raise WorkloadVarsError(f"workload_fio: {shown(key)} is not a fio option name")
         if key in _OWNED:
             raise WorkloadVarsError(f"workload_fio: option '{key}' is set by benchmatrix and cannot be changed")
         argv.append(f"--{key}" if value is None else f"--{key}={_value(key, value)}")

@@ -43,6 +43,7 @@ import os
 import re
 
 from benchmatrix.errors import WorkloadVarsError
+from benchmatrix.names import shown
 from benchmatrix.workloads.base import filter_module, refuse_characters, render_template, run_cpus, runs_filter
 
 BUILTINS = ("select-only", "tpcb-like", "simple-update")
@@ -150,8 +151,8 @@ def _scripts(run, v, context, base_dir, builtin_texts):
             source = str(item["text"])
             default_name = f"script{i}"
         name = str(item.get("name") or default_name)
-        if not _NAME.match(name):
-            _fail(run, f"scripts[{i}]: '{name}' is not a usable script name (letters, digits, _ . -)")
+        if not _NAME.fullmatch(name):
+            _fail(run, f"scripts[{i}]: {shown(name)} is not a usable script name (letters, digits, _ . -)")
         text = _render(run, source, context, f"scripts[{i}] ({name})")
         if not text.endswith("\n"):
             text += "\n"
@@ -213,13 +214,13 @@ def pgbench_run(run, conn, binary, directory, base_dir, builtin_texts, progress)
     if v.get("connect"):
         argv.append("--connect")
     for name, value in sorted((v.get("define") or {}).items()):
-        if not _VAR.match(str(name)):
-            _fail(run, f"define: '{name}' is not a variable name")
+        if not _VAR.fullmatch(str(name)):
+            _fail(run, f"define: {shown(name)} is not a variable name")
         argv += ["--define", f"{name}={_scalar(run, 'define.' + str(name), value)}"]
     for name, value in sorted((v.get("options") or {}).items()):
         key = str(name).replace("_", "-")
-        if not _OPTION.match(key):
-            _fail(run, f"options: '{name}' is not a pgbench option name")
+        if not _OPTION.fullmatch(key):
+            _fail(run, f"options: {shown(name)} is not a pgbench option name")
         if key in OWNED:
             _fail(run, f"options: '{key}' is set by benchmatrix (use the variable of the same meaning)")
         argv.append(f"--{key}" if value is None or value is True else f"--{key}={_scalar(run, key, value)}")

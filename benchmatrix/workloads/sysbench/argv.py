@@ -36,6 +36,7 @@ import hashlib
 import re
 
 from benchmatrix.errors import WorkloadVarsError
+from benchmatrix.names import shown
 from benchmatrix.workloads.base import filter_module, run_cpus, runs_filter
 
 SIMPLE_TESTS = ("cpu", "memory", "fileio", "threads", "mutex")
@@ -85,8 +86,8 @@ def _options(run):
         _fail(run, "'options' must be a mapping of option name to value")
     for name, value in raw.items():
         key = str(name).replace("_", "-")
-        if not _OPTION.match(key):
-            _fail(run, f"options: '{name}' is not a sysbench option name")
+        if not _OPTION.fullmatch(key):
+            _fail(run, f"options: {shown(name)} is not a sysbench option name")
         if key in OWNED:
             _fail(run, f"options: '{key}' is set by benchmatrix (use the run variable or the role's connection)")
         if value is None or value == "":

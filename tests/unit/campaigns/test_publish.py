@@ -200,7 +200,11 @@ def test_publish_replaces_its_own_site_and_refuses_other_directories(tmp_path):
     site = tmp_path / "site"
     publish(results, site)
     (site / "stale.html").write_text("old")
-    publish(results, site)
+    with pytest.raises(BenchmatrixError, match=r"holds 1 file\(s\) bmx publish did not write \(stale.html\)"):
+        publish(results, site)                                     # never deleted without a word
+    said: list[str] = []
+    publish(results, site, replace=True, say=said.append)
+    assert said == ["removed 1 file(s) bmx publish did not write: stale.html"]
     assert (site / SITE_MARKER).is_file() and not (site / "stale.html").exists()
     other = tmp_path / "docs"
     other.mkdir()

@@ -117,3 +117,23 @@ def test_where_unit():
     assert Where("not a", ["a"]).matches({"a": False})
     with pytest.raises(WhereError):
         Where("a == b'bytes'", ["a"])
+
+
+@pytest.mark.parametrize("expr", [
+    "not " * 1000 + "a == 1",                       # the issue's 1000 chained 'not' (RecursionError)
+    "not " * 100_000 + "a == 1",                    # the parser itself runs out (MemoryError)
+    "(" * 250 + "a == 1" + ")" * 250,
+    " and ".join(["a == 1"] * 5000),
+    "a == 1 " + "or (a == 1 " * 90 + ")" * 90,
+    "-" * 3000 + "1 == a",
+])
+def test_deep_or_huge_where_is_one_line_error(expr):
+    with pytest.raises(WhereError) as info:
+        Where(expr, ["a"])
+    msg = str(info.value)
+    assert "\n" not in msg and msg.startswith("--where ") and len(msg) < 400, msg[:500]
+
+
+def test_where_nesting_within_the_limit_still_works():
+    assert Where("not " * 20 + "a == 1", ["a"]).matches({"a": 1})
+    assert Where("(" * 20 + "a == 1" + ")" * 20, ["a"]).matches({"a": 1})
