@@ -319,8 +319,16 @@ def campaign_variance(per_campaign: list[pd.DataFrame], relative: bool = False) 
     dof = (k - 1)[keep].astype("float64")
     if not dof.sum():
         return float("nan"), 0.0
-    excess = float(((between - within)[keep] * dof).sum() / dof.sum())
-    return max(excess, 0.0), float(dof.sum())
+    b = float((between[keep] * dof).sum() / dof.sum())
+    w = float((within[keep] * dof).sum() / dof.sum())
+    excess = max(b - w, 0.0)
+    # Satterthwaite's degrees of freedom of the difference of the two mean squares:
+    # fewer than the between part's own, since the within part is subtracted. The
+    # within part rests on every run (n - 1 per campaign and series).
+    runs_dof = float((stacked["count"] - 1).clip(lower=0).sum())
+    denom = b * b / dof.sum() + (w * w / runs_dof if runs_dof > 0 else 0.0)
+    effective = excess * excess / denom if denom > 0 else float(dof.sum())
+    return excess, (float(max(min(effective, dof.sum()), 1.0)) if excess > 0 else float(dof.sum()))
 
 
 def add_campaign_variance(se2, df, variance: float, dof: float, scale_sq=1.0) -> tuple[np.ndarray, np.ndarray]:

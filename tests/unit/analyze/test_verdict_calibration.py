@@ -267,3 +267,17 @@ def test_history_finds_a_real_step_names_it_in_the_metrics_direction_and_shows_a
     flat = build_history(_pages(rng, 10, 4, constant=True, path=tmp_path), plots=False).steps
     assert set(flat.loc[flat["metric"] == "tps", "verdict"]) == {"constant"}
     assert not flat.loc[flat["metric"] == "tps", "tested"].any()
+
+
+def test_campaign_variance_recovers_a_known_spread_and_never_goes_below_zero():
+    from benchmatrix.analyze.verdict import campaign_variance
+    from benchmatrix.campaigns.compare import _groups
+
+    rng = np.random.default_rng(51)
+    history = [campaign(rng, 200, 10, 0.02, campaign_sd=0.03) for _ in range(6)]
+    variance, dof = campaign_variance([_groups(h, "lat", "log") for h in history])
+    assert math.sqrt(variance) == pytest.approx(0.03, rel=0.1) and 0 < dof <= 200 * 5
+    # No campaign-to-campaign movement at all: the estimate is 0, with the between part's dof.
+    still = [campaign(rng, 50, 10, 0.02) for _ in range(3)]
+    variance, dof = campaign_variance([_groups(h, "lat", "log") for h in still])
+    assert variance >= 0 and dof > 0
