@@ -47,20 +47,20 @@ single-host output is unchanged):
   Where the host cannot be separated from the level (every run of one side on
   hosts the other side never ran on) the row is ``insufficient_data``, with a note.
 
-Holm's adjustment runs across the family: every row of the primary metrics
-(``report.primary``, by default every compared metric; :func:`family_metrics`), all
-hosts together. The other metrics are descriptive: verdict ``descriptive``, no
-adjusted p-value, their unadjusted 95 % interval. Beside each verdict the report
-shows the Holm-consistent interval (``ci_low_adj_pct``/``ci_high_adj_pct``,
-:func:`adjusted_levels`), which excludes 0 % exactly when the verdict is a
-difference; ``ci_low_pct``/``ci_high_pct`` stay the unadjusted 95 % interval.
-
-Verdicts: ``better`` / ``worse`` when the adjusted p-value is below alpha and the
-metric's direction (the sign of the difference of the means) is known, ``higher``
-/ ``lower`` when it is not, ``no_difference`` otherwise, and ``insufficient_data``
-where no test was possible (a side with fewer than two values or visits, or both
-sides without any variation) or where fewer than :data:`MIN_UNITS` runs or visits on
-a side found no difference (too little power to claim there is none).
+Each comparison is estimated on its metric's scale (:mod:`benchmatrix.analyze.scale`):
+a positive metric (throughput, latency, time, size) on its log values, so the estimate
+is a ratio of geometric means; any other on its values. The verdict engine
+(:func:`benchmatrix.analyze.verdict.judge`) then does the rest, as for ``bmx compare``
+and the history: Holm's adjustment across the family (every row of the primary
+metrics, ``report.primary``, by default every compared metric, :func:`family_metrics`,
+all hosts together), the Holm-consistent interval beside each verdict
+(``ci_low_adj_pct``/``ci_high_adj_pct``; ``ci_low_pct``/``ci_high_pct`` stay the
+unadjusted 95 % interval), the practical threshold (``report.threshold``), the
+smallest detectable change, and the verdicts ``better``/``worse`` (``higher``/``lower``
+when the direction is unknown), ``equivalent``, ``inconclusive``,
+``insufficient_data`` (no test possible) and ``descriptive`` (outside the family).
+A comparison resting on fewer than :data:`MIN_UNITS` runs or visits a side earns a
+warning.
 """
 
 from __future__ import annotations

@@ -729,7 +729,7 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
     warnings_, drift_table = sanity.sanity_warnings(spec, plan, runs, summary, metrics, record_notes, cells, alpha,
                                                     summary_by_host=summary_by_host, host_table=host_table,
                                                     comparisons=comparisons.table)
-    # Comparisons that rest on too few visits or runs for a "no difference" verdict.
+    # Comparisons that rest on too few visits or runs to decide.
     warnings_ += [sanity.warning(w["check"], w["title"], w["message"]) for w in comparisons.warnings]
     labels = dict(zip(cells["cell_id"], cells["label"]))
     plot_notes: list[str] = []

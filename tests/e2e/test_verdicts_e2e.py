@@ -95,3 +95,13 @@ def test_the_slow_campaigns_summary_and_report_stay_in_range_and_say_the_scale(c
     assert (summary["ci_low"] > 0).all() and set(summary["ci_method"]) == {"cox"}
     md = (exp / "report.md").read_text()
     assert "positive metrics (lat: rates, times, sizes) the modified Cox interval" in md
+
+
+def test_the_bencher_export_of_a_positive_metric_has_no_negative_bound(campaigns):
+    import json
+
+    project, spec, _ = campaigns
+    res = project.bmx("export", str(spec), "--format", "bmf", "--out", "-")
+    assert res.returncode == 0, res.stderr
+    measures = [m for cell in json.loads(res.stdout).values() for m in cell.values()]
+    assert len(measures) == 4 and all(0 < m["lower_value"] < m["value"] < m["upper_value"] for m in measures)
