@@ -286,8 +286,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     for w in spec.warnings:
         print(w, file=sys.stderr)
     exp = exp_dir_of(proj, spec)
+    until = None
+    if args.until_decided or args.budget:
+        from benchmatrix.analyze.adaptive import flag_settings, parse_budget, settings_of
+
+        if not args.until_decided and settings_of(spec) is None:
+            raise BenchmatrixError("--budget needs --until-decided (or replicates: {min, max, until: decided} "
+                                   "in the spec)")
+        if spec.report.compare is None:
+            raise BenchmatrixError(f"{args.spec}: --until-decided needs report.compare: the comparisons whose "
+                                   "verdicts decide when to stop")
+        until = flag_settings(spec, parse_budget(args.budget) if args.budget else 0.0)
     with experiment_lock(exp, "bmx run", args.spec, args.stop_orphan) as lock:
         _start_campaign(exp, spec, args.campaign)
+        if until is not None:
+            from benchmatrix.campaigns.store import campaign_id, update_meta
+
+            # Kept with the campaign: its collect job judges at the sequential level too.
+            campaign_id(exp, spec_digest=spec.digest)
+            update_meta(exp, until_decided=until.as_dict())
         (exp / layout.LOGS_DIR).mkdir(parents=True, exist_ok=True)
         return execute(args, spec, proj, exp, lock)
 
@@ -546,6 +563,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--batch-max-runs", type=int, default=0, help="override config.yaml's batch_max_runs")
     sp.add_argument("--hosts-parallel", type=int, default=0, metavar="N",
                     help="at most N hosts busy at once (default: all); each host runs in plan order")
+    sp.add_argument("--until-decided", action="store_true",
+                    help="adaptive replication: after each round, add runs to the cells of undecided comparisons "
+                         "until every primary comparison is decided (replicates: {min, max, until: decided}; "
+                         "docs/spec.md)")
+    sp.add_argument("--budget", metavar="TIME", help="with --until-decided: start no round that would pass this "
+                    "much time, e.g. 2h or 90m")
     sp.add_argument("--campaign", metavar="LABEL", help="start a new campaign with this label (the finished "
                     "one is kept in results/NAME/campaigns/ID/; docs/campaigns.md)")
     sp.add_argument("--stop-orphan", action="store_true",

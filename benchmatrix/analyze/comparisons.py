@@ -169,6 +169,8 @@ class Comparisons:
         scales: Metric -> ``log`` (ratios of geometric means) or ``linear``
             (differences of means): :func:`benchmatrix.analyze.scale.metric_scales`.
         thresholds: Metric -> practical threshold (a fraction).
+        adaptive: For adaptive replication, the rounds and why each comparison
+            stopped (:func:`benchmatrix.analyze.adaptive.rounds_summary`); None otherwise.
     """
 
     table: pd.DataFrame
@@ -181,12 +183,14 @@ class Comparisons:
     descriptive: list[str] = field(default_factory=list)
     scales: dict[str, str] = field(default_factory=dict)
     thresholds: dict[str, float] = field(default_factory=dict)
+    adaptive: dict[str, Any] | None = None
 
     def meta(self) -> dict[str, Any]:
         """Everything but the table, as JSON-ready values (collect keeps it in analysis.json)."""
         return {"config": self.config, "explanations": self.explanations, "notes": self.notes,
                 "alpha": self.alpha, "warnings": self.warnings, "family": self.family,
-                "descriptive": self.descriptive, "scales": self.scales, "thresholds": self.thresholds}
+                "descriptive": self.descriptive, "scales": self.scales, "thresholds": self.thresholds,
+                "adaptive": self.adaptive}
 
     @classmethod
     def from_tables(cls, table: pd.DataFrame, meta: dict[str, Any]) -> Comparisons:
@@ -195,7 +199,7 @@ class Comparisons:
                    notes=list(meta.get("notes") or []), alpha=float(meta.get("alpha") or DEFAULT_ALPHA),
                    warnings=list(meta.get("warnings") or []), family=list(meta.get("family") or []),
                    descriptive=list(meta.get("descriptive") or []), scales=dict(meta.get("scales") or {}),
-                   thresholds=dict(meta.get("thresholds") or {}))
+                   thresholds=dict(meta.get("thresholds") or {}), adaptive=meta.get("adaptive"))
 
 
 

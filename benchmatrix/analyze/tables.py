@@ -32,7 +32,8 @@ def report_metrics(spec: Spec, summary: pd.DataFrame) -> list[str]:
 
 def derive_tables(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, units: dict[str, str], *,
                   records: Iterable[dict[str, Any]] | None = None, summary: pd.DataFrame | None = None,
-                  record_notes: pd.DataFrame | None = None) -> Tables:
+                  record_notes: pd.DataFrame | None = None, adaptive: Any = None,
+                  stopped_by: str = "") -> Tables:
     """summary, summary by host, comparisons and record notes of a campaign.
 
     Args:
@@ -45,6 +46,11 @@ def derive_tables(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, units: dic
         summary: summary.csv rows when already at hand (else computed).
         record_notes: The notes when already at hand and ``records`` is not given;
             None: the records were not checked.
+        adaptive: The campaign's adaptive replication settings
+            (:class:`benchmatrix.analyze.adaptive.Settings`), None for a fixed design: its
+            verdicts are judged at the sequential level alpha / looks, and analysis.json
+            gets the rounds (why each comparison stopped).
+        stopped_by: ``budget`` when the run loop stopped adding rounds for the budget.
 
     Returns:
         The :class:`~benchmatrix.results.tables.Tables`.
@@ -53,8 +59,16 @@ def derive_tables(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, units: dic
     if summary is None:
         summary = summarize(runs, spec.factor_names, measured, declared=spec.declared_metrics)
     units = metric_units(spec.declared_metrics, measured, summary)
-    alpha = spec.report.alpha
+    alpha = spec.report.alpha if adaptive is None else adaptive.level(spec.report.alpha)
     comparisons = compare(spec, runs, report_metrics(spec, summary), units, alpha)
+    if adaptive is not None:
+        from benchmatrix.analyze.adaptive import rounds_summary
+
+        comparisons.adaptive = rounds_summary(spec, plan, runs, adaptive, units, stopped_by)
+        comparisons.notes.append(
+            f"replicates until decided: the design allows {adaptive.looks} looks, so every verdict is judged at "
+            f"alpha / {adaptive.looks} = {alpha:.4g} (repeated confidence intervals: the error rates hold whenever "
+            "the campaign stopped; docs/spec.md)")
     if len(runs) and len(run_hosts(runs)) > 1:
         metrics = [m for m in sorted(measured) if m in runs.columns]
         by_host = summarize_by_host(runs, spec.factor_names, units, metrics, spec.declared_metrics)

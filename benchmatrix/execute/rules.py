@@ -903,7 +903,12 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool 
     mine_notes = pd.read_csv(io.StringIO(notes.frame(done.facts).to_csv(index=False)), dtype=str,
                              keep_default_na=False)
     record_notes = pd.concat([done.notes, mine_notes], ignore_index=True).reindex(columns=layout.NOTE_COLUMNS)
-    tables = derive_tables(spec, plan, read_back, units, record_notes=record_notes)
+    from benchmatrix.analyze.adaptive import settings_of
+    from benchmatrix.campaigns.store import read_meta
+
+    meta = read_meta(exp)
+    tables = derive_tables(spec, plan, read_back, units, record_notes=record_notes,
+                           adaptive=settings_of(spec, meta), stopped_by=str(meta.get("until_decided_stop") or ""))
     written = write_tables(exp, tables, runs_text=runs_text)
     del runs_text
     # The tidy long table (runs_long.parquet) that export, compare and publish read.

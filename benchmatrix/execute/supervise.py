@@ -242,8 +242,44 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
     return rc, bool(interrupted), failed, stopped[0] if stopped else ""
 
 
+def _next_round(spec: Spec, exp: Path, settings: Any, elapsed_s: float) -> bool:
+    """Judge the comparisons after a pass and append the next adaptive round; say what
+    was decided. Returns True when a round was added (another pass runs it)."""
+    from collections import Counter
+
+    import pandas as pd
+
+    from benchmatrix.analyze.adaptive import REASON, judge_round
+    from benchmatrix.campaigns.store import update_meta
+    from benchmatrix.plan.design import earlier_run_seconds
+    from benchmatrix.plan.reruns import append_round, replicate_counts, round_requests
+    from benchmatrix.results.tables import read_analysis
+
+    runs = pd.read_csv(exp / layout.RUNS) if (exp / layout.RUNS).is_file() else pd.DataFrame()
+    earlier = earlier_run_seconds(exp / layout.RUNS)
+    units = dict(read_analysis(exp).get("units") or {})
+    judged = judge_round(spec, runs, settings, units, elapsed_s, earlier[0] if earlier else None)
+    rnd = 0
+    if judged.extend:
+        plan = pd.read_csv(exp / layout.PLAN, dtype=str)
+        rnd = append_round(exp, round_requests(judged.extend, replicate_counts(plan)), REASON)
+    reasons = Counter(judged.comparisons["reason"]) if len(judged.comparisons) else Counter()
+    said = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items()))
+    if rnd:
+        runs = sum(1 for _ in judged.extend)
+        print(f"bmx: look {judged.look}: {said or 'no comparison'}; round {rnd} adds runs to {runs} cell(s) "
+              f"(replicates until decided)", flush=True)
+        return True
+    if reasons.get("budget"):
+        update_meta(exp, until_decided_stop="budget")
+    print(f"bmx: look {judged.look}: {said or 'no comparison'}; replicates until decided: stopped", flush=True)
+    return False
+
+
 def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: Any) -> int:
     """Run the workflow until no new re-run round appears; print the outcome."""
+    from benchmatrix.analyze.adaptive import settings_of
+    from benchmatrix.campaigns.store import read_meta
     from benchmatrix.execute.hosts import resolve_hosts
     from benchmatrix.plan.reruns import reruns_digest
     from benchmatrix.results.status import campaign_status, exit_code
@@ -253,25 +289,31 @@ def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: A
     print(f"bmx: running {spec.name} ({len(spec.cells)} cells) on {len(args.hosts)} host(s); log {log_path}",
           flush=True)
     t0 = time.monotonic()
-    # Interrupted runs found while executing become a re-run round (their next
-    # attempt): one more pass executes them. Bounded, in case runs keep ending that way.
-    for _ in range(3):
-        before = reruns_digest(exp)
-        rc, interrupted, failed, stopped = _snakemake_pass(args, spec, proj, exp, lock, t0)
-        if stopped:
-            for rule, log_file, msg in failed:
-                if stopped not in msg:  # the reason itself was printed when bmx stopped
-                    print(f"bmx: job {rule} failed: {msg} (log: {log_file})", file=sys.stderr)
-            print(f"bmx: stopped; every finished run is kept (on its host until fetched). "
-                  f"Free some space, then resume with: bmx run {args.spec}", file=sys.stderr)
-            return 1
-        if interrupted:
-            print(f"bmx: interrupted; every finished run is kept. Resume with: bmx run {args.spec}",
-                  file=sys.stderr)
-            return 130
-        if rc != 0 or reruns_digest(exp) == before:
+    adaptive = settings_of(spec, read_meta(exp))
+    # Adaptive replication: after each pass the comparisons are judged and the cells of
+    # the undecided ones get a round of new replicates (at most one pass per look).
+    for _look in range(adaptive.looks if adaptive else 1):
+        # Interrupted runs found while executing become a re-run round (their next
+        # attempt): one more pass executes them. Bounded, in case runs keep ending that way.
+        for _ in range(3):
+            before = reruns_digest(exp)
+            rc, interrupted, failed, stopped = _snakemake_pass(args, spec, proj, exp, lock, t0)
+            if stopped:
+                for rule, log_file, msg in failed:
+                    if stopped not in msg:  # the reason itself was printed when bmx stopped
+                        print(f"bmx: job {rule} failed: {msg} (log: {log_file})", file=sys.stderr)
+                print(f"bmx: stopped; every finished run is kept (on its host until fetched). "
+                      f"Free some space, then resume with: bmx run {args.spec}", file=sys.stderr)
+                return 1
+            if interrupted:
+                print(f"bmx: interrupted; every finished run is kept. Resume with: bmx run {args.spec}",
+                      file=sys.stderr)
+                return 130
+            if rc != 0 or reruns_digest(exp) == before:
+                break
+            print("bmx: resuming the runs that an interrupt cut short", flush=True)
+        if rc != 0 or adaptive is None or not _next_round(spec, exp, adaptive, time.monotonic() - t0):
             break
-        print("bmx: resuming the runs that an interrupt cut short", flush=True)
     if rc != 0:
         for rule, log_file, msg in failed:
             print(f"bmx: job {rule} failed: {msg or _disk_hint(exp)} (log: {log_file})", file=sys.stderr)

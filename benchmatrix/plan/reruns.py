@@ -5,7 +5,9 @@ A re-run request (``bmx rerun``, or an interrupted run found by ``bmx run``) is 
 reason, requested_at``). Planning appends each round after the planned runs, per
 host grouped by whole plot like a plan and randomized within (seeded), with
 warm-ups as the design requires and visit numbers of its own, in batches of its
-own. Earlier attempts are never overwritten: a re-run is attempt N+1.
+own. Earlier attempts are never overwritten: a re-run is attempt N+1. A round may also
+ask for new replicates of a cell (``HOST-CELL-rN`` beyond the plan's; adaptive
+replication, :mod:`benchmatrix.analyze.adaptive`): they are planned the same way.
 """
 
 from __future__ import annotations
@@ -95,6 +97,9 @@ def plan_reruns(spec: Spec, planned: list[PlannedRun], requests: list[dict[str, 
     runs that are no longer in the plan (the spec changed) are dropped.
     """
     base = {r.run_id: r for r in planned}
+    # New replicates of a cell (adaptive replication's rounds: ``HOST-CELL-rN`` beyond the
+    # plan's N) are made from the cell's planned measured runs on that host.
+    templates = {f"{r.host}-{r.cell_id}": r for r in reversed(planned) if not r.warmup and not r.control}
     seed = spec.order["seed"]
     last_visit: dict[str, int] = {}
     for r in planned:
@@ -106,9 +111,10 @@ def plan_reruns(spec: Spec, planned: list[PlannedRun], requests: list[dict[str, 
     for rnd in sorted(rounds):
         by_host: dict[str, list[PlannedRun]] = {}
         for req in rounds[rnd]:
-            run = base.get(req["run_id"])
+            run = base.get(req["run_id"]) or _new_replicate(templates, req["run_id"])
             if run is None:
                 continue
+            base.setdefault(run.run_id, run)  # a later round may re-run it
             by_host.setdefault(run.host, []).append(
                 replace(run, attempt=req["attempt"], batch="", round=rnd, factors=dict(run.factors)))
         for host in sorted(by_host):
@@ -128,6 +134,15 @@ def plan_reruns(spec: Spec, planned: list[PlannedRun], requests: list[dict[str, 
                                            warmup=True, control=False, attempt=1, factors=dict(run.factors)))
                     out.append(run)
     return out
+
+
+def _new_replicate(templates: dict[str, PlannedRun], run_id: str) -> PlannedRun | None:
+    """The planned run ``HOST-CELL-rN`` would be, as a new replicate of its cell, or None."""
+    prefix, sep, rep = run_id.rpartition("-r")
+    template = templates.get(prefix) if sep and rep.isdigit() else None
+    if template is None:
+        return None
+    return replace(template, run_id=run_id, replicate=int(rep), attempt=1, factors=dict(template.factors))
 
 
 def select_reruns(exp: Path, factor_names: list[str], failed: bool, where: str | None) -> list[tuple[str, int]]:
@@ -166,3 +181,24 @@ def select_reruns(exp: Path, factor_names: list[str], failed: bool, where: str |
         picked += [s for s in states if s.run.run_id in hit and s not in picked]
     # Warm-ups are never re-run on their own: the planner adds the ones a re-run needs.
     return [(s.run.run_id, max(a["attempt"] for a in s.attempts) + 1) for s in picked if not s.run.warmup]
+
+
+def round_requests(extend: dict[tuple[str, str], int], counts: dict[tuple[str, str], int]) -> list[tuple[str, int]]:
+    """New run ids (attempt 1) that bring each ``(host, cell)`` to its new total of
+    measured runs: replicates after the highest it has, named as the plan names runs."""
+    out = []
+    for (host, cell), total in sorted(extend.items()):
+        have = counts.get((host, cell), 0)
+        out += [(f"{host}-{cell}-r{rep}", 1) for rep in range(have + 1, total + 1)]
+    return out
+
+
+def replicate_counts(plan: Any) -> dict[tuple[str, str], int]:
+    """The highest measured replicate of every (host, cell) in plan.csv's rows (a frame)."""
+    if plan.empty:
+        return {}
+    flags = {c: plan[c].astype(str).str.lower().isin(["true", "1"]) for c in ("warmup", "control")}
+    measured = plan[~flags["warmup"] & ~flags["control"]]
+    reps = measured["replicate"].astype(int)
+    return {(str(h), str(c)): int(r) for (h, c), r in reps.groupby([measured["host"], measured["cell_id"]]).max()
+            .items()}

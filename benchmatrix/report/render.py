@@ -646,7 +646,27 @@ def _comparison_context(result: analysis.Comparisons) -> dict[str, Any]:
             "explanations": result.explanations, "notes": result.notes, "holm_count":
             int(table["p_value"].notna().sum()) if len(table) else 0,
             "family": result.family, "descriptive": result.descriptive,
-            "scales": _scale_groups(result), "thresholds": _threshold_text(result)}
+            "scales": _scale_groups(result), "thresholds": _threshold_text(result),
+            "adaptive": _adaptive_context(result.adaptive, by)}
+
+
+#: Why a comparison of an adaptive campaign stopped, in words.
+_STOP_WORDS = {"decided": "decided", "futile": "futile (a change as large as the target is ruled out)",
+               "max": "at max replicates", "budget": "time budget spent", "running": "still running"}
+
+
+def _adaptive_context(adaptive: dict[str, Any] | None, by: list[str]) -> dict[str, Any] | None:
+    """The rounds of adaptive replication as the templates show them, or None."""
+    if not adaptive:
+        return None
+    rows = []
+    for r in adaptive.get("rows") or []:
+        rows.append({**r, "host": r.get("host") or "", "by_values": [r.get(b) for b in by],
+                     "why": _STOP_WORDS.get(r.get("reason"), r.get("reason"))})
+    saved = adaptive.get("fixed_max_runs") or 0
+    return {**adaptive, "rows": rows[:COMPARISON_ROWS], "omitted": max(len(rows) - COMPARISON_ROWS, 0),
+            "share_pct": 100.0 * adaptive.get("measured_runs", 0) / saved if saved else None,
+            "reasons_text": ", ".join(f"{v} {k}" for k, v in sorted((adaptive.get("reasons") or {}).items()))}
 
 
 def _scale_groups(result: analysis.Comparisons) -> dict[str, list[str]]:

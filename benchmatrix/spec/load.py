@@ -124,6 +124,26 @@ def threshold_fraction(value: Any) -> float:
     return fraction
 
 
+def parse_duration(text: str) -> float:
+    """``2h``, ``90m``, ``45s`` or ``1h30m`` -> seconds.
+
+    Raises:
+        ValueError: not such a duration, or not above zero.
+    """
+    import re
+
+    unit = {"h": 3600.0, "m": 60.0, "s": 1.0}
+    pattern = r"(\d+(?:\.\d+)?)\s*([hms])"
+    low = str(text).strip().lower()
+    parts = re.findall(pattern, low)
+    if not parts or re.sub(pattern, "", low).strip():
+        raise ValueError(f"{text!r}: write a duration such as 2h, 90m or 1h30m")
+    seconds = sum(float(v) * unit[u] for v, u in parts)
+    if seconds <= 0:
+        raise ValueError(f"{text!r}: must be above zero")
+    return seconds
+
+
 #: Default of ``report.threshold`` as a fraction.
 DEFAULT_THRESHOLD: float = threshold_fraction(_report_default("threshold"))
 #: Values of ``hosts_mode``, the default first.
@@ -338,6 +358,17 @@ def _apply_defaults(data: dict[str, Any]) -> dict[str, Any]:
     for key, sub in props["workload"]["properties"].items():
         if key != "role":
             wl.setdefault(key, json.loads(json.dumps(sub["default"])))
+    given = out.get("replicates")
+    if isinstance(given, dict):
+        # Adaptive replication: the plan starts with min replicates; the rounds' settings
+        # live beside them (benchmatrix.analyze.adaptive reads them).
+        until = {"min": given["min"], "max": given["max"], "until": given["until"]}
+        if given.get("detect") is not None:
+            until["detect"] = given["detect"]  # checked (and made a fraction) by the semantic checks
+        if given.get("budget"):
+            until["budget"] = str(given["budget"])
+        out["replicates_until"] = until
+        out["replicates"] = int(given["min"])
     report = out.setdefault("report", {})
     report.setdefault("metrics", [])
     report.setdefault("compare", None)
@@ -568,6 +599,24 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
             errs.append(doc.error(("report", "primary", pi),
                                   f"report.primary names '{name}', which is not in report.metrics "
                                   f"({', '.join(map(str, shown))}): the primary metrics are a subset of them"))
+    until = d.get("replicates_until")
+    if until:
+        if until["max"] < until["min"]:
+            errs.append(doc.error(("replicates", "max"), f"replicates.max {until['max']} is below replicates.min "
+                                                         f"{until['min']}"))
+        if not d["report"].get("compare"):
+            errs.append(doc.error(("replicates", "until"), "replicates until decided needs report.compare: the "
+                                                           "comparisons whose verdicts decide when to stop"))
+        if until.get("budget"):
+            try:
+                parse_duration(until["budget"])
+            except ValueError as exc:
+                errs.append(doc.error(("replicates", "budget"), f"replicates.budget: {exc}"))
+        if until.get("detect") is not None:
+            try:
+                until["detect"] = threshold_fraction(until["detect"])
+            except ValueError as exc:
+                errs.append(doc.error(("replicates", "detect"), f"replicates.detect: {exc}"))
     given = d["report"].get("threshold")
     for path, value in ([(("report", "threshold", k), v) for k, v in given.items()] if isinstance(given, dict)
                         else [(("report", "threshold"), given)] if given is not None else []):

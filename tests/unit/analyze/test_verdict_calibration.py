@@ -15,6 +15,7 @@ the rate fails.
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,13 @@ from benchmatrix.spec.matrix import Cell
 
 LATENCY = {"lat": {"unit": "ms", "better": "lower"}}
 UNITS = {"lat": "ms"}
+
+
+def scaled(sims: int) -> int:
+    """``sims`` times BMX_MC_SCALE (default 1): the suite runs few draws, a thorough
+    check (``BMX_MC_SCALE=10 pytest tests/unit/analyze``) many; the figures in
+    docs/report.md come from such runs."""
+    return sims * max(1, int(os.environ.get("BMX_MC_SCALE", "1") or 1))
 
 
 def _upper(sims: int, rate: float = 0.05) -> float:
@@ -99,7 +107,7 @@ def test_aa_within_a_campaign_false_verdicts_per_comparison():
     # that do not differ: lognormal runs, CV 30 %, 3 runs a side.
     spec = _spec({"v": ["old", "new"]}, {"factor": "v", "baseline": "old", "by": []})
     rng = np.random.default_rng(11)
-    sims = 150
+    sims = scaled(120)
     hits = 0
     for _ in range(sims):
         runs = _two_level(rng, {"old": 1.0, "new": 1.0}, cells=1, n=3, cv=0.3)
@@ -112,7 +120,7 @@ def test_aa_within_a_campaign_false_verdicts_per_holm_family():
     # of the family, which Holm's adjustment keeps at 5 %.
     spec = _spec({"v": ["old", "new"], "size": list(range(16))}, {"factor": "v", "baseline": "old", "by": ["size"]})
     rng = np.random.default_rng(12)
-    sims = 100
+    sims = scaled(60)
     alarms = 0
     for _ in range(sims):
         runs = _two_level(rng, {"old": 1.0, "new": 1.0}, cells=16, n=5, cv=0.2)
@@ -132,7 +140,7 @@ def test_aa_across_campaigns_that_move_gives_few_false_worse(history):
     # estimated from the history (or, without one, judged against the threshold) at
     # most 5 % may show any false better/worse.
     rng = np.random.default_rng([21, history])
-    sims = 100
+    sims = scaled(80)
     alarms = 0
     kw = {"cells": 16, "n": 10, "cv": 0.02, "campaign_sd": 0.01}
     for _ in range(sims):
@@ -151,7 +159,7 @@ def test_a_real_ten_percent_change_across_campaigns_is_found(history):
     # The same noise, 5 runs a side, every cell 10 % slower in B: found (bmx compare
     # exits 1) in at least 90 % of experiments; with a history, in each cell too.
     rng = np.random.default_rng([22, history])
-    sims, found, cells_found = 60, 0, 0.0
+    sims, found, cells_found = scaled(40), 0, 0.0
     kw = {"cells": 16, "cv": 0.02, "campaign_sd": 0.01}
     for _ in range(sims):
         a, b = campaign(rng, n=5, **kw), campaign(rng, n=5, factor=1.1, **kw)
@@ -170,7 +178,7 @@ def test_a_threefold_slowdown_with_three_runs_is_found_worse():
     # 3 runs a cell, 4 cells (Welch on the linear scale: about 2 degrees of freedom,
     # every cell "no difference"). Each cell must be found worse in >= 90 % of cases.
     rng = np.random.default_rng(31)
-    sims, worse = 100, 0.0
+    sims, worse = scaled(100), 0.0
     for _ in range(sims):
         a, b = campaign(rng, 4, 3, 0.2), campaign(rng, 4, 3, 0.2, factor=3.0)
         t = compare_frames(a, b, ["lat"], ["lat"], LATENCY, UNITS)
@@ -242,7 +250,7 @@ def test_history_steps_are_controlled_across_the_page():
     from benchmatrix.campaigns.publish import build_history
 
     rng = np.random.default_rng(41)
-    sims, pages_with_step = 80, 0
+    sims, pages_with_step = scaled(60), 0
     for _ in range(sims):
         history = build_history(_pages(rng, 10, 16), plots=False)
         pages_with_step += history.steps["detected"].any()

@@ -1,0 +1,297 @@
+"""Run until the answer is clear: adaptive replication with error rates that hold.
+
+``replicates: {min: 3, max: 20, until: decided}`` (or ``bmx run --until-decided``)
+starts every cell with ``min`` measured runs. After each round the comparisons of the
+primary metrics (``report.compare`` over ``report.primary``) are judged; the cells of
+every comparison still undecided get another round, growing their runs by
+:data:`GROWTH` (3, 5, 8, 12, 18, 20 for min 3 and max 20); the campaign stops when
+every comparison has stopped or the time budget is spent.
+
+A comparison stops when it is
+
+* ``decided``: its verdict is ``better``/``worse`` (``higher``/``lower``) or
+  ``equivalent`` at the sequential level below;
+* ``futile``: a change as large as ``detect`` (default twice the practical threshold)
+  is ruled out by its 90 % interval (each bound a one-sided 95 % bound): the question
+  the design can still answer is settled, and more runs would only tell whether a
+  smaller change is inside the threshold;
+* ``max``: one of its cells reached ``max`` runs;
+* ``budget``: the time budget (``--budget``) would be passed by another round.
+
+**Why the error rates hold.** Looking at the data after every round and stopping
+when it looks decided inflates false alarms unless the test accounts for it. The
+verdicts of an adaptive campaign use *repeated confidence intervals* (Jennison and
+Turnbull, "Group Sequential Methods with Applications to Clinical Trials", 2000,
+chapter 9): the family's alpha is spent over the at most L looks the design allows,
+alpha / L at each (a uniform spending function, Lan and DeMets 1983, with Bonferroni
+levels), so by Bonferroni's inequality every look's Holm-adjusted intervals hold
+together with probability at least 1 - alpha, whatever the data do and whenever the
+campaign stops. A verdict read from them at the stopping look, or at any later one,
+keeps its error rate; the report judges the campaign at this same level. Futility
+stops never claim a change, so they cannot add false alarms (they are non-binding).
+The Monte Carlo tests (tests/unit/analyze/test_adaptive.py) check the false-alarm rate,
+the coverage at stop and the runs saved; docs/spec.md explains the rule.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from benchmatrix.errors import BenchmatrixError
+
+if TYPE_CHECKING:
+    from benchmatrix.spec.load import Spec
+
+#: Each round grows an undecided cell's measured runs by this factor (at least one more run).
+GROWTH = 1.5
+#: ``max`` when ``bmx run --until-decided`` is given without the spec key.
+DEFAULT_MAX = 20
+#: The reason re-run rounds of adaptive replication carry in reruns.csv.
+REASON = "until_decided"
+#: Confidence of the futility interval (two-sided; each bound one-sided 95 %).
+FUTILITY_CONFIDENCE = 0.90
+#: Why a comparison stopped, or ``running`` while it has not.
+REASONS = ("decided", "futile", "max", "budget", "running")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Adaptive replication of one campaign.
+
+    Attributes:
+        min: Measured runs per cell of the first round (the plan's replicates).
+        max: The most measured runs a cell gets.
+        detect: The change (a fraction) whose exclusion stops a comparison for futility.
+        budget_s: Time budget in seconds for the whole campaign, 0 for none.
+    """
+
+    min: int
+    max: int
+    detect: float
+    budget_s: float = 0.0
+
+    @property
+    def schedule(self) -> list[int]:
+        """Measured runs per cell at each look: min, growing by :data:`GROWTH`, up to max."""
+        out = [self.min]
+        while out[-1] < self.max:
+            out.append(min(self.max, max(out[-1] + 1, math.ceil(out[-1] * GROWTH))))
+        return out
+
+    @property
+    def looks(self) -> int:
+        """The most looks the design allows (L): the alpha is spent over these."""
+        return len(self.schedule)
+
+    def level(self, alpha: float) -> float:
+        """The family's significance level at each look: alpha / L."""
+        return alpha / self.looks
+
+    def next_total(self, current: int) -> int:
+        """Measured runs a cell with ``current`` of them gets in the next round."""
+        for n in self.schedule:
+            if n > current:
+                return n
+        return current
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (campaign.json keeps the settings of ``bmx run --until-decided``)."""
+        return asdict(self)
+
+
+def settings_of(spec: Spec, meta: dict[str, Any] | None = None) -> Settings | None:
+    """The campaign's adaptive settings: the spec's ``replicates`` mapping, else those
+    ``bmx run --until-decided`` kept in campaign.json (``meta``), else None."""
+    from benchmatrix.spec.load import parse_duration
+
+    given = spec.data.get("replicates_until")
+    if given:
+        return Settings(int(given["min"]), int(given["max"]), float(given.get("detect") or 2 * spec.report.threshold),
+                        parse_duration(given["budget"]) if given.get("budget") else 0.0)
+    kept = (meta or {}).get("until_decided")
+    if isinstance(kept, dict) and kept.get("min"):
+        return Settings(int(kept["min"]), int(kept["max"]), float(kept["detect"]), float(kept.get("budget_s") or 0))
+    return None
+
+
+def flag_settings(spec: Spec, budget_s: float = 0.0) -> Settings:
+    """What ``bmx run --until-decided`` means for a spec without the mapping."""
+    current = settings_of(spec)
+    if current is not None:
+        return Settings(current.min, current.max, current.detect, budget_s or current.budget_s)
+    return Settings(spec.replicates, max(DEFAULT_MAX, spec.replicates), 2 * spec.report.threshold, budget_s)
+
+
+def parse_budget(text: str) -> float:
+    """``--budget 2h`` -> seconds.
+
+    Raises:
+        BenchmatrixError: not a duration (one line).
+    """
+    from benchmatrix.spec.load import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise BenchmatrixError(f"--budget {exc}") from None
+
+
+# ------------------------------------------------------------------ judging a round
+
+@dataclass
+class Round:
+    """The judgement after one look.
+
+    Attributes:
+        comparisons: One row per comparison of the primary metrics: the comparison's
+            keys (metric, level, the ``by`` values, host), ``verdict`` (at the
+            sequential level), ``reason`` (:data:`REASONS`), ``n`` (fewest measured
+            runs on a side), ``cells`` (the two sides' cell ids).
+        extend: ``(host, cell_id) -> new total`` of measured runs for the next round.
+        look: Which look this is (1 = after the first round).
+    """
+
+    comparisons: pd.DataFrame
+    extend: dict[tuple[str, str], int]
+    look: int
+
+
+def _side_cells(spec: Spec, row: dict[str, Any], factor: str, by: list[str], baseline: Any) -> list[str]:
+    """Cell ids of the two sides of one comparison row (the level's and the baseline's)."""
+    from benchmatrix.analyze.comparisons import level_key
+    from benchmatrix.results.layout import by_column
+
+    want = {b: level_key(row.get(by_column(b))) for b in by}
+    out = []
+    for cell in spec.cells:
+        if any(level_key(cell.factors.get(b)) != v for b, v in want.items()):
+            continue
+        lv = level_key(cell.factors.get(factor))
+        if lv in (level_key(row.get("level")), level_key(baseline)):
+            out.append(cell.cell_id)
+    return out
+
+
+def judge_round(spec: Spec, runs: pd.DataFrame, settings: Settings, units: dict[str, str] | None = None,
+                elapsed_s: float = 0.0, per_run_s: float | None = None) -> Round:
+    """Judge the comparisons after a look and choose the cells of the next round.
+
+    Args:
+        spec: The loaded spec (``report.compare``, ``report.primary``, thresholds).
+        runs: Rows of runs.csv so far.
+        settings: The adaptive settings.
+        units: Metric -> unit.
+        elapsed_s: Seconds the campaign has run (for the budget).
+        per_run_s: Expected seconds of one run (for the budget); None: unknown.
+
+    Returns:
+        The :class:`Round`; ``extend`` is empty when the campaign stops.
+    """
+    from benchmatrix.analyze.comparisons import compare, family_metrics
+    from benchmatrix.analyze.stats import effective_runs
+    from benchmatrix.results.layout import HOST_COLUMN
+
+    cfg = spec.report.compare
+    if cfg is None:
+        raise BenchmatrixError(f"{spec.path}: replicates until decided needs report.compare: the comparisons "
+                               "to decide")
+    eff = effective_runs(runs) if len(runs) else runs
+    measured = [c for c in runs.columns if c in (units or {})] or None
+    metrics = family_metrics(spec, measured)
+    result = compare(spec, runs, metrics, units, spec.report.alpha / settings.looks)
+    table = result.table
+    table = table[table["metric"].isin(result.family)] if len(table) else table
+    counts = (eff.groupby(["host", "cell_id"]).size() if len(eff) and "host" in eff.columns
+              else pd.Series(dtype="int64"))
+    hosts = sorted({str(h) for h in eff["host"]}) if len(eff) and "host" in eff.columns else []
+    look = max(1, sum(1 for n in settings.schedule if n <= (int(counts.min()) if len(counts) else 0)))
+    rows, extend = [], {}
+    budget_left = True
+    if settings.budget_s and per_run_s:
+        # Another round of the still open cells must fit in what the budget leaves.
+        budget_left = elapsed_s < settings.budget_s
+    by = list(cfg.by)
+    for rec in table.to_dict("records"):
+        cells = _side_cells(spec, rec, cfg.factor, by, cfg.baseline)
+        row_hosts = [str(rec[HOST_COLUMN])] if HOST_COLUMN in rec and str(rec[HOST_COLUMN]) in hosts else hosts
+        n_now = min((int(counts.get((h, c), 0)) for h in row_hosts for c in cells), default=0)
+        verdict = str(rec["verdict"])
+        if verdict in ("better", "worse", "higher", "lower", "equivalent"):
+            reason = "decided"
+        elif _futile(rec, settings.detect):
+            reason = "futile"
+        elif n_now >= settings.max:
+            reason = "max"
+        elif not budget_left:
+            reason = "budget"
+        else:
+            reason = "running"
+            for h in row_hosts:
+                for c in cells:
+                    have = int(counts.get((h, c), 0))
+                    extend[(h, c)] = max(extend.get((h, c), 0), settings.next_total(max(have, n_now)))
+        rows.append({**{k: rec.get(k) for k in ("metric", "level", "baseline", HOST_COLUMN, *by) if k in rec},
+                     "verdict": verdict, "reason": reason, "n": n_now, "look": look,
+                     "rel_diff_pct": rec.get("rel_diff_pct"), "ci_low_adj_pct": rec.get("ci_low_adj_pct"),
+                     "ci_high_adj_pct": rec.get("ci_high_adj_pct"), "cells": " ".join(cells)})
+    if settings.budget_s and per_run_s and extend:
+        more = sum(max(0, total - int(counts.get(key, 0))) for key, total in extend.items())
+        if elapsed_s + more * per_run_s > settings.budget_s:
+            for r in rows:
+                if r["reason"] == "running":
+                    r["reason"] = "budget"
+            extend = {}
+    return Round(pd.DataFrame(rows), extend, look)
+
+
+def _futile(rec: dict[str, Any], detect: float) -> bool:
+    """True when the comparison's 90 % interval rules out a change as large as ``detect``
+    (positive metrics: the interval of a ratio; the others are never stopped so)."""
+    from benchmatrix.analyze.stats import t_ppf
+
+    values = [rec.get(k) for k in ("df", "mean_level", "mean_baseline", "ci_low_pct", "ci_high_pct")]
+    if rec.get("scale") != "log" or any(v is None or not np.isfinite(float(v)) for v in values):
+        return False
+    df, level, base, lo, hi = (float(v) for v in values)
+    est = math.log(level / base)
+    # The unadjusted 95 % interval is exp(est -+ t se) - 1: its ends give se back.
+    se = (math.log1p(hi / 100.0) - math.log1p(lo / 100.0)) / (2 * float(t_ppf(0.975, df)))
+    half = float(t_ppf(0.5 + FUTILITY_CONFIDENCE / 2, df)) * se
+    return math.expm1(est - half) > -detect and math.expm1(est + half) < detect
+
+
+def rounds_summary(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, settings: Settings,
+                   units: dict[str, str] | None = None, stopped_by: str = "") -> dict[str, Any]:
+    """What the report shows of adaptive replication (analysis.json's
+    ``comparisons.adaptive``): the settings, the looks' schedule, the measured runs
+    spent against the fixed design at ``max``, and why each comparison stopped.
+
+    Args:
+        spec: The loaded spec.
+        plan: plan.csv's rows (every round appended).
+        runs: runs.csv's rows.
+        settings: The campaign's settings.
+        units: Metric -> unit.
+        stopped_by: ``budget`` when the run loop stopped adding rounds for the budget.
+    """
+    from benchmatrix.analyze.stats import effective_runs
+
+    judged = judge_round(spec, runs, settings, units)
+    rows = judged.comparisons
+    if stopped_by == "budget" and len(rows):
+        rows = rows.assign(reason=rows["reason"].replace("running", "budget"))
+    eff = effective_runs(runs) if len(runs) else runs
+    cells = len(spec.cells)
+    hosts = int(plan["host"].nunique()) if len(plan) and "host" in plan.columns else 1
+    clean = rows.astype(object).where(rows.notna(), None) if len(rows) else rows
+    return {"min": settings.min, "max": settings.max, "detect_pct": settings.detect * 100,
+            "budget_s": settings.budget_s, "looks": settings.looks, "schedule": settings.schedule,
+            "level": settings.level(spec.report.alpha), "look": judged.look,
+            "measured_runs": int(len(eff)), "fixed_max_runs": cells * settings.max * hosts,
+            "reasons": {str(k): int(v) for k, v in rows["reason"].value_counts().items()} if len(rows) else {},
+            "rows": clean.to_dict("records") if len(rows) else []}
