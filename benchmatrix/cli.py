@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmatrix import __version__
-from benchmatrix.errors import BenchmatrixError, SpecErrors
+from benchmatrix.errors import BenchmatrixError, PlanError, SpecErrors
 from benchmatrix.execute.lock import experiment_lock
 from benchmatrix.execute.supervise import execute, fmt_hms
 from benchmatrix.results import layout
@@ -193,7 +193,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "visits_per_whole_plot": spec.visits if spec.order["strategy"] == "restricted" else None,
             "per_run_s": per_run, "per_run_source": per_run_source,
             "cost_seconds": cfg["cost_seconds"], "batch_overhead_s": overhead,
-            "this_plan": chosen, "alternatives": alternatives, "replicate_planning": replicates}
+            "this_plan": chosen, "alternatives": alternatives, "replicate_planning": replicates,
+            "until_decided": _until_decided_figures(spec, exp, len(hosts), per_run, detect, args.alpha)}
     if args.json:
         # stdout stays pure JSON; the shortfalls are also in replicate_planning.warnings.
         for w in (replicates or {}).get("warnings", []):
@@ -211,8 +212,45 @@ def cmd_plan(args: argparse.Namespace) -> int:
           f" from {per_run_source}; batch overhead {overhead:g} s")
     if replicates:
         print(_replicates_text(replicates))
+    if data["until_decided"]:
+        print(_until_decided_text(data["until_decided"], chosen))
     print(f"wrote {out}")
     return 0
+
+
+def _until_decided_figures(spec: Spec, exp: Path, hosts: int, per_run: float | None, detect: Any,
+                           alpha: float) -> dict[str, Any] | None:
+    """``bmx plan``'s figures of an adaptive design (None for a fixed one)."""
+    from benchmatrix.analyze.adaptive import design_figures, settings_of
+    from benchmatrix.campaigns.store import read_meta
+    from benchmatrix.plan.power import log_sd_from_cv
+
+    settings = settings_of(spec, read_meta(exp))
+    if settings is None:
+        return None
+    sd_log = None
+    if detect is not None:
+        logs = [s.sd_log for s in detect[1] if getattr(s, "sd_log", None)]
+        sd_log = max(logs) if logs else log_sd_from_cv(max(s.cv for s in detect[1]))
+    return design_figures(settings, len(spec.cells), hosts, per_run, spec.report.alpha if alpha is None else alpha,
+                          sd_log, detect[0] if detect is not None else None)
+
+
+def _until_decided_text(f: dict[str, Any], fixed: dict[str, Any]) -> str:
+    """The adaptive design beside the fixed one, for ``bmx plan``."""
+    def hms(v: float | None) -> str:
+        return fmt_hms(v) if v is not None else "-"
+
+    lines = [f"replicates until decided: {' -> '.join(map(str, f['schedule']))} runs a cell, at most {f['looks']} "
+             f"looks, verdicts at alpha / {f['looks']} = {f['level']:.4g}; stops a comparison when decided, when a "
+             f"change of ±{f['detect_pct']:g} % is ruled out, at max" + (" or at the budget" if f["budget_s"] else ""),
+             f"  measured runs: {f['runs_min']} (all decided after the first look) to {f['runs_max']} (every cell at "
+             f"max); time {hms(f['seconds_min'])} to {hms(f['seconds_max'])}"]
+    typical = f.get("typical_runs_per_cell")
+    if typical:
+        lines.append(f"  typical runs a cell: {typical['no_change']} where nothing changed"
+                     + (f", {typical['change']} where the --detect change is there" if typical["change"] else ""))
+    return "\n".join(lines)
 
 
 def _plan_table(chosen: dict[str, Any], alternatives: dict[str, Any], strategy: str) -> str:
@@ -291,11 +329,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         from benchmatrix.analyze.adaptive import flag_settings, parse_budget, settings_of
 
         if not args.until_decided and settings_of(spec) is None:
-            raise BenchmatrixError("--budget needs --until-decided (or replicates: {min, max, until: decided} "
-                                   "in the spec)")
+            raise PlanError("--budget needs --until-decided (or replicates: {min, max, until: decided} in the spec)")
         if spec.report.compare is None:
-            raise BenchmatrixError(f"{args.spec}: --until-decided needs report.compare: the comparisons whose "
-                                   "verdicts decide when to stop")
+            raise PlanError(f"{args.spec}: --until-decided needs report.compare: the comparisons whose verdicts "
+                            "decide when to stop")
         until = flag_settings(spec, parse_budget(args.budget) if args.budget else 0.0)
     with experiment_lock(exp, "bmx run", args.spec, args.stop_orphan) as lock:
         _start_campaign(exp, spec, args.campaign)

@@ -133,12 +133,13 @@ def parse_budget(text: str) -> float:
     Raises:
         BenchmatrixError: not a duration (one line).
     """
+    from benchmatrix.errors import PlanError
     from benchmatrix.spec.load import parse_duration
 
     try:
         return parse_duration(text)
     except ValueError as exc:
-        raise BenchmatrixError(f"--budget {exc}") from None
+        raise PlanError(f"--budget {exc}") from None
 
 
 # ------------------------------------------------------------------ judging a round
@@ -295,3 +296,38 @@ def rounds_summary(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, settings:
             "measured_runs": int(len(eff)), "fixed_max_runs": cells * settings.max * hosts,
             "reasons": {str(k): int(v) for k, v in rows["reason"].value_counts().items()} if len(rows) else {},
             "rows": clean.to_dict("records") if len(rows) else []}
+
+
+def design_figures(settings: Settings, cells: int, hosts: int, per_run_s: float | None, alpha: float,
+                   sd_log: float | None = None, detect: float | None = None) -> dict[str, Any]:
+    """What ``bmx plan`` shows of an adaptive design beside the fixed one.
+
+    The fewest and the most measured runs (every cell stopping after the first look,
+    or every cell reaching ``max``) and, given the runs' spread (``sd_log``, from
+    ``--cv`` or a pilot) and a change to find (``detect``), the runs a comparison
+    typically takes: where nothing changed, the first look whose 90 % interval
+    (half-width t(0.95) * sd_log * sqrt(2/n)) rules out ``settings.detect``; where the
+    change is ``detect``, the first look at which its expected t statistic passes the
+    sequential level's quantile. Times use ``per_run_s`` when known.
+    """
+    from benchmatrix.analyze.stats import t_ppf
+
+    fewest, most = cells * settings.min * hosts, cells * settings.max * hosts
+    out: dict[str, Any] = {"min": settings.min, "max": settings.max, "looks": settings.looks,
+                           "schedule": settings.schedule, "level": settings.level(alpha),
+                           "detect_pct": settings.detect * 100, "budget_s": settings.budget_s,
+                           "runs_min": fewest, "runs_max": most,
+                           "seconds_min": fewest * per_run_s if per_run_s else None,
+                           "seconds_max": most * per_run_s if per_run_s else None,
+                           "typical_runs_per_cell": None}
+    if sd_log and sd_log > 0:
+        def first(ok) -> int:
+            return next((n for n in settings.schedule if ok(n)), settings.max)
+
+        null = first(lambda n: float(t_ppf(0.95, 2 * n - 2)) * sd_log * math.sqrt(2 / n) < math.log1p(settings.detect))
+        found = None
+        if detect:
+            quantile = float(t_ppf(1 - settings.level(alpha) / 2, 2 * settings.max - 2))
+            found = first(lambda n: math.log1p(detect) / (sd_log * math.sqrt(2 / n)) > quantile)
+        out["typical_runs_per_cell"] = {"no_change": null, "change": found}
+    return out

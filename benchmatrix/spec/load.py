@@ -408,6 +408,10 @@ def _schema_errors(doc: LocatedDocument) -> list[SpecError]:
     for err in validator.iter_errors(doc.data):
         if tuple(err.absolute_path) in unusable:
             continue  # already said why
+        if err.validator == "anyOf" and tuple(err.absolute_path) == ("replicates",):
+            # A number or a mapping: say what is wrong with the form that was written
+            # (a whole number's bounds, a mapping's keys), not "not valid under any".
+            err = _form_error(err)
         where = ".".join(str(p) for p in err.absolute_path) or "spec"
         if err.validator == "additionalProperties":
             extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
@@ -427,6 +431,16 @@ def _schema_errors(doc: LocatedDocument) -> list[SpecError]:
             msg = err.message
         errors.append(doc.error(tuple(err.absolute_path), f"{where}: {msg}"))
     return errors
+
+
+def _form_error(err: Any) -> Any:
+    """The error of the ``anyOf`` branch that matches the value's form (a mapping's
+    branch for a mapping, else the number's)."""
+    want = "object" if isinstance(err.instance, dict) else "integer"
+    for sub in err.context or ():
+        if err.schema["anyOf"][sub.schema_path[0]].get("type") == want:
+            return sub
+    return err
 
 
 def _templates(value: Any, at: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], str]]:
