@@ -196,3 +196,17 @@ def test_sixteen_comparisons_four_real_stop_early_with_the_same_decisions_and_fe
     assert share <= 0.60, share
     assert found["adaptive"] / sims >= found["fixed"] / sims - 0.05, found
     assert false_families / sims <= _upper(sims), false_families
+
+
+def test_bmx_plans_figures_of_an_adaptive_design():
+    from benchmatrix.analyze.adaptive import design_figures
+    from benchmatrix.plan.power import log_sd_from_cv
+
+    f = design_figures(Settings(3, 12, 0.10), cells=4, hosts=2, per_run_s=2.0, alpha=0.05,
+                       sd_log=log_sd_from_cv(0.05), detect=0.10)
+    assert (f["runs_min"], f["runs_max"], f["seconds_max"]) == (24, 96, 192.0)
+    assert f["looks"] == 4 and f["level"] == pytest.approx(0.0125) and f["schedule"] == [3, 5, 8, 12]
+    # CV 5 %: a 10 % change is ruled out at 3 runs where nothing changed, and found by 5.
+    assert f["typical_runs_per_cell"] == {"no_change": 3, "change": 5}
+    noisy = design_figures(Settings(3, 12, 0.10), 4, 1, None, 0.05, sd_log=log_sd_from_cv(0.3), detect=0.10)
+    assert noisy["typical_runs_per_cell"]["no_change"] == 12 and noisy["seconds_min"] is None
