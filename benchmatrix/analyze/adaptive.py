@@ -210,7 +210,8 @@ def judge_round(spec: Spec, runs: pd.DataFrame, settings: Settings, units: dict[
     counts = (eff.groupby(["host", "cell_id"]).size() if len(eff) and "host" in eff.columns
               else pd.Series(dtype="int64"))
     hosts = sorted({str(h) for h in eff["host"]}) if len(eff) and "host" in eff.columns else []
-    look = max(1, sum(1 for n in settings.schedule if n <= (int(counts.min()) if len(counts) else 0)))
+    # The look is the schedule step the furthest cells have reached (the others stopped earlier).
+    look = max(1, sum(1 for n in settings.schedule if n <= (int(counts.max()) if len(counts) else 0)))
     rows, extend = [], {}
     budget_left = True
     if settings.budget_s and per_run_s:

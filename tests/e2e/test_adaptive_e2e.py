@@ -62,7 +62,7 @@ def test_clear_comparisons_stop_after_the_first_round_and_the_unclear_one_gets_r
     assert per_cell.loc["clear"].tolist() == [3, 3] and per_cell.loc["quiet"].tolist() == [3, 3]
     assert per_cell.loc["noisy"].tolist() == [8, 8]                  # 3 -> 5 -> 8 = max
     assert "look 1: 1 decided, 1 futile, 1 running; round 1 adds runs to 2 cell(s)" in res.stdout
-    assert "replicates until decided: stopped" in res.stdout
+    assert "look 3: 1 decided, 1 futile, 1 max; replicates until decided: stopped" in res.stdout
 
 
 def test_the_report_shows_the_rounds_and_why_each_comparison_stopped(adaptive):
@@ -71,6 +71,7 @@ def test_the_report_shows_the_rounds_and_why_each_comparison_stopped(adaptive):
     md = (exp / "report.md").read_text()
     rounds = md.split("### Replicates until decided")[1]
     assert "every verdict is judged at α / 3 = 0.01667" in rounds and "3 → 5 → 8" in rounds
+    assert "This campaign: look 3, 28 measured runs (58 % of the 48" in rounds
     lines = {line.split("|")[3].strip(): line for line in rounds.splitlines() if line.startswith("| lat |")}
     assert "| worse | decided |" in lines["clear"] and "futile" in lines["quiet"]
     assert "| 8 |" in lines["noisy"] and "at max replicates" in lines["noisy"]
