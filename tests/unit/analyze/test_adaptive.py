@@ -9,12 +9,11 @@ look which cells get more runs, exactly as ``bmx run`` does between its passes, 
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats as sps
+from montecarlo import scaled, upper
 
 from benchmatrix.analyze.adaptive import Settings, judge_round, parse_budget, settings_of
 from benchmatrix.analyze.comparisons import compare
@@ -69,17 +68,6 @@ class Campaign:
                 return judged
             for (_, cell), total in judged.extend.items():
                 self.n[cell] = max(self.n[cell], total)
-
-
-def scaled(sims: int) -> int:
-    """``sims`` times BMX_MC_SCALE (default 1): the suite runs few draws, a thorough
-    check (``BMX_MC_SCALE=10 pytest tests/unit/analyze``) many; the figures in
-    docs/report.md come from such runs."""
-    return sims * max(1, int(os.environ.get("BMX_MC_SCALE", "1") or 1))
-
-
-def _upper(sims: int, rate: float = 0.05) -> float:
-    return sps.binom.ppf(0.9995, sims, rate) / sims
 
 
 # ------------------------------------------------------------------ settings and rounds
@@ -164,7 +152,7 @@ def test_aa_false_verdicts_per_comparison_with_the_stopping_rule_in_force():
         row = compare(spec, sim.runs(), ["lat"], UNITS, settings.level(0.05)).table.iloc[0]
         hits += row["verdict"] in CHANGED
         covered += row["ci_low_adj_pct"] <= 0.0 <= row["ci_high_adj_pct"]
-    assert hits / sims <= _upper(sims), hits
+    assert hits / sims <= upper(sims), hits
     assert covered / sims >= 0.93, covered          # coverage at stop
 
 
@@ -195,7 +183,7 @@ def test_sixteen_comparisons_four_real_stop_early_with_the_same_decisions_and_fe
     share = runs / sims / (len(spec.cells) * fixed_n)
     assert share <= 0.60, share
     assert found["adaptive"] / sims >= found["fixed"] / sims - 0.05, found
-    assert false_families / sims <= _upper(sims), false_families
+    assert false_families / sims <= upper(sims), false_families
 
 
 def test_bmx_plans_figures_of_an_adaptive_design():

@@ -15,13 +15,12 @@ the rate fails.
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats as sps
+from montecarlo import scaled, upper
 
 from benchmatrix.analyze.comparisons import compare
 from benchmatrix.analyze.verdict import CHANGED
@@ -31,18 +30,6 @@ from benchmatrix.spec.matrix import Cell
 
 LATENCY = {"lat": {"unit": "ms", "better": "lower"}}
 UNITS = {"lat": "ms"}
-
-
-def scaled(sims: int) -> int:
-    """``sims`` times BMX_MC_SCALE (default 1): the suite runs few draws, a thorough
-    check (``BMX_MC_SCALE=10 pytest tests/unit/analyze``) many; the figures in
-    docs/report.md come from such runs."""
-    return sims * max(1, int(os.environ.get("BMX_MC_SCALE", "1") or 1))
-
-
-def _upper(sims: int, rate: float = 0.05) -> float:
-    """The largest share of ``sims`` draws that a true ``rate`` gives in 99.9 % of suites."""
-    return sps.binom.ppf(0.9995, sims, rate) / sims
 
 
 def lognormal(rng, cv, shape):
@@ -112,7 +99,7 @@ def test_aa_within_a_campaign_false_verdicts_per_comparison():
     for _ in range(sims):
         runs = _two_level(rng, {"old": 1.0, "new": 1.0}, cells=1, n=3, cv=0.3)
         hits += compare(spec, runs, ["lat"]).table["verdict"].iloc[0] in CHANGED
-    assert hits / sims <= _upper(sims), hits
+    assert hits / sims <= upper(sims), hits
 
 
 def test_aa_within_a_campaign_false_verdicts_per_holm_family():
@@ -125,7 +112,7 @@ def test_aa_within_a_campaign_false_verdicts_per_holm_family():
     for _ in range(sims):
         runs = _two_level(rng, {"old": 1.0, "new": 1.0}, cells=16, n=5, cv=0.2)
         alarms += compare(spec, runs, ["lat"]).table["verdict"].isin(CHANGED).any()
-    assert alarms / sims <= _upper(sims), alarms
+    assert alarms / sims <= upper(sims), alarms
 
 
 def _history(rng, campaigns, **kw):
@@ -149,7 +136,7 @@ def test_aa_across_campaigns_that_move_gives_few_false_worse(history):
                            if history else None)
         assert set(t["basis"]) == {"campaign_variance" if history else "threshold"}
         alarms += t["verdict"].isin(CHANGED).any()
-    assert alarms / sims <= _upper(sims), alarms
+    assert alarms / sims <= upper(sims), alarms
 
 
 # ------------------------------------------------------------- power
@@ -254,7 +241,7 @@ def test_history_steps_are_controlled_across_the_page():
     for _ in range(sims):
         history = build_history(_pages(rng, 10, 16), plots=False)
         pages_with_step += history.steps["detected"].any()
-    assert pages_with_step / sims <= _upper(sims), pages_with_step
+    assert pages_with_step / sims <= upper(sims), pages_with_step
 
 
 def test_history_finds_a_real_step_names_it_in_the_metrics_direction_and_shows_a_constant(tmp_path):
