@@ -586,16 +586,22 @@ def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None,
 
 
 def _basis_note(table: pd.DataFrame, history: int) -> str:
-    """One sentence saying what the verdicts were judged against."""
-    kinds = set(table["basis"])
-    if kinds == {"campaign_variance"}:
-        sds = table.drop_duplicates("metric")[["metric", "campaign_sd_pct"]]
-        spread = ", ".join(f"{m} {v:.2g} %" for m, v in zip(sds["metric"], sds["campaign_sd_pct"]))
-        return (f"campaign-to-campaign variation estimated from {history} campaigns of the experiment (A among "
-                f"them; SD {spread}) and added to the runs' noise: a verdict means B moved more than campaigns do")
-    return (f"no history to estimate how much campaigns vary (it needs {MIN_HISTORY} campaigns besides B): a "
-            f"change is better or worse only where its whole interval lies beyond the practical threshold "
-            f"(report.threshold or --threshold)")
+    """One sentence saying what the verdicts were judged against (per metric where it differs)."""
+    per_metric = table.drop_duplicates("metric").set_index("metric")
+    estimated = per_metric[per_metric["basis"] == "campaign_variance"]
+    parts = []
+    if len(estimated):
+        spread = ", ".join(f"{m} {v:.2g} %" for m, v in estimated["campaign_sd_pct"].items())
+        parts.append(f"campaign-to-campaign variation estimated from {history} campaigns of the experiment (A among "
+                     f"them; SD {spread}) and added to the runs' noise: a verdict means B moved more than "
+                     f"campaigns do")
+    rest = [m for m in per_metric.index if m not in estimated.index]
+    if rest:
+        which = "" if not len(estimated) else f" for {', '.join(rest)}"
+        parts.append(f"no history to estimate how much campaigns vary{which} (it needs {MIN_HISTORY} campaigns "
+                     f"besides B): a change is better or worse only where its whole interval lies beyond the "
+                     f"practical threshold (report.threshold or --threshold)")
+    return "; ".join(parts)
 
 
 def _sort_key(value: Any) -> tuple[int, float, str]:
