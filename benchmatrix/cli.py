@@ -248,8 +248,12 @@ def _until_decided_text(f: dict[str, Any], fixed: dict[str, Any]) -> str:
              f"max); time {hms(f['seconds_min'])} to {hms(f['seconds_max'])}"]
     typical = f.get("typical_runs_per_cell")
     if typical:
-        lines.append(f"  typical runs a cell: {typical['no_change']} where nothing changed"
-                     + (f", {typical['change']} where the --detect change is there" if typical["change"] else ""))
+        runs, secs = f["expected_runs"], f["expected_seconds"]
+        lines.append(f"  expected: {runs['no_change']} measured runs ({typical['no_change']} a cell, time "
+                     f"{hms(secs['no_change'])}) where nothing changed"
+                     + (f"; {runs['change']} ({typical['change']} a cell, time {hms(secs['change'])}) where every "
+                        f"comparison has the --detect change" if typical["change"] else "")
+                     + f"; this plan's first round: {fixed.get('measured', '-')} measured runs")
     return "\n".join(lines)
 
 

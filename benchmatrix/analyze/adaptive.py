@@ -320,7 +320,7 @@ def design_figures(settings: Settings, cells: int, hosts: int, per_run_s: float 
                            "runs_min": fewest, "runs_max": most,
                            "seconds_min": fewest * per_run_s if per_run_s else None,
                            "seconds_max": most * per_run_s if per_run_s else None,
-                           "typical_runs_per_cell": None}
+                           "typical_runs_per_cell": None, "expected_runs": None, "expected_seconds": None}
     if sd_log and sd_log > 0:
         def first(ok) -> int:
             return next((n for n in settings.schedule if ok(n)), settings.max)
@@ -331,4 +331,9 @@ def design_figures(settings: Settings, cells: int, hosts: int, per_run_s: float 
             quantile = float(t_ppf(1 - settings.level(alpha) / 2, 2 * settings.max - 2))
             found = first(lambda n: math.log1p(detect) / (sd_log * math.sqrt(2 / n)) > quantile)
         out["typical_runs_per_cell"] = {"no_change": null, "change": found}
+        # Expected campaign totals in the two cases (every comparison without a change,
+        # every comparison with the --detect change), with their time when known.
+        out["expected_runs"] = {k: (v * cells * hosts if v else None) for k, v in out["typical_runs_per_cell"].items()}
+        out["expected_seconds"] = {k: (v * per_run_s if v and per_run_s else None)
+                                   for k, v in out["expected_runs"].items()}
     return out
