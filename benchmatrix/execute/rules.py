@@ -192,12 +192,17 @@ def _parser_for(role: str) -> Callable[[str], Any]:
         raise BenchmatrixError(f"workload role {role} has no parser") from None
 
 
-def _last_line(path: Path) -> str:
+def _error_lines(path: Path) -> str:
+    """A failed tool's first stderr line (where tools name the error: ``fio: unrecognized
+    option ...``) and, when it differs, its last (often the hint or the summary)."""
     try:
         lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
     except FileNotFoundError:
         return ""
-    return lines[-1][:300] if lines else ""
+    if not lines:
+        return ""
+    first, last = lines[0][:300], lines[-1][:300]
+    return first if len(lines) == 1 or first == last else f"{first} ... {last}"
 
 
 def _judge(spec: Spec, res: dict[str, Any], stdout: str, stderr_path: Path,
@@ -212,7 +217,7 @@ def _judge(spec: Spec, res: dict[str, Any], stdout: str, stderr_path: Path,
         return "failed", res.get("error") or f"runner outcome {outcome}", {}, {}
     want = spec.workload["success"].get("exit_code", 0)
     if res.get("exit_code") != want:
-        tail = _last_line(stderr_path)
+        tail = _error_lines(stderr_path)
         return "failed", f"exit status {res.get('exit_code')} (expected {want})" + (f": {tail}" if tail else ""), {}, {}
     from benchmatrix.workloads import check_success, load_counters
 
