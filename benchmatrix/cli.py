@@ -73,10 +73,21 @@ def project_dir() -> Path:
 
 # ---------------------------------------------------------------- commands
 
+def _roles(spec_path: str) -> set[str]:
+    """The roles bmx validate and bmx check accept: the project's and the spec's project's."""
+    from benchmatrix.spec.load import shipped_roles
+
+    try:
+        proj: Path | None = project_dir()
+    except BenchmatrixError:
+        proj = None  # a spec outside any checkout: its own project's roles only
+    return shipped_roles(spec_path, proj)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from benchmatrix.spec.load import load_spec
 
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, roles=_roles(args.spec))
     for w in spec.warnings:
         print(w, file=sys.stderr)
     runs_per_host = len(spec.cells) * (spec.replicates + spec.warmup)
@@ -366,7 +377,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     proj = project_dir()
     cfg = read_planning_config(proj / "config" / "config.yaml")
-    spec = load_spec(args.spec, cost_seconds=cfg["cost_seconds"])
+    spec = load_spec(args.spec, cost_seconds=cfg["cost_seconds"], roles=_roles(args.spec))
     exp = exp_dir_of(proj, spec)
     checks = check_spec(spec, proj, exp / layout.LOGS_DIR / "ansible")
     print(check_table(checks, planned_levels(spec)))

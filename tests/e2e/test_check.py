@@ -169,3 +169,19 @@ def test_check_says_a_missing_client_or_driver_once_per_knob(project):
     assert "cannot run: 2 blocker(s)" in res.stdout
     row = next(line for line in res.stdout.splitlines() if line.startswith("localhost") and " raid " in line)
     assert "5 BLOCKED, 10 BLOCKED" in row, res.stdout
+
+
+def test_validate_names_a_misspelt_role_at_its_line(project):
+    """A typo in a knob role is a FILE:LINE error that lists the shipped knob roles."""
+    spec, _ = write_spec(project, "role_typo")
+    text = spec.read_text().replace("role: knob_sysfs,", "role: knob_sysfss,")
+    spec.write_text(text)
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "knob_sysfss" in ln)
+    res = project.bmx("validate", str(spec))
+    assert res.returncode == 2, res.stdout + res.stderr
+    err = res.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"{spec}:{line}: unknown knob role 'knob_sysfss' (knob roles: "), err
+    assert err[0].endswith(", knob_sysfs)") and "knob_read_ahead, " in err[0], err
+    # A role the project adds counts as soon as its directory is there.
+    (project.root / "playbooks" / "roles" / "knob_sysfss" / "meta").mkdir(parents=True)
+    assert project.bmx("validate", str(spec)).returncode == 0
