@@ -362,7 +362,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """``bmx check SPEC``: every host's knobs, planned levels and tool, and the campaign's time; exit 1 on a blocker."""
-    from benchmatrix.execute.check import check_spec, check_table, planned_levels
+    from benchmatrix.execute.check import check_spec, check_table, dry_run_line, planned_levels
     from benchmatrix.execute.hosts import resolve_hosts
     from benchmatrix.execute.rules import exp_dir_of
     from benchmatrix.plan.design import (
@@ -383,6 +383,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(check_table(checks, planned_levels(spec)))
     for c in checks:
         print(f"{c.host}: workload tool {c.tool or '-'}")
+        print(dry_run_line(c))
     per_run, source = per_run_estimate(spec, exp / layout.RUNS)
     # The plan bmx plan and bmx run would make: batches sized by time as configured.
     runs = make_plan(spec, resolve_hosts(spec.inventory_path(proj), spec.hosts),

@@ -7,6 +7,12 @@ supports it, it is writable, the value is valid, the client or driver is there);
 also looks for the workload's tool and its version. A reboot-class knob with several
 levels needs ``allow_reboot``. The campaign's time is the plan's own estimate (``bmx plan``).
 A blocker is anything that would fail the campaign later: one line each.
+
+Each cell's workload command is built on the controller by the role's own builder and
+dry-run on the host where the tool allows it (:func:`dry_runs`): fio parses the run's
+options or job file (``fio --parse-only``); pgbench's and sysbench's help lists the
+options they know, and every option of the argv must be among them. Distinct commands
+only: cells that build the same command are tried once.
 """
 
 from __future__ import annotations
@@ -21,15 +27,46 @@ from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.execute.hosts import resolve_hosts
 from benchmatrix.spec.load import Spec
 
+#: Most distinct commands dry-run per host (each is a process start on the host).
+MAX_DRY_RUNS = 64
+_OPTION = re.compile(r"^(--[A-Za-z0-9][A-Za-z0-9_-]*)")
+_HELP_OPTION = re.compile(r"(--[A-Za-z0-9][A-Za-z0-9_-]*)")
+
+
+@dataclass
+class DryRun:
+    """One distinct command to try on the host, and the cells that build it.
+
+    ``kind`` is ``parse`` (the tool checks the command itself: ``argv`` runs and must
+    exit 0) or ``options`` (``argv`` prints the tool's help; every ``--option`` of
+    ``options`` must appear in it). ``stdin`` feeds a job file to ``fio --parse-only -``.
+    """
+
+    kind: str
+    argv: list[str]
+    cells: list[str]
+    options: list[str] = field(default_factory=list)
+    stdin: str | None = None
+    problem: str = ""  # the controller could not build the command (the batch would fail the same way)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The task's data for check_host.yml."""
+        return {"argv": self.argv, **({"stdin": self.stdin} if self.stdin is not None else {})}
+
 
 @dataclass
 class HostCheck:
-    """What one host said: per knob its current value and each level's problem ('' = settable)."""
+    """What one host said: per knob its current value and each level's problem ('' = settable).
+
+    ``dry_runs`` holds one dict per distinct command tried: ``{command, cells, ok,
+    error}`` (JSON-ready, like the rest).
+    """
 
     host: str
     knobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     tool: str = ""
     blockers: list[str] = field(default_factory=list)
+    dry_runs: list[dict[str, Any]] = field(default_factory=list)
 
 
 def planned_levels(spec: Spec) -> dict[str, list[Any]]:
@@ -56,6 +93,117 @@ def tool_of(spec: Spec, project_dir: Path) -> str:
     return match.group(1) if match else role.removeprefix("workload_")
 
 
+def _cell_runs(spec: Spec) -> list[dict[str, Any]]:
+    """One run per cell, as run_batch.yml hands them to a workload role (variables rendered)."""
+    from benchmatrix.spec.load import render_vars
+
+    cells = list(spec.cells)
+    ctl = spec.control_cell()
+    if ctl is not None and all(c.cell_id != ctl.cell_id for c in cells):
+        cells.append(ctl)
+    out = []
+    for cell in cells:
+        ctx = {**cell.factors, "experiment": spec.name, "host": "localhost", "run_id": f"check-{cell.cell_id}",
+               "cell_id": cell.cell_id, "replicate": 1, "warmup": False}
+        out.append({"run_id": f"check-{cell.cell_id}", "cell_id": cell.cell_id, "label": cell.label(),
+                    "vars": render_vars(spec.workload.get("vars") or {}, ctx), "factors": cell.factors})
+    return out
+
+
+def _commands(spec: Spec, project_dir: Path, tool: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Each cell's command as the role builds it: (commands with argv and maybe a job file, problems by label)."""
+    from benchmatrix.errors import WorkloadVarsError
+
+    role = spec.workload["role"]
+    built, problems = [], {}
+    for run in _cell_runs(spec):
+        try:
+            if role == "workload_fio":
+                from benchmatrix.workloads.fio.argv import workload_fio_plan
+
+                plan = workload_fio_plan([run], tool, "benchmatrix-fio.dat", "/nonexistent", str(project_dir))
+                cmd = plan["commands"][0]
+                cmd["job"] = plan["files"][0]["content"] if plan["files"] else None
+            elif role == "workload_sysbench":
+                from benchmatrix.workloads.sysbench.argv import workload_sysbench_plan
+
+                conn = {"host": "localhost", "port": 5432, "user": "postgres", "database": "sbtest"}
+                cmd = workload_sysbench_plan([run], tool, "/nonexistent", conn)[0]
+            elif role == "workload_pgbench":
+                from benchmatrix.workloads.pgbench.argv import workload_pgbench_plan
+
+                conn = {"host": "localhost", "port": 5432, "user": "postgres", "database": "bench"}
+                cmd = workload_pgbench_plan([run], conn, tool, "/nonexistent", str(project_dir))["commands"][0]
+            elif role == "workload_command":
+                cmd = {"argv": [str(a) for a in run["vars"].get("argv") or []]}
+            else:
+                continue
+        except WorkloadVarsError as exc:
+            problems[run["label"]] = str(exc)
+            continue
+        built.append({**cmd, "label": run["label"]})
+    return built, problems
+
+
+def dry_runs(spec: Spec, project_dir: Path, tool: str) -> list[DryRun]:
+    """The distinct dry runs of the spec's cells (at most :data:`MAX_DRY_RUNS`)."""
+    built, problems = _commands(spec, project_dir, tool)
+    out: dict[tuple[Any, ...], DryRun] = {}
+    for label, why in problems.items():
+        out[("problem", why)] = out.get(("problem", why)) or DryRun("problem", [], [], problem=why)
+        out[("problem", why)].cells.append(label)
+    helps: dict[tuple[str, ...], DryRun] = {}
+    for cmd in built:
+        argv = [str(a) for a in cmd["argv"]]
+        if not argv:
+            continue
+        name = Path(argv[0]).name
+        if name == "fio" or spec.workload["role"] == "workload_fio":
+            if cmd.get("job") is not None:  # the job file, fed on stdin: nothing written on the host
+                dry = DryRun("parse", [argv[0], "--parse-only", "-"], [], stdin=cmd["job"])
+            else:
+                dry = DryRun("parse", [argv[0], "--parse-only", *argv[1:]], [])
+            key: tuple[Any, ...] = ("parse", *dry.argv, dry.stdin or "")
+            out.setdefault(key, dry).cells.append(cmd["label"])
+        elif name in ("pgbench", "sysbench") or spec.workload["role"] in ("workload_pgbench", "workload_sysbench"):
+            sysbench = name == "sysbench" or spec.workload["role"] == "workload_sysbench"
+            test = next((a for a in argv[1:] if not a.startswith("-")), "") if sysbench else ""
+            help_argv = (argv[0], test, "help") if sysbench and test else (argv[0], "--help")
+            opts = sorted({m.group(1) for a in argv[1:] if (m := _OPTION.match(a))})
+            dry = helps.setdefault(help_argv, DryRun("options", list(help_argv), []))
+            dry.cells.append(cmd["label"])
+            dry.options = sorted(set(dry.options) | set(opts))
+    return (list(out.values()) + list(helps.values()))[:MAX_DRY_RUNS]
+
+
+def _judge_dry_runs(host: str, tries: list[DryRun], said: list[dict[str, Any]], out: HostCheck) -> None:
+    """Turn the host's answers into ``out.dry_runs`` and one blocker per failing command."""
+    for i, dry in enumerate(tries):
+        cells = dry.cells[0] + (f" (and {len(dry.cells) - 1} more cell(s))" if len(dry.cells) > 1 else "")
+        if dry.kind == "problem":
+            out.dry_runs.append({"command": "", "cells": dry.cells, "ok": False, "error": dry.problem})
+            out.blockers.append(f"{host}: cell {cells}: {dry.problem}")
+            continue
+        got = said[i] if i < len(said) else {}
+        text = "\n".join(str(got.get(k) or "") for k in ("stderr", "stdout", "msg"))
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        shown = " ".join(dry.argv[:2]) + (" ..." if len(dry.argv) > 2 else "")
+        if dry.kind == "parse":
+            ok = got.get("rc") == 0
+            error = "" if ok else (lines[0] if lines else f"exit status {got.get('rc')}")[:300]
+            what = "fio --parse-only"
+        else:
+            known = set(_HELP_OPTION.findall(text))
+            unknown = [o for o in dry.options if o not in known]
+            ok = bool(known) and not unknown
+            error = "" if ok else (f"unknown option(s) {', '.join(unknown)}" if known
+                                   else f"no option list from {' '.join(dry.argv)}: {lines[0] if lines else ''}")
+            what = f"the option list of {' '.join(dry.argv)}"
+        out.dry_runs.append({"command": shown, "cells": dry.cells, "ok": ok, "error": error})
+        if not ok:
+            out.blockers.append(f"{host}: cell {cells}: the workload's command fails {what}: {error}")
+
+
 def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[Any]], log: Path) -> HostCheck:
     """One host's check (one Ansible call); never raises for the host's own problems."""
     out = HostCheck(host)
@@ -63,10 +211,12 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
               "cost": k.cost_class} for f, k in spec.knobs.items()]
     tool = tool_of(spec, project_dir)
     as_text = {f: [str(v) for v in ls] for f, ls in levels.items()}
+    tries = dry_runs(spec, project_dir, tool) if tool else []
     try:
         result = run_playbook(
             "check_host.yml", project_dir=Path(project_dir) / "playbooks", inventory=spec.inventory_path(project_dir),
-            host=host, data={"bmx_knobs": knobs, "bmx_knob_levels": as_text},
+            host=host, data={"bmx_knobs": knobs, "bmx_knob_levels": as_text,
+                             "bmx_check_commands": [t.as_dict() for t in tries if t.kind != "problem"]},
             extravars={"bmx_host": host, "bmx_workload_role": spec.workload["role"], "bmx_check_tool": tool,
                        "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False))},
             log=log, timeout=300)
@@ -102,7 +252,24 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
     else:
         out.tool = f"{tool} missing"
         out.blockers.append(f"{host}: the workload tool {tool} is not installed and the role will not install it")
+    if rc == 0:  # without the tool there is nothing to dry-run; the line above says why
+        runnable = [t for t in tries if t.kind != "problem"]
+        answers = [{"rc": int(rc), "stdout": o, "stderr": e, "msg": m} for rc, o, e, m in
+                   zip(said.get("dry_rc") or [], said.get("dry_out") or [], said.get("dry_err") or [],
+                       said.get("dry_msg") or [])]
+        _judge_dry_runs(host, [t for t in tries if t.kind == "problem"] + runnable,
+                        [{}] * (len(tries) - len(runnable)) + list(answers), out)
     return out
+
+
+def dry_run_line(check: HostCheck) -> str:
+    """One line per host on the dry runs: how many distinct commands, how many passed."""
+    if not check.dry_runs:
+        return f"{check.host}: dry run: none (the tool does not allow one, or it is not installed yet)"
+    ok = sum(1 for d in check.dry_runs if d["ok"])
+    cells = sum(len(d["cells"]) for d in check.dry_runs)
+    return (f"{check.host}: dry run: {len(check.dry_runs)} distinct command(s) for {cells} cell(s), {ok} ok"
+            + (f", {len(check.dry_runs) - ok} failed" if ok < len(check.dry_runs) else ""))
 
 
 def check_spec(spec: Spec, project_dir: Path, log_dir: Path) -> list[HostCheck]:

@@ -185,3 +185,59 @@ def test_validate_names_a_misspelt_role_at_its_line(project):
     # A role the project adds counts as soon as its directory is there.
     (project.root / "playbooks" / "roles" / "knob_sysfss" / "meta").mkdir(parents=True)
     assert project.bmx("validate", str(spec)).returncode == 0
+
+
+FIO_SPEC = """\
+name: {name}
+hosts: localhost
+inventory: config/inventory/test.yml
+factors:
+  depth: [1, 4]
+workload:
+  role: workload_fio
+  vars: {vars}
+  timeout: 60
+replicates: 1
+warmup: 0
+"""
+
+
+def test_check_dry_runs_fio_and_names_the_misspelt_option(project):
+    """fio --parse-only on the host: a typo in an option (and in a job file) is a blocker
+    quoting fio's own first error line; the good cell's command passes; the time comes
+    from fio's runtime."""
+    spec = project.write_spec("dry_fio", FIO_SPEC.format(
+        name="dry_fio", vars='{rw: read, bs: 4k, size: 1m, runtime: 30, time_based: 1, iodeph: "{{ depth }}"}'))
+    res = project.bmx("check", str(spec))
+    assert res.returncode == 1, res.stdout + res.stderr
+    blockers = [line for line in res.stderr.splitlines() if line.startswith("bmx check: ")]
+    assert len(blockers) == 2, res.stderr
+    assert all("fails fio --parse-only: fio: unrecognized option '--iodeph=" in b for b in blockers), blockers
+    assert "localhost: dry run: 2 distinct command(s) for 2 cell(s), 0 ok, 2 failed" in res.stdout, res.stdout
+    # 2 runs of fio's 30 s runtime, not "unknown".
+    assert "estimated campaign time: " in res.stdout and "per run: the workload's time limit" in res.stdout
+
+    job = project.root / "config" / "experiments" / "typo.fio"
+    job.write_text("[scan]\nrw=read\nbs=4k\nsize=1m\n{% if depth == 4 %}iodeph{% else %}iodepth{% endif %}="
+                   "{{ depth }}\n")
+    spec = project.write_spec("dry_job", FIO_SPEC.format(name="dry_job", vars=f"{{job_file: {job}}}"))
+    res = project.bmx("check", str(spec))
+    assert res.returncode == 1, res.stdout + res.stderr
+    blockers = [line for line in res.stderr.splitlines() if line.startswith("bmx check: ")]
+    assert len(blockers) == 1 and "cell depth=4: the workload's command fails fio --parse-only: " in blockers[0], \
+        res.stderr
+    assert blockers[0].endswith("fio --parse-only: Bad option <iodeph=4>"), blockers
+    assert "1 ok, 1 failed" in res.stdout, res.stdout
+
+
+@pytest.mark.skipif(shutil.which("sysbench") is None, reason="sysbench is not installed")
+def test_check_tries_sysbench_options_against_its_option_list(project):
+    spec = project.write_spec("dry_sysbench", FIO_SPEC.format(
+        name="dry_sysbench", vars='{test: cpu, time: 1, threads: "{{ depth }}", options: {cpu-max-primes: 100}}')
+        .replace("workload_fio", "workload_sysbench"))
+    res = project.bmx("check", str(spec))
+    assert res.returncode == 1, res.stdout + res.stderr
+    blockers = [line for line in res.stderr.splitlines() if line.startswith("bmx check: ")]
+    assert len(blockers) == 1, res.stderr
+    assert "the option list of sysbench cpu help: unknown option(s) --cpu-max-primes" in blockers[0], blockers
+    assert "(and 1 more cell(s))" in blockers[0], blockers
