@@ -384,6 +384,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     for c in checks:
         print(f"{c.host}: workload tool {c.tool or '-'}")
         print(dry_run_line(c))
+        for st in c.storage:
+            print(f"{c.host}: files in {st['path']}: {st['note']}")
     per_run, source = per_run_estimate(spec, exp / layout.RUNS)
     # The plan bmx plan and bmx run would make: batches sized by time as configured.
     runs = make_plan(spec, resolve_hosts(spec.inventory_path(proj), spec.hosts),

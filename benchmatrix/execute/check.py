@@ -59,7 +59,8 @@ class HostCheck:
     """What one host said: per knob its current value and each level's problem ('' = settable).
 
     ``dry_runs`` holds one dict per distinct command tried: ``{command, cells, ok,
-    error}`` (JSON-ready, like the rest).
+    error}``; ``storage`` one per directory the workload's files go to: ``{path,
+    there, source, fstype, mountpoint, note}`` (JSON-ready, like the rest).
     """
 
     host: str
@@ -67,6 +68,7 @@ class HostCheck:
     tool: str = ""
     blockers: list[str] = field(default_factory=list)
     dry_runs: list[dict[str, Any]] = field(default_factory=list)
+    storage: list[dict[str, Any]] = field(default_factory=list)
 
 
 def planned_levels(spec: Spec) -> dict[str, list[Any]]:
@@ -216,7 +218,8 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
         result = run_playbook(
             "check_host.yml", project_dir=Path(project_dir) / "playbooks", inventory=spec.inventory_path(project_dir),
             host=host, data={"bmx_knobs": knobs, "bmx_knob_levels": as_text,
-                             "bmx_check_commands": [t.as_dict() for t in tries if t.kind != "problem"]},
+                             "bmx_check_commands": [t.as_dict() for t in tries if t.kind != "problem"],
+                             "bmx_check_paths": storage_paths(spec)},
             extravars={"bmx_host": host, "bmx_workload_role": spec.workload["role"], "bmx_check_tool": tool,
                        "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False))},
             log=log, timeout=300)
@@ -252,6 +255,7 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
     else:
         out.tool = f"{tool} missing"
         out.blockers.append(f"{host}: the workload tool {tool} is not installed and the role will not install it")
+    _judge_storage(host, said, out)
     if rc == 0:  # without the tool there is nothing to dry-run; the line above says why
         runnable = [t for t in tries if t.kind != "problem"]
         answers = [{"rc": int(rc), "stdout": o, "stderr": e, "msg": m} for rc, o, e, m in
@@ -260,6 +264,47 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
         _judge_dry_runs(host, [t for t in tries if t.kind == "problem"] + runnable,
                         [{}] * (len(tries) - len(runnable)) + list(answers), out)
     return out
+
+
+def storage_paths(spec: Spec) -> list[str]:
+    """Absolute directories the cells' files go to (fio's ``directory``/``filename``, sysbench
+    has none of its own), beside the role's directory the host adds."""
+    out: list[str] = []
+    for run in _cell_runs(spec):
+        v = run["vars"] if isinstance(run["vars"], dict) else {}
+        for key, path in (("directory", v.get("directory")), ("filename", v.get("filename"))):
+            if isinstance(path, str) and path.startswith("/"):
+                d = path if key == "directory" else str(Path(path).parent)
+                if d not in out:
+                    out.append(d)
+    return out[:MAX_DRY_RUNS]
+
+
+def _judge_storage(host: str, said: dict[str, Any], out: HostCheck) -> None:
+    """Where the workload's files will be: the file system of each directory, or "not there
+    yet" for one the campaign creates (a loop file system, a scratch directory)."""
+    role_dir_loopfs = int(said.get("loopfs_mb") or 0)
+    paths = said.get("storage_paths") or []
+    for i, (path, lines) in enumerate(zip(paths, said.get("storage_out") or [])):
+        lines = list(lines or [])
+        near = lines[0] if lines else ""
+        fields = lines[1].split() if len(lines) > 1 else []
+        source, fstype, mount = (fields + ["", "", ""])[:3]
+        entry = {"path": path, "there": near == path, "source": source, "fstype": fstype, "mountpoint": mount,
+                 "note": ""}
+        # The role's directory comes first; with workload_<tool>_loopfs_mb the role mounts a
+        # loop file system there when the campaign prepares the host.
+        if i == 0 and role_dir_loopfs > 0 and mount != path:
+            entry.update(there=False, source="", fstype="", mountpoint="",
+                         note=f"not there yet: a {role_dir_loopfs} MiB ext4 loop file system the role creates and "
+                              f"mounts when the campaign prepares {host}")
+        elif near != path:
+            entry.update(source="", fstype="", mountpoint="",
+                         note=f"not there yet: created when the campaign prepares {host} or a before_run step runs "
+                              f"(nearest existing parent: {near or '/'})")
+        else:
+            entry["note"] = f"on {source} ({fstype}, mounted at {mount})"
+        out.storage.append(entry)
 
 
 def dry_run_line(check: HostCheck) -> str:

@@ -216,6 +216,9 @@ def test_check_dry_runs_fio_and_names_the_misspelt_option(project):
     assert "localhost: dry run: 2 distinct command(s) for 2 cell(s), 0 ok, 2 failed" in res.stdout, res.stdout
     # 2 runs of fio's 30 s runtime, not "unknown".
     assert "estimated campaign time: " in res.stdout and "per run: the workload's time limit" in res.stdout
+    # The scratch directory does not exist before the campaign prepares the host: no disk is named.
+    assert f"localhost: files in {project.scratch}: not there yet: created when the campaign prepares localhost" \
+        in res.stdout, res.stdout
 
     job = project.root / "config" / "experiments" / "typo.fio"
     job.write_text("[scan]\nrw=read\nbs=4k\nsize=1m\n{% if depth == 4 %}iodeph{% else %}iodepth{% endif %}="
@@ -228,6 +231,18 @@ def test_check_dry_runs_fio_and_names_the_misspelt_option(project):
         res.stderr
     assert blockers[0].endswith("fio --parse-only: Bad option <iodeph=4>"), blockers
     assert "1 ok, 1 failed" in res.stdout, res.stdout
+    assert f"localhost: files in {project.scratch}: not there yet" in res.stdout, res.stdout
+
+    # A scratch directory that exists is on a file system; with a loop file system the role
+    # would mount there, it is "not there yet" however the directory looks today.
+    project.scratch.mkdir()
+    res = project.bmx("check", str(spec))
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith(f"localhost: files in {project.scratch}: "))
+    assert ": on " in line and "mounted at /" in line, line
+    project.inventory.write_text(project.inventory.read_text() + "      workload_fio_loopfs_mb: 16\n")
+    res = project.bmx("check", str(spec))
+    assert f"localhost: files in {project.scratch}: not there yet: a 16 MiB ext4 loop file system the role creates" \
+        in res.stdout, res.stdout
 
 
 @pytest.mark.skipif(shutil.which("sysbench") is None, reason="sysbench is not installed")
