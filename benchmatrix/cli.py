@@ -45,7 +45,8 @@ EXAMPLES = {
                "  bmx compare results/quickstart/campaigns/3f2a9c1b7d0e results/quickstart",
     "export": "example:\n  bmx export config/experiments/quickstart.yaml --format parquet\n"
               "  bmx export config/experiments/quickstart.yaml --format pyperf --out before.json\n"
-              "  bmx export config/experiments/quickstart.yaml --format bmf --out -",
+              "  bmx export config/experiments/quickstart.yaml --format bmf --out -\n"
+              "  bmx export config/experiments/quickstart.yaml --campaign kernel-6.1 --format csv --out before.csv",
     "publish": "example:\n  bmx publish --to site/\n  bmx publish --to /srv/www/bench --results results/",
 }
 
@@ -504,7 +505,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from benchmatrix.results.export import export
 
-    path = export(args.spec, project_dir(), args.format, args.out, make_parents=args.mkdir)
+    path = export(args.spec, project_dir(), args.format, args.out, make_parents=args.mkdir,
+                  campaign_ref=args.campaign)
     if path is not None:
         print(f"export: {path}")
     return 0
@@ -589,6 +591,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", metavar="FILE", help="output file; - for stdout (default: results/NAME/runs_long.parquet, "
                     "runs_long.csv, bmf.json or pyperf.json); an existing FILE must be a regular file")
     sp.add_argument("--mkdir", action="store_true", help="create --out's missing directories (default: an error)")
+    sp.add_argument("--campaign", metavar="ID", help="export a kept campaign: id, unique id prefix, label or "
+                    "directory (default: the current one; bmx campaigns lists them)")
     sp = add("campaigns", "list the experiment's campaigns: id, label, start, end, hosts, runs ok/failed")
     sp.add_argument("--json", action="store_true", help="print the campaigns as JSON")
     sp = sub.add_parser("compare", help=HELP_COMPARE, description=HELP_COMPARE, epilog=EXAMPLES["compare"],

@@ -391,7 +391,7 @@ def check_out_path(out: Path, make_parents: bool = False) -> None:
 
 
 def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None = None,
-           make_parents: bool = False) -> Path | None:
+           make_parents: bool = False, campaign_ref: str | None = None) -> Path | None:
     """``bmx export``: write a campaign in one of :data:`FORMATS`.
 
     Args:
@@ -402,6 +402,9 @@ def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None =
             stdout (Parquet only when stdout is no terminal); default ``results/NAME/`` +
             :data:`DEFAULT_NAMES`.
         make_parents: Create ``out``'s missing directories instead of refusing them.
+        campaign_ref: A kept campaign to export (id, unique id prefix, label or
+            directory, as ``bmx compare`` takes them); default the current one. The
+            default file then goes into that campaign's directory.
 
     Returns:
         The path written, or None for stdout.
@@ -422,6 +425,10 @@ def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None =
         check_out_path(Path(out), make_parents)
     spec = load_spec(spec_path)
     exp = layout.exp_dir(project_dir, spec.name)
+    if campaign_ref is not None:
+        from benchmatrix.campaigns.store import find_campaign
+
+        exp = find_campaign(exp, campaign_ref).path
     runs_csv = exp / layout.RUNS
     if not runs_csv.is_file():
         raise BenchmatrixError(f"{runs_csv}: no runs yet; run 'bmx run {spec_path}' first")
