@@ -23,6 +23,7 @@ The exchange formats are built from the same inputs as the report:
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -301,12 +302,15 @@ def to_pyperf(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str]
     Raises:
         BenchmatrixError: No measured run has a value pyperf can hold.
     """
+    import pyperf
+
     eff = effective_runs(runs)
     metrics = sorted(m for m in units if m in eff.columns)
     benchmarks = []
     if not eff.empty and metrics:
         cells = eff.drop_duplicates("cell_id")[["cell_id", *[f for f in factor_names if f in eff.columns]]]
         label_of = dict(zip(cells["cell_id"], _cell_labels(cells, [f for f in factor_names if f in eff.columns])))
+        run_meta = [_pyperf_run_metadata(row) for row in eff.to_dict("records")]
         for metric in metrics:
             unit = units.get(metric) or ""
             direction = metric_direction(metric, declared)
@@ -316,21 +320,40 @@ def to_pyperf(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str]
                 mapped = 1.0 / raw if scale is None else raw * scale
             keep = np.isfinite(mapped) & (mapped > 0)
             for cell_id, idx in eff.loc[keep, "cell_id"].groupby(eff.loc[keep, "cell_id"], sort=False).groups.items():
-                pos = eff.index.get_indexer(idx)
-                benchmarks.append({
-                    "metadata": {"name": f"{label_of[cell_id]} :: {suffix}", "unit": pyperf_unit,
-                                 "benchmatrix_cell_id": str(cell_id), "benchmatrix_metric": metric,
-                                 "benchmatrix_unit": unit or "none", "benchmatrix_direction": direction or "unknown",
-                                 "benchmatrix_transform": ("reciprocal" if scale is None else
-                                                           "identity" if scale == 1.0 else f"scale {scale:g}")},
-                    "runs": [{"metadata": {"benchmatrix_run_id": str(eff["run_id"].iloc[p])},
-                              "values": [float(mapped[p])]} for p in pos],
-                })
+                meta = {"name": f"{label_of[cell_id]} :: {suffix}", "unit": pyperf_unit,
+                        "benchmatrix_cell_id": str(cell_id), "benchmatrix_metric": metric,
+                        "benchmatrix_unit": unit or "none", "benchmatrix_direction": direction or "unknown",
+                        "benchmatrix_transform": ("reciprocal" if scale is None else
+                                                  "identity" if scale == 1.0 else f"scale {scale:g}")}
+                # pyperf's own classes check every value and metadata item as pyperf reads them.
+                benchmarks.append(pyperf.Benchmark([
+                    pyperf.Run([float(mapped[p])], metadata={**meta, **run_meta[p]}, collect_metadata=False)
+                    for p in eff.index.get_indexer(idx)]))
     if not benchmarks:
         raise BenchmatrixError(f"{experiment or 'campaign'}: no measured run has a positive value to export "
                                f"for pyperf")
-    meta = {"description": f"benchmatrix experiment {experiment}"} if experiment else {}
-    return {"version": "1.0", "metadata": meta, "benchmarks": benchmarks}
+    suite = pyperf.BenchmarkSuite(benchmarks)
+    buf = io.StringIO()
+    suite.dump(buf)
+    data = json.loads(buf.getvalue())
+    if experiment:
+        data.setdefault("metadata", {})["description"] = f"benchmatrix experiment {experiment}"
+    return data
+
+
+def _pyperf_run_metadata(row: dict[str, Any]) -> dict[str, Any]:
+    """One run's pyperf metadata: its id, host, start date and wall-clock duration (what
+    ``pyperf show``'s dates and total duration read), where runs.csv has them."""
+    meta: dict[str, Any] = {"benchmatrix_run_id": str(row["run_id"])}
+    if isinstance(row.get("host"), str) and row["host"]:
+        meta["hostname"] = row["host"]
+    started = pd.to_datetime(row.get("started_at"), errors="coerce", utc=True)
+    if not pd.isna(started):
+        meta["date"] = started.isoformat()
+    duration = _finite(row.get("duration_s"))
+    if duration is not None and duration > 0:
+        meta["duration"] = duration
+    return meta
 
 
 # ---------------------------------------------------------------- bmx export

@@ -186,6 +186,20 @@ def test_pyperf_json_is_read_by_pyperf_with_the_measured_runs_only():
     assert by_name["bs=64k depth=auto :: 1/read_iops"].get_metadata()["benchmatrix_transform"] == "reciprocal"
 
 
+def test_pyperf_runs_carry_their_duration_date_and_host():
+    """Issue 24: built through pyperf's classes, each run says when it ran, for how long
+    and where, so `pyperf show`/`stats` give the real total duration and dates."""
+    runs = synthetic_runs()
+    runs.loc[runs["run_id"] == "r3", "duration_s"] = 2.5
+    suite = pyperf.BenchmarkSuite.loads(json.dumps(to_pyperf(runs, FACTORS, UNITS, experiment="exp")))
+    bench = suite.get_benchmark("bs=4k depth=1 :: 1/read_iops")
+    assert bench.get_total_duration() == pytest.approx(1 + 2.5)
+    first, last = bench.get_dates()
+    # pyperf's span: the first run's start to the last run's end, whole seconds (r3: 00:00:02 + ceil(2.5)).
+    assert first.isoformat().startswith("2026-01-01T00:00:01") and last.isoformat().startswith("2026-01-01T00:00:05")
+    assert all(r.get_metadata()["hostname"] == "h1" for r in bench.get_runs())
+
+
 def test_pyperf_without_any_positive_measured_value_is_an_error():
     runs = synthetic_runs().assign(read_iops=float("nan"), read_clat_p99_us=0.0)
     with pytest.raises(BenchmatrixError, match="no measured run has a positive value"):
