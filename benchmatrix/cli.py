@@ -527,6 +527,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- parser
 
 def build_parser() -> argparse.ArgumentParser:
+    import shtab
+
     p = argparse.ArgumentParser(
         prog="bmx", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="benchmatrix: run a YAML matrix of benchmark configurations on real hosts, "
@@ -536,12 +538,16 @@ def build_parser() -> argparse.ArgumentParser:
                "  bmx run config/experiments/quickstart.yaml\n"
                "  bmx report config/experiments/quickstart.yaml")
     p.add_argument("--version", action="version", version=f"benchmatrix {__version__}")
+    # The completion script is generated from this parser, so it never lags behind it.
+    shtab.add_argument_to(p, ["--print-completion"], help="print the completion script of a shell and exit, e.g. "
+                          "eval \"$(bmx --print-completion bash)\"")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help_text, description=help_text, epilog=EXAMPLES[name],
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-        sp.add_argument("spec", metavar="SPEC", help="experiment spec (YAML), e.g. config/experiments/quickstart.yaml")
+        sp.add_argument("spec", metavar="SPEC", help="experiment spec (YAML), e.g. config/experiments/quickstart.yaml"
+                        ).complete = shtab.FILE  # type: ignore[attr-defined]
         return sp
 
     add("validate", "check a spec: schema and semantic checks, errors as FILE:LINE: message")
