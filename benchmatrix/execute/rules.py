@@ -516,6 +516,9 @@ def _run_slice(spec: Spec, project_dir: Path, exp: Path, host: str, batch: str, 
             "raw": {"stdout": f"{rel}/stdout", "stderr": f"{rel}/stderr"},
             "log": log_rel,
             "batch_started_at": iso(t0),
+            # The host's noise settings at the batch's start and its load around this run.
+            "host_env": {**(res.get("host_env") or {}), "load_before": res.get("load_before"),
+                         "load_after": res.get("load_after")},
         }
         records.append(record)
         first = False

@@ -39,7 +39,7 @@ from benchmatrix.analyze.stats import bool_column, effective_runs, metric_direct
 from benchmatrix.campaigns.store import read_meta
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.results import layout
-from benchmatrix.results.layout import RUN_COLUMNS
+from benchmatrix.results.layout import ENV_COLUMNS, RUN_COLUMNS
 from benchmatrix.results.records import atomic_write
 from benchmatrix.results.tables import metric_units, read_analysis
 
@@ -52,8 +52,9 @@ FORMATS = ("bmf", "pyperf", "csv", "parquet")
 #: Default output file of each format under results/NAME/.
 DEFAULT_NAMES = {"bmf": "bmf.json", "pyperf": "pyperf.json", "csv": "runs_long.csv", "parquet": LONG_TABLE_NAME}
 _HEAD = ["schema_version", "experiment", "campaign", "run_id", "cell_id"]
-_TAIL = ["host", "visit", "replicate", "attempt", "warmup", "control", "status", "started_at",
+_TAIL = ["host", "visit", "replicate", "attempt", "warmup", "control", "status", "started_at", *ENV_COLUMNS,
          "metric", "unit", "direction", "value"]
+_ENV_NUMBERS = {"env_load_before", "env_load_after"}
 #: Seconds per unit of the time units metrics come in (fio's µs, declared ms ...).
 TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "second": 1.0,
               "seconds": 1.0, "min": 60.0}
@@ -141,6 +142,15 @@ def _long_parts(runs: pd.DataFrame, factor_names: list[str], units: dict[str, st
     base["started_at"] = (pd.to_datetime(runs["started_at"], utc=True, errors="coerce", format="ISO8601").to_numpy()
                           if "started_at" in runs.columns else pd.NaT)
     base["started_at"] = pd.to_datetime(base["started_at"], utc=True)
+    for col in ENV_COLUMNS:  # absent in tables collected before issue 24: empty
+        have = runs[col].reset_index(drop=True) if col in runs.columns else pd.Series([pd.NA] * n, dtype=object)
+        # Typed even when every value is missing (no cpufreq): slices share one schema.
+        if col in _ENV_NUMBERS:
+            base[col] = pd.to_numeric(have, errors="coerce").astype("float64")
+        elif col == "env_numa_nodes":
+            base[col] = _int_column(have)
+        else:
+            base[col] = have.astype("string")
     if metrics:
         values = np.column_stack([pd.to_numeric(runs[m], errors="coerce").to_numpy(dtype="float64")
                                   for m in metrics])

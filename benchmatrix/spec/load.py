@@ -53,6 +53,8 @@ RESERVED = frozenset({
     "metric", "unit", "experiment", "n", "mean", "median", "min", "max", "sd", "cv",
     "ci_low", "ci_high", "ci_method", "exit_code", "log",
     "schema_version", "campaign", "direction", "value",  # the long table's (docs/export.md)
+    "env_governor", "env_turbo", "env_thp", "env_mitigations", "env_numa_nodes", "env_cmdline",
+    "env_load_before", "env_load_after",  # the host's noise settings (results/host_env.py)
 })
 #: Metric names: they become columns of runs.csv and parts of file names (plots).
 METRIC_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")

@@ -333,3 +333,24 @@ def test_pyperf_compare_to_reads_two_campaigns_exports(campaigns):
         for bench in ("elapsed_ms", "1/rate"):
             line = next(ln for ln in res.stdout.splitlines() if ln.startswith(f"{cell} :: {bench}:"))
             assert "slower" in line, res.stdout
+
+
+@pytest.mark.slow
+def test_the_host_environment_is_recorded_and_in_the_long_table(campaigns):
+    """Issue 24: each record holds the host's noise settings and the load around the run;
+    runs.csv and the long table carry them as env_* columns, to join with history steps."""
+    project, _ = campaigns
+    exp = project.exp("export_a")
+    rec = json.loads(next(exp.glob("runs/*/1/record.json")).read_text())
+    env = rec["host_env"]
+    assert env["cpus"] >= 1 and env["cmdline"] and env["load_before"] is not None and env["load_after"] is not None
+    table = pq.read_table(exp / "runs_long.parquet").to_pandas()
+    ok = table[table["status"] == "ok"]
+    assert ok["env_cmdline"].notna().all() and ok["env_load_before"].notna().all()
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if thp.is_file():
+        mode = thp.read_text().split("[")[1].split("]")[0]
+        assert set(ok["env_thp"]) == {mode}
+    assert str(table["env_load_before"].dtype) == "float64" and str(table["env_numa_nodes"].dtype) == "Int64"
+    runs = pd.read_csv(exp / "runs.csv")
+    assert {"env_governor", "env_turbo", "env_load_before", "env_load_after"} <= set(runs.columns)
