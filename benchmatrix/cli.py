@@ -387,6 +387,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(dry_run_line(c))
         for st in c.storage:
             print(f"{c.host}: files in {st['path']}: {st['note']}")
+        if c.host_env:
+            from benchmatrix.results.host_env import env_line
+
+            print(f"{c.host}: host {env_line(c.host_env)}")
+        for w in c.warnings:
+            print(f"bmx check: warning: {w}", file=sys.stderr)
     per_run, source = per_run_estimate(spec, exp / layout.RUNS)
     # The plan bmx plan and bmx run would make: batches sized by time as configured.
     runs = make_plan(spec, resolve_hosts(spec.inventory_path(proj), spec.hosts),

@@ -27,6 +27,8 @@ from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.execute.hosts import resolve_hosts
 from benchmatrix.spec.load import Spec
 
+#: The batch runner: its ``--host-env`` reads the host's noise settings for the check too.
+RUNNER = Path(__file__).resolve().parent.parent / "host" / "batch_runner.py"
 #: Most distinct commands dry-run per host (each is a process start on the host).
 MAX_DRY_RUNS = 64
 _OPTION = re.compile(r"^(--[A-Za-z0-9][A-Za-z0-9_-]*)")
@@ -60,7 +62,9 @@ class HostCheck:
 
     ``dry_runs`` holds one dict per distinct command tried: ``{command, cells, ok,
     error}``; ``storage`` one per directory the workload's files go to: ``{path,
-    there, source, fstype, mountpoint, note}`` (JSON-ready, like the rest).
+    there, source, fstype, mountpoint, note}``; ``host_env`` the batch runner's
+    ``host_environment()`` of the host and ``warnings`` why it is busy or untuned
+    (:mod:`benchmatrix.results.host_env`), which do not block (JSON-ready, like the rest).
     """
 
     host: str
@@ -69,6 +73,8 @@ class HostCheck:
     blockers: list[str] = field(default_factory=list)
     dry_runs: list[dict[str, Any]] = field(default_factory=list)
     storage: list[dict[str, Any]] = field(default_factory=list)
+    host_env: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
 
 def planned_levels(spec: Spec) -> dict[str, list[Any]]:
@@ -206,6 +212,15 @@ def _judge_dry_runs(host: str, tries: list[DryRun], said: list[dict[str, Any]], 
             out.blockers.append(f"{host}: cell {cells}: the workload's command fails {what}: {error}")
 
 
+def role_default(spec: Spec, project_dir: Path, name: str) -> str:
+    """A workload role's default of ``<role>_<name>`` as its defaults file writes it (may be a template)."""
+    role = spec.workload["role"]
+    defaults = Path(project_dir) / "playbooks" / "roles" / role / "defaults" / "main.yml"
+    text = defaults.read_text() if defaults.is_file() else ""
+    match = re.search(rf"^{role}_{name}:\s*(.+?)\s*$", text, re.M)
+    return match.group(1).strip("'\"") if match else ""
+
+
 def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[Any]], log: Path) -> HostCheck:
     """One host's check (one Ansible call); never raises for the host's own problems."""
     out = HostCheck(host)
@@ -221,6 +236,8 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
                              "bmx_check_commands": [t.as_dict() for t in tries if t.kind != "problem"],
                              "bmx_check_paths": storage_paths(spec)},
             extravars={"bmx_host": host, "bmx_workload_role": spec.workload["role"], "bmx_check_tool": tool,
+                       "bmx_check_runner_source": str(RUNNER), "bmx_experiment": spec.name,
+                       "bmx_check_role_directory": role_default(spec, project_dir, "directory"),
                        "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False))},
             log=log, timeout=300)
     except AnsibleError as exc:
@@ -256,6 +273,7 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
         out.tool = f"{tool} missing"
         out.blockers.append(f"{host}: the workload tool {tool} is not installed and the role will not install it")
     _judge_storage(host, said, out)
+    _judge_env(host, spec, said, out)
     if rc == 0:  # without the tool there is nothing to dry-run; the line above says why
         runnable = [t for t in tries if t.kind != "problem"]
         answers = [{"rc": int(rc), "stdout": o, "stderr": e, "msg": m} for rc, o, e, m in
@@ -264,6 +282,34 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
         _judge_dry_runs(host, [t for t in tries if t.kind == "problem"] + runnable,
                         [{}] * (len(tries) - len(runnable)) + list(answers), out)
     return out
+
+
+def cpus_used(spec: Spec) -> int | None:
+    """The most CPUs a cell's runs are confined to (the workload's ``cpus``), None for all of them."""
+    from benchmatrix.workloads.cpulist import parse_cpu_list
+
+    most = None
+    for run in _cell_runs(spec):
+        cpus = run["vars"].get("cpus") if isinstance(run["vars"], dict) else None
+        if cpus in (None, "", "all"):
+            return None
+        try:
+            most = max(most or 0, len(parse_cpu_list(cpus)))
+        except Exception:  # a bad list is validation's and the role's to refuse
+            return None
+    return most
+
+
+def _judge_env(host: str, spec: Spec, said: dict[str, Any], out: HostCheck) -> None:
+    from benchmatrix.results.host_env import busy_warning, untuned_warnings
+
+    env = said.get("host_env") or {}
+    out.host_env = dict(env)
+    if not env:
+        return
+    used = cpus_used(spec) or env.get("cpus")
+    busy = busy_warning(env.get("load_1m"), used, "now")
+    out.warnings += [f"{host}: {w}" for w in ([busy] if busy else []) + untuned_warnings(env)]
 
 
 def storage_paths(spec: Spec) -> list[str]:

@@ -67,6 +67,8 @@ def test_check_on_localhost_ready(project):
     # 4 runs of 2 s, plus the batches' overhead: an estimate, not "unknown".
     assert "estimated campaign time: " in res.stdout and "4 runs" in res.stdout, res.stdout
     assert "check_ok: ready to run" in res.stdout
+    # The host's noise settings, read by the batch runner's own code (a busy host is a warning, not a blocker).
+    assert "localhost: host governor " in res.stdout and ", THP " in res.stdout and " CPU(s), load " in res.stdout
     assert knob.read_text() == "base\n", "bmx check wrote to the host"
     assert not (project.exp("check_ok") / "plan.csv").exists()
 
