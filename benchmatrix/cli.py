@@ -392,7 +392,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
             print(f"{c.host}: host {env_line(c.host_env)}")
         for w in c.warnings:
-            print(f"bmx check: warning: {w}", file=sys.stderr)
+            # Not "bmx check: HOST: ...": that prefix is a blocker's, which scripts count.
+            print(f"bmx check warning: {w}", file=sys.stderr)
     per_run, source = per_run_estimate(spec, exp / layout.RUNS)
     # The plan bmx plan and bmx run would make: batches sized by time as configured.
     runs = make_plan(spec, resolve_hosts(spec.inventory_path(proj), spec.hosts),

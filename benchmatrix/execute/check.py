@@ -40,8 +40,10 @@ class DryRun:
     """One distinct command to try on the host, and the cells that build it.
 
     ``kind`` is ``parse`` (the tool checks the command itself: ``argv`` runs and must
-    exit 0) or ``options`` (``argv`` prints the tool's help; every ``--option`` of
-    ``options`` must appear in it). ``stdin`` feeds a job file to ``fio --parse-only -``.
+    exit 0), ``options`` (``argv`` prints the tool's help; every ``--option`` of
+    ``options`` must appear in it or in a ``general`` help, such as ``sysbench --help``
+    beside ``sysbench cpu help``) or ``problem`` (nothing to run: see ``problem``).
+    ``stdin`` feeds a job file to ``fio --parse-only -``.
     """
 
     kind: str
@@ -181,12 +183,19 @@ def dry_runs(spec: Spec, project_dir: Path, tool: str) -> list[DryRun]:
             dry = helps.setdefault(help_argv, DryRun("options", list(help_argv), []))
             dry.cells.append(cmd["label"])
             dry.options = sorted(set(dry.options) | set(opts))
+            if sysbench and test:  # a test's help lists its own options; --help the general ones
+                helps.setdefault((argv[0], "--help"), DryRun("general", [argv[0], "--help"], []))
     return (list(out.values()) + list(helps.values()))[:MAX_DRY_RUNS]
 
 
 def _judge_dry_runs(host: str, tries: list[DryRun], said: list[dict[str, Any]], out: HostCheck) -> None:
     """Turn the host's answers into ``out.dry_runs`` and one blocker per failing command."""
+    # sysbench's general options (--threads, --time), known to every test's option check.
+    general = "\n".join(str((said[i] if i < len(said) else {}).get("stdout") or "")
+                        for i, dry in enumerate(tries) if dry.kind == "general")
     for i, dry in enumerate(tries):
+        if dry.kind == "general":
+            continue
         cells = dry.cells[0] + (f" (and {len(dry.cells) - 1} more cell(s))" if len(dry.cells) > 1 else "")
         if dry.kind == "problem":
             out.dry_runs.append({"command": "", "cells": dry.cells, "ok": False, "error": dry.problem})
@@ -201,7 +210,7 @@ def _judge_dry_runs(host: str, tries: list[DryRun], said: list[dict[str, Any]], 
             error = "" if ok else (lines[0] if lines else f"exit status {got.get('rc')}")[:300]
             what = "fio --parse-only"
         else:
-            known = set(_HELP_OPTION.findall(text))
+            known = set(_HELP_OPTION.findall(text + "\n" + general))
             unknown = [o for o in dry.options if o not in known]
             ok = bool(known) and not unknown
             error = "" if ok else (f"unknown option(s) {', '.join(unknown)}" if known
