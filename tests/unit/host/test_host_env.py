@@ -73,6 +73,14 @@ def test_records_of_a_busy_untuned_batch_give_report_notes(noisy_root):
     # r0 ran on 2 CPUs (busy), r1 and r2 on all 4 (3.5 < 4: not busy); untuned once per batch.
     assert [n["run_id"] for n in busy] == ["r0"] and "above the 2 CPU(s)" in busy[0]["detail"]
     assert len(untuned) == 2 and {n["run_id"] for n in untuned} == {"r0"}
+    # The report's warnings name them.
+    import pandas as pd
+
+    from benchmatrix.analyze.sanity import note_warnings
+    from benchmatrix.results.layout import NOTE_COLUMNS
+
+    titles = {w["check"]: w["title"] for w in note_warnings(pd.DataFrame(notes, columns=NOTE_COLUMNS))}
+    assert titles == {"host_busy": "the host was busy", "host_untuned": "the host's CPU clock was not fixed"}
 
 
 def test_this_machines_own_settings_are_read():
