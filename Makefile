@@ -6,14 +6,22 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 SPEC   ?= config/experiments/quickstart.yaml
 
-.PHONY: setup test-deps demo test test-fast lint clean
+.PHONY: setup test-setup test-deps demo test test-fast lint clean
 
+# The runtime dependencies only: what `make demo` and a user of bmx need.
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml scripts/bootstrap.sh
 	scripts/bootstrap.sh
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+# The test and lint tools (pytest, hypothesis, ruff, snakefmt, ansible-lint) on top.
+test-setup: $(VENV)/.installed-test
+
+$(VENV)/.installed-test: pyproject.toml | setup
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
@@ -32,17 +40,17 @@ demo: setup
 # campaigns, so two workers on 2 cores take about half the time of one.
 TEST_WORKERS ?= 2
 
-test: setup test-deps
+test: test-setup test-deps
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Unit tests only (no Snakemake/Ansible/fio campaigns).
-test-fast: setup
+test-fast: test-setup
 	$(BIN)/python -m pytest -m "not slow"
 
 # The four checks the suite runs (tests/lint/test_lint.py). snakemake --lint goes through
 # its test: it runs in a copy of the project and allows exactly one lint ("Specify a conda
 # environment or container", which does not apply: the rules drive real hosts with this venv).
-lint: setup
+lint: test-setup
 	$(BIN)/ruff check benchmatrix tests bench scripts
 	$(BIN)/snakefmt --check Snakefile workflow/
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/lint/test_lint.py -k snakemake_lint_only

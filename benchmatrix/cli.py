@@ -45,7 +45,8 @@ EXAMPLES = {
                "  bmx compare results/quickstart/campaigns/3f2a9c1b7d0e results/quickstart",
     "export": "example:\n  bmx export config/experiments/quickstart.yaml --format parquet\n"
               "  bmx export config/experiments/quickstart.yaml --format pyperf --out before.json\n"
-              "  bmx export config/experiments/quickstart.yaml --format bmf --out -",
+              "  bmx export config/experiments/quickstart.yaml --format bmf --out -\n"
+              "  bmx export config/experiments/quickstart.yaml --campaign kernel-6.1 --format csv --out before.csv",
     "publish": "example:\n  bmx publish --to site/\n  bmx publish --to /srv/www/bench --results results/",
 }
 
@@ -73,10 +74,21 @@ def project_dir() -> Path:
 
 # ---------------------------------------------------------------- commands
 
+def _roles(spec_path: str) -> set[str]:
+    """The roles bmx validate and bmx check accept: the project's and the spec's project's."""
+    from benchmatrix.spec.load import shipped_roles
+
+    try:
+        proj: Path | None = project_dir()
+    except BenchmatrixError:
+        proj = None  # a spec outside any checkout: its own project's roles only
+    return shipped_roles(spec_path, proj)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from benchmatrix.spec.load import load_spec
 
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, roles=_roles(args.spec))
     for w in spec.warnings:
         print(w, file=sys.stderr)
     runs_per_host = len(spec.cells) * (spec.replicates + spec.warmup)
@@ -409,7 +421,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """``bmx check SPEC``: every host's knobs, planned levels and tool, and the campaign's time; exit 1 on a blocker."""
-    from benchmatrix.execute.check import check_spec, check_table, planned_levels
+    from benchmatrix.execute.check import check_spec, check_table, dry_run_line, planned_levels
     from benchmatrix.execute.hosts import resolve_hosts
     from benchmatrix.execute.rules import exp_dir_of
     from benchmatrix.plan.design import (
@@ -424,12 +436,22 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     proj = project_dir()
     cfg = read_planning_config(proj / "config" / "config.yaml")
-    spec = load_spec(args.spec, cost_seconds=cfg["cost_seconds"])
+    spec = load_spec(args.spec, cost_seconds=cfg["cost_seconds"], roles=_roles(args.spec))
     exp = exp_dir_of(proj, spec)
     checks = check_spec(spec, proj, exp / layout.LOGS_DIR / "ansible")
     print(check_table(checks, planned_levels(spec)))
     for c in checks:
         print(f"{c.host}: workload tool {c.tool or '-'}")
+        print(dry_run_line(c))
+        for st in c.storage:
+            print(f"{c.host}: files in {st['path']}: {st['note']}")
+        if c.host_env:
+            from benchmatrix.results.host_env import env_line
+
+            print(f"{c.host}: host {env_line(c.host_env)}")
+        for w in c.warnings:
+            # Not "bmx check: HOST: ...": that prefix is a blocker's, which scripts count.
+            print(f"bmx check warning: {w}", file=sys.stderr)
     per_run, source = per_run_estimate(spec, exp / layout.RUNS)
     # The plan bmx plan and bmx run would make: batches sized by time as configured.
     runs = make_plan(spec, resolve_hosts(spec.inventory_path(proj), spec.hosts),
@@ -548,7 +570,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from benchmatrix.results.export import export
 
-    path = export(args.spec, project_dir(), args.format, args.out, make_parents=args.mkdir)
+    path = export(args.spec, project_dir(), args.format, args.out, make_parents=args.mkdir,
+                  campaign_ref=args.campaign)
     if path is not None:
         print(f"export: {path}")
     return 0
@@ -569,6 +592,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- parser
 
 def build_parser() -> argparse.ArgumentParser:
+    import shtab
+
     p = argparse.ArgumentParser(
         prog="bmx", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="benchmatrix: run a YAML matrix of benchmark configurations on real hosts, "
@@ -578,12 +603,16 @@ def build_parser() -> argparse.ArgumentParser:
                "  bmx run config/experiments/quickstart.yaml\n"
                "  bmx report config/experiments/quickstart.yaml")
     p.add_argument("--version", action="version", version=f"benchmatrix {__version__}")
+    # The completion script is generated from this parser, so it never lags behind it.
+    shtab.add_argument_to(p, ["--print-completion"], help="print the completion script of a shell and exit, e.g. "
+                          "eval \"$(bmx --print-completion bash)\"")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help_text, description=help_text, epilog=EXAMPLES[name],
                             formatter_class=argparse.RawDescriptionHelpFormatter)
-        sp.add_argument("spec", metavar="SPEC", help="experiment spec (YAML), e.g. config/experiments/quickstart.yaml")
+        sp.add_argument("spec", metavar="SPEC", help="experiment spec (YAML), e.g. config/experiments/quickstart.yaml"
+                        ).complete = shtab.FILE  # type: ignore[attr-defined]
         return sp
 
     add("validate", "check a spec: schema and semantic checks, errors as FILE:LINE: message")
@@ -639,6 +668,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--out", metavar="FILE", help="output file; - for stdout (default: results/NAME/runs_long.parquet, "
                     "runs_long.csv, bmf.json or pyperf.json); an existing FILE must be a regular file")
     sp.add_argument("--mkdir", action="store_true", help="create --out's missing directories (default: an error)")
+    sp.add_argument("--campaign", metavar="ID", help="export a kept campaign: id, unique id prefix, label or "
+                    "directory (default: the current one; bmx campaigns lists them)")
     sp = add("campaigns", "list the experiment's campaigns: id, label, start, end, hosts, runs ok/failed")
     sp.add_argument("--json", action="store_true", help="print the campaigns as JSON")
     sp = sub.add_parser("compare", help=HELP_COMPARE, description=HELP_COMPARE, epilog=EXAMPLES["compare"],

@@ -804,6 +804,12 @@ _NOTE_TEXT = {
                     "Jobs of one fio run ran at the same time, so each job's numbers are shares of a contended "
                     "device (the seed's missing stonewall)."),
     "tool": ("warnings from the workload", "The workload's parser attached warnings to these runs."),
+    "host_busy": ("the host was busy",
+                  "The host's load average before these runs was above the CPUs they use: something else "
+                  "competed with them (docs/hosts.md, \"A noisy host\")."),
+    "host_untuned": ("the host's CPU clock was not fixed",
+                     "A cpufreq governor other than performance, or turbo/boost on, lets the clock follow load and "
+                     "temperature: runs vary more (pyperf system tune sets both)."),
     "killed": ("processes killed after runs",
                "The batch runner had to kill processes these runs started (at their timeout, or left running "
                "after the workload ended) before the next run could start: a workload that leaves processes "
@@ -818,7 +824,7 @@ def note_warnings(notes: pd.DataFrame | None) -> list[dict[str, Any]]:
                         f"Knob state, host facts and tool warnings come from the run records, which were not "
                         f"checked: {RECORD_NOTES} is absent (collect writes it).", severity="notice")]
     out = []
-    for check in ("knob", "host_facts", "fio_overlap", "tool", "killed"):
+    for check in ("knob", "host_facts", "fio_overlap", "tool", "killed", "host_busy", "host_untuned"):
         part = notes[notes["check"] == check]
         if part.empty:
             continue

@@ -7,6 +7,12 @@ supports it, it is writable, the value is valid, the client or driver is there);
 also looks for the workload's tool and its version. A reboot-class knob with several
 levels needs ``allow_reboot``. The campaign's time is the plan's own estimate (``bmx plan``).
 A blocker is anything that would fail the campaign later: one line each.
+
+Each cell's workload command is built on the controller by the role's own builder and
+dry-run on the host where the tool allows it (:func:`dry_runs`): fio parses the run's
+options or job file (``fio --parse-only``); pgbench's and sysbench's help lists the
+options they know, and every option of the argv must be among them. Distinct commands
+only: cells that build the same command are tried once.
 """
 
 from __future__ import annotations
@@ -21,15 +27,56 @@ from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.execute.hosts import resolve_hosts
 from benchmatrix.spec.load import Spec
 
+#: The batch runner: its ``--host-env`` reads the host's noise settings for the check too.
+RUNNER = Path(__file__).resolve().parent.parent / "host" / "batch_runner.py"
+#: Most distinct commands dry-run per host (each is a process start on the host).
+MAX_DRY_RUNS = 64
+_OPTION = re.compile(r"^(--[A-Za-z0-9][A-Za-z0-9_-]*)")
+_HELP_OPTION = re.compile(r"(--[A-Za-z0-9][A-Za-z0-9_-]*)")
+
+
+@dataclass
+class DryRun:
+    """One distinct command to try on the host, and the cells that build it.
+
+    ``kind`` is ``parse`` (the tool checks the command itself: ``argv`` runs and must
+    exit 0), ``options`` (``argv`` prints the tool's help; every ``--option`` of
+    ``options`` must appear in it or in a ``general`` help, such as ``sysbench --help``
+    beside ``sysbench cpu help``) or ``problem`` (nothing to run: see ``problem``).
+    ``stdin`` feeds a job file to ``fio --parse-only -``.
+    """
+
+    kind: str
+    argv: list[str]
+    cells: list[str]
+    options: list[str] = field(default_factory=list)
+    stdin: str | None = None
+    problem: str = ""  # the controller could not build the command (the batch would fail the same way)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The task's data for check_host.yml."""
+        return {"argv": self.argv, **({"stdin": self.stdin} if self.stdin is not None else {})}
+
 
 @dataclass
 class HostCheck:
-    """What one host said: per knob its current value and each level's problem ('' = settable)."""
+    """What one host said: per knob its current value and each level's problem ('' = settable).
+
+    ``dry_runs`` holds one dict per distinct command tried: ``{command, cells, ok,
+    error}``; ``storage`` one per directory the workload's files go to: ``{path,
+    there, source, fstype, mountpoint, note}``; ``host_env`` the batch runner's
+    ``host_environment()`` of the host and ``warnings`` why it is busy or untuned
+    (:mod:`benchmatrix.results.host_env`), which do not block (JSON-ready, like the rest).
+    """
 
     host: str
     knobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     tool: str = ""
     blockers: list[str] = field(default_factory=list)
+    dry_runs: list[dict[str, Any]] = field(default_factory=list)
+    storage: list[dict[str, Any]] = field(default_factory=list)
+    host_env: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
 
 def planned_levels(spec: Spec) -> dict[str, list[Any]]:
@@ -56,6 +103,133 @@ def tool_of(spec: Spec, project_dir: Path) -> str:
     return match.group(1) if match else role.removeprefix("workload_")
 
 
+def _cell_runs(spec: Spec) -> list[dict[str, Any]]:
+    """One run per cell, as run_batch.yml hands them to a workload role (variables rendered)."""
+    from benchmatrix.spec.load import render_vars
+
+    cells = list(spec.cells)
+    ctl = spec.control_cell()
+    if ctl is not None and all(c.cell_id != ctl.cell_id for c in cells):
+        cells.append(ctl)
+    out = []
+    for cell in cells:
+        ctx = {**cell.factors, "experiment": spec.name, "host": "localhost", "run_id": f"check-{cell.cell_id}",
+               "cell_id": cell.cell_id, "replicate": 1, "warmup": False}
+        out.append({"run_id": f"check-{cell.cell_id}", "cell_id": cell.cell_id, "label": cell.label(),
+                    "vars": render_vars(spec.workload.get("vars") or {}, ctx), "factors": cell.factors})
+    return out
+
+
+def _commands(spec: Spec, project_dir: Path, tool: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Each cell's command as the role builds it: (commands with argv and maybe a job file, problems by label)."""
+    from benchmatrix.errors import WorkloadVarsError
+
+    role = spec.workload["role"]
+    built, problems = [], {}
+    for run in _cell_runs(spec):
+        try:
+            if role == "workload_fio":
+                from benchmatrix.workloads.fio.argv import workload_fio_plan
+
+                plan = workload_fio_plan([run], tool, "benchmatrix-fio.dat", "/nonexistent", str(project_dir))
+                cmd = plan["commands"][0]
+                cmd["job"] = plan["files"][0]["content"] if plan["files"] else None
+            elif role == "workload_sysbench":
+                from benchmatrix.workloads.sysbench.argv import workload_sysbench_plan
+
+                conn = {"host": "localhost", "port": 5432, "user": "postgres", "database": "sbtest"}
+                cmd = workload_sysbench_plan([run], tool, "/nonexistent", conn)[0]
+            elif role == "workload_pgbench":
+                from benchmatrix.workloads.pgbench.argv import workload_pgbench_plan
+
+                conn = {"host": "localhost", "port": 5432, "user": "postgres", "database": "bench"}
+                cmd = workload_pgbench_plan([run], conn, tool, "/nonexistent", str(project_dir))["commands"][0]
+            elif role == "workload_command":
+                cmd = {"argv": [str(a) for a in run["vars"].get("argv") or []]}
+            else:
+                continue
+        except WorkloadVarsError as exc:
+            problems[run["label"]] = str(exc)
+            continue
+        built.append({**cmd, "label": run["label"]})
+    return built, problems
+
+
+def dry_runs(spec: Spec, project_dir: Path, tool: str) -> list[DryRun]:
+    """The distinct dry runs of the spec's cells (at most :data:`MAX_DRY_RUNS`)."""
+    built, problems = _commands(spec, project_dir, tool)
+    out: dict[tuple[Any, ...], DryRun] = {}
+    for label, why in problems.items():
+        out[("problem", why)] = out.get(("problem", why)) or DryRun("problem", [], [], problem=why)
+        out[("problem", why)].cells.append(label)
+    helps: dict[tuple[str, ...], DryRun] = {}
+    for cmd in built:
+        argv = [str(a) for a in cmd["argv"]]
+        if not argv:
+            continue
+        name = Path(argv[0]).name
+        if name == "fio" or spec.workload["role"] == "workload_fio":
+            if cmd.get("job") is not None:  # the job file, fed on stdin: nothing written on the host
+                dry = DryRun("parse", [argv[0], "--parse-only", "-"], [], stdin=cmd["job"])
+            else:
+                dry = DryRun("parse", [argv[0], "--parse-only", *argv[1:]], [])
+            key: tuple[Any, ...] = ("parse", *dry.argv, dry.stdin or "")
+            out.setdefault(key, dry).cells.append(cmd["label"])
+        elif name in ("pgbench", "sysbench") or spec.workload["role"] in ("workload_pgbench", "workload_sysbench"):
+            sysbench = name == "sysbench" or spec.workload["role"] == "workload_sysbench"
+            test = next((a for a in argv[1:] if not a.startswith("-")), "") if sysbench else ""
+            help_argv = (argv[0], test, "help") if sysbench and test else (argv[0], "--help")
+            opts = sorted({m.group(1) for a in argv[1:] if (m := _OPTION.match(a))})
+            dry = helps.setdefault(help_argv, DryRun("options", list(help_argv), []))
+            dry.cells.append(cmd["label"])
+            dry.options = sorted(set(dry.options) | set(opts))
+            if sysbench and test:  # a test's help lists its own options; --help the general ones
+                helps.setdefault((argv[0], "--help"), DryRun("general", [argv[0], "--help"], []))
+    return (list(out.values()) + list(helps.values()))[:MAX_DRY_RUNS]
+
+
+def _judge_dry_runs(host: str, tries: list[DryRun], said: list[dict[str, Any]], out: HostCheck) -> None:
+    """Turn the host's answers into ``out.dry_runs`` and one blocker per failing command."""
+    # sysbench's general options (--threads, --time), known to every test's option check.
+    general = "\n".join(str((said[i] if i < len(said) else {}).get("stdout") or "")
+                        for i, dry in enumerate(tries) if dry.kind == "general")
+    for i, dry in enumerate(tries):
+        if dry.kind == "general":
+            continue
+        cells = dry.cells[0] + (f" (and {len(dry.cells) - 1} more cell(s))" if len(dry.cells) > 1 else "")
+        if dry.kind == "problem":
+            out.dry_runs.append({"command": "", "cells": dry.cells, "ok": False, "error": dry.problem})
+            out.blockers.append(f"{host}: cell {cells}: {dry.problem}")
+            continue
+        got = said[i] if i < len(said) else {}
+        text = "\n".join(str(got.get(k) or "") for k in ("stderr", "stdout", "msg"))
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        shown = " ".join(dry.argv[:2]) + (" ..." if len(dry.argv) > 2 else "")
+        if dry.kind == "parse":
+            ok = got.get("rc") == 0
+            error = "" if ok else (lines[0] if lines else f"exit status {got.get('rc')}")[:300]
+            what = "fio --parse-only"
+        else:
+            known = set(_HELP_OPTION.findall(text + "\n" + general))
+            unknown = [o for o in dry.options if o not in known]
+            ok = bool(known) and not unknown
+            error = "" if ok else (f"unknown option(s) {', '.join(unknown)}" if known
+                                   else f"no option list from {' '.join(dry.argv)}: {lines[0] if lines else ''}")
+            what = f"the option list of {' '.join(dry.argv)}"
+        out.dry_runs.append({"command": shown, "cells": dry.cells, "ok": ok, "error": error})
+        if not ok:
+            out.blockers.append(f"{host}: cell {cells}: the workload's command fails {what}: {error}")
+
+
+def role_default(spec: Spec, project_dir: Path, name: str) -> str:
+    """A workload role's default of ``<role>_<name>`` as its defaults file writes it (may be a template)."""
+    role = spec.workload["role"]
+    defaults = Path(project_dir) / "playbooks" / "roles" / role / "defaults" / "main.yml"
+    text = defaults.read_text() if defaults.is_file() else ""
+    match = re.search(rf"^{role}_{name}:\s*(.+?)\s*$", text, re.M)
+    return match.group(1).strip("'\"") if match else ""
+
+
 def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[Any]], log: Path) -> HostCheck:
     """One host's check (one Ansible call); never raises for the host's own problems."""
     out = HostCheck(host)
@@ -63,11 +237,16 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
               "cost": k.cost_class} for f, k in spec.knobs.items()]
     tool = tool_of(spec, project_dir)
     as_text = {f: [str(v) for v in ls] for f, ls in levels.items()}
+    tries = dry_runs(spec, project_dir, tool) if tool else []
     try:
         result = run_playbook(
             "check_host.yml", project_dir=Path(project_dir) / "playbooks", inventory=spec.inventory_path(project_dir),
-            host=host, data={"bmx_knobs": knobs, "bmx_knob_levels": as_text},
+            host=host, data={"bmx_knobs": knobs, "bmx_knob_levels": as_text,
+                             "bmx_check_commands": [t.as_dict() for t in tries if t.kind != "problem"],
+                             "bmx_check_paths": storage_paths(spec)},
             extravars={"bmx_host": host, "bmx_workload_role": spec.workload["role"], "bmx_check_tool": tool,
+                       "bmx_check_runner_source": str(RUNNER), "bmx_experiment": spec.name,
+                       "bmx_check_role_directory": role_default(spec, project_dir, "directory"),
                        "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False))},
             log=log, timeout=300)
     except AnsibleError as exc:
@@ -102,7 +281,95 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
     else:
         out.tool = f"{tool} missing"
         out.blockers.append(f"{host}: the workload tool {tool} is not installed and the role will not install it")
+    _judge_storage(host, said, out)
+    _judge_env(host, spec, said, out)
+    if rc == 0:  # without the tool there is nothing to dry-run; the line above says why
+        runnable = [t for t in tries if t.kind != "problem"]
+        answers = [{"rc": int(rc), "stdout": o, "stderr": e, "msg": m} for rc, o, e, m in
+                   zip(said.get("dry_rc") or [], said.get("dry_out") or [], said.get("dry_err") or [],
+                       said.get("dry_msg") or [])]
+        _judge_dry_runs(host, [t for t in tries if t.kind == "problem"] + runnable,
+                        [{}] * (len(tries) - len(runnable)) + list(answers), out)
     return out
+
+
+def cpus_used(spec: Spec) -> int | None:
+    """The most CPUs a cell's runs are confined to (the workload's ``cpus``), None for all of them."""
+    from benchmatrix.workloads.cpulist import parse_cpu_list
+
+    most = None
+    for run in _cell_runs(spec):
+        cpus = run["vars"].get("cpus") if isinstance(run["vars"], dict) else None
+        if cpus in (None, "", "all"):
+            return None
+        try:
+            most = max(most or 0, len(parse_cpu_list(cpus)))
+        except Exception:  # a bad list is validation's and the role's to refuse
+            return None
+    return most
+
+
+def _judge_env(host: str, spec: Spec, said: dict[str, Any], out: HostCheck) -> None:
+    from benchmatrix.results.host_env import busy_warning, untuned_warnings
+
+    env = said.get("host_env") or {}
+    out.host_env = dict(env)
+    if not env:
+        return
+    used = cpus_used(spec) or env.get("cpus")
+    busy = busy_warning(env.get("load_1m"), used, "now")
+    out.warnings += [f"{host}: {w}" for w in ([busy] if busy else []) + untuned_warnings(env)]
+
+
+def storage_paths(spec: Spec) -> list[str]:
+    """Absolute directories the cells' files go to (fio's ``directory``/``filename``, sysbench
+    has none of its own), beside the role's directory the host adds."""
+    out: list[str] = []
+    for run in _cell_runs(spec):
+        v = run["vars"] if isinstance(run["vars"], dict) else {}
+        for key, path in (("directory", v.get("directory")), ("filename", v.get("filename"))):
+            if isinstance(path, str) and path.startswith("/"):
+                d = path if key == "directory" else str(Path(path).parent)
+                if d not in out:
+                    out.append(d)
+    return out[:MAX_DRY_RUNS]
+
+
+def _judge_storage(host: str, said: dict[str, Any], out: HostCheck) -> None:
+    """Where the workload's files will be: the file system of each directory, or "not there
+    yet" for one the campaign creates (a loop file system, a scratch directory)."""
+    role_dir_loopfs = int(said.get("loopfs_mb") or 0)
+    paths = said.get("storage_paths") or []
+    for i, (path, lines) in enumerate(zip(paths, said.get("storage_out") or [])):
+        lines = list(lines or [])
+        near = lines[0] if lines else ""
+        fields = lines[1].split() if len(lines) > 1 else []
+        source, fstype, mount = (fields + ["", "", ""])[:3]
+        entry = {"path": path, "there": near == path, "source": source, "fstype": fstype, "mountpoint": mount,
+                 "note": ""}
+        # The role's directory comes first; with workload_<tool>_loopfs_mb the role mounts a
+        # loop file system there when the campaign prepares the host.
+        if i == 0 and role_dir_loopfs > 0 and mount != path:
+            entry.update(there=False, source="", fstype="", mountpoint="",
+                         note=f"not there yet: a {role_dir_loopfs} MiB ext4 loop file system the role creates and "
+                              f"mounts when the campaign prepares {host}")
+        elif near != path:
+            entry.update(source="", fstype="", mountpoint="",
+                         note=f"not there yet: created when the campaign prepares {host} or a before_run step runs "
+                              f"(nearest existing parent: {near or '/'})")
+        else:
+            entry["note"] = f"on {source} ({fstype}, mounted at {mount})"
+        out.storage.append(entry)
+
+
+def dry_run_line(check: HostCheck) -> str:
+    """One line per host on the dry runs: how many distinct commands, how many passed."""
+    if not check.dry_runs:
+        return f"{check.host}: dry run: none (the tool does not allow one, or it is not installed yet)"
+    ok = sum(1 for d in check.dry_runs if d["ok"])
+    cells = sum(len(d["cells"]) for d in check.dry_runs)
+    return (f"{check.host}: dry run: {len(check.dry_runs)} distinct command(s) for {cells} cell(s), {ok} ok"
+            + (f", {len(check.dry_runs) - ok} failed" if ok < len(check.dry_runs) else ""))
 
 
 def check_spec(spec: Spec, project_dir: Path, log_dir: Path) -> list[HostCheck]:

@@ -192,12 +192,17 @@ def _parser_for(role: str) -> Callable[[str], Any]:
         raise BenchmatrixError(f"workload role {role} has no parser") from None
 
 
-def _last_line(path: Path) -> str:
+def _error_lines(path: Path) -> str:
+    """A failed tool's first stderr line (where tools name the error: ``fio: unrecognized
+    option ...``) and, when it differs, its last (often the hint or the summary)."""
     try:
         lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
     except FileNotFoundError:
         return ""
-    return lines[-1][:300] if lines else ""
+    if not lines:
+        return ""
+    first, last = lines[0][:300], lines[-1][:300]
+    return first if len(lines) == 1 or first == last else f"{first} ... {last}"
 
 
 def _judge(spec: Spec, res: dict[str, Any], stdout: str, stderr_path: Path,
@@ -212,7 +217,7 @@ def _judge(spec: Spec, res: dict[str, Any], stdout: str, stderr_path: Path,
         return "failed", res.get("error") or f"runner outcome {outcome}", {}, {}
     want = spec.workload["success"].get("exit_code", 0)
     if res.get("exit_code") != want:
-        tail = _last_line(stderr_path)
+        tail = _error_lines(stderr_path)
         return "failed", f"exit status {res.get('exit_code')} (expected {want})" + (f": {tail}" if tail else ""), {}, {}
     from benchmatrix.workloads import check_success, load_counters
 
@@ -511,6 +516,9 @@ def _run_slice(spec: Spec, project_dir: Path, exp: Path, host: str, batch: str, 
             "raw": {"stdout": f"{rel}/stdout", "stderr": f"{rel}/stderr"},
             "log": log_rel,
             "batch_started_at": iso(t0),
+            # The host's noise settings at the batch's start and its load around this run.
+            "host_env": {**(res.get("host_env") or {}), "load_before": res.get("load_before"),
+                         "load_after": res.get("load_after")},
         }
         records.append(record)
         first = False

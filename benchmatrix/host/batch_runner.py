@@ -739,6 +739,105 @@ def _write_workload_files(workdir, containment):
 _hostname = None
 
 
+# ---------------------------------------------------------------- host environment
+
+#: The host's CPU frequency, memory and kernel settings that make runs noisy or not
+#: (what pyperf's metadata and ``pyperf system show`` read), under a root a test may move.
+HOST_ROOT = "/"
+
+
+def _read_text(*parts):
+    try:
+        with open(os.path.join(HOST_ROOT, *parts)) as fh:
+            return fh.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def load_average():
+    """The 1-minute load average, or None."""
+    text = _read_text("proc", "loadavg")
+    try:
+        return float(text.split()[0]) if text else None
+    except ValueError:
+        return None
+
+
+def host_environment():
+    """The settings that make a host noisy, as one flat dict of text and numbers.
+
+    ``governor`` (every CPU's cpufreq governor, distinct values joined by ``,``; None
+    without cpufreq), ``turbo`` (``on``/``off``: intel_pstate's no_turbo or cpufreq's
+    boost; None when neither exists), ``thp`` (transparent huge pages' selected mode),
+    ``cmdline`` (the kernel command line), ``mitigations`` (how many CPU
+    vulnerabilities are mitigated / reported vulnerable, and the kernel's
+    ``mitigations=`` when given), ``numa_nodes`` and ``numa`` (each node's CPU list),
+    ``cpus`` (online CPUs) and ``load_1m``.
+    """
+    cpu = ("sys", "devices", "system", "cpu")
+    governors = set()
+    try:
+        names = sorted(n for n in os.listdir(os.path.join(HOST_ROOT, *cpu)) if n[3:].isdigit() and n.startswith("cpu"))
+    except OSError:
+        names = []
+    for name in names:
+        g = _read_text(*cpu, name, "cpufreq", "scaling_governor")
+        if g:
+            governors.add(g)
+    no_turbo = _read_text(*cpu, "intel_pstate", "no_turbo")
+    boost = _read_text(*cpu, "cpufreq", "boost")
+    turbo = ("off" if no_turbo == "1" else "on") if no_turbo in ("0", "1") else \
+        ("on" if boost == "1" else "off") if boost in ("0", "1") else None
+    thp = _read_text("sys", "kernel", "mm", "transparent_hugepage", "enabled")
+    if thp and "[" in thp:
+        thp = thp[thp.index("[") + 1:thp.index("]")] if "]" in thp else thp
+    cmdline = _read_text("proc", "cmdline")
+    vulns = os.path.join(HOST_ROOT, *cpu, "vulnerabilities")
+    counts = {"mitigated": 0, "vulnerable": 0, "unaffected": 0}
+    try:
+        for name in sorted(os.listdir(vulns)):
+            state = (_read_text(*cpu, "vulnerabilities", name) or "").lower()
+            key = "unaffected" if state.startswith("not affected") else \
+                "vulnerable" if state.startswith("vulnerable") else "mitigated"
+            counts[key] += 1
+    except OSError:
+        counts = None
+    given = [w.split("=", 1)[1] for w in (cmdline or "").split() if w.startswith("mitigations=")]
+    mitigations = None
+    if counts is not None:
+        mitigations = "%d mitigated, %d vulnerable" % (counts["mitigated"], counts["vulnerable"])
+        if given:
+            mitigations += ", mitigations=" + given[-1]
+    numa = {}
+    node_dir = os.path.join(HOST_ROOT, "sys", "devices", "system", "node")
+    try:
+        for name in sorted(os.listdir(node_dir)):
+            if name.startswith("node") and name[4:].isdigit():
+                numa[name] = _read_text("sys", "devices", "system", "node", name, "cpulist") or ""
+    except OSError:
+        pass
+    online = _read_text(*cpu, "online")
+    return {"governor": ",".join(sorted(governors)) or None, "turbo": turbo, "thp": thp, "cmdline": cmdline,
+            "mitigations": mitigations, "numa_nodes": len(numa) or None,
+            "numa": " ".join("%s:%s" % kv for kv in sorted(numa.items())) or None,
+            "cpus": _count_cpus(online) or os.cpu_count(), "load_1m": load_average()}
+
+
+def _count_cpus(cpulist):
+    """How many CPUs a kernel CPU list ("0-3,8") names; None when it does not parse."""
+    try:
+        total = 0
+        for part in (cpulist or "").split(","):
+            lo, _, hi = part.partition("-")
+            total += int(hi or lo) - int(lo) + 1
+        return total or None
+    except ValueError:
+        return None
+
+
+_HOST_ENV = None  # the batch's, read once when it starts
+
+
 def _host_name():
     global _hostname
     if _hostname is None:
@@ -794,6 +893,8 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S):
         "version": RESULT_VERSION, "run_id": run["run_id"], "attempt": run["attempt"],
         "seq": run.get("seq"), "argv": run["argv"], "hostname": _host_name(),
         "exit_code": None, "outcome": None, "error": None, "started_at": None,
+        # The load before the run (its before_run steps included) and after it: a busy host shows.
+        "host_env": _HOST_ENV, "load_before": load_average(),
     }
     t0 = time.monotonic()
     cont = None
@@ -845,6 +946,7 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S):
         _finish_counters(partial, result)
         result["ended_at"] = time.time()
         result["duration_s"] = round(time.monotonic() - t0, 6)
+        result["load_after"] = load_average()
         _write_result(partial, result, out, errf)
         out.close()
         errf.close()
@@ -1186,6 +1288,11 @@ def manifest_runs(manifest):
 
 
 def main(argv):
+    global _HOST_ENV
+    if len(argv) == 2 and argv[1] == "--host-env":
+        # bmx check asks the host the same questions a batch records.
+        sys.stdout.write(json.dumps(host_environment()) + "\n")
+        return 0
     if len(argv) == 3 and argv[1] == "--stop":
         sys.stdout.write(json.dumps(stop(argv[2])) + "\n")
         return 0
@@ -1226,6 +1333,7 @@ def main(argv):
     grace_s = float(manifest.get("kill_grace_s", KILL_GRACE_S))
     stop_after_s = float(manifest.get("stop_after_s") or 0)
     started = time.monotonic()
+    _HOST_ENV = host_environment()
     summary = {"batch": manifest["batch"], "executed": [], "skipped": [], "interrupted": None}
     progress = None
     try:

@@ -575,8 +575,10 @@ def run_estimates(spec: Spec, exp_dir: str | Path) -> dict[str, float]:
     ``workload.estimate_s`` gives every cell the same figure. Else the median duration
     of the cell's finished runs in this experiment's runs.csv and its earlier
     campaigns' (``campaigns/*/runs.csv``); a cell never run yet gets the median of all
-    of them. Empty when nothing is known (the batches then hold up to
-    ``batch_max_runs`` runs, :func:`assign_batches`).
+    of them. Without earlier runs, the workload's own time limit (fio ``runtime``,
+    pgbench ``-T``, sysbench ``--time``: :mod:`benchmatrix.plan.workload_time`). Empty
+    when nothing is known (the batches then hold up to ``batch_max_runs`` runs,
+    :func:`assign_batches`).
     """
     cells = [c.cell_id for c in spec.cells]
     ctl = spec.control_cell()
@@ -595,7 +597,9 @@ def run_estimates(spec: Spec, exp_dir: str | Path) -> dict[str, float]:
             except (OSError, csv.Error, UnicodeDecodeError):
                 continue  # an unreadable old table only loses its estimates
     if not per_cell:
-        return {}
+        from benchmatrix.plan.workload_time import cell_seconds
+
+        return cell_seconds(spec)
     everything = statistics.median([d for ds in per_cell.values() for d in ds])
     return {c: statistics.median(per_cell[c]) if c in per_cell else everything for c in cells}
 
@@ -604,7 +608,9 @@ def per_run_estimate(spec: Spec, runs_csv: str | Path) -> tuple[float | None, st
     """Seconds one run is expected to take, and where the figure comes from.
 
     ``workload.estimate_s`` wins (the user knows when the workload changed); else the
-    median duration of this experiment's earlier finished runs; else unknown.
+    median duration of this experiment's earlier finished runs (they include what the
+    workload's time limit does not: start, layout, the runner); else the workload's own
+    time limit, the cells' mean; else unknown.
     """
     given = spec.workload.get("estimate_s")
     if given is not None:
@@ -612,6 +618,11 @@ def per_run_estimate(spec: Spec, runs_csv: str | Path) -> tuple[float | None, st
     earlier = earlier_run_seconds(runs_csv)
     if earlier is not None:
         return earlier[0], f"median of {earlier[1]} earlier run(s) in {runs_csv}"
+    from benchmatrix.plan.workload_time import cell_seconds, mean_seconds
+
+    from_workload = mean_seconds(cell_seconds(spec))
+    if from_workload is not None:
+        return from_workload, "the workload's time limit (fio runtime, pgbench -T, sysbench --time)"
     return None, "unknown: set workload.estimate_s or run the experiment once"
 
 

@@ -23,6 +23,7 @@ The exchange formats are built from the same inputs as the report:
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -38,7 +39,7 @@ from benchmatrix.analyze.stats import bool_column, effective_runs, metric_direct
 from benchmatrix.campaigns.store import read_meta
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.results import layout
-from benchmatrix.results.layout import RUN_COLUMNS
+from benchmatrix.results.layout import ENV_COLUMNS, RUN_COLUMNS
 from benchmatrix.results.records import atomic_write
 from benchmatrix.results.tables import metric_units, read_analysis
 
@@ -51,8 +52,9 @@ FORMATS = ("bmf", "pyperf", "csv", "parquet")
 #: Default output file of each format under results/NAME/.
 DEFAULT_NAMES = {"bmf": "bmf.json", "pyperf": "pyperf.json", "csv": "runs_long.csv", "parquet": LONG_TABLE_NAME}
 _HEAD = ["schema_version", "experiment", "campaign", "run_id", "cell_id"]
-_TAIL = ["host", "visit", "replicate", "attempt", "warmup", "control", "status", "started_at",
+_TAIL = ["host", "visit", "replicate", "attempt", "warmup", "control", "status", "started_at", *ENV_COLUMNS,
          "metric", "unit", "direction", "value"]
+_ENV_NUMBERS = {"env_load_before", "env_load_after"}
 #: Seconds per unit of the time units metrics come in (fio's µs, declared ms ...).
 TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "second": 1.0,
               "seconds": 1.0, "min": 60.0}
@@ -140,6 +142,15 @@ def _long_parts(runs: pd.DataFrame, factor_names: list[str], units: dict[str, st
     base["started_at"] = (pd.to_datetime(runs["started_at"], utc=True, errors="coerce", format="ISO8601").to_numpy()
                           if "started_at" in runs.columns else pd.NaT)
     base["started_at"] = pd.to_datetime(base["started_at"], utc=True)
+    for col in ENV_COLUMNS:  # absent in tables collected before issue 24: empty
+        have = runs[col].reset_index(drop=True) if col in runs.columns else pd.Series([pd.NA] * n, dtype=object)
+        # Typed even when every value is missing (no cpufreq): slices share one schema.
+        if col in _ENV_NUMBERS:
+            base[col] = pd.to_numeric(have, errors="coerce").astype("float64")
+        elif col == "env_numa_nodes":
+            base[col] = _int_column(have)
+        else:
+            base[col] = have.astype("string")
     if metrics:
         values = np.column_stack([pd.to_numeric(runs[m], errors="coerce").to_numpy(dtype="float64")
                                   for m in metrics])
@@ -301,12 +312,15 @@ def to_pyperf(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str]
     Raises:
         BenchmatrixError: No measured run has a value pyperf can hold.
     """
+    import pyperf
+
     eff = effective_runs(runs)
     metrics = sorted(m for m in units if m in eff.columns)
     benchmarks = []
     if not eff.empty and metrics:
         cells = eff.drop_duplicates("cell_id")[["cell_id", *[f for f in factor_names if f in eff.columns]]]
         label_of = dict(zip(cells["cell_id"], _cell_labels(cells, [f for f in factor_names if f in eff.columns])))
+        run_meta = [_pyperf_run_metadata(row) for row in eff.to_dict("records")]
         for metric in metrics:
             unit = units.get(metric) or ""
             direction = metric_direction(metric, declared)
@@ -316,21 +330,40 @@ def to_pyperf(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str]
                 mapped = 1.0 / raw if scale is None else raw * scale
             keep = np.isfinite(mapped) & (mapped > 0)
             for cell_id, idx in eff.loc[keep, "cell_id"].groupby(eff.loc[keep, "cell_id"], sort=False).groups.items():
-                pos = eff.index.get_indexer(idx)
-                benchmarks.append({
-                    "metadata": {"name": f"{label_of[cell_id]} :: {suffix}", "unit": pyperf_unit,
-                                 "benchmatrix_cell_id": str(cell_id), "benchmatrix_metric": metric,
-                                 "benchmatrix_unit": unit or "none", "benchmatrix_direction": direction or "unknown",
-                                 "benchmatrix_transform": ("reciprocal" if scale is None else
-                                                           "identity" if scale == 1.0 else f"scale {scale:g}")},
-                    "runs": [{"metadata": {"benchmatrix_run_id": str(eff["run_id"].iloc[p])},
-                              "values": [float(mapped[p])]} for p in pos],
-                })
+                meta = {"name": f"{label_of[cell_id]} :: {suffix}", "unit": pyperf_unit,
+                        "benchmatrix_cell_id": str(cell_id), "benchmatrix_metric": metric,
+                        "benchmatrix_unit": unit or "none", "benchmatrix_direction": direction or "unknown",
+                        "benchmatrix_transform": ("reciprocal" if scale is None else
+                                                  "identity" if scale == 1.0 else f"scale {scale:g}")}
+                # pyperf's own classes check every value and metadata item as pyperf reads them.
+                benchmarks.append(pyperf.Benchmark([
+                    pyperf.Run([float(mapped[p])], metadata={**meta, **run_meta[p]}, collect_metadata=False)
+                    for p in eff.index.get_indexer(idx)]))
     if not benchmarks:
         raise BenchmatrixError(f"{experiment or 'campaign'}: no measured run has a positive value to export "
                                f"for pyperf")
-    meta = {"description": f"benchmatrix experiment {experiment}"} if experiment else {}
-    return {"version": "1.0", "metadata": meta, "benchmarks": benchmarks}
+    suite = pyperf.BenchmarkSuite(benchmarks)
+    buf = io.StringIO()
+    suite.dump(buf)
+    data = json.loads(buf.getvalue())
+    if experiment:
+        data.setdefault("metadata", {})["description"] = f"benchmatrix experiment {experiment}"
+    return data
+
+
+def _pyperf_run_metadata(row: dict[str, Any]) -> dict[str, Any]:
+    """One run's pyperf metadata: its id, host, start date and wall-clock duration (what
+    ``pyperf show``'s dates and total duration read), where runs.csv has them."""
+    meta: dict[str, Any] = {"benchmatrix_run_id": str(row["run_id"])}
+    if isinstance(row.get("host"), str) and row["host"]:
+        meta["hostname"] = row["host"]
+    started = pd.to_datetime(row.get("started_at"), errors="coerce", utc=True)
+    if not pd.isna(started):
+        meta["date"] = started.isoformat()
+    duration = _finite(row.get("duration_s"))
+    if duration is not None and duration > 0:
+        meta["duration"] = duration
+    return meta
 
 
 # ---------------------------------------------------------------- bmx export
@@ -391,7 +424,7 @@ def check_out_path(out: Path, make_parents: bool = False) -> None:
 
 
 def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None = None,
-           make_parents: bool = False) -> Path | None:
+           make_parents: bool = False, campaign_ref: str | None = None) -> Path | None:
     """``bmx export``: write a campaign in one of :data:`FORMATS`.
 
     Args:
@@ -402,6 +435,9 @@ def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None =
             stdout (Parquet only when stdout is no terminal); default ``results/NAME/`` +
             :data:`DEFAULT_NAMES`.
         make_parents: Create ``out``'s missing directories instead of refusing them.
+        campaign_ref: A kept campaign to export (id, unique id prefix, label or
+            directory, as ``bmx compare`` takes them); default the current one. The
+            default file then goes into that campaign's directory.
 
     Returns:
         The path written, or None for stdout.
@@ -422,6 +458,10 @@ def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None =
         check_out_path(Path(out), make_parents)
     spec = load_spec(spec_path)
     exp = layout.exp_dir(project_dir, spec.name)
+    if campaign_ref is not None:
+        from benchmatrix.campaigns.store import find_campaign
+
+        exp = find_campaign(exp, campaign_ref).path
     runs_csv = exp / layout.RUNS
     if not runs_csv.is_file():
         raise BenchmatrixError(f"{runs_csv}: no runs yet; run 'bmx run {spec_path}' first")

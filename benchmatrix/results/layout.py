@@ -90,7 +90,11 @@ def record_path(exp: str | Path, run_id: str, attempt: int | str) -> Path:
 PLAN_COLUMNS = ["seq", "host", "run_id", "cell_id", "replicate", "warmup", "control",
                 "visit", "batch", "attempt"]
 #: runs.csv, before the factor columns and then the metric columns (sorted).
-RUN_COLUMNS = PLAN_COLUMNS + ["status", "reason", "started_at", "ended_at", "duration_s"]
+#: The host's noise settings at the batch's start and the load around the run
+#: (benchmatrix.results.host_env), so a step in the history joins an environment change.
+ENV_COLUMNS = ["env_governor", "env_turbo", "env_thp", "env_mitigations", "env_numa_nodes", "env_cmdline",
+               "env_load_before", "env_load_after"]
+RUN_COLUMNS = PLAN_COLUMNS + ["status", "reason", "started_at", "ended_at", "duration_s"] + ENV_COLUMNS
 #: Columns a runs.csv may hold that are neither factors nor metrics.
 NON_METRIC_COLUMNS = frozenset(RUN_COLUMNS) | {"exit_code"}
 #: summary.csv and summary_by_host.csv after ``cell_id`` (``host``) and the factors.

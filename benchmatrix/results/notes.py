@@ -62,9 +62,11 @@ def note_rows(records: Iterable[dict[str, Any]], with_facts: bool = True) -> lis
     """
     rows: list[dict[str, Any]] = []
     records = list(records)
+    untuned_seen: set[tuple[Any, ...]] = set()
     for rec in records:
         base = {"run_id": rec.get("run_id"), "attempt": rec.get("attempt"), "host": rec.get("host"),
                 "started_at": rec.get("started_at")}
+        rows += _host_env_rows(rec, base, untuned_seen)
         for name, knob in (rec.get("knobs") or {}).items():
             if not isinstance(knob, dict) or knob.get("actual") is None:
                 continue
@@ -94,6 +96,28 @@ def note_rows(records: Iterable[dict[str, Any]], with_facts: bool = True) -> lis
     if with_facts:
         rows += facts_change_rows(facts_entries(records))
     return rows
+
+
+def _host_env_rows(rec: dict[str, Any], base: dict[str, Any], seen: set[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """``host_busy`` when the load before the run was above the CPUs it used; ``host_untuned``
+    once per batch and setting (not on every run: the runner reads it when the batch starts;
+    per batch, so notes made batch by batch and from every record agree)."""
+    from benchmatrix.results.host_env import busy_warning, untuned_warnings
+
+    env = rec.get("host_env")
+    if not isinstance(env, dict) or not env:
+        return []
+    affinity = (rec.get("workload") or {}).get("affinity")
+    used = len(affinity) if isinstance(affinity, list) and affinity else env.get("cpus")
+    out = []
+    busy = busy_warning(env.get("load_before"), used, "before the run")
+    if busy:
+        out.append({**base, "check": "host_busy", "detail": busy})
+    for text in untuned_warnings(env):
+        if (rec.get("host"), rec.get("batch"), text) not in seen:
+            seen.add((rec.get("host"), rec.get("batch"), text))
+            out.append({**base, "check": "host_untuned", "detail": text})
+    return out
 
 
 def facts_entries(records: Iterable[dict[str, Any]], reduce: bool = False) -> list[list[Any]]:

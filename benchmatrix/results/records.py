@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmatrix.plan.design import PlannedRun
+from benchmatrix.results.host_env import env_columns
 from benchmatrix.results.layout import RECORD, RUN_COLUMNS, RUNS_DIR, record_path
 
 
@@ -148,6 +149,7 @@ def runs_rows(records: Iterable[dict[str, Any]],
     rows = []
     for rec in records:
         row = {c: rec.get(c) for c in RUN_COLUMNS}
+        row.update(env_columns(rec))
         row["warmup"] = bool(rec.get("warmup"))
         row["control"] = bool(rec.get("control"))
         for f in factor_names:

@@ -53,6 +53,8 @@ RESERVED = frozenset({
     "metric", "unit", "experiment", "n", "mean", "median", "min", "max", "sd", "cv",
     "ci_low", "ci_high", "ci_method", "exit_code", "log",
     "schema_version", "campaign", "direction", "value",  # the long table's (docs/export.md)
+    "env_governor", "env_turbo", "env_thp", "env_mitigations", "env_numa_nodes", "env_cmdline",
+    "env_load_before", "env_load_after",  # the host's noise settings (results/host_env.py)
 })
 #: Metric names: they become columns of runs.csv and parts of file names (plots).
 METRIC_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
@@ -908,7 +910,34 @@ def read_planning_config(config_path: str | Path) -> dict[str, Any]:
     return out
 
 
-def load_spec(path: str | Path, cost_seconds: dict[str, float] | None = None) -> Spec:
+def shipped_roles(spec_path: str | Path, project_dir: str | Path | None = None) -> set[str]:
+    """The Ansible roles a spec can name: those of ``project_dir/playbooks/roles`` and
+    those of the spec's own project (the nearest directory above the spec file with
+    ``playbooks/roles``), so a role added to either counts without a list to update."""
+    dirs = [Path(project_dir) / "playbooks" / "roles"] if project_dir is not None else []
+    for d in Path(spec_path).resolve().parents:
+        if (d / "playbooks" / "roles").is_dir():
+            dirs.append(d / "playbooks" / "roles")
+            break
+    # A knob role may be only meta/ and defaults/ (its backend is in library/bmx_knob.py).
+    return {p.name for d in dirs if d.is_dir() for p in d.iterdir() if p.is_dir() and not p.name.startswith(".")}
+
+
+def _role_errors(doc: LocatedDocument, roles: set[str]) -> list[SpecError]:
+    """A knob or workload role that no roles directory ships: the error lists the ones that exist."""
+    d = doc.data
+    wanted = [(("workload", "role"), "workload", d["workload"].get("role"))]
+    wanted += [(("knobs", f, "role"), "knob", k.get("role")) for f, k in d["knobs"].items() if isinstance(k, dict)]
+    errs = []
+    for at, kind, role in wanted:
+        if isinstance(role, str) and ROLE_RE[kind].fullmatch(role) and role not in roles:
+            have = ", ".join(sorted(r for r in roles if r.startswith(kind + "_"))) or "none"
+            errs.append(doc.error(at, f"unknown {kind} role '{role}' ({kind} roles: {have})"))
+    return errs
+
+
+def load_spec(path: str | Path, cost_seconds: dict[str, float] | None = None,
+              roles: set[str] | None = None) -> Spec:
     """Load, validate and normalize an experiment spec.
 
     Args:
@@ -916,6 +945,8 @@ def load_spec(path: str | Path, cost_seconds: dict[str, float] | None = None) ->
         cost_seconds: Seconds of a knob change per cost class for knobs that give no
             ``seconds`` of their own (see :func:`read_planning_config`); default
             :data:`DEFAULT_COST_SECONDS`. They feed estimates only, never the plan.
+        roles: The roles that exist (:func:`shipped_roles`); when given, a knob or
+            workload role outside them is an error. None: not checked.
 
     Raises:
         SpecErrors: every problem found, each ``FILE:LINE: message``.
@@ -930,6 +961,7 @@ def load_spec(path: str | Path, cost_seconds: dict[str, float] | None = None) ->
         raise SpecErrors(errors)
     doc.data = _apply_defaults(doc.data)
     errors, warnings = _semantic_errors(doc)
+    errors += _role_errors(doc, roles) if roles is not None else []
     if errors:
         raise SpecErrors(errors)
     d = doc.data

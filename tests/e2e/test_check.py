@@ -67,6 +67,8 @@ def test_check_on_localhost_ready(project):
     # 4 runs of 2 s, plus the batches' overhead: an estimate, not "unknown".
     assert "estimated campaign time: " in res.stdout and "4 runs" in res.stdout, res.stdout
     assert "check_ok: ready to run" in res.stdout
+    # The host's noise settings, read by the batch runner's own code (a busy host is a warning, not a blocker).
+    assert "localhost: host governor " in res.stdout and ", THP " in res.stdout and " CPU(s), load " in res.stdout
     assert knob.read_text() == "base\n", "bmx check wrote to the host"
     assert not (project.exp("check_ok") / "plan.csv").exists()
 
@@ -169,3 +171,95 @@ def test_check_says_a_missing_client_or_driver_once_per_knob(project):
     assert "cannot run: 2 blocker(s)" in res.stdout
     row = next(line for line in res.stdout.splitlines() if line.startswith("localhost") and " raid " in line)
     assert "5 BLOCKED, 10 BLOCKED" in row, res.stdout
+
+
+def test_validate_names_a_misspelt_role_at_its_line(project):
+    """A typo in a knob role is a FILE:LINE error that lists the shipped knob roles."""
+    spec, _ = write_spec(project, "role_typo")
+    text = spec.read_text().replace("role: knob_sysfs,", "role: knob_sysfss,")
+    spec.write_text(text)
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "knob_sysfss" in ln)
+    res = project.bmx("validate", str(spec))
+    assert res.returncode == 2, res.stdout + res.stderr
+    err = res.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"{spec}:{line}: unknown knob role 'knob_sysfss' (knob roles: "), err
+    assert err[0].endswith(", knob_sysfs)") and "knob_read_ahead, " in err[0], err
+    # A role the project adds counts as soon as its directory is there.
+    (project.root / "playbooks" / "roles" / "knob_sysfss" / "meta").mkdir(parents=True)
+    assert project.bmx("validate", str(spec)).returncode == 0
+
+
+FIO_SPEC = """\
+name: {name}
+hosts: localhost
+inventory: config/inventory/test.yml
+factors:
+  depth: [1, 4]
+workload:
+  role: workload_fio
+  vars: {vars}
+  timeout: 60
+replicates: 1
+warmup: 0
+"""
+
+
+def test_check_dry_runs_fio_and_names_the_misspelt_option(project):
+    """fio --parse-only on the host: a typo in an option (and in a job file) is a blocker
+    quoting fio's own first error line; the good cell's command passes; the time comes
+    from fio's runtime."""
+    spec = project.write_spec("dry_fio", FIO_SPEC.format(
+        name="dry_fio", vars='{rw: read, bs: 4k, size: 1m, runtime: 30, time_based: 1, iodeph: "{{ depth }}"}'))
+    res = project.bmx("check", str(spec))
+    assert res.returncode == 1, res.stdout + res.stderr
+    blockers = [line for line in res.stderr.splitlines() if line.startswith("bmx check: ")]
+    assert len(blockers) == 2, res.stderr
+    assert all("fails fio --parse-only: fio: unrecognized option '--iodeph=" in b for b in blockers), blockers
+    assert "localhost: dry run: 2 distinct command(s) for 2 cell(s), 0 ok, 2 failed" in res.stdout, res.stdout
+    # 2 runs of fio's 30 s runtime, not "unknown".
+    assert "estimated campaign time: " in res.stdout and "per run: the workload's time limit" in res.stdout
+    # The scratch directory does not exist before the campaign prepares the host: no disk is named.
+    assert f"localhost: files in {project.scratch}: not there yet: created when the campaign prepares localhost" \
+        in res.stdout, res.stdout
+
+    job = project.root / "config" / "experiments" / "typo.fio"
+    job.write_text("[scan]\nrw=read\nbs=4k\nsize=1m\n{% if depth == 4 %}iodeph{% else %}iodepth{% endif %}="
+                   "{{ depth }}\n")
+    spec = project.write_spec("dry_job", FIO_SPEC.format(name="dry_job", vars=f"{{job_file: {job}}}"))
+    res = project.bmx("check", str(spec))
+    assert res.returncode == 1, res.stdout + res.stderr
+    blockers = [line for line in res.stderr.splitlines() if line.startswith("bmx check: ")]
+    assert len(blockers) == 1 and "cell depth=4: the workload's command fails fio --parse-only: " in blockers[0], \
+        res.stderr
+    assert blockers[0].endswith("fio --parse-only: Bad option <iodeph=4>"), blockers
+    assert "1 ok, 1 failed" in res.stdout, res.stdout
+    assert f"localhost: files in {project.scratch}: not there yet" in res.stdout, res.stdout
+
+    # A scratch directory that exists is on a file system; with a loop file system the role
+    # would mount there, it is "not there yet" however the directory looks today.
+    project.scratch.mkdir()
+    res = project.bmx("check", str(spec))
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith(f"localhost: files in {project.scratch}: "))
+    assert ": on " in line and "mounted at /" in line, line
+    project.inventory.write_text(project.inventory.read_text() + "      workload_fio_loopfs_mb: 16\n")
+    res = project.bmx("check", str(spec))
+    assert f"localhost: files in {project.scratch}: not there yet: a 16 MiB ext4 loop file system the role creates" \
+        in res.stdout, res.stdout
+
+
+@pytest.mark.skipif(shutil.which("sysbench") is None, reason="sysbench is not installed")
+def test_check_tries_sysbench_options_against_its_option_list(project):
+    spec = project.write_spec("dry_sysbench", FIO_SPEC.format(
+        name="dry_sysbench", vars='{test: cpu, time: 1, threads: "{{ depth }}", options: {cpu-max-primes: 100}}')
+        .replace("workload_fio", "workload_sysbench"))
+    res = project.bmx("check", str(spec))
+    assert res.returncode == 1, res.stdout + res.stderr
+    blockers = [line for line in res.stderr.splitlines() if line.startswith("bmx check: ")]
+    assert len(blockers) == 1, res.stderr
+    # --threads and --time are sysbench's general options (sysbench --help), not cpu's: known too.
+    assert blockers[0].endswith("the option list of sysbench cpu help: unknown option(s) --cpu-max-primes"), blockers
+    assert "(and 1 more cell(s))" in blockers[0], blockers
+    spec.write_text(spec.read_text().replace("cpu-max-primes", "cpu-max-prime"))
+    res = project.bmx("check", str(spec))
+    assert res.returncode == 0 and "dry run: 1 distinct command(s) for 2 cell(s), 1 ok" in res.stdout, \
+        res.stdout + res.stderr

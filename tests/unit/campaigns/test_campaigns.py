@@ -416,3 +416,23 @@ def test_progress_from_tables_is_progress_from_records(tmp_path):
     meta = _progress_from_tables(exp)
     assert meta["ended_at"] == "2026-01-01T00:05:00+00:00" and meta["hosts"] == ["h1"]
     assert meta == mark_progress(exp)
+
+
+@pytest.mark.slow
+def test_export_of_a_kept_campaign_by_label(kept):
+    """bmx export --campaign (issue 24): the kept campaign's runs, with its own id."""
+    project, spec, _ = kept
+    before = find_campaign(project.exp("keep_cmp"), "before")
+    res = project.bmx("export", str(spec), "--campaign", "before", "--format", "csv", "--out", "-")
+    assert res.returncode == 0, res.stderr
+    import io
+
+    table = pd.read_csv(io.StringIO(res.stdout))
+    assert set(table["campaign"]) == {before.id} and len(table) == 6
+    assert sorted(table["run_id"]) == sorted(pd.read_csv(before.path / "runs.csv")["run_id"])
+    # Without --out the file goes into that campaign's directory, not the current one's.
+    res = project.bmx("export", str(spec), "--campaign", before.id[:6], "--format", "bmf")
+    assert res.returncode == 0 and f"export: {before.path / 'bmf.json'}" in res.stdout, res.stdout + res.stderr
+    res = project.bmx("export", str(spec), "--campaign", "nope", "--format", "csv")
+    err = res.stderr.strip().splitlines()
+    assert res.returncode != 0 and len(err) == 1 and "no campaign 'nope'; campaigns: " in err[0], res.stderr

@@ -186,6 +186,20 @@ def test_pyperf_json_is_read_by_pyperf_with_the_measured_runs_only():
     assert by_name["bs=64k depth=auto :: 1/read_iops"].get_metadata()["benchmatrix_transform"] == "reciprocal"
 
 
+def test_pyperf_runs_carry_their_duration_date_and_host():
+    """Issue 24: built through pyperf's classes, each run says when it ran, for how long
+    and where, so `pyperf show`/`stats` give the real total duration and dates."""
+    runs = synthetic_runs()
+    runs.loc[runs["run_id"] == "r3", "duration_s"] = 2.5
+    suite = pyperf.BenchmarkSuite.loads(json.dumps(to_pyperf(runs, FACTORS, UNITS, experiment="exp")))
+    bench = suite.get_benchmark("bs=4k depth=1 :: 1/read_iops")
+    assert bench.get_total_duration() == pytest.approx(1 + 2.5)
+    first, last = bench.get_dates()
+    # pyperf's span: the first run's start to the last run's end, whole seconds (r3: 00:00:02 + ceil(2.5)).
+    assert first.isoformat().startswith("2026-01-01T00:00:01") and last.isoformat().startswith("2026-01-01T00:00:05")
+    assert all(r.get_metadata()["hostname"] == "h1" for r in bench.get_runs())
+
+
 def test_pyperf_without_any_positive_measured_value_is_an_error():
     runs = synthetic_runs().assign(read_iops=float("nan"), read_clat_p99_us=0.0)
     with pytest.raises(BenchmatrixError, match="no measured run has a positive value"):
@@ -319,3 +333,24 @@ def test_pyperf_compare_to_reads_two_campaigns_exports(campaigns):
         for bench in ("elapsed_ms", "1/rate"):
             line = next(ln for ln in res.stdout.splitlines() if ln.startswith(f"{cell} :: {bench}:"))
             assert "slower" in line, res.stdout
+
+
+@pytest.mark.slow
+def test_the_host_environment_is_recorded_and_in_the_long_table(campaigns):
+    """Issue 24: each record holds the host's noise settings and the load around the run;
+    runs.csv and the long table carry them as env_* columns, to join with history steps."""
+    project, _ = campaigns
+    exp = project.exp("export_a")
+    rec = json.loads(next(exp.glob("runs/*/1/record.json")).read_text())
+    env = rec["host_env"]
+    assert env["cpus"] >= 1 and env["cmdline"] and env["load_before"] is not None and env["load_after"] is not None
+    table = pq.read_table(exp / "runs_long.parquet").to_pandas()
+    ok = table[table["status"] == "ok"]
+    assert ok["env_cmdline"].notna().all() and ok["env_load_before"].notna().all()
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if thp.is_file():
+        mode = thp.read_text().split("[")[1].split("]")[0]
+        assert set(ok["env_thp"]) == {mode}
+    assert str(table["env_load_before"].dtype) == "float64" and str(table["env_numa_nodes"].dtype) == "Int64"
+    runs = pd.read_csv(exp / "runs.csv")
+    assert {"env_governor", "env_turbo", "env_load_before", "env_load_after"} <= set(runs.columns)

@@ -538,9 +538,11 @@ def test_cli_validate_reports_every_error_line(tmp_path, capsys):
     assert main(["validate", str(path)]) == 2
     _, err = capsys.readouterr()
     lines = err.strip().splitlines()
-    assert len(lines) == 2
+    # Line 10 twice: the knob names no factor, and no knob_zz role ships (issue 24).
+    assert len(lines) == 3
     assert lines[0].startswith(f"{path}:1: ")
-    assert lines[1].startswith(f"{path}:10: ")
+    assert lines[1].startswith(f"{path}:10: ") and lines[2].startswith(f"{path}:10: ")
+    assert any("unknown knob role 'knob_zz' (knob roles: knob_cpu_affinity, " in ln for ln in lines), lines
     assert "Traceback" not in err
 
 
