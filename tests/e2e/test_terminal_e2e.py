@@ -104,3 +104,13 @@ def test_validate_and_export_print_json_on_request(campaign, tmp_path):
     out = tmp_path / "t.csv"
     res = project.bmx("export", str(spec), "--format", "csv", "--out", str(out), "--json")
     assert json.loads(res.stdout) == {"format": "csv", "path": str(out)} and out.is_file()
+
+
+def test_run_json_is_one_document_on_stdout_and_the_progress_on_stderr(campaign):
+    project, spec, _ = campaign
+    res = project.bmx("run", str(spec), "--cores", "1", "--json")   # nothing left to run
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert set(data) == {"experiment", "exit_code", "elapsed_s", "totals", "failed", "findings"}
+    assert data["totals"]["ok"] == 9 and data["failed"] == [] and data["findings"]["counts"] == {"worse": 2}
+    assert "bmx: running terminal" in res.stderr
