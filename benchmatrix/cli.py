@@ -47,6 +47,8 @@ EXAMPLES = {
               "  bmx export config/experiments/quickstart.yaml --format pyperf --out before.json\n"
               "  bmx export config/experiments/quickstart.yaml --format bmf --out -\n"
               "  bmx export config/experiments/quickstart.yaml --campaign kernel-6.1 --format csv --out before.csv",
+    "history": "example:\n  bmx history config/experiments/quickstart.yaml\n"
+               "  bmx history config/experiments/quickstart.yaml --json",
     "publish": "example:\n  bmx publish --to site/\n  bmx publish --to /srv/www/bench --results results/",
 }
 
@@ -92,6 +94,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for w in spec.warnings:
         print(w, file=sys.stderr)
     runs_per_host = len(spec.cells) * (spec.replicates + spec.warmup)
+    if args.json:
+        print(json.dumps({"spec": str(args.spec), "ok": True, "experiment": spec.name,
+                          "factors": len(spec.factor_names), "cells": len(spec.cells),
+                          "measured_runs_per_host": len(spec.cells) * spec.replicates,
+                          "runs_per_host_with_warmups": runs_per_host, "warnings": list(spec.warnings)}, indent=2))
+        return 0
     print(f"{args.spec}: ok: experiment {spec.name}, {len(spec.factor_names)} factors, "
           f"{len(spec.cells)} cells, {len(spec.cells) * spec.replicates} measured runs per host "
           f"(at least {runs_per_host} with warm-ups)")
@@ -350,16 +358,43 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise PlanError(f"{args.spec}: --until-decided needs report.compare: the comparisons whose verdicts "
                             "decide when to stop")
         until = flag_settings(spec, parse_budget(args.budget) if args.budget else 0.0)
+    if args.json:
+        return _run_json(args, spec, proj, exp, until)
     with experiment_lock(exp, "bmx run", args.spec, args.stop_orphan) as lock:
-        _start_campaign(exp, spec, args.campaign)
-        if until is not None:
-            from benchmatrix.campaigns.store import campaign_id, update_meta
-
-            # Kept with the campaign: its collect job judges at the sequential level too.
-            campaign_id(exp, spec_digest=spec.digest)
-            update_meta(exp, until_decided=until.as_dict())
-        (exp / layout.LOGS_DIR).mkdir(parents=True, exist_ok=True)
+        _begin_run(exp, spec, args.campaign, until)
         return execute(args, spec, proj, exp, lock)
+
+
+def _begin_run(exp: Path, spec: Spec, label: str | None, until: Any) -> None:
+    """Start or continue the campaign (under the lock), keeping ``--until-decided``'s settings."""
+    _start_campaign(exp, spec, label)
+    if until is not None:
+        from benchmatrix.campaigns.store import campaign_id, update_meta
+
+        # Kept with the campaign: its collect job judges at the sequential level too.
+        campaign_id(exp, spec_digest=spec.digest)
+        update_meta(exp, until_decided=until.as_dict())
+    (exp / layout.LOGS_DIR).mkdir(parents=True, exist_ok=True)
+
+
+def _run_json(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, until: Any = None) -> int:
+    """``bmx run --json``: the progress on stderr, then one JSON document on stdout."""
+    import contextlib
+    import time
+
+    from benchmatrix.report.terminal import read_findings
+    from benchmatrix.results.status import campaign_status
+
+    t0 = time.monotonic()
+    with contextlib.redirect_stdout(sys.stderr):
+        with experiment_lock(exp, "bmx run", args.spec, args.stop_orphan) as lock:
+            _begin_run(exp, spec, args.campaign, until)
+            code = execute(args, spec, proj, exp, lock)
+        status = campaign_status(exp, spec.factor_names)
+    print(json.dumps({"experiment": spec.name, "exit_code": code, "elapsed_s": round(time.monotonic() - t0, 3),
+                      "totals": status["totals"], "failed": status["failed"], "findings": read_findings(exp)},
+                     indent=2, default=str))
+    return code
 
 
 def _start_campaign(exp: Path, spec: Spec, label: str | None, out: Any = None) -> None:
@@ -530,9 +565,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not plan_path.is_file():
         raise BenchmatrixError(f"{plan_path}: no plan yet; run 'bmx run {args.spec}' (or 'bmx plan') first")
     # Whatever runs exist now: the tables from the records, the reports from the tables.
-    html, md = collect(args.spec, proj, plan_path, template_dir=args.templates)[-2:]
-    print(f"report: {html}")
-    print(f"report: {md}")
+    collect(args.spec, proj, plan_path, template_dir=args.templates)
+    from benchmatrix.report.terminal import print_findings, read_findings
+
+    if args.json:
+        print(json.dumps(read_findings(exp), indent=2))
+    else:
+        print_findings(exp, sys.stdout, args.color)
     return 0
 
 
@@ -559,7 +598,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             raise BenchmatrixError(f"--threshold: {exc}") from None
     try:
         return compare_main(args.a, args.b, project_dir(), args.spec, args.out, args.json, threshold,
-                            args.fail_on_inconclusive)
+                            args.fail_on_inconclusive, color=args.color)
     except BenchmatrixError as exc:
         # A CI job reads 1 as "worse": whatever else stops a comparison is a usage error
         # (2) unless it says the campaigns cannot be compared (3).
@@ -573,7 +612,24 @@ def cmd_export(args: argparse.Namespace) -> int:
     path = export(args.spec, project_dir(), args.format, args.out, make_parents=args.mkdir,
                   campaign_ref=args.campaign)
     if path is not None:
-        print(f"export: {path}")
+        print(json.dumps({"format": args.format, "path": str(path)}) if args.json else f"export: {path}")
+    return 0
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from benchmatrix.campaigns.publish import experiment_history
+    from benchmatrix.execute.rules import exp_dir_of
+    from benchmatrix.report.terminal import history_text, use_color
+    from benchmatrix.spec.load import load_spec
+
+    pages, history = experiment_history(exp_dir_of(project_dir(), load_spec(args.spec)))
+    names = [p.campaign.name for p in pages]
+    table = None if history is None else history.steps
+    steps = [] if table is None else table.astype(object).where(table.notna(), None).to_dict("records")
+    if args.json:
+        print(json.dumps({"campaigns": names, "steps": steps}, indent=2, default=str))
+    else:
+        print(history_text(names, steps, use_color(sys.stdout, args.color)))
     return 0
 
 
@@ -590,6 +646,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- parser
+
+def _output_options(sp: argparse.ArgumentParser, json_help: str) -> None:
+    """``--json`` and ``--color`` of a command that prints findings."""
+    sp.add_argument("--json", action="store_true", help=json_help)
+    sp.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                    help="colour the verdicts: auto (default) on a terminal unless NO_COLOR is set")
+
 
 def build_parser() -> argparse.ArgumentParser:
     import shtab
@@ -615,7 +678,8 @@ def build_parser() -> argparse.ArgumentParser:
                         ).complete = shtab.FILE  # type: ignore[attr-defined]
         return sp
 
-    add("validate", "check a spec: schema and semantic checks, errors as FILE:LINE: message")
+    sp = add("validate", "check a spec: schema and semantic checks, errors as FILE:LINE: message")
+    sp.add_argument("--json", action="store_true", help="print the figures as JSON")
     sp = add("plan", "expand and order the runs, write results/NAME/plan.csv, print the costs")
     sp.add_argument("--json", action="store_true", help="print the figures as JSON")
     sp.add_argument("--batch-max-runs", type=int, default=0, help="override config.yaml's batch_max_runs")
@@ -643,9 +707,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "one is kept in results/NAME/campaigns/ID/; docs/campaigns.md)")
     sp.add_argument("--stop-orphan", action="store_true",
                     help="first stop a Snakemake left running by a killed bmx that still locks the experiment")
+    _output_options(sp, "print the run's summary and findings as JSON (progress goes to stderr)")
     sp = add("report", "collect whatever runs exist into runs.csv and summary.csv and render report.html and report.md")
     sp.add_argument("--templates", type=Path, default=None, metavar="DIR",
                     help="directory of Jinja2 templates overriding the report's (see docs/report.md)")
+    _output_options(sp, "print the findings and warnings as JSON (findings.json)")
     sp = add("status", "runs done, failed and pending per cell; exit 0 all ok, 1 some failed, 3 some pending")
     sp.add_argument("--json", action="store_true", help="print the status as JSON")
     add("restore", "put every host's knobs back to the state before the campaign's first change")
@@ -670,6 +736,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--mkdir", action="store_true", help="create --out's missing directories (default: an error)")
     sp.add_argument("--campaign", metavar="ID", help="export a kept campaign: id, unique id prefix, label or "
                     "directory (default: the current one; bmx campaigns lists them)")
+    sp.add_argument("--json", action="store_true", help="print the file written as JSON")
+    sp = add("history", "the experiment's history across its campaigns: the steps detected, largest first")
+    _output_options(sp, "print the campaigns and every series' step row (steps.csv) as JSON")
     sp = add("campaigns", "list the experiment's campaigns: id, label, start, end, hosts, runs ok/failed")
     sp.add_argument("--json", action="store_true", help="print the campaigns as JSON")
     sp = sub.add_parser("compare", help=HELP_COMPARE, description=HELP_COMPARE, epilog=EXAMPLES["compare"],
@@ -679,7 +748,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--spec", metavar="SPEC", help="resolve A and B among this experiment's campaigns")
     sp.add_argument("--out", type=Path, metavar="DIR", help="where to write compare.csv, compare.md and "
                     "compare.html (default results/NAME/compare/A_vs_B/)")
-    sp.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    _output_options(sp, "print the comparison as JSON, with every row of compare.csv")
     sp.add_argument("--threshold", metavar="PCT", help="the practical threshold for every metric, e.g. 5%% "
                     "(default: the spec's report.threshold, else 5%%): changes inside it are 'equivalent'; without "
                     "earlier campaigns to estimate their variation, better/worse need the interval beyond it")
@@ -705,7 +774,8 @@ HELP_COMPARE = ("compare two campaigns cell by cell: relative change B vs A with
 
 COMMANDS = {"validate": cmd_validate, "plan": cmd_plan, "run": cmd_run, "report": cmd_report,
             "status": cmd_status, "rerun": cmd_rerun, "restore": cmd_restore, "check": cmd_check,
-            "export": cmd_export, "campaigns": cmd_campaigns, "compare": cmd_compare, "publish": cmd_publish}
+            "export": cmd_export, "campaigns": cmd_campaigns, "compare": cmd_compare, "publish": cmd_publish,
+            "history": cmd_history}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,8 @@ NOT_COMPARABLE = 3
 PROVENANCE_COLUMNS = ["kind", "scope", "host", "cell_id", "what", "a", "b"]
 #: Lines of differences a refusal prints; provenance.csv holds them all.
 _SHOWN = 20
+#: Rows of the table ``bmx compare`` prints; compare.csv and ``--json`` have them all.
+_TABLE_ROWS = 40
 
 
 class NotComparable(BenchmatrixError):
@@ -730,7 +733,7 @@ def write_comparison(result: CampaignComparison, out: Path | None = None) -> dic
 
 def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | None = None,
                  out: Path | None = None, as_json: bool = False, threshold: float | None = None,
-                 fail_on_inconclusive: bool = False) -> int:
+                 fail_on_inconclusive: bool = False, color: str = "auto") -> int:
     """``bmx compare``: resolve, compare, write, print; returns the exit code.
 
     Args:
@@ -741,7 +744,10 @@ def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | Non
         as_json: Print JSON instead of lines.
         threshold: The practical threshold (a fraction) for every metric.
         fail_on_inconclusive: Exit 1 on ``inconclusive`` too (a CI gate that wants an answer).
+        color: Colour the verdicts: ``auto`` (a terminal without ``NO_COLOR``), ``always``, ``never``.
     """
+    from benchmatrix.report.terminal import compare_records, compare_table, use_color
+
     exp = None
     if spec_path:
         from benchmatrix.execute.rules import exp_dir_of
@@ -758,7 +764,8 @@ def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | Non
         print(json.dumps({"a": a.id, "b": b.id, "exit_code": result.exit_code, "refused": result.refused,
                           "counts": result.counts(), "measurement": result.measurement,
                           "environment": result.environment, "notes": result.notes,
-                          "files": {k: str(v) for k, v in paths.items()}}, indent=2))
+                          "rows": compare_records(result.table, result.factor_names),
+                          "files": {k: str(v) for k, v in paths.items()}}, indent=2, default=str))
         return result.exit_code
     print(f"bmx: {b.name} vs {a.name}")
     if result.measurement:
@@ -776,12 +783,9 @@ def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | Non
                 print(f"bmx: environment on {d['host']}: {d['what']} {d['a']} -> {d['b']}")
         counts = result.counts()
         print("bmx: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in sorted(counts.items())))
-        found = result.table[result.table["verdict"].isin(["worse", "better", "higher", "lower"])]
-        found = found.assign(_size=-found["rel_diff_pct"].abs()).sort_values("_size", kind="stable")
-        for r in found.head(20).to_dict("records"):
-            print(f"bmx: {r['verdict']}: {r['metric']} {r['rel_diff_pct']:+.1f}% "
-                  f"[{r['ci_low_adj_pct']:+.1f}, {r['ci_high_adj_pct']:+.1f}] at cell {r['cell_id']} on {r['host']}"
-                  + (f" ({r['environment']})" if r["environment"] else ""))
+        # Largest effect first (pyperf compare_to --table); compare.csv has every row.
+        print(compare_table(compare_records(result.table, result.factor_names), result.factor_names,
+                            use_color(sys.stdout, color), limit=_TABLE_ROWS))
     for n in result.notes:
         print(f"bmx: note: {n}")
     print(f"compare: {paths['compare.md']}")

@@ -47,8 +47,9 @@ from benchmatrix.analyze.stats import metric_direction
 from benchmatrix.analyze.verdict import CHANGED, ROUNDING, judge
 from benchmatrix.campaigns.store import Campaign, list_campaigns
 from benchmatrix.errors import BenchmatrixError
-from benchmatrix.report.plots import _pyplot, _svg, safe_file_stem
+from benchmatrix.report.plots import WIDTH, _pyplot, _svg, safe_file_stem
 from benchmatrix.report.render import format_number
+from benchmatrix.report.units import display_unit
 from benchmatrix.results import layout
 from benchmatrix.spec.load import DEFAULT_THRESHOLD
 
@@ -247,6 +248,13 @@ def _cell_labels(long: pd.DataFrame, stats_cols: set[str]) -> pd.Series:
                      index=newest.index)
 
 
+def experiment_history(exp_dir: Path) -> tuple[list[CampaignPage], History | None]:
+    """The experiment's campaigns and their history as ``bmx history`` shows it (no plots)."""
+    campaigns = experiment_campaigns(exp_dir)
+    pages = [campaign_page(c, s, exp_dir) for c, s in zip(campaigns, _slugs(campaigns))]
+    return pages, build_history(pages, plots=False)
+
+
 def history_metrics(pages: list[CampaignPage]) -> tuple[list[str] | None, dict[str, Any]]:
     """The metrics whose history is tested for steps, and the declared metrics, from the
     newest campaign's spec.json: ``report.primary``, else ``report.metrics``; None (every
@@ -401,6 +409,12 @@ def _step_parts(values: np.ndarray, step: Any) -> tuple[float, float]:
     return float(var / (k_all - k)), float(var / k)
 
 
+def _in_display_unit(step: dict[str, Any]) -> dict[str, Any]:
+    """A step row with ``before`` and ``after`` in the unit that reads best (steps.csv keeps them raw)."""
+    unit, factor = display_unit(step.get("unit"), max(abs(step.get("before") or 0), abs(step.get("after") or 0)))
+    return {**step, "unit": unit, "before": step.get("before") * factor, "after": step.get("after") * factor}
+
+
 def _mean_tables(long: pd.DataFrame, steps: pd.DataFrame, campaign_names: list[str]) -> list[dict[str, Any]]:
     """Each metric's means with intervals, cells by campaigns (small histories only)."""
     n_cells = steps.groupby("metric")["cell_id"].nunique().max()
@@ -410,6 +424,8 @@ def _mean_tables(long: pd.DataFrame, steps: pd.DataFrame, campaign_names: list[s
     tables = []
     for metric, mine in steps.groupby("metric", sort=False):
         sub = long[long["metric"] == metric].set_index(["cell_id", "campaign"])
+        # Shown in the unit that reads best (MiB/s, ms); history.csv keeps the raw values.
+        unit, factor = display_unit(mine["unit"].iloc[0], pd.to_numeric(sub["mean"], errors="coerce").abs().median())
         rows = []
         for cell, label in zip(mine["cell_id"], mine["cell"]):
             values = []
@@ -417,11 +433,11 @@ def _mean_tables(long: pd.DataFrame, steps: pd.DataFrame, campaign_names: list[s
                 if (cell, cid) in sub.index:
                     r = sub.loc[(cell, cid)]
                     r = r.iloc[-1] if isinstance(r, pd.DataFrame) else r
-                    values.append((r["mean"], r["ci_low"], r["ci_high"]))
+                    values.append((r["mean"] * factor, r["ci_low"] * factor, r["ci_high"] * factor))
                 else:
                     values.append(None)
             rows.append({"cell": label, "values": values})
-        tables.append({"metric": metric, "unit": mine["unit"].iloc[0], "campaigns": campaign_names, "rows": rows})
+        tables.append({"metric": metric, "unit": unit, "campaigns": campaign_names, "rows": rows})
     return tables
 
 
@@ -461,7 +477,7 @@ def _history_plot(long: pd.DataFrame, steps: pd.DataFrame, metric: str, position
         caption = (f"{len(mine)} cells: the grey band spans the middle 80 % of their campaign means relative "
                    f"to each cell's first campaign; lines: the {len(shown)} cell(s) with the largest step"
                    f" (of {int(mine['detected'].sum())} with a step), with 95 % intervals.")
-    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    fig, ax = plt.subplots(figsize=(WIDTH, 3.2))
     if len(mine) > MAX_PLOT_CELLS:
         with np.errstate(all="ignore"):
             import warnings
@@ -731,7 +747,7 @@ def _build(experiments: list[tuple[Path, list[Campaign]]], site: Path,
             # Largest effect first: the step a reader should look at.
             found = found.assign(size=-found["relative_pct"].abs()).sort_values(["size", "p_adjusted"],
                                                                                 kind="stable")
-            steps_shown = found.to_dict("records")
+            steps_shown = [_in_display_unit(r) for r in found.to_dict("records")]
             n_steps += len(found)
             series = history.steps.head(MAX_SERIES_ROWS).to_dict("records")
             _write(site / slug / "history.html", env.get_template("history.html.j2").render(

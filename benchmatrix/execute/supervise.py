@@ -330,6 +330,7 @@ def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: A
     if bad:
         print(f"bmx: details with 'bmx status {args.spec}'; retry with 'bmx rerun {args.spec} --failed'",
               file=sys.stderr)
-    print(f"report: {exp / 'report.html'}")
-    print(f"report: {exp / 'report.md'}")
+    from benchmatrix.report.terminal import print_findings
+
+    print_findings(exp, sys.stdout, getattr(args, "color", "auto"))
     return exit_code(status) if bad else 0

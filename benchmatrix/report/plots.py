@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -43,6 +42,9 @@ MAX_LINES = 10
 MAX_CELLS_BARS = 40
 MAX_LEGEND_CELLS = 12
 MAX_METRICS = 4
+#: Figure width in inches: about 420 CSS pixels, so a 390 px phone shows a plot at
+#: nearly its natural size and its 9 pt text stays readable; panels go one per row.
+WIDTH = 4.4
 
 
 @dataclass
@@ -130,6 +132,25 @@ def _label(unit: str) -> str:
     return f" ({unit})" if unit else ""
 
 
+def _in_display_unit(values: Any, unit: str) -> tuple[float, str]:
+    """The factor and unit a metric's values are drawn in (MiB/s rather than KiB/s,
+    ms rather than µs): the report's tables use the same rule."""
+    from benchmatrix.report.units import display_unit
+
+    arr = pd.to_numeric(pd.Series(np.asarray(values, dtype=object).ravel()), errors="coerce").abs()
+    return display_unit(unit, arr.median())[::-1]
+
+
+def _plain_axis(axis) -> None:
+    """Tick labels as plain numbers: no ``1e6`` offset or exponent above the axis."""
+    from matplotlib.ticker import ScalarFormatter
+
+    fmt = axis.get_major_formatter()
+    if isinstance(fmt, ScalarFormatter):
+        fmt.set_useOffset(False)
+        fmt.set_scientific(False)
+
+
 def factor_lines(spec: Spec, summary: pd.DataFrame, metrics: list[str], units: dict[str, str],
                  notes: list[str]) -> list[Plot]:
     """Metric against a numeric factor, one line per level of another factor."""
@@ -137,10 +158,12 @@ def factor_lines(spec: Spec, summary: pd.DataFrame, metrics: list[str], units: d
     numeric = [f for f, lv in factors.items() if _numeric_levels(lv)]
     if not numeric or summary.empty:
         return []
+    # A line between two levels claims a trend no one measured: those get dots with intervals.
     compared = spec.report.compare.factor if spec.report.compare else None
     # The x axis: the numeric factor with the most levels, not the compared one if possible.
     numeric.sort(key=lambda f: (f == compared, -len(factors[f])))
     x = numeric[0]
+    dots = len(factors[x]) < 3
     others = [f for f in factors if f != x]
     line = compared if compared in others else None
     if line is None and others:
@@ -167,34 +190,49 @@ def factor_lines(spec: Spec, summary: pd.DataFrame, metrics: list[str], units: d
         if rows.empty:
             continue
         n = len(combos)
-        cols = min(n, 3)
-        fig, axes = _subplots(math.ceil(n / cols), cols, figsize=(4.2 * cols, 3.0 * math.ceil(n / cols)),
-                              squeeze=False, sharey=True)
+        factor, unit = _in_display_unit(rows["mean"], units.get(metric, ""))
+        fig, axes = _subplots(n, 1, figsize=(WIDTH, 2.6 * n), squeeze=False, sharey=True)
         for ax, (_, combo) in zip(axes.flat, combos.iterrows()):
             part = rows
             for f in panel_factors:
                 part = part[part[f].astype(str) == str(combo[f])]
             groups = part.groupby(part[line].astype(str), sort=False) if line else [("", part)]
             order = {str(v): i for i, v in enumerate(factors.get(line, []))} if line else {}
-            for level, g in sorted(groups, key=lambda t: order.get(t[0], len(order))):
+            ordered_groups = sorted(groups, key=lambda t: order.get(t[0], len(order)))
+            for i, (level, g) in enumerate(ordered_groups):
                 g = g.assign(_x=pd.to_numeric(g[x], errors="coerce")).sort_values("_x")
                 lab = f"{line}={level}" if line else metric
-                (handle,) = ax.plot(g["_x"], g["mean"], marker="o", ms=4, label=lab)
-                lo, hi = pd.to_numeric(g["ci_low"], errors="coerce"), pd.to_numeric(g["ci_high"], errors="coerce")
+                mean = pd.to_numeric(g["mean"], errors="coerce") * factor
+                lo = pd.to_numeric(g["ci_low"], errors="coerce") * factor
+                hi = pd.to_numeric(g["ci_high"], errors="coerce") * factor
+                if dots:
+                    # The x levels as categories, each line's dots side by side.
+                    pos = g["_x"].map({v: k for k, v in enumerate(sorted(factors[x]))}).to_numpy(dtype=float)
+                    pos = pos + (i - (len(ordered_groups) - 1) / 2) * 0.12
+                    err = np.vstack([mean - lo, hi - mean])
+                    ax.errorbar(pos, mean, yerr=np.where(np.isfinite(err), err, 0), fmt="o", ms=4, capsize=3,
+                                label=lab)
+                    continue
+                (handle,) = ax.plot(g["_x"], mean, marker="o", ms=4, label=lab)
                 ax.fill_between(g["_x"], lo, hi, alpha=0.2, color=handle.get_color(), linewidth=0)
+            if dots:
+                ax.set_xticks(range(len(factors[x])), [str(v) for v in sorted(factors[x])])
+                ax.set_xlim(-0.6, len(factors[x]) - 0.4)
             ax.set_title(", ".join(f"{f}={combo[f]}" for f in panel_factors) or metric)
             ax.set_xlabel(x)
-            if len(factors[x]) >= 3 and min(factors[x]) > 0 and max(factors[x]) / min(factors[x]) >= 16:
+            if not dots and min(factors[x]) > 0 and max(factors[x]) / min(factors[x]) >= 16:
                 ax.set_xscale("log", base=2)
             ax.legend(loc="best")
         for ax in axes.flat[n:]:
             ax.set_visible(False)
         for ax in axes[:, 0]:
-            ax.set_ylabel(metric + _label(units.get(metric, "")))
+            ax.set_ylabel(metric + _label(unit))
+            _plain_axis(ax.yaxis)
         fig.tight_layout()
-        out.append(Plot(safe_file_stem(f"lines_{metric}"), f"{metric} against {x}",
-                        f"Mean of each cell with its 95% confidence band; one line per {line} level."
-                        if line else "Mean of each cell with its 95% confidence band.", _svg(fig)))
+        what = "interval" if dots else "confidence band"
+        per = f"; one {'colour' if dots else 'line'} per {line} level" if line else ""
+        out.append(Plot(safe_file_stem(f"{'dots' if dots else 'lines'}_{metric}"), f"{metric} against {x}",
+                        f"Mean of each cell with its 95% {what}{per}.", _svg(fig)))
     return out
 
 
@@ -229,27 +267,37 @@ def latency_beside_throughput(spec: Spec, summary: pd.DataFrame, metrics: list[s
         return []
     idx = summary.set_index(["metric", "cell_id"])
     y = np.arange(len(cells))
-    fig, (left, right) = _subplots(1, 2, figsize=(10, 0.32 * len(cells) + 1.4), sharey=True)
+    fig, (left, right) = _subplots(2, 1, figsize=(WIDTH, 2 * (0.3 * len(cells) + 1.2)), sharey=True)
     tp = idx.loc[throughput].reindex(cells) if throughput in idx.index.get_level_values(0) else None
     if tp is not None:
-        mean = tp["mean"].to_numpy(dtype="float64")
-        err = np.vstack([mean - tp["ci_low"].to_numpy(dtype="float64"), tp["ci_high"].to_numpy(dtype="float64") - mean])
+        tp_factor, tp_unit = _in_display_unit(tp["mean"], units.get(throughput, ""))
+        mean = tp["mean"].to_numpy(dtype="float64") * tp_factor
+        err = np.vstack([mean - tp["ci_low"].to_numpy(dtype="float64") * tp_factor,
+                         tp["ci_high"].to_numpy(dtype="float64") * tp_factor - mean])
         left.barh(y, mean, xerr=np.where(np.isfinite(err), err, 0), color="#4c78a8", alpha=0.85,
                   error_kw={"elinewidth": 1, "capsize": 2})
-    left.set_xlabel(throughput + _label(units.get(throughput, "")))
-    left.set_yticks(y, [labels.get(c, c) for c in cells])
+    left.set_xlabel(throughput + _label(tp_unit if tp is not None else units.get(throughput, "")))
+    _plain_axis(left.xaxis)
+    # The levels alone, the factors' names once on the axis: the bars keep the narrow figure's width.
+    short = [re.sub(r"(^|\s)[^\s=]+=", r"\1", labels.get(c, c)).replace(" ", " · ") for c in cells]
+    left.set_yticks(y, short)
+    left.set_ylabel(" · ".join(spec.factor_names), fontsize=8)
     left.invert_yaxis()
+    right.tick_params(labelleft=True)
+    lat_factor, unit = _in_display_unit(summary.loc[summary["metric"].isin(latency), "mean"],
+                                        units.get(latency[0], ""))
     for m in latency:
         lat = idx.loc[m].reindex(cells) if m in idx.index.get_level_values(0) else None
         if lat is None:
             continue
-        right.plot(lat["mean"].to_numpy(dtype="float64"), y, marker="o", ms=4, ls="", label=m[len(prefix):-3]
-                   if m.startswith(prefix) else m)
-    unit = units.get(latency[0], "")
+        right.plot(lat["mean"].to_numpy(dtype="float64") * lat_factor, y, marker="o", ms=4, ls="",
+                   label=m[len(prefix):-3] if m.startswith(prefix) else m)
     right.set_xlabel("latency" + _label(unit))
     values = summary.loc[summary["metric"].isin(latency), "mean"].astype("float64")
     if len(values) and values.min() > 0 and values.max() / values.min() > 20:
         right.set_xscale("log")
+    else:
+        _plain_axis(right.xaxis)
     right.legend(loc="best", title="percentile" if latency[0].startswith(prefix) else None)
     fig.tight_layout()
     return [Plot("latency", f"{throughput} beside latency",
@@ -274,12 +322,14 @@ def run_order(runs: pd.DataFrame, metrics: list[str], units: dict[str, str], lab
     warm = bool_column(ordered["warmup"]).to_numpy()
     ctl = bool_column(ordered["control"]).to_numpy()
     codes, cells = pd.factorize(ordered["cell_id"])
-    fig, axes = _subplots(len(shown), 1, figsize=(10, 2.8 * len(shown)), squeeze=False, sharex=True)
+    fig, axes = _subplots(len(shown), 1, figsize=(WIDTH, 2.6 * len(shown)), squeeze=False, sharex=True)
     raster = len(ordered) > RASTER_POINTS
     cmap = _matplotlib().colormaps["tab20"]
     ms = 3 if len(ordered) < 2000 else 1.5
     for ax, metric in zip(axes[:, 0], shown):
         y = pd.to_numeric(ordered[metric], errors="coerce").to_numpy(dtype="float64")
+        factor, unit = _in_display_unit(y, units.get(metric, ""))
+        y = y * factor
         measured = ~warm & ~ctl
         for code in range(len(cells)):
             sel = measured & (codes == code)
@@ -293,11 +343,13 @@ def run_order(runs: pd.DataFrame, metrics: list[str], units: dict[str, str], lab
         if ctl.any():
             ax.plot(pos[ctl], y[ctl], ls="", marker="x", ms=ms + 2, color="black", label="control",
                     rasterized=raster)
-        ax.set_ylabel(metric + _label(units.get(metric, "")))
+        ax.set_ylabel(metric + _label(unit))
+        _plain_axis(ax.yaxis)
     axes[-1, 0].set_xlabel("run in execution order")
     handles, names = axes[0, 0].get_legend_handles_labels()
     if handles:
-        fig.legend(handles, names, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
+        # Below the panels, not beside them: the figure keeps its narrow width.
+        fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize=7)
     fig.tight_layout()
     colour = ("coloured by cell" if len(cells) <= MAX_LEGEND_CELLS
               else f"coloured by cell ({len(cells)} cells, colours repeat)")
@@ -315,13 +367,14 @@ def control_over_time(drift_table: pd.DataFrame, metrics: list[str],
     if not shown:
         return []
     hosts = sorted(control_runs["host"].astype(str).unique()) if "host" in control_runs.columns else [""]
-    fig, axes = _subplots(len(shown), 1, figsize=(10, 2.6 * len(shown)), squeeze=False)
+    fig, axes = _subplots(len(shown), 1, figsize=(WIDTH, 2.4 * len(shown)), squeeze=False)
     raster = len(control_runs) > RASTER_POINTS
     flagged = drift_table.set_index(["host", "metric"]) if len(drift_table) else None
     for ax, metric in zip(axes[:, 0], shown):
+        factor, unit = _in_display_unit(control_runs[metric], units.get(metric, ""))
         for host in hosts:
             part = control_runs[control_runs["host"].astype(str) == host] if host else control_runs
-            y = pd.to_numeric(part[metric], errors="coerce").to_numpy(dtype="float64")
+            y = pd.to_numeric(part[metric], errors="coerce").to_numpy(dtype="float64") * factor
             x = np.arange(len(y))
             (h,) = ax.plot(x, y, marker="o", ms=3, lw=0.8, label=host or None, rasterized=raster)
             row = flagged.loc[(host, metric)] if flagged is not None and (host, metric) in flagged.index else None
@@ -333,7 +386,8 @@ def control_over_time(drift_table: pd.DataFrame, metrics: list[str],
             if row is not None and bool(row.get("trend_flagged", False)):
                 fit = np.polyfit(x[np.isfinite(y)], y[np.isfinite(y)], 1)
                 ax.plot(x, np.polyval(fit, x), color="#b42318", lw=1, ls=":")
-        ax.set_ylabel(metric + _label(units.get(metric, "")))
+        ax.set_ylabel(metric + _label(unit))
+        _plain_axis(ax.yaxis)
         if len(hosts) > 1:
             ax.legend(loc="best")
     axes[-1, 0].set_xlabel("control run (execution order)")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import math
+import json
 import os
 import sys
 from collections.abc import Iterable
@@ -47,7 +47,8 @@ from benchmatrix.analyze.stats import (
 )
 from benchmatrix.analyze.tables import derive_tables, report_metrics
 from benchmatrix.campaigns.diff import grouped
-from benchmatrix.report import plots
+from benchmatrix.report import plots, units
+from benchmatrix.report.units import display_unit
 from benchmatrix.results import layout
 from benchmatrix.results.layout import STATES
 from benchmatrix.results.records import atomic_write
@@ -81,33 +82,9 @@ _KINDS = ("measured", "warm-up", "control")
 
 # ----------------------------------------------------------------- template filters
 
-def _is_missing(value: Any) -> bool:
-    if value is None or value is pd.NA or value is pd.NaT:
-        return True
-    return isinstance(value, float) and math.isnan(value)
-
-
-def format_number(value: Any) -> str:
-    """About four significant digits, grouped thousands, never scientific for
-    everyday magnitudes (``123,457``, ``12.35``, ``0.01235``); ``–`` when missing."""
-    if _is_missing(value):
-        return MISSING
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        return str(value)
-    x = float(value)
-    if math.isinf(x):
-        return "∞" if x > 0 else "-∞"
-    if x == 0:
-        return "0"
-    magnitude = abs(x)
-    if magnitude >= 1e15 or magnitude < 1e-4:
-        return f"{x:.3e}"
-    if magnitude >= 1000:
-        return f"{x:,.0f}"
-    decimals = max(0, 3 - math.floor(math.log10(magnitude)))
-    text = f"{x:.{decimals}f}"
-    # 999.96 rounds up to four digits before the point; regroup it.
-    return f"{float(text):,.0f}" if abs(float(text)) >= 1000 else text
+#: Numbers as the report writes them (a template filter): :func:`benchmatrix.report.units.format_number`.
+format_number = units.format_number
+_is_missing = units.is_missing
 
 
 def format_percent(fraction: Any) -> str:
@@ -285,6 +262,10 @@ def _cell_table(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.
     return cells
 
 
+#: Summary columns in the metric's unit (scaled together to the display unit).
+_SCALED = ["max", "mean", "min", "median", "ci_low", "ci_high"]
+
+
 def _metric_tables(spec: Spec, summary: pd.DataFrame, cells: pd.DataFrame) -> dict[str, Any]:
     present = sorted(summary["metric"].dropna().unique().tolist()) if len(summary) else []
     wanted = list(dict.fromkeys(spec.report.metrics))
@@ -299,6 +280,9 @@ def _metric_tables(spec: Spec, summary: pd.DataFrame, cells: pd.DataFrame) -> di
         stats = rows.reindex(cells["cell_id"])[["n", "max", "mean", "min", "median", "cv", "ci_low", "ci_high",
                                                 "ci_method"]]
         stats["n"] = stats["n"].fillna(0).astype("int64")
+        # Shown in the unit that reads best (MiB/s, ms); summary.csv keeps the raw values.
+        unit, factor = display_unit(unit, pd.to_numeric(stats["mean"], errors="coerce").abs().median())
+        stats[_SCALED] = stats[_SCALED].apply(pd.to_numeric, errors="coerce") * factor
         table = pd.concat([cells[["cell_id", *factors]].reset_index(drop=True),
                            stats.reset_index(drop=True)], axis=1)
         tables.append({
@@ -355,6 +339,9 @@ def _by_host(spec: Spec, hosts: list[str], summary_by_host: pd.DataFrame | None,
         part = part.sort_values(["_c", "_h"], kind="stable")
         total = len(part)
         part = part.iloc[:HOST_ROWS]
+        unit, factor = display_unit(units.get(metric, ""), pd.to_numeric(part["mean"], errors="coerce").abs().median()
+                                    if len(part) else None)
+        part = part.assign(**{c: pd.to_numeric(part[c], errors="coerce") * factor for c in _SCALED if c in part})
         rows, previous = [], None
         for r in part.to_dict("records"):
             lv = levels.loc[r["cell_id"]].tolist() if r["cell_id"] in levels.index else [r.get(f) for f in factors]
@@ -365,7 +352,7 @@ def _by_host(spec: Spec, hosts: list[str], summary_by_host: pd.DataFrame | None,
             row["first"] = r["cell_id"] != previous
             previous = r["cell_id"]
             rows.append(row)
-        common = {"name": metric, "unit": units.get(metric, ""),
+        common = {"name": metric, "unit": unit,
                   "better": (declared.get(metric) or {}).get("better", "")}
         out["tables"].append({**common, "rows": rows, "total": total, "omitted": total - len(rows)})
         d = diffs[diffs["metric"] == metric]
@@ -376,7 +363,8 @@ def _by_host(spec: Spec, hosts: list[str], summary_by_host: pd.DataFrame | None,
         for r in d.to_dict("records"):
             lv = levels.loc[r["cell_id"]].tolist() if r["cell_id"] in levels.index else [None] * len(factors)
             crow.append({"cell_id": r["cell_id"], "levels": [None if _is_missing(v) else v for v in lv],
-                         "means": [r["host_means"].get(h) for h in hosts],
+                         "means": [None if r["host_means"].get(h) is None else r["host_means"][h] * factor
+                                   for h in hosts],
                          "spread": None if _is_missing(r["spread"]) else r["spread"],
                          "p_value": None if _is_missing(r["p_value"]) else r["p_value"],
                          "flagged": bool(r["flagged"])})
@@ -562,6 +550,8 @@ def _pivots(spec: Spec, runs: pd.DataFrame, units: dict[str, str]) -> dict[str, 
         agg = pd.DataFrame({"mean": g.mean(), "median": g.median(), "min": g.min(), "max": g.max(),
                             "sd": g.std(), "n": g.count()})
         agg["cv"] = agg["sd"] / agg["mean"]
+        unit, factor = display_unit(units.get(metric, ""), agg["mean"].abs().median())
+        agg[["mean", "median", "min", "max", "sd"]] *= factor
         order = {k: [analysis.level_key(v) for v in spec.levels[k]] for k in keys}
 
         def sort_key(combo: tuple[str, ...], names: list[str], order: dict = order) -> tuple[int, ...]:
@@ -583,7 +573,7 @@ def _pivots(spec: Spec, runs: pd.DataFrame, units: dict[str, str]) -> dict[str, 
                              "cells": values, "first": si == 0})
         out.append({
             "title": t.get("title") or f"{metric} by {', '.join(rows)}" + (f" and {', '.join(cols)}" if cols else ""),
-            "metric": metric, "unit": units.get(metric, ""), "rows": rows, "columns": cols,
+            "metric": metric, "unit": unit, "rows": rows, "columns": cols,
             "column_labels": [", ".join(f"{c}={v}" for c, v in zip(cols, ck)) or metric for ck in col_keys],
             "stats": [labels.get(s_, s_) for s_ in stat_list], "body": body,
         })
@@ -595,12 +585,16 @@ def _findings(result: analysis.Comparisons) -> dict[str, Any]:
     table = result.table
     by = (result.config or {}).get("by") or []
     if result.config is None:
-        return {"configured": False, "sentences": [], "equivalent": 0, "inconclusive": 0, "insufficient": 0,
-                "descriptive": 0, "tradeoffs": [], "omitted": 0, "total": 0}
+        return {"configured": False, "sentences": [], "decided": [], "equivalent": 0, "inconclusive": 0,
+                "insufficient": 0, "descriptive": 0, "tradeoffs": [], "omitted": 0, "total": 0}
     records = _records(table) if len(table) else []
     significant = [r for r in records if r["verdict"] in ("better", "worse", "higher", "lower")]
     significant.sort(key=lambda r: -abs(r["rel_diff_pct"] or 0))
-    sentences = [analysis.sentence(r, by) for r in significant[:FINDING_SENTENCES]]
+    # Every decided comparison, for findings.json (the terminal reads it); the report shows the first ones.
+    decided = [{"sentence": analysis.sentence(r, by) + _means_text(r), "verdict": r["verdict"],
+                "metric": r["metric"], "rel_diff_pct": r["rel_diff_pct"], "ci_low_pct": r.get("ci_low_adj_pct"),
+                "ci_high_pct": r.get("ci_high_adj_pct")} for r in significant]
+    sentences = [d["sentence"] for d in decided[:FINDING_SENTENCES]]
     tradeoffs = []
     if len(table):
         host = layout.HOST_COLUMN in table.columns
@@ -619,12 +613,22 @@ def _findings(result: analysis.Comparisons) -> dict[str, Any]:
                     f"{' at ' + at if at else ''}{on}: better "
                     + ", ".join(f"{m} ({v:+.1f}%)" for m, v in zip(good["metric"], good["rel_diff_pct"]))
                     + " but worse " + ", ".join(f"{m} ({v:+.1f}%)" for m, v in zip(bad["metric"], bad["rel_diff_pct"])))
-    return {"configured": True, "sentences": sentences, "omitted": max(len(significant) - FINDING_SENTENCES, 0),
+    return {"configured": True, "sentences": sentences, "decided": decided,
+            "omitted": max(len(significant) - FINDING_SENTENCES, 0),
             "equivalent": sum(r["verdict"] == "equivalent" for r in records),
             "inconclusive": sum(r["verdict"] == "inconclusive" for r in records),
             "insufficient": sum(r["verdict"] == "insufficient_data" for r in records),
             "descriptive": sum(r["verdict"] == analysis.DESCRIPTIVE for r in records),
             "tradeoffs": tradeoffs, "total": len(records)}
+
+
+def _means_text(row: dict[str, Any]) -> str:
+    """``, means BASELINE → LEVEL UNIT``: the two means in the unit that reads best (``, means 95.6 → 296.4 ms``)."""
+    a, b = row.get("mean_baseline"), row.get("mean_level")
+    if a is None or b is None or _is_missing(a) or _is_missing(b):
+        return ""
+    unit, factor = display_unit(row.get("unit") if isinstance(row.get("unit"), str) else "", max(abs(a), abs(b)))
+    return f", means {format_number(a * factor)} → {format_number(b * factor)}{' ' + unit if unit else ''}"
 
 
 def _comparison_context(result: analysis.Comparisons) -> dict[str, Any]:
@@ -870,4 +874,24 @@ def render_report(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
             stale.unlink(missing_ok=True)
     for name, text in rendered.items():
         atomic_write(out_dir / name, text)
+    atomic_write(out_dir / layout.FINDINGS, json.dumps(findings_digest(context, out_dir), indent=2, default=str))
     return out_dir / layout.REPORT_HTML, out_dir / layout.REPORT_MD
+
+
+def findings_digest(context: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+    """What ``findings.json`` holds: the report's findings and warnings, for the terminal.
+
+    Keys: ``experiment``, ``configured``, ``total`` (comparisons), ``counts`` (per
+    verdict), ``findings`` (every decided comparison, largest effect first: sentence,
+    verdict, metric, rel_diff_pct and its Holm-adjusted interval), ``warnings`` (check,
+    title, message, in the report's order), ``report`` (paths of html and md).
+    """
+    f = context["findings"]
+    table = context["comparisons"]["table"]
+    counts = ({str(k): int(v) for k, v in table["verdict"].value_counts().items()}
+              if len(table) and "verdict" in table else {})
+    return {"experiment": context["name"], "configured": f["configured"], "total": f["total"], "counts": counts,
+            "findings": [{k: (None if _is_missing(v) else v) for k, v in r.items()} for r in f["decided"]],
+            "warnings": [{"check": w["check"], "title": w["title"], "message": w["message"]}
+                         for w in context["warnings"]],
+            "report": {"html": str(out_dir / layout.REPORT_HTML), "md": str(out_dir / layout.REPORT_MD)}}

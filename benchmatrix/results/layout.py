@@ -21,6 +21,7 @@ report, campaigns) can use it without an import circle.
     record_notes.csv         findings only the records hold         (NOTE_COLUMNS)
     runs_long.parquet        the tidy long table (export, compare, publish read it)
     report.html, report.md   the reports; plots/ beside report.md
+    findings.json            the report's findings and warnings, for the terminal
     logs/                    one log per job
     campaigns/ID/            earlier campaigns, same layout
 """
@@ -48,6 +49,7 @@ RECORD_NOTES = "record_notes.csv"
 RUNS_LONG = "runs_long.parquet"
 REPORT_HTML = "report.html"
 REPORT_MD = "report.md"
+FINDINGS = "findings.json"
 PLOTS_DIR = "plots"
 LOGS_DIR = "logs"
 HOSTS_DIR = "hosts"

@@ -10,8 +10,12 @@ are comparable: two unchanged campaigns must give no better/worse and exit 0, an
 
 from __future__ import annotations
 
+import json
+import re
+
 import pandas as pd
 import pytest
+from snapshot import matches_snapshot
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +89,44 @@ def test_a_threefold_slowdown_is_worse_in_every_cell_and_exits_1(campaigns):
     assert (table["ci_low_pct"] > -100).all() and (table["detectable_pct"] > 0).all()
     # a1 and a2 measured the same thing: the campaigns' variation is estimated from them.
     assert set(table["basis"]) == {"campaign_variance"} and "estimated from 2 campaigns" in res.stdout
-    assert "bmx: worse: lat +" in res.stdout
+    # The table, largest change first: every cell worse.
+    rows = [line.split() for line in res.stdout.splitlines() if line.startswith("lat ")]
+    assert len(rows) == 4 and all(r[-1] == "worse" and r[2] == "localhost" for r in rows), res.stdout
+    changes = [float(r[7].rstrip("%")) for r in rows]
+    assert changes == sorted(changes, reverse=True), res.stdout
+    # The noise is random here: the snapshot masks the numbers.
+    assert matches_snapshot("compare_slow", re.sub(r"\d+(?:[.,]\d+)*", "N", res.stdout), wide=True), res.stdout
+
+
+def test_compare_json_has_every_row_and_colour_only_marks_the_verdicts(campaigns):
+    from benchmatrix.report.terminal import compare_table
+
+    project, spec, out = campaigns
+    res = project.bmx("compare", "a2", "slow", "--spec", str(spec), "--json")
+    rows = json.loads(res.stdout)["rows"]
+    # Whatever the verdicts (test_a_threefold_slowdown... asserts them), the same as the table's.
+    assert res.returncode == out["slow"].returncode and len(rows) == 4 and {r["unit"] for r in rows} == {"ms"}
+    assert [r["rel_diff_pct"] for r in rows] == sorted((r["rel_diff_pct"] for r in rows), reverse=True)
+    plain = compare_table(rows, ["size"])
+    assert "\033[" not in out["slow"].stdout and plain in out["slow"].stdout   # not a terminal: no colour
+    coloured = compare_table(rows, ["size"], color=True)
+    assert re.sub(r"\033\[\d+m", "", coloured) == plain
+    colours = {"worse": "31", "better": "32", "inconclusive": "33"}   # the verdict only; equivalent stays plain
+    for r in rows:
+        if r["verdict"] in colours:
+            assert f"\033[{colours[r['verdict']]}m{r['verdict']}\033[0m" in coloured, coloured
+
+
+def test_history_lists_the_steps_as_text(campaigns):
+    project, spec, _ = campaigns
+    res = project.bmx("history", str(spec))
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == "history: 3 campaigns, oldest first: a1, a2, slow", res.stdout
+    # Three campaigns barely test a step: detected (a table) or not, every series is counted.
+    assert lines[1] == "steps: none detected" or lines[1].startswith("steps ("), res.stdout
+    steps = json.loads(project.bmx("history", str(spec), "--json").stdout)["steps"]
+    assert len(steps) == 4 and {s["metric"] for s in steps} == {"lat"} and {s["unit"] for s in steps} == {"ms"}
 
 
 def test_the_slow_campaigns_summary_and_report_stay_in_range_and_say_the_scale(campaigns):

@@ -123,8 +123,10 @@ def test_title_and_design_facts(spec, tmp_path):
 def test_metric_headers_carry_units(spec, tmp_path):
     html, md = render(spec, make_plan(spec), make_runs(make_plan(spec)), tmp_path)
     for header in ("Max (IO/s)", "Avg (IO/s)", "Min (IO/s)", "Median (IO/s)", "95% CI (IO/s)",
-                   "Avg (KiB/s)", "Avg (us)", "CV %"):
+                   "Avg (MiB/s)", "Avg (µs)", "CV %"):
         assert header in html and header in md, header
+    # Shown in the unit that reads best: about 80,000 KiB/s is 78.1 MiB/s.
+    assert "Avg (KiB/s)" not in html and "78." in md
     # The spec's report.metrics are shown in its order.
     positions = [md.index(f"### {m}") for m in spec.data["report"]["metrics"]]
     assert positions == sorted(positions)
@@ -312,7 +314,7 @@ def test_writes_atomically_and_replaces(spec, tmp_path):
     (tmp_path / "report.md").write_text("old")
     render(spec, plan, make_runs(plan), tmp_path)
     # The report writes no table: collect computed and wrote them.
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["plots", "report.html", "report.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["findings.json", "plots", "report.html", "report.md"]
     assert not [p for p in (tmp_path / "plots").iterdir() if not p.name.endswith(".svg")]
     assert (tmp_path / "report.md").read_text() != "old"
 
@@ -394,7 +396,7 @@ def test_warnings_for_failures_and_drift_sit_at_the_top(spec, tmp_path):
     runs = make_runs(plan)
     runs.loc[runs.index[3], ["status", "reason"]] = ["failed", "exit status 2"]
     html, md = render(spec, plan, runs, tmp_path)
-    warnings_md = md.split("## Warnings")[1].split("## Summary of findings")[0]
+    warnings_md = md.split("## Warnings")[1].split("\n## ")[0]
     assert "**Warning: 1 run(s) failed**" in warnings_md and "exit status 2" in warnings_md
     assert md.index("## Warnings") < md.index("## Results")
     assert 'data-check="failed"' in html
@@ -418,7 +420,8 @@ def test_plots_are_files_for_markdown_and_inline_for_html(spec, tmp_path):
     html, md = render(spec, plan, make_runs(plan), tmp_path)
     files = sorted(p.name for p in (tmp_path / "plots").iterdir())
     assert "order.svg" in files and "latency.svg" in files
-    assert any(f.startswith("lines_") for f in files)
+    # iodepth, the only numeric factor, has two levels: dots with intervals, no line.
+    assert any(f.startswith("dots_") for f in files) and not any(f.startswith("lines_") for f in files)
     for name in files:
         assert f"](plots/{name})" in md
         assert (tmp_path / "plots" / name).read_text().startswith("<svg")
@@ -501,7 +504,7 @@ def test_replicate_hosts_get_per_host_tables_in_both_formats(spec, tmp_path):
     assert "| rw | bs | iodepth | h1 | h2 | h3 | spread % | p (hosts) | cell_id |" in compared
     assert "**" in compared.split("cell_id |")[1]             # the 30 % host offset is flagged
     assert "| Hosts | h1, h2, h3 (hosts_mode: replicate) |" in md
-    warnings_md = md.split("## Warnings")[1].split("## Summary of findings")[0]
+    warnings_md = md.split("## Warnings")[1].split("\n## ")[0]
     assert "hosts disagree in" in warnings_md
     findings = md.split("## Summary of findings")[1].split("\n## ")[0]
     for host in HOSTS:
@@ -615,7 +618,9 @@ def test_too_few_runs_are_inconclusive_with_a_report_warning(spec, tmp_path):
     html, md = (p.read_text() for p in collected(cmp_spec, plan, runs, tmp_path))
     table = pd.read_csv(tmp_path / "comparisons.csv")
     assert set(table["verdict"]) == {"inconclusive"}
-    warnings_md = md.split("## Summary of findings")[0]
+    warnings_md = md.split("## Warnings")[1].split("\n## ")[0]
     assert "Too few runs to decide" in warnings_md and "only 2 runs" in warnings_md
-    assert "Too few runs to decide" in html.split('<section id="findings">')[0]
+    assert "Too few runs to decide" in html.split('<section id="warnings">')[1].split("</section>")[0]
+    # The findings come first, the warnings right after them.
+    assert md.index("## Summary of findings") < md.index("## Warnings") < md.index("## Design")
     assert "4 inconclusive" in md.split("## Summary of findings")[1]

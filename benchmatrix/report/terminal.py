@@ -1,0 +1,204 @@
+"""What ``bmx run``, ``bmx report``, ``bmx compare`` and ``bmx history`` print.
+
+Everything here reads files the pipeline already wrote (``findings.json`` beside the
+report, compare.csv's table, the history's steps) and only lays them out: plain
+text, verdicts coloured on a terminal (:func:`use_color`), or one JSON document per
+command (docs/contracts.md lists their keys).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from benchmatrix.report.units import display_unit, format_number, quantity
+from benchmatrix.results import layout
+
+#: Findings and warnings printed after a run or a report; the report has them all.
+FINDINGS_SHOWN = 10
+WARNINGS_SHOWN = 5
+#: Longest line of a warning on the terminal (the report has the whole text).
+WARNING_WIDTH = 160
+
+#: ANSI colours (SGR codes) of the verdicts.
+_COLORS = {"worse": "31", "better": "32", "higher": "36", "lower": "36", "inconclusive": "33",
+           "insufficient_data": "2", "warning": "33"}
+
+
+def use_color(stream: IO[str], choice: str = "auto") -> bool:
+    """Whether to colour ``stream``: ``always``/``never`` as given; ``auto`` only on a
+    terminal, and never when ``NO_COLOR`` is set to anything (no-color.org) or
+    ``TERM`` is ``dumb``."""
+    if choice in ("always", "never"):
+        return choice == "always"
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def paint(text: str, key: str, color: bool) -> str:
+    """``text`` in the colour of ``key`` (a verdict or ``warning``) when ``color``."""
+    code = _COLORS.get(key)
+    return f"\033[{code}m{text}\033[0m" if color and code else text
+
+
+def text_table(headers: Sequence[str], rows: Iterable[Sequence[str]], right: Iterable[int] = (),
+               keys: Sequence[str] | None = None, color: bool = False) -> str:
+    """Columns aligned with two spaces between them; ``right`` are right-aligned
+    column indexes; ``keys`` colours each row's last cell by its verdict."""
+    rows = [list(r) for r in rows]
+    right = set(right)
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str], key: str | None = None) -> str:
+        out = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        if key is not None:  # the last column, unpadded: the colour codes stay off the line's end
+            out[-1] = paint(cells[-1], key, color)
+        return "  ".join(out).rstrip()
+
+    body = [line(r, keys[i] if keys else None) for i, r in enumerate(rows)]
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *body])
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _pct(value: Any) -> str:
+    return f"{value:+.1f}%" if _finite(value) else layout.MISSING
+
+
+def _interval(low: Any, high: Any) -> str:
+    return f"[{low:+.1f}, {high:+.1f}]" if _finite(low) and _finite(high) else "[unbounded]"
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= WARNING_WIDTH else text[:WARNING_WIDTH - 1] + "…"
+
+
+# ---------------------------------------------------------------- run and report
+
+def read_findings(exp: str | Path) -> dict[str, Any] | None:
+    """The report's findings and warnings (``findings.json``), or None before a report."""
+    try:
+        return json.loads((Path(exp) / layout.FINDINGS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def findings_text(digest: dict[str, Any], color: bool = False) -> str:
+    """The findings (largest effects first, with their intervals), the worst warnings
+    one line each, and the report's paths."""
+    lines = []
+    found = digest["findings"]
+    counts = digest["counts"]
+    if not digest["configured"]:
+        lines.append("findings: none configured (report.compare in the spec names the factor to compare)")
+    elif found:
+        lines.append(f"findings ({len(found)} of {digest['total']} comparisons decided, largest effects first):")
+        lines += [f"  {paint(f['sentence'], f['verdict'], color)}" for f in found[:FINDINGS_SHOWN]]
+        if len(found) > FINDINGS_SHOWN:
+            lines.append(f"  ... {len(found) - FINDINGS_SHOWN} more in the report")
+    else:
+        lines.append(f"findings: no difference decided among {digest['total']} comparisons")
+    rest = [f"{n} {v.replace('_', ' ')}" for v, n in counts.items()
+            if n and v not in ("better", "worse", "higher", "lower")]
+    if rest:
+        lines.append("  also: " + ", ".join(rest))
+    warnings = digest["warnings"]
+    if warnings:
+        lines.append(f"warnings ({len(warnings)}):")
+        lines += [f"  {paint(w['check'], 'warning', color)}: {_one_line(w['title'] + ': ' + w['message'])}"
+                  for w in warnings[:WARNINGS_SHOWN]]
+        if len(warnings) > WARNINGS_SHOWN:
+            lines.append(f"  ... {len(warnings) - WARNINGS_SHOWN} more in the report")
+    lines += [f"report: {digest['report']['html']}", f"report: {digest['report']['md']}"]
+    return "\n".join(lines)
+
+
+def print_findings(exp: str | Path, stream: IO[str], color: str = "auto") -> None:
+    """Print :func:`findings_text` of the experiment's last report (or just its paths)."""
+    digest = read_findings(exp)
+    if digest is None:
+        print(f"report: {Path(exp) / layout.REPORT_HTML}\nreport: {Path(exp) / layout.REPORT_MD}", file=stream)
+        return
+    print(findings_text(digest, use_color(stream, color)), file=stream)
+
+
+# ---------------------------------------------------------------- compare
+
+def compare_records(table: Any, factor_names: list[str]) -> list[dict[str, Any]]:
+    """Every row of compare.csv as JSON-ready dicts (NaN as null), largest effect first."""
+    import pandas as pd
+
+    if table is None or not len(table):
+        return []
+    order = table["rel_diff_pct"].abs().fillna(-1).sort_values(ascending=False, kind="stable").index
+    rows = table.loc[order].astype(object).where(pd.notna(table.loc[order]), None)
+    return [{k: (v.item() if hasattr(v, "item") else v) for k, v in r.items()} for r in rows.to_dict("records")]
+
+
+def compare_table(records: list[dict[str, Any]], factor_names: list[str], color: bool = False,
+                  limit: int | None = None) -> str:
+    """compare.csv as a table sorted by effect: metric, cell, host, A and B in human
+    units, the change with its Holm-adjusted interval, the verdict."""
+    columns = [f"factor_{f}" if f in ("host", "metric", "unit", "cell_id") else f for f in factor_names]
+    shown = records if limit is None else records[:limit]
+    # One unit per metric, so A and B and the rows of a metric read side by side.
+    typical: dict[str, list[float]] = {}
+    for r in records:
+        typical.setdefault(str(r["metric"]), []).extend(abs(v) for v in (r["mean_a"], r["mean_b"]) if _finite(v))
+    unit_of = {m: display_unit(next((str(r.get("unit") or "") for r in records if str(r["metric"]) == m), ""),
+                               sorted(v)[len(v) // 2] if v else None) for m, v in typical.items()}
+
+    def value(x: Any, metric: str) -> str:
+        shown_unit, factor = unit_of[metric]
+        return f"{format_number(x * factor)} {shown_unit}".strip() if _finite(x) else layout.MISSING
+
+    rows = []
+    for r in shown:
+        cell = ", ".join(f"{f}={layout.level_text(r.get(c))}" for f, c in zip(factor_names, columns))
+        rows.append([str(r["metric"]), cell or str(r["cell_id"]), str(r["host"]),
+                     value(r["mean_a"], str(r["metric"])), value(r["mean_b"], str(r["metric"])),
+                     _pct(r["rel_diff_pct"]), _interval(r["ci_low_adj_pct"], r["ci_high_adj_pct"]),
+                     str(r["verdict"]).replace("_", " ")])
+    text = text_table(["metric", "cell", "host", "A", "B", "change", "interval", "verdict"], rows,
+                      right=(3, 4, 5), keys=[str(r["verdict"]) for r in shown], color=color)
+    if limit is not None and len(records) > limit:
+        text += f"\n... {len(records) - limit} more rows in compare.csv (--json prints every row)"
+    return text
+
+
+# ---------------------------------------------------------------- history
+
+def history_text(campaigns: list[str], steps: list[dict[str, Any]], color: bool = False) -> str:
+    """The history's steps (steps.csv rows of :func:`benchmatrix.campaigns.publish.build_history`):
+    the detected ones as a table, largest first, then the other series counted by verdict."""
+    lines = [f"history: {len(campaigns)} campaigns, oldest first: {', '.join(campaigns)}"]
+    if not steps:
+        return "\n".join([*lines, "no steps: the history needs two or more campaigns with a summary"])
+    found = [s for s in steps if s.get("detected")]
+    found.sort(key=lambda s: -abs(s["relative_pct"]) if _finite(s.get("relative_pct")) else 0)
+    if found:
+        rows = [[str(s["metric"]), str(s["cell"]), str(s["step_campaign"]),
+                 quantity(s["before"], s.get("unit")), quantity(s["after"], s.get("unit")),
+                 _pct(s["relative_pct"]), _interval(s["relative_low_pct"], s["relative_high_pct"]),
+                 str(s["verdict"]).replace("_", " ")] for s in found]
+        lines.append(f"steps ({len(found)}, largest first):")
+        lines.append(text_table(["metric", "cell", "from campaign", "before", "after", "change", "interval",
+                                 "verdict"], rows, right=(3, 4, 5), keys=[str(s["verdict"]) for s in found],
+                                color=color))
+    else:
+        lines.append("steps: none detected")
+    counts: dict[str, int] = {}
+    for s in steps:
+        if not s.get("detected"):
+            counts[str(s["verdict"])] = counts.get(str(s["verdict"]), 0) + 1
+    if counts:
+        lines.append("other series: " + ", ".join(f"{n} {v.replace('_', ' ')}" for v, n in sorted(counts.items())))
+    return "\n".join(lines)

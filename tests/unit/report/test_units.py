@@ -1,0 +1,88 @@
+"""Human units: tables, plots and the terminal show MiB/s and ms, the CSVs keep KiB/s and µs."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_report import ROOT, UNITS, collected, make_plan, make_runs
+
+from benchmatrix.analyze.stats import summarize
+from benchmatrix.report import plots
+from benchmatrix.report.units import display_unit, quantity
+from benchmatrix.spec.load import load_spec
+
+
+@pytest.mark.parametrize(("unit", "typical", "expected"), [
+    ("KiB/s", 500, ("KiB/s", 1.0)),
+    ("KiB/s", 80_000, ("MiB/s", 1 / 1024)),
+    ("KiB/s", 3_000_000, ("GiB/s", 1 / 1024 ** 2)),
+    ("KiB", 2048, ("MiB", 1 / 1024)),
+    ("us", 850, ("µs", 1.0)),
+    ("us", 2500, ("ms", 1e-3)),
+    ("µs", 3e6, ("s", 1e-6)),
+    ("ms", 0.02, ("µs", 1000.0)),
+    ("IO/s", 1e6, ("IO/s", 1.0)),        # not a family the rule knows: left as it is
+    ("KiB/s", float("nan"), ("KiB/s", 1.0)),
+])
+def test_display_unit_picks_the_largest_unit_with_a_value_of_at_least_one(unit, typical, expected):
+    shown, factor = display_unit(unit, typical)
+    assert shown == expected[0] and factor == pytest.approx(expected[1])
+
+
+def test_quantity_reads_as_a_person_would_write_it():
+    assert quantity(2_000_000, "KiB/s") == "1.907 GiB/s"
+    assert quantity(2500, "us") == "2.500 ms"
+    assert quantity(None, "ms") == "–" and quantity(float("nan"), "ms") == "–"
+
+
+def _svg_text(svg: str) -> str:
+    return " ".join(re.findall(r">([^<>]+)</text>", svg)) + " " + " ".join(re.findall(r"<!-- (.*?) -->", svg))
+
+
+def _spec(tmp_path, levels: str):
+    path = tmp_path / "s.yaml"
+    path.write_text(f"""\
+name: s
+hosts: localhost
+factors:
+  threads: {levels}
+  mode: [a, b]
+workload: {{role: workload_fio, vars: {{rw: read, bs: 4k, size: 1m, runtime: 1}}}}
+replicates: 3
+warmup: 0
+report:
+  metrics: [read_bw_kib]
+  compare: {{factor: mode, baseline: a}}
+""")
+    return load_spec(path)
+
+
+@pytest.mark.parametrize(("levels", "name"), [("[1, 2, 4]", "lines_read_bw_kib"), ("[1, 2]", "dots_read_bw_kib")])
+def test_a_line_needs_three_numeric_levels_and_axes_show_display_units_without_offsets(tmp_path, levels, name):
+    spec = _spec(tmp_path, levels)
+    plan = make_plan(spec)
+    runs = make_runs(plan)
+    # About 2.4 GiB/s in KiB/s, in a narrow range: matplotlib would otherwise write "1e6" above the axis.
+    runs["read_bw_kib"] = 2_500_000 + np.random.default_rng(1).normal(0, 100, len(runs))
+    summary = summarize(runs, spec.factor_names, UNITS)
+    notes: list[str] = []
+    (plot,) = plots.factor_lines(spec, summary, ["read_bw_kib"], UNITS, notes)
+    assert plot.name == name
+    text = _svg_text(plot.svg)
+    assert "read_bw_kib (GiB/s)" in text and "KiB/s" not in text
+    assert not re.search(r"1e\d|×10|\+2\.\d+e", text), text
+    width_pt = float(re.search(r'width="([0-9.]+)pt"', plot.svg).group(1))
+    assert width_pt * 96 / 72 <= 440     # natural width fits a 390 px phone at about 90 %
+
+
+def test_the_csv_keeps_raw_values_while_the_report_scales(tmp_path):
+    spec = load_spec(ROOT / "config" / "experiments" / "quickstart.yaml")
+    plan = make_plan(spec)
+    html = collected(spec, plan, make_runs(plan), tmp_path)[0].read_text()
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    bw = summary[summary["metric"] == "read_bw_kib"]
+    assert set(bw["unit"]) == {"KiB/s"} and bw["mean"].between(70_000, 90_000).all()
+    assert "Avg (MiB/s)" in html
