@@ -4,7 +4,8 @@ early where the data is clear and adds rounds where it is not.
 Three comparisons of ``v=new`` against ``v=old``: ``clear`` (latency doubles, CV 5 %)
 is decided after the first round, ``quiet`` (no change, CV 1 %) is futile at once (a
 10 % change is ruled out), ``noisy`` (no change, CV 60 %) gets rounds of new replicates
-until its cells reach ``max``.
+until its cells reach ``max``. The noise is drawn from a seed that a counter file
+outside the spec advances run by run, so every run of the test sees the same draws.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ workload:
       - python3
       - -c
       - >-
-        import random; s = {{'clear': 0.05, 'quiet': 0.01, 'noisy': 0.6}}['{{{{ kind }}}}'];
+        import pathlib, random; c = pathlib.Path('{counter}'); k = int(c.read_text()) if c.exists() else 0;
+        c.write_text(str(k + 1)); s = {{'clear': 0.05, 'quiet': 0.01, 'noisy': 0.6}}['{{{{ kind }}}}'];
         f = 2.0 if '{{{{ v }}}}' == 'new' and '{{{{ kind }}}}' == 'clear' else 1.0;
-        print('lat=%.5f' % (100 * f * random.lognormvariate(0, s)))
+        print('lat=%.5f' % (100 * f * random.Random(k).lognormvariate(0, s)))
   metrics:
     lat: {{regex: 'lat=(?P<value>[0-9.]+)', unit: ms, better: lower}}
   timeout: 60
@@ -49,7 +51,7 @@ def adaptive(tmp_path_factory):
     from conftest import copy_project
 
     project = copy_project(tmp_path_factory.mktemp("adaptive"))
-    spec = project.write_spec("adaptive", SPEC.format())
+    spec = project.write_spec("adaptive", SPEC.format(counter=project.root / "counter"))
     res = project.bmx("run", str(spec), "--cores", "1")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     return project, spec, res
@@ -85,7 +87,7 @@ def test_the_report_shows_the_rounds_and_why_each_comparison_stopped(adaptive):
 
 def test_a_budget_without_until_decided_is_one_line(adaptive):
     project, _, _ = adaptive
-    spec = project.write_spec("fixed", SPEC.format().replace("{min: 3, max: 8, until: decided}", "3")
+    spec = project.write_spec("fixed", SPEC.format(counter="c").replace("{min: 3, max: 8, until: decided}", "3")
                               .replace("name: adaptive", "name: fixed"))
     res = project.bmx("run", str(spec), "--budget", "1h")
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "--budget needs --until-decided" in res.stderr
