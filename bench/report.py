@@ -147,7 +147,8 @@ else:
     for m in sorted(METRICS):
         cols[m] = values[m]
     frame = pd.DataFrame(cols)
-    frame = frame[RUN_COLUMNS + spec.factor_names + sorted(METRICS)]
+    # Columns the synthetic runs have no value for (the host's env_* settings) stay empty.
+    frame = frame.reindex(columns=RUN_COLUMNS + spec.factor_names + sorted(METRICS))
     frame.to_csv(exp / "runs.csv", index=False)
     # Every other table as collect derives them (the report renders from them alone).
     from benchmatrix.analyze.tables import derive_tables
