@@ -454,11 +454,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     return code
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    """``bmx check SPEC``: every host's knobs, planned levels and tool, and the campaign's time; exit 1 on a blocker."""
-    from benchmatrix.execute.check import check_spec, check_table, dry_run_line, planned_levels
+def _check_costs(spec: Spec, proj: Path, exp: Path, cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The plan bmx plan and bmx run would make (batches sized by time as configured), priced."""
     from benchmatrix.execute.hosts import resolve_hosts
-    from benchmatrix.execute.rules import exp_dir_of
     from benchmatrix.plan.design import (
         DEFAULT_BATCH_MAX_RUNS,
         DEFAULT_BATCH_MAX_SECONDS,
@@ -467,6 +465,32 @@ def cmd_check(args: argparse.Namespace) -> int:
         plan_costs,
         run_estimates,
     )
+
+    per_run, source = per_run_estimate(spec, exp / layout.RUNS)
+    runs = make_plan(spec, resolve_hosts(spec.inventory_path(proj), spec.hosts),
+                     cfg["batch_max_runs"] or DEFAULT_BATCH_MAX_RUNS,
+                     cfg["batch_max_seconds"] or DEFAULT_BATCH_MAX_SECONDS, run_estimates(spec, exp))
+    return plan_costs(spec, runs, per_run, cfg["batch_overhead_seconds"]), source
+
+
+def _check_json(spec: Spec, proj: Path, exp: Path, cfg: dict[str, Any], checks: list[Any]) -> int:
+    """``bmx check --json``: ``{experiment, ready, hosts: [HostCheck as a mapping], estimate}``."""
+    from dataclasses import asdict
+
+    costs, source = _check_costs(spec, proj, exp, cfg)
+    blockers = [b for c in checks for b in c.blockers]
+    print(json.dumps({"experiment": spec.name, "ready": not blockers, "blockers": blockers,
+                      "hosts": [asdict(c) for c in checks],
+                      "estimate": {"campaign_s": costs["campaign_s"], "runs": costs["runs"],
+                                   "batches": costs["batches"], "per_run_source": source}},
+                     indent=2, default=str))
+    return 1 if blockers else 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """``bmx check SPEC``: every host's knobs, planned levels and tool, and the campaign's time; exit 1 on a blocker."""
+    from benchmatrix.execute.check import check_spec, check_table, dry_run_line, planned_levels
+    from benchmatrix.execute.rules import exp_dir_of
     from benchmatrix.spec.load import load_spec, read_planning_config
 
     proj = project_dir()
@@ -474,6 +498,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec, cost_seconds=cfg["cost_seconds"], roles=_roles(args.spec))
     exp = exp_dir_of(proj, spec)
     checks = check_spec(spec, proj, exp / layout.LOGS_DIR / "ansible")
+    if args.json:
+        return _check_json(spec, proj, exp, cfg, checks)
     print(check_table(checks, planned_levels(spec)))
     for c in checks:
         print(f"{c.host}: workload tool {c.tool or '-'}")
@@ -487,12 +513,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         for w in c.warnings:
             # Not "bmx check: HOST: ...": that prefix is a blocker's, which scripts count.
             print(f"bmx check warning: {w}", file=sys.stderr)
-    per_run, source = per_run_estimate(spec, exp / layout.RUNS)
-    # The plan bmx plan and bmx run would make: batches sized by time as configured.
-    runs = make_plan(spec, resolve_hosts(spec.inventory_path(proj), spec.hosts),
-                     cfg["batch_max_runs"] or DEFAULT_BATCH_MAX_RUNS,
-                     cfg["batch_max_seconds"] or DEFAULT_BATCH_MAX_SECONDS, run_estimates(spec, exp))
-    costs = plan_costs(spec, runs, per_run, cfg["batch_overhead_seconds"])
+    costs, source = _check_costs(spec, proj, exp, cfg)
     when = fmt_hms(costs["campaign_s"]) if costs["campaign_s"] is not None else "unknown (no per-run estimate)"
     print(f"estimated campaign time: {when}: {costs['runs']} runs, {costs['batches']} batches (per run: {source})")
     blockers = [b for c in checks for b in c.blockers]
@@ -715,8 +736,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("status", "runs done, failed and pending per cell; exit 0 all ok, 1 some failed, 3 some pending")
     sp.add_argument("--json", action="store_true", help="print the status as JSON")
     add("restore", "put every host's knobs back to the state before the campaign's first change")
-    add("check", "preflight: every host's knobs (current value, can each planned level be set), the workload "
-        "tool and the campaign's estimated time; exit 1 with one line per blocker")
+    sp = add("check", "preflight: every host's knobs (current value, can each planned level be set), the workload "
+             "tool and the campaign's estimated time; exit 1 with one line per blocker")
+    sp.add_argument("--json", action="store_true", help="print every host's findings and the estimate as JSON "
+                    "(the exit status is the same)")
     sp = add("rerun", "re-execute failed or selected runs as new attempts (earlier attempts are kept)")
     sp.add_argument("--failed", action="store_true", help="every run whose newest attempt failed, timed out, "
                     "was unreachable or invalid")

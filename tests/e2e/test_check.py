@@ -8,6 +8,7 @@ either, but a built tree gives the same answer everywhere). Nothing may be writt
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -86,6 +87,13 @@ def test_check_names_every_blocker_and_changes_nothing(project):
     assert all(b.startswith("bmx check: localhost: ") for b in blockers), blockers
     assert "cannot run: 4 blocker(s)" in res.stdout
     assert knob.read_text() == "base\n"
+    # --json: the same findings as one document, the same exit status.
+    res = project.bmx("check", str(spec), "--json")
+    doc = json.loads(res.stdout)
+    assert res.returncode == 1 and doc["ready"] is False and len(doc["blockers"]) == 4, res.stdout + res.stderr
+    host = doc["hosts"][0]
+    assert host["host"] == "localhost" and host["blockers"] == [b.removeprefix("bmx check: ") for b in blockers]
+    assert host["knobs"]["mode"]["current"] == "base" and doc["estimate"]["runs"] == 4
 
 
 @pytest.mark.skipif(bool(available()), reason=available() or "ok")

@@ -274,6 +274,18 @@ def crawl(site: Path) -> tuple[set[Path], list[str]]:
     return seen, broken
 
 
+#: A laptop's viewport width, beside the phone's.
+LAPTOP_WIDTH = 1366
+#: The smallest computed font size of any visible HTML element that holds text, in px (a
+#: plot's SVG text is scaled with its picture: PLOT_SCALE checks that instead).
+SMALLEST_TEXT_PX = ("Math.min(...[...document.body.querySelectorAll('*')].filter(e => e.offsetParent !== null"
+                    " && !e.closest('svg') && [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim()))"
+                    ".map(e => parseFloat(getComputedStyle(e).fontSize)), 99)")
+#: The smallest ratio of a plot's drawn width to its own (viewBox) width: below 0.8 its labels shrink.
+PLOT_SCALE = ("Math.min(...[...document.querySelectorAll('figure svg')].map(s => s.getBoundingClientRect().width"
+              " / (s.viewBox.baseVal.width || s.getBoundingClientRect().width)), 1)")
+
+
 @pytest.mark.slow
 def test_site_in_headless_chromium(tmp_path):
     from browser import DevTools, chromium_binary
@@ -345,9 +357,20 @@ def test_site_in_headless_chromium(tmp_path):
                           and e["params"].get("type") in ("error", "assert"))
                       or (e.get("method") == "Log.entryAdded" and e["params"]["entry"].get("level") == "error")]
             assert not errors, (name, errors)
+        # A laptop: the site's own pages neither scroll sideways nor shrink their text below 12 px.
+        browser.send("Emulation.setDeviceMetricsOverride", {"width": LAPTOP_WIDTH, "height": 768,
+                                                            "deviceScaleFactor": 1, "mobile": False}, session=session)
+        laptop = {}
+        for name in ours:
+            browser.events.clear()
+            browser.send("Page.navigate", {"url": (site / name).as_uri()}, session=session)
+            browser.wait_for("Page.loadEventFired")
+            laptop[name] = (evaluate("document.documentElement.scrollWidth"), evaluate(SMALLEST_TEXT_PX),
+                            evaluate(PLOT_SCALE))
     finally:
         browser.close()
     assert widths and all(w <= PHONE_WIDTH for w in widths.values()), widths
+    assert all(w <= LAPTOP_WIDTH and px >= 12 and scale >= 0.8 for w, px, scale in laptop.values()), laptop
 
 
 # ------------------------------------------------------------------ scale
