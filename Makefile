@@ -41,7 +41,7 @@ demo: setup
 TEST_WORKERS ?= 2
 
 test: test-setup test-deps
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=30
 
 # Unit tests only (no Snakemake/Ansible/fio campaigns).
 test-fast: test-setup
