@@ -607,7 +607,7 @@ def cmd_campaigns(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from benchmatrix.campaigns.compare import compare_main
+    from benchmatrix.campaigns.compare import NOT_COMPARABLE, compare_main
 
     threshold = None
     if args.threshold is not None:
@@ -623,7 +623,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     except BenchmatrixError as exc:
         # A CI job reads 1 as "worse": whatever else stops a comparison is a usage error
         # (2) unless it says the campaigns cannot be compared (3).
-        exc.exit_code = exc.exit_code if exc.exit_code == 3 else 2
+        exc.exit_code = exc.exit_code if exc.exit_code == NOT_COMPARABLE else 2
         raise
 
 

@@ -179,7 +179,7 @@ def _side_cells(spec: Spec, row: dict[str, Any], factor: str, by: list[str], bas
 
 
 def judge_round(spec: Spec, runs: pd.DataFrame, settings: Settings, units: dict[str, str] | None = None,
-                elapsed_s: float = 0.0, per_run_s: float | None = None) -> Round:
+                elapsed_s: float = 0.0, per_run_s: float | None = None, judged: Any = None) -> Round:
     """Judge the comparisons after a look and choose the cells of the next round.
 
     Args:
@@ -189,6 +189,8 @@ def judge_round(spec: Spec, runs: pd.DataFrame, settings: Settings, units: dict[
         units: Metric -> unit.
         elapsed_s: Seconds the campaign has run (for the budget).
         per_run_s: Expected seconds of one run (for the budget); None: unknown.
+        judged: The campaign's comparisons already made at ``settings.level`` (collect
+            has them), else they are made here.
 
     Returns:
         The :class:`Round`; ``extend`` is empty when the campaign stops.
@@ -202,9 +204,10 @@ def judge_round(spec: Spec, runs: pd.DataFrame, settings: Settings, units: dict[
         raise BenchmatrixError(f"{spec.path}: replicates until decided needs report.compare: the comparisons "
                                "to decide")
     eff = effective_runs(runs) if len(runs) else runs
-    measured = [c for c in runs.columns if c in (units or {})] or None
-    metrics = family_metrics(spec, measured)
-    result = compare(spec, runs, metrics, units, spec.report.alpha / settings.looks)
+    result = judged
+    if result is None:
+        measured = [c for c in runs.columns if c in (units or {})] or None
+        result = compare(spec, runs, family_metrics(spec, measured), units, settings.level(spec.report.alpha))
     table = result.table
     table = table[table["metric"].isin(result.family)] if len(table) else table
     counts = (eff.groupby(["host", "cell_id"]).size() if len(eff) and "host" in eff.columns
@@ -268,7 +271,7 @@ def _futile(rec: dict[str, Any], detect: float) -> bool:
 
 
 def rounds_summary(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, settings: Settings,
-                   units: dict[str, str] | None = None, stopped_by: str = "") -> dict[str, Any]:
+                   units: dict[str, str] | None = None, stopped_by: str = "", judged: Any = None) -> dict[str, Any]:
     """What the report shows of adaptive replication (analysis.json's
     ``comparisons.adaptive``): the settings, the looks' schedule, the measured runs
     spent against the fixed design at ``max``, and why each comparison stopped.
@@ -280,10 +283,11 @@ def rounds_summary(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, settings:
         settings: The campaign's settings.
         units: Metric -> unit.
         stopped_by: ``budget`` when the run loop stopped adding rounds for the budget.
+        judged: The comparisons collect made at the sequential level (not made again).
     """
     from benchmatrix.analyze.stats import effective_runs
 
-    judged = judge_round(spec, runs, settings, units)
+    judged = judge_round(spec, runs, settings, units, judged=judged)
     rows = judged.comparisons
     if stopped_by == "budget" and len(rows):
         rows = rows.assign(reason=rows["reason"].replace("running", "budget"))

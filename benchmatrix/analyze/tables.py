@@ -64,7 +64,7 @@ def derive_tables(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, units: dic
     if adaptive is not None:
         from benchmatrix.analyze.adaptive import rounds_summary
 
-        comparisons.adaptive = rounds_summary(spec, plan, runs, adaptive, units, stopped_by)
+        comparisons.adaptive = rounds_summary(spec, plan, runs, adaptive, units, stopped_by, judged=comparisons)
         comparisons.notes.append(
             f"replicates until decided: the design allows {adaptive.looks} looks, so every verdict is judged at "
             f"alpha / {adaptive.looks} = {alpha:.4g} (repeated confidence intervals: the error rates hold whenever "

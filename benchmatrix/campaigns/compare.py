@@ -111,7 +111,7 @@ _TABLE_ROWS = 40
 class NotComparable(BenchmatrixError):
     """Two campaigns cannot be compared (exit status :data:`NOT_COMPARABLE`)."""
 
-    exit_code = 3
+    exit_code = NOT_COMPARABLE
 
 
 @dataclass
@@ -468,10 +468,11 @@ def compare_frames(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metrics: list[str
         # B is the "level", A the "baseline": rel_diff = B vs A.
         part = _side_frame(both)
         if basis.kind == "campaign_variance":
-            extra = basis.variance * (1.0 if scale == LOG else part["mean_baseline"].to_numpy() ** 2)
+            # On the difference scale the variance is relative: scaled by A's level squared.
+            scale_sq = 1.0 if scale == LOG else part["mean_baseline"].to_numpy() ** 2
             part["_se2"], part["df"] = engine.add_campaign_variance(part["_se2"], part["df"], basis.variance,
-                                                                    basis.dof, extra / basis.variance
-                                                                    if basis.variance else 1.0)
+                                                                    basis.dof, scale_sq)
+            extra = basis.variance * scale_sq  # each side's mean moves by it
             part["_va"], part["_vb"] = part["_va"] + extra, part["_vb"] + extra
         part.insert(0, "metric", metric)
         part = part.assign(unit=(units or {}).get(metric, ""), better=direction, _scale=scale,

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from benchmatrix.analyze.changepoint import MIN_CAMPAIGNS, detect_step, detect_steps
+from benchmatrix.analyze.changepoint import MIN_CAMPAIGNS, detect_step
 from benchmatrix.analyze.scale import LINEAR, LOG, declared_positive
 from benchmatrix.analyze.stats import metric_direction
 from benchmatrix.analyze.verdict import CHANGED, ROUNDING, judge
@@ -339,15 +339,10 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA, threshold: fl
     constant = rel_sd.to_numpy(dtype="float64") <= ROUNDING
     count = finite.sum(axis=1)
     testable = in_report & ~constant & (count >= MIN_CAMPAIGNS)
-    p_value = np.full(len(x), np.nan)
+    # Every tested series' step (its p-value, split and size) over the campaigns it has.
     steps_at = [detect_step(y[row][finite[row]], alpha) if testable[row] else None for row in range(len(x))]
-    full = testable & (count == len(positions))
-    if full.any() and len(positions) >= MIN_CAMPAIGNS:
-        # Every series with every campaign: one vectorised test (the common case, and fast).
-        _, _, p = detect_steps(y[full], alpha)
-        p_value[full] = p
-    for row in np.flatnonzero(testable & ~full):
-        p_value[row] = steps_at[row].p_value
+    p_value = np.array([s.p_value if s else np.nan for s in steps_at], dtype="float64")
+    parts = [_step_parts(y[row][finite[row]], s) for row, s in enumerate(steps_at)]
     # The engine: Holm across the page's series, intervals, verdicts in the metric's direction.
     judged = pd.DataFrame({
         "metric": metric_of, "better": [metric_direction(m, declared) for m in metric_of],
@@ -355,9 +350,7 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA, threshold: fl
         "mean_baseline": [s.before if s else np.nan for s in steps_at],
         "df": [s.campaigns - 2 if s else np.nan for s in steps_at],
         "_est": [s.difference if s else np.nan for s in steps_at],
-        "_se2": [sum(_step_parts(y[row][finite[row]], s)) for row, s in enumerate(steps_at)],
-        "_va": [_step_parts(y[row][finite[row]], s)[0] for row, s in enumerate(steps_at)],
-        "_vb": [_step_parts(y[row][finite[row]], s)[1] for row, s in enumerate(steps_at)],
+        "_se2": [va + vb for va, vb in parts], "_va": [va for va, _ in parts], "_vb": [vb for _, vb in parts],
         "_cov": 0.0, "_constant": constant,
         "_scale": np.where(positive, LOG, LINEAR), "_p": p_value})
     judge(judged, set(judged.loc[testable, "metric"]), alpha, threshold)

@@ -266,7 +266,7 @@ def _next_round(spec: Spec, exp: Path, settings: Any, elapsed_s: float) -> bool:
     reasons = Counter(judged.comparisons["reason"]) if len(judged.comparisons) else Counter()
     said = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items()))
     if rnd:
-        runs = sum(1 for _ in judged.extend)
+        runs = len(judged.extend)
         print(f"bmx: look {judged.look}: {said or 'no comparison'}; round {rnd} adds runs to {runs} cell(s) "
               f"(replicates until decided)", flush=True)
         return True

@@ -68,6 +68,12 @@ class PlannedRun:
                 *[self.factors[f] for f in factor_names]]
 
 
+def run_id_of(host: str, cell_id: str, tag: str) -> str:
+    """A run's id: ``HOST-CELL-TAG`` (``r3`` a measured replicate, ``w1`` a warm-up, ``k2``
+    a control run); re-run rounds and adaptive rounds name theirs the same way."""
+    return f"{host}-{cell_id}-{tag}"
+
+
 def _b(flag: bool) -> str:
     return "true" if flag else "false"
 
@@ -323,7 +329,7 @@ def plan_host(spec: Spec, host: str, share: dict[str, list[int]] | None = None) 
     since_ctl = every  # due at the start
 
     def add(cell: Cell, tag: str, rep: int, warmup: bool, control: bool, visit: int) -> None:
-        out.append(PlannedRun(0, host, f"{host}-{cell.cell_id}-{tag}", cell.cell_id, rep,
+        out.append(PlannedRun(0, host, run_id_of(host, cell.cell_id, tag), cell.cell_id, rep,
                               warmup, control, visit, "", 1, dict(cell.factors)))
 
     def add_warmups(cell: Cell, rep: int, visit: int) -> None:

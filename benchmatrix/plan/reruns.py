@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmatrix.plan.design import PlannedRun, WarmUps, plan_round
+from benchmatrix.plan.design import PlannedRun, WarmUps, plan_round, run_id_of
 from benchmatrix.results.layout import RERUN_COLUMNS, RERUNS
 from benchmatrix.results.records import atomic_write
 from benchmatrix.spec.load import Spec
@@ -99,7 +99,7 @@ def plan_reruns(spec: Spec, planned: list[PlannedRun], requests: list[dict[str, 
     base = {r.run_id: r for r in planned}
     # New replicates of a cell (adaptive replication's rounds: ``HOST-CELL-rN`` beyond the
     # plan's N) are made from the cell's planned measured runs on that host.
-    templates = {f"{r.host}-{r.cell_id}": r for r in reversed(planned) if not r.warmup and not r.control}
+    templates = {run_id_of(r.host, r.cell_id, ""): r for r in reversed(planned) if not r.warmup and not r.control}
     seed = spec.order["seed"]
     last_visit: dict[str, int] = {}
     for r in planned:
@@ -130,7 +130,7 @@ def plan_reruns(spec: Spec, planned: list[PlannedRun], requests: list[dict[str, 
                     # A warm-up's own next attempt (one cut short by an interrupt) is the
                     # first of the warm-ups its cell needs, not an extra run after them.
                     for k in warm.needed(run.cell_id)[1 if run.warmup else 0:]:
-                        out.append(replace(run, run_id=f"{host}-{run.cell_id}-w{k}-rr{rnd}",
+                        out.append(replace(run, run_id=run_id_of(host, run.cell_id, f"w{k}-rr{rnd}"),
                                            warmup=True, control=False, attempt=1, factors=dict(run.factors)))
                     out.append(run)
     return out
@@ -138,7 +138,7 @@ def plan_reruns(spec: Spec, planned: list[PlannedRun], requests: list[dict[str, 
 
 def _new_replicate(templates: dict[str, PlannedRun], run_id: str) -> PlannedRun | None:
     """The planned run ``HOST-CELL-rN`` would be, as a new replicate of its cell, or None."""
-    prefix, sep, rep = run_id.rpartition("-r")
+    prefix, sep, rep = run_id.rpartition("r")
     template = templates.get(prefix) if sep and rep.isdigit() else None
     if template is None:
         return None
@@ -189,7 +189,7 @@ def round_requests(extend: dict[tuple[str, str], int], counts: dict[tuple[str, s
     out = []
     for (host, cell), total in sorted(extend.items()):
         have = counts.get((host, cell), 0)
-        out += [(f"{host}-{cell}-r{rep}", 1) for rep in range(have + 1, total + 1)]
+        out += [(run_id_of(host, cell, f"r{rep}"), 1) for rep in range(have + 1, total + 1)]
     return out
 
 
