@@ -24,6 +24,7 @@ import jinja2.meta
 import jsonschema
 
 from benchmatrix.errors import SpecError, SpecErrors
+from benchmatrix.host.knobs import BACKENDS as KNOB_BACKENDS
 from benchmatrix.names import name_problem
 from benchmatrix.names import shown as shown_name
 from benchmatrix.spec import templating
@@ -77,9 +78,9 @@ COSTLY_CLASSES = ("restart", "reboot")
 #: Default estimated seconds of one knob change per cost class; ``cost_seconds`` in
 #: config/config.yaml overrides them, a knob's own ``{class, seconds}`` overrides both.
 DEFAULT_COST_SECONDS = {"none": 0.0, "restart": 60.0, "reboot": 300.0}
-#: Knob roles whose every change takes a reboot: their knobs must be of cost class
-#: reboot, or the plan would interleave their levels as if they were free.
-REBOOT_ROLES = frozenset({"knob_kernel_cmdline"})
+#: Knob roles whose every change takes a reboot (their backend's ``reboot``): their knobs
+#: must be of cost class reboot, or the plan would interleave their levels as if they were free.
+REBOOT_ROLES = frozenset(role for role, backend in KNOB_BACKENDS.items() if backend.reboot)
 
 
 @lru_cache(maxsize=1)
@@ -570,11 +571,7 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
     for factor, knob in d["knobs"].items():
         if factor not in known:
             unknown(("knobs", factor), factor, "knobs")
-        cost = knob.get("cost", "none")
-        cls = cost if isinstance(cost, str) else cost.get("class")
-        if knob.get("role") in REBOOT_ROLES and cls != "reboot":
-            errs.append(doc.error(("knobs", factor), f"knob '{factor}': {knob['role']} takes effect only after a "
-                                                     f"reboot; declare cost: reboot (not {cls})"))
+        errs += _knob_errors(doc, factor, knob)
 
     ctl = d["order"].get("control")
     if ctl:
@@ -910,6 +907,33 @@ def read_planning_config(config_path: str | Path) -> dict[str, Any]:
     return out
 
 
+def _knob_errors(doc: LocatedDocument, factor: str, knob: dict[str, Any]) -> list[SpecError]:
+    """A knob against its backend's declaration (benchmatrix.host.knobs): a cost class
+    cheaper than its changes take, a variable the role does not read, a value of the
+    wrong type. A role without a backend is left to the roles check (:func:`_role_errors`)."""
+    backend = KNOB_BACKENDS.get(knob.get("role"))
+    if backend is None:
+        return []
+    errs = []
+    cost = knob.get("cost", "none")
+    cls = cost if isinstance(cost, str) else cost.get("class")
+    if cls in COST_CLASSES and COST_CLASSES.index(cls) < COST_CLASSES.index(backend.cost):
+        why = "takes effect only after a reboot" if backend.reboot else f"takes a {backend.cost}"
+        errs.append(doc.error(("knobs", factor), f"knob '{factor}': {knob['role']} {why}; "
+                                                 f"declare cost: {backend.cost} (not {cls})"))
+    options = {o.name: o for o in backend.options}
+    variables = knob.get("vars")
+    for name, value in (variables.items() if isinstance(variables, dict) else ()):
+        if name not in options:
+            errs.append(doc.error(("knobs", factor, "vars", name),
+                                  f"knob '{factor}': {knob['role']} has no variable {shown_name(str(name))} "
+                                  f"(its variables: {', '.join(options) or 'none'})"))
+        elif options[name].type_problem(value):
+            errs.append(doc.error(("knobs", factor, "vars", name),
+                                  f"knob '{factor}': {options[name].type_problem(value)}"))
+    return errs
+
+
 def shipped_roles(spec_path: str | Path, project_dir: str | Path | None = None) -> set[str]:
     """The Ansible roles a spec can name: those of ``project_dir/playbooks/roles`` and
     those of the spec's own project (the nearest directory above the spec file with
@@ -919,7 +943,7 @@ def shipped_roles(spec_path: str | Path, project_dir: str | Path | None = None) 
         if (d / "playbooks" / "roles").is_dir():
             dirs.append(d / "playbooks" / "roles")
             break
-    # A knob role may be only meta/ and defaults/ (its backend is in library/bmx_knob.py).
+    # A knob role may be only meta/ and defaults/ (its backend is in benchmatrix/host/knobs.py).
     return {p.name for d in dirs if d.is_dir() for p in d.iterdir() if p.is_dir() and not p.name.startswith(".")}
 
 
