@@ -4,8 +4,9 @@
 Runs on the host, standard library only (a WANT_JSON module: no Ansible code on the
 host). Every knob role (playbooks/roles/knob_NAME) has a backend class here, registered
 with ``@register``, with ``check()``, ``read()`` and ``write()``: files under /proc and
-/sys (knob_sysctl, knob_sysfs, knob_read_ahead, knob_smt, knob_cpu_online), the CPUs a
-batch runs on (knob_cpu_affinity: run settings only), a file's layout on disk
+/sys (knob_sysctl, knob_sysfs, knob_read_ahead, knob_smt, knob_cpu_online,
+knob_cpu_governor), the CPUs a batch runs on (knob_cpu_affinity: run settings only), a
+file's layout on disk
 (knob_file_layout), database settings through their clients (knob_postgresql_setting,
 knob_mssql_setting, knob_oracle_parameter), an md array (knob_raid_level) and the
 kernel command line, which takes a reboot (knob_kernel_cmdline; see apply()).
@@ -42,9 +43,9 @@ DOCUMENTATION = r"""
 module: bmx_knob
 short_description: Read, set and verify benchmatrix's host knobs in one call
 description:
-  - One backend per knob role (knob_sysctl, knob_sysfs, knob_read_ahead, knob_smt, knob_cpu_online, knob_cpu_affinity,
-    knob_file_layout, knob_postgresql_setting, knob_mssql_setting, knob_oracle_parameter, knob_raid_level,
-    knob_kernel_cmdline).
+  - One backend per knob role (knob_sysctl, knob_sysfs, knob_read_ahead, knob_smt, knob_cpu_online,
+    knob_cpu_governor, knob_cpu_affinity, knob_file_layout, knob_postgresql_setting, knob_mssql_setting,
+    knob_oracle_parameter, knob_raid_level, knob_kernel_cmdline).
   - Reads every knob first and refuses (changing nothing) when one cannot be set; writes only what differs and
     reads it back.
 options:
@@ -531,6 +532,93 @@ class CpuOnline(Backend):
             if why:
                 return why
         return ""
+
+
+@register
+class CpuGovernor(Backend):
+    """The cpufreq governor of the selected CPUs (cpuN/cpufreq/scaling_governor). The
+    level is one governor for every selected CPU; a baseline where CPUs differ reads as
+    ``N:GOVERNOR`` pairs (``0:performance,1:powersave``), a level this backend sets back."""
+
+    role = "knob_cpu_governor"
+    options = (
+        Option("knob_cpu_governor_cpus", "str",
+               "CPU list whose governor is set (e.g. 0-3,6); empty for every online CPU.",
+               default=""),
+        Option("knob_cpu_governor_sysfs_root", "path",
+               "The kernel's CPU directory (online, cpuN/cpufreq).",
+               default="/sys/devices/system/cpu"),
+    )
+    WORD = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+
+    @property
+    def root(self):
+        return str(self.var("knob_cpu_governor_sysfs_root"))
+
+    def file(self, cpu, name="scaling_governor"):
+        return os.path.join(self.root, f"cpu{cpu}", "cpufreq", name)
+
+    def cpus(self):
+        """The selected CPUs: the knob's list, else every online CPU."""
+        wanted = str(self.var("knob_cpu_governor_cpus") or "")
+        try:
+            return cpu_list(wanted or _read(os.path.join(self.root, "online")), self.role)
+        except OSError as exc:
+            self.fail(f"cannot read the online CPUs of {self.host}: {exc.strerror or exc}")
+
+    def wanted(self, value):
+        """{cpu: governor} the level asks for: one word for every CPU, or N:GOVERNOR pairs."""
+        text, cpus = str(value).strip(), self.cpus()
+        if ":" not in text:
+            if not self.WORD.match(text):
+                self.fail(f"'{value}' is not a governor name (e.g. performance, powersave, schedutil)")
+            return dict.fromkeys(cpus, text)
+        out = {}
+        for part in text.split(","):
+            cpu, _, word = part.strip().partition(":")
+            if not cpu.isdigit() or not self.WORD.match(word) or int(cpu) not in cpus:
+                self.fail(f"'{part.strip()}' is not CPU:GOVERNOR for a selected CPU ({', '.join(map(str, cpus))})")
+            out[int(cpu)] = word
+        return out
+
+    def check(self, value):
+        for cpu, governor in self.wanted(value).items():
+            try:
+                available = _read(self.file(cpu, "scaling_available_governors")).split()
+            except OSError:
+                continue  # an older driver without the list: the write will tell
+            if governor not in available:
+                self.fail(f"governor '{governor}' is not available for CPU {cpu} on {self.host} "
+                          f"(available: {', '.join(available)})")
+
+    def governors(self):
+        out = {}
+        for cpu in self.cpus():
+            try:
+                out[cpu] = _read(self.file(cpu)).strip()
+            except OSError:
+                self.fail(f"CPU {cpu} of {self.host} has no cpufreq governor ({self.file(cpu)} does not exist: "
+                          "no frequency scaling driver, or a virtual machine without one)")
+        return out
+
+    def read(self, value):
+        now = self.governors()
+        same = set(now.values())
+        baseline = same.pop() if len(same) == 1 else ",".join(f"{c}:{g}" for c, g in sorted(now.items()))
+        want = self.wanted(value)
+        # Read back in the level's spelling when every selected CPU has what it asks for.
+        return (str(value) if all(now.get(c) == g for c, g in want.items()) else baseline), baseline
+
+    def write(self, value, state):
+        now = self.governors()
+        for cpu, governor in sorted(self.wanted(value).items()):
+            if now.get(cpu) != governor:
+                _write(self.role, self.file(cpu), governor, self.host)
+
+    def write_problem(self, value):
+        now = self.governors()
+        return next((why for cpu, governor in sorted(self.wanted(value).items())
+                     if now.get(cpu) != governor for why in [_writable(self.file(cpu))] if why), "")
 
 
 # == backends: knob_postgresql_setting ==
