@@ -280,12 +280,8 @@ class Backend:
 class Sysctl(Backend):
     role = "knob_sysctl"
     options = (
-        Option("knob_sysctl_key", "str",
-               "The sysctl key, e.g. vm.swappiness.",
-               required=True),
-        Option("knob_sysctl_proc_root", "path",
-               "Root of the sysctl tree.",
-               default="/proc/sys"),
+        Option("knob_sysctl_key", "str", "The sysctl key, e.g. vm.swappiness.", required=True),
+        Option("knob_sysctl_proc_root", "path", "Root of the sysctl tree.", default="/proc/sys"),
     )
     KEY = re.compile(r"^[a-z0-9_]+(\.[A-Za-z0-9_-]+)+$")
 
@@ -314,12 +310,8 @@ class Sysctl(Backend):
 class Sysfs(Backend):
     role = "knob_sysfs"
     options = (
-        Option("knob_sysfs_path", "str",
-               "Absolute path of the sysfs file, under C(knob_sysfs_root).",
-               required=True),
-        Option("knob_sysfs_root", "path",
-               "The tree the path must lie in.",
-               default="/sys"),
+        Option("knob_sysfs_path", "str", "Absolute path of the sysfs file, under C(knob_sysfs_root).", required=True),
+        Option("knob_sysfs_root", "path", "The tree the path must lie in.", default="/sys"),
     )
 
     @property
@@ -419,9 +411,7 @@ OFF_WORDS = ("off", "false", "0", "no", "disabled")
 class Smt(Backend):
     role = "knob_smt"
     options = (
-        Option("knob_smt_sysfs_root", "path",
-               "The kernel's CPU directory.",
-               default="/sys/devices/system/cpu"),
+        Option("knob_smt_sysfs_root", "path", "The kernel's CPU directory.", default="/sys/devices/system/cpu"),
     )
     WHY = {"notsupported": "(the CPU, or the hypervisor of this virtual machine, exposes no sibling threads)",
            "notimplemented": "(the architecture has no SMT control)",
@@ -473,9 +463,7 @@ def cpu_list(text, role="knob_cpu_online"):
 class CpuOnline(Backend):
     role = "knob_cpu_online"
     options = (
-        Option("knob_cpu_online_sysfs_root", "path",
-               "The kernel's CPU directory.",
-               default="/sys/devices/system/cpu"),
+        Option("knob_cpu_online_sysfs_root", "path", "The kernel's CPU directory.", default="/sys/devices/system/cpu"),
     )
 
     @property
@@ -543,11 +531,9 @@ class CpuGovernor(Backend):
     role = "knob_cpu_governor"
     options = (
         Option("knob_cpu_governor_cpus", "str",
-               "CPU list whose governor is set (e.g. 0-3,6); empty for every online CPU.",
-               default=""),
+               "CPU list whose governor is set (e.g. 0-3,6); empty for every online CPU.", default=""),
         Option("knob_cpu_governor_sysfs_root", "path",
-               "The kernel's CPU directory (online, cpuN/cpufreq).",
-               default="/sys/devices/system/cpu"),
+               "The kernel's CPU directory (online, cpuN/cpufreq).", default="/sys/devices/system/cpu"),
     )
     WORD = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 
@@ -742,46 +728,27 @@ class PostgresqlSetting(Backend):
 
     role = "knob_postgresql_setting"
     options = (
-        Option("knob_postgresql_setting_name", "str",
-               "The parameter (pg_settings name).",
-               required=True),
+        Option("knob_postgresql_setting_name", "str", "The parameter (pg_settings name).", required=True),
         Option("knob_postgresql_setting_provision", "bool",
-               "Make sure service_postgresql's private cluster runs, and connect to it.",
-               default=True),
-        Option("knob_postgresql_setting_host", "str",
-               "Socket directory or host name.",
-               default="/var/run/postgresql"),
-        Option("knob_postgresql_setting_port", "int",
-               "Port.",
-               default=5432),
-        Option("knob_postgresql_setting_user", "str",
-               "Database role (a superuser).",
-               default="postgres"),
-        Option("knob_postgresql_setting_database", "str",
-               "Database to connect to.",
-               default="postgres"),
-        Option("knob_postgresql_setting_psql", "str",
-               "psql on the host.",
-               default="psql"),
-        Option("knob_postgresql_setting_runas", "list",
-               "Command prefix for psql.",
-               default=[], elements="str"),
+               "Make sure service_postgresql's private cluster runs, and connect to it.", default=True),
+        Option("knob_postgresql_setting_host", "str", "Socket directory or host name.", default="/var/run/postgresql"),
+        Option("knob_postgresql_setting_port", "int", "Port.", default=5432),
+        Option("knob_postgresql_setting_user", "str", "Database role (a superuser).", default="postgres"),
+        Option("knob_postgresql_setting_database", "str", "Database to connect to.", default="postgres"),
+        Option("knob_postgresql_setting_psql", "str", "psql on the host.", default="psql"),
+        Option("knob_postgresql_setting_runas", "list", "Command prefix for psql.", default=[], elements="str"),
         Option("knob_postgresql_setting_allow_restart", "bool",
-               "Whether a restart is allowed (default from the knob's cost class).",
-               default=False, derived=True),
+               "Whether a restart is allowed (default from the knob's cost class).", default=False, derived=True),
         Option("knob_postgresql_setting_restart_argv", "list",
                "How the server is restarted ([] = pg_ctl restart of the server's data directory).",
                default=[], elements="str"),
         Option("knob_postgresql_setting_os_user", "str",
-               "Owner of the data directory, for the default restart.",
-               default="postgres"),
+               "Owner of the data directory, for the default restart.", default="postgres"),
         Option("knob_postgresql_setting_bindir", "str",
                "Server binaries for the default restart (\"\" = service_postgresql's, else the server's major "
-               "version's).",
-               default=""),
+               "version's).", default=""),
         Option("knob_postgresql_setting_logfile", "str",
-               "Server log for the default restart (\"\" = postgresql.log beside the data directory).",
-               default=""),
+               "Server log for the default restart (\"\" = postgresql.log beside the data directory).", default=""),
         Option("knob_postgresql_setting_timeout", "int",
                "Seconds pg_ctl waits for the restart, and at most for new sessions to show a reloaded value.",
                default=120),
@@ -983,17 +950,13 @@ class CpuAffinity(Backend):
     writes = False
     options = (
         Option("knob_cpu_affinity_siblings", "bool",
-               "With a plain N, use every sibling thread of each chosen core.",
-               default=True),
+               "With a plain N, use every sibling thread of each chosen core.", default=True),
         Option("knob_cpu_affinity_candidates", "str",
-               "CPU list the cores are chosen from; empty for every online CPU.",
-               default=""),
+               "CPU list the cores are chosen from; empty for every online CPU.", default=""),
         Option("knob_cpu_affinity_pin_pidfiles", "list",
-               "PID files of servers the batch runner pins to the same CPUs.",
-               default=[], elements="str"),
+               "PID files of servers the batch runner pins to the same CPUs.", default=[], elements="str"),
         Option("knob_cpu_affinity_sysfs_root", "path",
-               "The kernel's CPU directory.",
-               default="/sys/devices/system/cpu"),
+               "The kernel's CPU directory.", default="/sys/devices/system/cpu"),
     )
     VALUE = re.compile(r"^\s*(\d+)\s*(?::\s*(on|off)\s*)?$", re.IGNORECASE)
 
@@ -1053,29 +1016,19 @@ class FileLayout(Backend):
     role = "knob_file_layout"
     options = (
         Option("knob_file_layout_path", "path",
-               "The workload file.",
-               default="/var/tmp/benchmatrix/scratch/benchmatrix-fio.dat", derived=True),
-        Option("knob_file_layout_size_mb", "int",
-               "Size of the file in MiB.",
-               default=256),
-        Option("knob_file_layout_extents", "int",
-               "About how many extents the fragmented layout aims at.",
-               default=100),
-        Option("knob_file_layout_filler_kb", "int",
-               "Size of one filler file in KiB; 0 derives it.",
-               default=0),
+               "The workload file.", default="/var/tmp/benchmatrix/scratch/benchmatrix-fio.dat", derived=True),
+        Option("knob_file_layout_size_mb", "int", "Size of the file in MiB.", default=256),
+        Option("knob_file_layout_extents", "int", "About how many extents the fragmented layout aims at.", default=100),
+        Option("knob_file_layout_filler_kb", "int", "Size of one filler file in KiB; 0 derives it.", default=0),
         Option("knob_file_layout_contiguous_max", "int",
-               "At most this many extents reads back as contiguous; 0 = max(4, size_mb / 32).",
-               default=0),
+               "At most this many extents reads back as contiguous; 0 = max(4, size_mb / 32).", default=0),
         Option("knob_file_layout_fragmented_min", "int",
                "At least this many extents reads back as fragmented; 0 = max(extents / 2, contiguous_max + 1).",
                default=0),
         Option("knob_file_layout_max_fill_mb", "int",
-               "Refuse to fragment on a filesystem with more free MiB than this.",
-               default=4096),
+               "Refuse to fragment on a filesystem with more free MiB than this.", default=4096),
         Option("knob_file_layout_seed", "int",
-               "Seed of the random choice of filler files that are deleted.",
-               default=1),
+               "Seed of the random choice of filler files that are deleted.", default=1),
     )
     LEVELS = ("contiguous", "fragmented", "absent")
     FILLER_DIR = ".benchmatrix-filler"
@@ -1342,37 +1295,22 @@ class MssqlSetting(ClientBackend):
 
     role = "knob_mssql_setting"
     options = (
-        Option("knob_mssql_setting_name", "str",
-               "The sp_configure option.",
-               required=True),
-        Option("knob_mssql_setting_server", "str",
-               "Server (sqlcmd -S).",
-               default="localhost"),
-        Option("knob_mssql_setting_user", "str",
-               "Login; empty for a trusted connection.",
-               default="sa"),
-        Option("knob_mssql_setting_password", "str",
-               "Password of the login.",
-               default=""),
+        Option("knob_mssql_setting_name", "str", "The sp_configure option.", required=True),
+        Option("knob_mssql_setting_server", "str", "Server (sqlcmd -S).", default="localhost"),
+        Option("knob_mssql_setting_user", "str", "Login; empty for a trusted connection.", default="sa"),
+        Option("knob_mssql_setting_password", "str", "Password of the login.", default=""),
         Option("knob_mssql_setting_sqlcmd", "str",
-               "sqlcmd on the host; empty to look in the usual places.",
-               default=""),
+               "sqlcmd on the host; empty to look in the usual places.", default=""),
         Option("knob_mssql_setting_sqlcmd_candidates", "list",
                "Where sqlcmd is looked for.",
                default=["/opt/mssql-tools18/bin/sqlcmd", "/opt/mssql-tools/bin/sqlcmd", "/usr/bin/sqlcmd",
                         "/usr/local/bin/sqlcmd"], elements="str"),
-        Option("knob_mssql_setting_sqlcmd_options", "list",
-               "Extra sqlcmd options.",
-               default=["-C"], elements="str"),
+        Option("knob_mssql_setting_sqlcmd_options", "list", "Extra sqlcmd options.", default=["-C"], elements="str"),
         Option("knob_mssql_setting_allow_restart", "bool",
-               "Whether a restart is allowed (default from the knob's cost class).",
-               default=False, derived=True),
+               "Whether a restart is allowed (default from the knob's cost class).", default=False, derived=True),
         Option("knob_mssql_setting_restart_argv", "list",
-               "How SQL Server is restarted.",
-               default=["systemctl", "restart", "mssql-server"], elements="str"),
-        Option("knob_mssql_setting_timeout", "int",
-               "Seconds to wait for the server.",
-               default=120),
+               "How SQL Server is restarted.", default=["systemctl", "restart", "mssql-server"], elements="str"),
+        Option("knob_mssql_setting_timeout", "int", "Seconds to wait for the server.", default=120),
     )
     READ_SQL = ("SET NOCOUNT ON; SELECT CONCAT(CONVERT(varchar(30), value), '|', CONVERT(varchar(30), value_in_use), "
                 "'|', CONVERT(int, is_dynamic)) FROM sys.configurations WHERE name = N'$(name)'")
@@ -1480,30 +1418,18 @@ class OracleParameter(ClientBackend):
 
     role = "knob_oracle_parameter"
     options = (
-        Option("knob_oracle_parameter_name", "str",
-               "The parameter.",
-               required=True),
-        Option("knob_oracle_parameter_oracle_home", "str",
-               "ORACLE_HOME.",
-               default="/opt/oracle/product/19c/dbhome_1"),
-        Option("knob_oracle_parameter_oracle_sid", "str",
-               "ORACLE_SID.",
-               default="ORCLCDB"),
-        Option("knob_oracle_parameter_sqlplus", "str",
-               "sqlplus; empty for ORACLE_HOME/bin/sqlplus.",
-               default=""),
-        Option("knob_oracle_parameter_connect", "str",
-               "sqlplus connect string.",
-               default="/ as sysdba"),
+        Option("knob_oracle_parameter_name", "str", "The parameter.", required=True),
+        Option("knob_oracle_parameter_oracle_home", "str", "ORACLE_HOME.", default="/opt/oracle/product/19c/dbhome_1"),
+        Option("knob_oracle_parameter_oracle_sid", "str", "ORACLE_SID.", default="ORCLCDB"),
+        Option("knob_oracle_parameter_sqlplus", "str", "sqlplus; empty for ORACLE_HOME/bin/sqlplus.", default=""),
+        Option("knob_oracle_parameter_connect", "str", "sqlplus connect string.", default="/ as sysdba"),
         Option("knob_oracle_parameter_runas", "list",
                "Command prefix that runs sqlplus as the instance's owner.",
                default=["runuser", "-u", "oracle", "--"], elements="str"),
         Option("knob_oracle_parameter_allow_restart", "bool",
-               "Whether a restart is allowed (default from the knob's cost class).",
-               default=False, derived=True),
+               "Whether a restart is allowed (default from the knob's cost class).", default=False, derived=True),
         Option("knob_oracle_parameter_restart_script", "str",
-               "SQL*Plus commands that restart the instance.",
-               default="SHUTDOWN IMMEDIATE\nSTARTUP\n"),
+               "SQL*Plus commands that restart the instance.", default="SHUTDOWN IMMEDIATE\nSTARTUP\n"),
     )
 
     @property
@@ -1636,35 +1562,18 @@ class RaidLevel(ClientBackend):
     role = "knob_raid_level"
     options = (
         Option("knob_raid_level_devices", "list",
-               "Member devices; everything on them is destroyed.",
-               default=[], elements="str"),
-        Option("knob_raid_level_chunk_kb", "int",
-               "Chunk size in KiB.",
-               default=512),
-        Option("knob_raid_level_name", "str",
-               "The array is /dev/md/NAME.",
-               default="benchmatrix"),
-        Option("knob_raid_level_fstype", "str",
-               "Filesystem made on the array.",
-               default="ext4"),
-        Option("knob_raid_level_mkfs_options", "list",
-               "mkfs options.",
-               default=[], elements="str"),
+               "Member devices; everything on them is destroyed.", default=[], elements="str"),
+        Option("knob_raid_level_chunk_kb", "int", "Chunk size in KiB.", default=512),
+        Option("knob_raid_level_name", "str", "The array is /dev/md/NAME.", default="benchmatrix"),
+        Option("knob_raid_level_fstype", "str", "Filesystem made on the array.", default="ext4"),
+        Option("knob_raid_level_mkfs_options", "list", "mkfs options.", default=[], elements="str"),
         Option("knob_raid_level_mount_point", "path",
-               "Where the filesystem is mounted.",
-               default="/var/tmp/benchmatrix/raid"),
-        Option("knob_raid_level_mount_options", "str",
-               "Mount options.",
-               default="noatime"),
-        Option("knob_raid_level_destroy", "bool",
-               "Allow wiping the member devices.",
-               default=False),
+               "Where the filesystem is mounted.", default="/var/tmp/benchmatrix/raid"),
+        Option("knob_raid_level_mount_options", "str", "Mount options.", default="noatime"),
+        Option("knob_raid_level_destroy", "bool", "Allow wiping the member devices.", default=False),
         Option("knob_raid_level_wait_resync", "bool",
-               "Wait for the initial resync (else --assume-clean).",
-               default=True),
-        Option("knob_raid_level_install", "bool",
-               "Install mdadm when missing.",
-               default=False),
+               "Wait for the initial resync (else --assume-clean).", default=True),
+        Option("knob_raid_level_install", "bool", "Install mdadm when missing.", default=False),
     )
     #: Where the kernel shows md, where mdadm may be, where arrays appear (tests point them elsewhere).
     PROC_MDSTAT = "/proc/mdstat"
@@ -1882,33 +1791,24 @@ class KernelCmdline(Backend):
     cost = "reboot"
     options = (
         Option("knob_kernel_cmdline_parameter", "str",
-               "The kernel parameter, e.g. nosmt, mitigations, isolcpus, transparent_hugepage.",
-               required=True),
+               "The kernel parameter, e.g. nosmt, mitigations, isolcpus, transparent_hugepage.", required=True),
         Option("knob_kernel_cmdline_levels", "dict",
-               "Factor levels mapped to states, e.g. {\"on\" absent, \"off\" present} for nosmt.",
-               default={}),
+               "Factor levels mapped to states, e.g. {\"on\" absent, \"off\" present} for nosmt.", default={}),
         Option("knob_kernel_cmdline_grub_file", "path",
-               "The boot loader's configuration file (shell syntax).",
-               default="/etc/default/grub"),
+               "The boot loader's configuration file (shell syntax).", default="/etc/default/grub"),
         Option("knob_kernel_cmdline_grub_variable", "str",
-               "The variable of that file that holds the command line.",
-               default="GRUB_CMDLINE_LINUX_DEFAULT"),
+               "The variable of that file that holds the command line.", default="GRUB_CMDLINE_LINUX_DEFAULT"),
         Option("knob_kernel_cmdline_update_command", "list",
                "The command (argv) that regenerates the boot loader's configuration after an edit.",
                default=["update-grub"], elements="str"),
         Option("knob_kernel_cmdline_source", "path",
-               "Where the running kernel's command line is read.",
-               default="/proc/cmdline"),
+               "Where the running kernel's command line is read.", default="/proc/cmdline"),
         Option("knob_kernel_cmdline_reboot_command", "str",
-               "The command that reboots the host; empty for ansible.builtin.reboot's default.",
-               default=""),
+               "The command that reboots the host; empty for ansible.builtin.reboot's default.", default=""),
         Option("knob_kernel_cmdline_boot_time_command", "str",
-               "A command whose output changes with every boot; empty for ansible.builtin.reboot's default (the boot"
-               " id).",
-               default=""),
-        Option("knob_kernel_cmdline_reboot_timeout", "int",
-               "Seconds to wait for the host to come back.",
-               default=900),
+               "A command whose output changes with every boot; empty for ansible.builtin.reboot's default (the "
+               "boot id).", default=""),
+        Option("knob_kernel_cmdline_reboot_timeout", "int", "Seconds to wait for the host to come back.", default=900),
     )
 
     @property
