@@ -3,7 +3,7 @@
 #   scripts/bootstrap.sh          Python with venv and pip (for `make demo`)
 #   scripts/bootstrap.sh --test   also the real tools the test suite drives: fio,
 #                                 sshd (namespace hosts), iproute2, PostgreSQL, sysbench,
-#                                 e2fsprogs/util-linux (loop file systems), Chromium
+#                                 stress-ng, e2fsprogs/util-linux (loop file systems), Chromium
 #                                 (the report in a real browser)
 # Everything else comes from pip (pyproject.toml) or the project's Ansible roles.
 set -euo pipefail
@@ -23,6 +23,7 @@ if [ "${1:-}" = "--test" ]; then
     have mkfs.ext4 || need+=(e2fsprogs)
     have filefrag || need+=(e2fsprogs)
     have sysbench || need+=(sysbench)
+    have stress-ng || need+=(stress-ng)
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
     have chromium || need+=(chromium)
 fi

@@ -36,7 +36,6 @@ they run.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -45,6 +44,7 @@ import pandas as pd
 from benchmatrix.analyze.scale import LOG, metric_scales
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.results.layout import SUMMARY_STATS, summary_by_host_columns, summary_columns
+from benchmatrix.workloads import metric_direction as builtin_direction
 
 #: Confidence level of ``ci_low`` / ``ci_high``.
 CONFIDENCE = 0.95
@@ -375,19 +375,13 @@ def summarize_by_host(runs: pd.DataFrame, factor_names: list[str], units: dict[s
 
 # ----------------------------------------------------------------- comparison blocks
 
-#: fio metric name patterns and the direction that is better.
-_FIO_DIRECTIONS = (
-    (re.compile(r"_(iops|bw_kib|io_kib)$"), "higher"),
-    (re.compile(r"_clat_"), "lower"),
-)
-
-
 def metric_direction(metric: str, declared: dict | None = None) -> str:
     """Which way a metric is better: ``higher``, ``lower`` or ``""`` (unknown).
 
     A metric declared under ``workload.metrics`` with ``better`` says so itself;
-    fio's metrics are known: ``*_iops``, ``*_bw_kib`` and ``*_io_kib`` are better
-    higher, every ``*_clat_*`` latency is better lower.
+    a built-in workload's metrics are known from its descriptor's ``directions``
+    (:data:`benchmatrix.workloads.WORKLOADS`): fio's ``*_iops``, ``*_bw_kib`` and
+    ``*_io_kib`` are better higher, every ``*_clat_*`` latency is better lower.
 
     Args:
         metric: Metric name.
@@ -397,10 +391,7 @@ def metric_direction(metric: str, declared: dict | None = None) -> str:
     better = str(info.get("better") or "").strip().lower()
     if better in ("higher", "lower"):
         return better
-    for pattern, direction in _FIO_DIRECTIONS:
-        if pattern.search(metric):
-            return direction
-    return ""
+    return builtin_direction(metric)
 
 
 def welch_df(var_a: np.ndarray, n_a: np.ndarray, var_b: np.ndarray, n_b: np.ndarray) -> np.ndarray:

@@ -90,17 +90,18 @@ def planned_levels(spec: Spec) -> dict[str, list[Any]]:
 
 
 def tool_of(spec: Spec, project_dir: Path) -> str:
-    """The workload tool's executable: the role's ``<role>_binary`` default, the first
-    argument of a workload_command argv, else the role's name without ``workload_``."""
+    """The workload tool's executable: the role descriptor's ``binary``, else (its binary
+    is "", workload_command) the first argument of the spec's argv, else (a role without
+    a descriptor) the role's name without ``workload_``."""
+    from benchmatrix.workloads import WORKLOADS
+
     role = spec.workload["role"]
-    if role == "workload_command":
+    workload = WORKLOADS.get(role)
+    if workload is not None and not workload.binary:
         argv = (spec.workload.get("vars") or {}).get("argv") or []
         first = str(argv[0]) if argv else ""
         return "" if "{{" in first else first
-    defaults = Path(project_dir) / "playbooks" / "roles" / role / "defaults" / "main.yml"
-    text = defaults.read_text() if defaults.is_file() else ""
-    match = re.search(rf"^{role}_binary:\s*['\"]?([^'\"\s#{{]+)", text, re.M)
-    return match.group(1) if match else role.removeprefix("workload_")
+    return workload.binary if workload is not None else role.removeprefix("workload_")
 
 
 def _cell_runs(spec: Spec) -> list[dict[str, Any]]:

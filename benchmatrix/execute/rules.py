@@ -58,9 +58,6 @@ RUN_TASK = "Run the batch"
 #: batch_runner's task that names the archive on a local-connection host, which the
 #: controller reads in place instead of a fetched copy.
 ARCHIVE_IN_PLACE_TASK = "Report where the batch's results are"
-#: Workload roles whose tasks/finish.yml has work to do at campaign end (stop a
-#: private server, unmount a scratch file system, remove prepared files).
-WORKLOADS_WITH_CLEANUP = frozenset({"workload_fio", "workload_pgbench", "workload_sysbench"})
 
 
 @functools.cache
@@ -114,9 +111,11 @@ def plan(spec_path: str, project_dir: Path, out: Path, batch_max_runs: int,
 
 # ---------------------------------------------------------------- hosts
 
-#: Workload roles whose tasks/install.yml only installs the tool and reads its version
-#: (others also start services a campaign's end stops): a known host skips it.
-INSTALL_ONLY_ROLES = frozenset({"workload_fio", "workload_command"})
+def _workload(role: str) -> Any:
+    """The role's descriptor (benchmatrix.workloads.WORKLOADS), or None for a role it lacks."""
+    from benchmatrix.workloads import WORKLOADS
+
+    return WORKLOADS.get(role)
 
 
 def host_cache_path(project_dir: Path, host: str, role: str) -> Path:
@@ -150,8 +149,10 @@ def prepare_host(spec_path: str, project_dir: Path, host: str, out: Path, log: P
               "bmx_cached_state_files": cache.get("state_files", []) if known else []},
         extravars={"bmx_host": host, "bmx_workload_role": role, "bmx_experiment": spec.name,
                    "bmx_campaign": campaign_id(exp), "batch_runner_source": str(RUNNER_PATH),
-                   # "" is a known version: a command that declares no version command.
-                   "bmx_install_always": role not in INSTALL_ONLY_ROLES or known.get("tool_version") is None},
+                   # "" is a known version: a command that declares no version command. A role
+                   # whose install.yml only installs the tool (install_once) is skipped on a known host.
+                   "bmx_install_always": not getattr(_workload(role), "install_once", False)
+                   or known.get("tool_version") is None},
         # All setup, no runs: its slot is held to its end, so that many hosts do not all
         # gather facts at once (the controller's memory peak with 16 hosts).
         log=exp / "logs" / "ansible" / f"prepare-{host}.log", start_until=WHOLE_CALL)
@@ -184,12 +185,10 @@ def _cells_by_id(spec: Spec) -> dict[str, dict[str, Any]]:
 
 
 def _parser_for(role: str) -> Callable[[str], Any]:
-    from benchmatrix.workloads import PARSERS
-
-    try:
-        return PARSERS[role]
-    except KeyError:
-        raise BenchmatrixError(f"workload role {role} has no parser") from None
+    workload = _workload(role)
+    if workload is None:
+        raise BenchmatrixError(f"workload role {role} has no parser")
+    return workload.parse
 
 
 def _error_lines(path: Path) -> str:
@@ -771,7 +770,7 @@ def _needs_cleanup(spec: Spec, facts_path: Path) -> bool:
     """Whether the workload role's finish.yml has work on the host: a role that cleans
     up, unless prepare_host found nothing to undo (facts.json ``workload_cleanup``
     false: fio without its loop file system). Without facts, clean up."""
-    if spec.workload["role"] not in WORKLOADS_WITH_CLEANUP:
+    if not getattr(_workload(spec.workload["role"]), "cleanup", False):
         return False
     try:
         facts = json.loads(facts_path.read_text())

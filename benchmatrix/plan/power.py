@@ -322,16 +322,12 @@ class CvSample:
 
 def workload_units(spec: Spec) -> dict[str, str]:
     """Metric -> unit as far as the spec tells before any run: the workload's metric
-    catalogue (fio, pgbench), with the declared ``workload.metrics`` units."""
+    catalogue (its descriptor's ``metrics``: fio, pgbench), with the declared ``workload.metrics`` units."""
     from benchmatrix.results.tables import metric_units
+    from benchmatrix.workloads import WORKLOADS
 
-    role = str((spec.workload or {}).get("role") or "")
-    catalogue: dict[str, str] = {}
-    if role == "workload_fio":
-        from benchmatrix.workloads.fio import FIO_METRICS as catalogue
-    elif role == "workload_pgbench":
-        from benchmatrix.workloads.pgbench import PGBENCH_METRICS as catalogue
-    return metric_units(spec.declared_metrics, catalogue)
+    workload = WORKLOADS.get(str((spec.workload or {}).get("role") or ""))
+    return metric_units(spec.declared_metrics, dict(workload.metrics) if workload is not None else {})
 
 
 def given_cv_samples(cv: float, metrics: list[str] | None = None, declared: dict[str, Any] | None = None,

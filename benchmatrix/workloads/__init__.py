@@ -1,11 +1,16 @@
-"""Parsers that turn a workload's raw output into metrics.
+"""The workload registry and what the controller does with a run's output.
+
+:data:`WORKLOADS` maps a workload role to its descriptor (:class:`Workload`: parser,
+metric catalogue with units and directions, binary, argv builder, install and clean-up
+flags), one per subpackage (``benchmatrix/workloads/NAME/__init__.py`` defines
+``WORKLOAD``); adding a workload is that folder plus its role and one line here.
 
 Each parser is called as ``parse(stdout, workload, run_dir)`` (see
 :class:`benchmatrix.workloads.base.Parser`): the text the workload printed, the spec's
 ``workload`` section (a generic workload declares its metrics there) and the run's
 directory of raw files (stderr, ``counters.json``, the job file or script the run
 used). It returns a :class:`Parsed`, or raises :class:`benchmatrix.errors.ParseError`.
-:data:`PARSERS` maps a workload role name to its parser.
+:data:`PARSERS` maps a workload role name to its parser (read from :data:`WORKLOADS`).
 
 Beside the workload parsers: :func:`load_counters` turns the system counters the
 batch runner sampled (spec key ``collect``) into metrics, and :func:`check_success`
@@ -14,23 +19,33 @@ applies a spec's ``workload.success`` criteria.
 
 from __future__ import annotations
 
-from benchmatrix.workloads.base import Parsed, Parser
+from benchmatrix.workloads import command, fio, pgbench, stress_ng, sysbench
+from benchmatrix.workloads.base import Parsed, Parser, Workload
 from benchmatrix.workloads.command import check_declarations, parse_command
 from benchmatrix.workloads.counters import load_counters, parse_counters
 from benchmatrix.workloads.fio import FIO_METRICS, parse_fio
 from benchmatrix.workloads.pgbench import PGBENCH_METRICS, parse_pgbench
+from benchmatrix.workloads.stress_ng import STRESS_NG_METRICS, parse_stress_ng
 from benchmatrix.workloads.success import check_success
 from benchmatrix.workloads.sysbench import parse_sysbench
 
-PARSERS: dict[str, Parser] = {
-    "workload_fio": parse_fio,
-    "workload_pgbench": parse_pgbench,
-    "workload_sysbench": parse_sysbench,
-    "workload_command": parse_command,
-}
+#: workload role -> its descriptor.
+WORKLOADS: dict[str, Workload] = {w.role: w for w in (
+    fio.WORKLOAD, pgbench.WORKLOAD, sysbench.WORKLOAD, command.WORKLOAD, stress_ng.WORKLOAD,
+)}
+
+#: workload role -> its parser.
+PARSERS: dict[str, Parser] = {role: w.parse for role, w in WORKLOADS.items()}
+
+
+def metric_direction(metric: str) -> str:
+    """Which way a built-in workload's metric is better (``higher``, ``lower``, or "" when
+    no workload's ``directions`` name it): the first descriptor that knows it says."""
+    return next((d for d in (w.direction(metric) for w in WORKLOADS.values()) if d), "")
+
 
 __all__ = [
-    "FIO_METRICS", "PARSERS", "PGBENCH_METRICS", "Parsed", "Parser",
-    "check_declarations", "check_success", "load_counters", "parse_command", "parse_counters",
-    "parse_fio", "parse_pgbench", "parse_sysbench",
+    "FIO_METRICS", "PARSERS", "PGBENCH_METRICS", "STRESS_NG_METRICS", "WORKLOADS", "Parsed", "Parser", "Workload",
+    "check_declarations", "check_success", "load_counters", "metric_direction", "parse_command", "parse_counters",
+    "parse_fio", "parse_pgbench", "parse_stress_ng", "parse_sysbench",
 ]

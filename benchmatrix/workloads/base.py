@@ -1,10 +1,12 @@
-"""What every workload shares: the result type of the parsers and the parser signature, and
-for the argv builders the Ansible filter-module wrapper and template rendering."""
+"""What every workload shares: its descriptor (:class:`Workload`), the result type of the
+parsers and the parser signature, and for the argv builders the Ansible filter-module
+wrapper and template rendering."""
 
 from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +39,7 @@ class Parsed:
 
 
 class Parser(Protocol):
-    """What :data:`benchmatrix.workloads.PARSERS` maps a workload role to.
+    """A workload's parser (:attr:`Workload.parse`).
 
     Args:
         stdout: What the workload printed on standard output.
@@ -54,6 +56,50 @@ class Parser(Protocol):
 
     def __call__(self, stdout: str, workload: Mapping[str, Any] | None = None,
                  run_dir: Path | None = None) -> Parsed: ...
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Everything the controller knows of one workload role, in one record: each
+    ``benchmatrix/workloads/NAME/__init__.py`` defines one as ``WORKLOAD`` and
+    :data:`benchmatrix.workloads.WORKLOADS` holds them by role. The run (``execute``),
+    ``bmx check``, the planner's units, the verdicts' directions, docs/workloads.md's
+    table and the tests read it; the role itself (playbooks/roles/ROLE) does what only
+    the host can do.
+
+    Attributes:
+        role: The Ansible role, ``workload_NAME``.
+        summary: One line for docs/workloads.md's table: what it runs.
+        parse: The parser of the tool's output (:class:`Parser`).
+        argv: The module of the argv builder, whose ``FilterModule`` the role's filter
+            plugin imports (``benchmatrix.workloads.NAME.argv``).
+        binary: The executable ``bmx check`` looks for and asks ``--version`` (the
+            role's ``ROLE_binary`` default); "" when the spec's argv names it
+            (workload_command).
+        metrics: The metric catalogue, name -> unit; empty when the units come with
+            each run (sysbench) or from the spec (workload_command).
+        directions: ``(regex, "higher" | "lower")`` pairs: a metric whose name the
+            regex finds is better that way (verdicts say better/worse); first match wins.
+        install_once: ``tasks/install.yml`` only installs the tool and reads its
+            version, so a known host skips it (others also start services).
+        cleanup: ``tasks/finish.yml`` has work to do at campaign end (restore_host
+            calls it; prepare_host's ``workload_cleanup`` fact may still say there is
+            nothing to undo on a host).
+    """
+
+    role: str
+    summary: str
+    parse: Parser
+    argv: str
+    binary: str = ""
+    metrics: Mapping[str, str] = field(default_factory=dict)
+    directions: tuple[tuple[str, str], ...] = ()
+    install_once: bool = False
+    cleanup: bool = False
+
+    def direction(self, metric: str) -> str:
+        """``higher``, ``lower`` or "" (not known) for one of this workload's metrics."""
+        return next((better for pattern, better in self.directions if re.search(pattern, metric)), "")
 
 
 def as_text(stdout: Any, tool: str) -> str:
