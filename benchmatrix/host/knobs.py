@@ -276,8 +276,20 @@ class Backend:
         return self.read(value)[1]
 
 
+class FileBackend(Backend):
+    """A knob that is one file's text (``path``): written as the intended value."""
+
+    path = ""
+
+    def write(self, value, state):
+        _write(self.role, self.path, str(value), self.host)
+
+    def write_problem(self, value):
+        return _writable(self.path)
+
+
 @register
-class Sysctl(Backend):
+class Sysctl(FileBackend):
     role = "knob_sysctl"
     options = (
         Option("knob_sysctl_key", "str", "The sysctl key, e.g. vm.swappiness.", required=True),
@@ -299,15 +311,9 @@ class Sysctl(Backend):
             self.fail(f"cannot read {self.path} on {self.host}: {exc.strerror}")
         return text, text
 
-    def write(self, value, state):
-        _write(self.role, self.path, str(value), self.host)
-
-    def write_problem(self, value):
-        return _writable(self.path)
-
 
 @register
-class Sysfs(Backend):
+class Sysfs(FileBackend):
     role = "knob_sysfs"
     options = (
         Option("knob_sysfs_path", "str", "Absolute path of the sysfs file, under C(knob_sysfs_root).", required=True),
@@ -330,12 +336,6 @@ class Sysfs(Backend):
         if "[" in text and "]" in text:
             text = text.split("[", 1)[1].split("]", 1)[0]
         return text, text
-
-    def write(self, value, state):
-        _write(self.role, self.path, str(value), self.host)
-
-    def write_problem(self, value):
-        return _writable(self.path)
 
 
 @register
