@@ -345,6 +345,8 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
     Raises:
         HostUnreachableError: Ansible could not connect to the host.
         PlaybookFailedError: A task failed, or the playbook could not run.
+        ResultChannelError: A result payload the playbook published is malformed or
+            unknown (:func:`read_payloads`).
     """
     import ansible_runner  # imported late: costs ~0.2 s, only batch jobs need it
 
