@@ -500,14 +500,16 @@ def bmx_phases(exp: Path, recs: list[dict[str, Any]], events: list[dict[str, Any
         t_batch = ts(mine[0]["batch_started_at"])
         ev = plays[starts[k]:starts[k + 1] if k + 1 < len(starts) else None]
 
-        def at(event: str, task: str | None = None, last: bool = False, ev: list = ev, bid: str = bid) -> float:
-            hits = [e["t"] for e in ev if e["event"] == event and (task is None or e.get("task") == task)]
+        def at(event: str, task: str | None = None, last: bool = False, ev: list = ev, bid: str = bid,
+               published: str = "") -> float:
+            hits = [e["t"] for e in ev if e["event"] == event and (task is None or e.get("task") == task)
+                    and (not published or published in e.get("published", ()))]
             if not hits:
-                raise RuntimeError(f"batch {bid}: no {event} {task or ''} in the timing log")
+                raise RuntimeError(f"batch {bid}: no {event} {task or published} in the timing log")
             return hits[-1] if last else hits[0]
 
         pb0 = at("playbook_start")
-        knobs_done = at("task_ok", "Report knob states to benchmatrix")
+        knobs_done = at("task_ok", published="bmx_knobs")
         # Since the runner is installed by prepare_host, a batch has no setup tasks: 0 s.
         setup0 = min([at("task_start", "batch_runner : Run the batch")]
                      + [e["t"] for e in ev if e["event"] == "task_start"

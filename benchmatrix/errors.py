@@ -82,6 +82,11 @@ class PlaybookFailedError(AnsibleError):
     """A task failed on the host or the playbook could not run."""
 
 
+class ResultChannelError(AnsibleError):
+    """A playbook's result payload (``set_stats`` data, docs/contracts.md) is missing,
+    malformed or unknown: the playbook and the controller disagree about what it returns."""
+
+
 class ParseError(BenchmatrixError):
     """A workload's raw output cannot be turned into metrics."""
 

@@ -2,8 +2,9 @@
 
 A tiny project in the test's temporary directory links the repository's roles, tasks
 and library (the bmx_knob module), and holds a playbook that includes tasks/knobs.yml,
-the knob loop run_batch.yml and restore_host.yml include, then reports the knob states
-and the merged run settings. Calls go through benchmatrix.execute.ansible.run_playbook.
+the knob loop run_batch.yml and restore_host.yml include, then publishes the knob states
+and the merged run settings (set_stats: bmx_knobs, bmx_run_settings). Calls go through
+benchmatrix.execute.ansible.run_playbook.
 """
 
 from __future__ import annotations
@@ -29,13 +30,13 @@ PLAYBOOK = """\
     - name: Apply and verify the knobs
       ansible.builtin.include_tasks: tasks/knobs.yml
 
-    - name: Report knob states to benchmatrix
-      ansible.builtin.debug:
-        msg: "{{ bmx_knob_states | default({}) }}"
-
-    - name: Report run settings
-      ansible.builtin.debug:
-        msg: "{{ bmx_run_settings | default({}) }}"
+    - name: Publish the knob states and run settings
+      ansible.builtin.set_stats:
+        data:
+          bmx_knobs: "{{ bmx_knob_states | default({}) }}"
+          bmx_run_settings: "{{ bmx_run_settings | default({}) }}"
+        per_host: true
+        aggregate: false
 """
 
 
@@ -70,9 +71,7 @@ class KnobRunner:
             extravars={"bmx_host": "localhost", "bmx_knobs": knobs, "bmx_check_mode": check,
                        "bmx_experiment": "knobtest", **(extravars or {})},
             log=self.dir / "logs" / f"{self.calls}.log", timeout=600)
-        states = (result.task_result("Report knob states to benchmatrix", "localhost") or {}).get("msg") or {}
-        settings = (result.task_result("Report run settings", "localhost") or {}).get("msg") or {}
-        return states, settings
+        return result.payload("bmx_knobs"), result.payload("bmx_run_settings")
 
     def fail(self, knobs: list[dict[str, Any]], extravars: dict[str, Any] | None = None) -> PlaybookFailedError:
         """Apply ``knobs`` expecting a failure; returns the error."""

@@ -49,7 +49,10 @@ class CallbackModule(CallbackBase):
         self._emit("task_start", task=task.get_name())
 
     def v2_runner_on_ok(self, result) -> None:
-        self._emit("task_ok", task=result._task.get_name())
+        # The result payloads a task published (set_stats keys): bench finds the end of a
+        # phase by what was published, not by a task's name.
+        published = sorted((result._result.get("ansible_stats") or {}).get("data") or {})
+        self._emit("task_ok", task=result._task.get_name(), **({"published": published} if published else {}))
 
     def v2_runner_on_skipped(self, result) -> None:
         self._emit("task_skipped", task=result._task.get_name())

@@ -5,6 +5,12 @@ data directory (ansible-runner persists extra vars there, and a shared one leaks
 keys between calls), checks the runner's status and rc, reads the events, and turns
 failures into :class:`~benchmatrix.errors.HostUnreachableError` or
 :class:`~benchmatrix.errors.PlaybookFailedError` naming the host and the task.
+
+Results come back as data, never by task name: a playbook publishes them with
+``ansible.builtin.set_stats`` (``per_host: true``, ``aggregate: false``), one key per
+kind (:data:`RESULT_SCHEMAS`), and :func:`read_payloads` validates each one;
+``PlaybookResult.payload(KEY)`` hands it to the caller or raises
+:class:`~benchmatrix.errors.ResultChannelError`.
 """
 
 from __future__ import annotations
@@ -24,7 +30,47 @@ from typing import Any
 
 import yaml
 
-from benchmatrix.errors import AnsibleError, HostUnreachableError, Interrupted, PlaybookFailedError
+from benchmatrix.errors import AnsibleError, HostUnreachableError, Interrupted, PlaybookFailedError, ResultChannelError
+
+_STR_LIST = {"type": "array", "items": {"type": "string"}}
+_KNOB_STATE = {
+    "type": "object", "required": ["role", "intended", "actual", "changed", "baseline", "ok"],
+    "properties": {"role": {"type": "string"}, "changed": {"type": "boolean"}, "ok": {"type": "boolean"},
+                   "rebooted": {"type": "boolean"}, "seconds": {"type": "number"}},
+}
+#: The result channel between playbooks and the controller: each key a playbook may
+#: publish with ``set_stats`` and the JSON schema its payload must meet (docs/contracts.md).
+RESULT_SCHEMAS: dict[str, dict[str, Any]] = {
+    # run_batch.yml, restore_host.yml (tasks/knobs.yml's bmx_knob_states): factor -> state.
+    "bmx_knobs": {"type": "object", "additionalProperties": _KNOB_STATE},
+    # tests/knobkit.py's knob playbook: tasks/knobs.yml's merged bmx_run_settings.
+    "bmx_run_settings": {"type": "object"},
+    # prepare_host.yml: the host's facts (gathered: all of them; else its state only).
+    "bmx_facts": {"type": "object", "required": ["gathered", "fingerprint", "state_files", "facts"],
+                  "properties": {"gathered": {"type": "boolean"}, "fingerprint": {"type": "string"},
+                                 "state_files": _STR_LIST, "facts": {"type": "object"}}},
+    # run_batch.yml (roles/batch_runner): where the batch's archive is; in place on a
+    # local-connection host, else fetched into the job's staging directory.
+    "bmx_archive": {"type": "object", "required": ["in_place", "path"],
+                    "properties": {"in_place": {"type": "boolean"}, "path": {"type": "string", "minLength": 1}}},
+    # renew_lease.yml: the runner's progress file, base64 ("" before the first run ends).
+    "bmx_progress": {"type": "object", "required": ["content"], "properties": {"content": {"type": "string"}}},
+    # check_host.yml: what bmx check judges (benchmatrix.execute.check.check_host).
+    "bmx_check": {
+        "type": "object",
+        "required": ["knobs", "tool_rc", "tool_out", "dry_rc", "dry_out", "dry_err", "dry_msg", "storage_paths",
+                     "storage_out", "loopfs_mb", "host_env", "tool_installs", "allow_reboot"],
+        "properties": {
+            "knobs": {"type": "object", "additionalProperties": {"type": "object"}},
+            "tool_rc": {"type": "integer"}, "tool_out": _STR_LIST,
+            "dry_rc": {"type": "array", "items": {"type": "integer"}}, "dry_out": _STR_LIST, "dry_err": _STR_LIST,
+            "dry_msg": _STR_LIST, "storage_paths": _STR_LIST,
+            "storage_out": {"type": "array", "items": _STR_LIST}, "loopfs_mb": {"type": "integer"},
+            "host_env": {"type": "object"}, "tool_installs": {"type": "boolean"},
+            "allow_reboot": {"type": "boolean"},
+        },
+    },
+}
 
 
 @dataclass
@@ -40,16 +86,64 @@ class PlaybookResult:
     events: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
     log: str = ""
+    playbook: str = ""
+    host: str = ""
+    payloads: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def task_result(self, task_name: str, host: str | None = None) -> dict[str, Any] | None:
-        """The ``res`` of the last ``runner_on_ok`` event of a task, if any."""
-        found = None
-        for ev in self.events:
-            data = ev.get("event_data", {})
-            if ev.get("event") == "runner_on_ok" and data.get("task") == task_name and (
-                    host is None or data.get("host") == host):
-                found = data.get("res", {})
-        return found
+    def payload(self, key: str) -> Any:
+        """The call's host's ``key`` payload, valid against ``RESULT_SCHEMAS[key]``.
+
+        Raises:
+            ResultChannelError: the playbook published no ``key`` for the host.
+        """
+        if key not in RESULT_SCHEMAS:
+            raise ValueError(f"{key} is not a result payload (RESULT_SCHEMAS)")
+        try:
+            return self.payloads[self.host][key]
+        except KeyError:
+            raise ResultChannelError(f"playbook {self.playbook} published no {key}", host=self.host,
+                                     log=self.log) from None
+
+
+def read_payloads(events: list[dict[str, Any]], playbook: str, log: str = "") -> dict[str, dict[str, Any]]:
+    """Every host's result payloads ({host: {key: payload}}), from its ``set_stats`` publications.
+
+    ansible-runner's ``playbook_on_stats`` event carries only the global custom stats
+    (``artifact_data``); a host's own come with the result of the task that set them
+    (``ansible_stats``), whatever the task is called. A later publication of a key
+    replaces an earlier one (``aggregate: false``).
+
+    Raises:
+        ResultChannelError: a publication is not per host, aggregates, or holds an
+            unknown key or a payload its schema refuses.
+    """
+    import jsonschema
+
+    out: dict[str, dict[str, Any]] = {}
+    for ev in events:
+        data = ev.get("event_data") or {}
+        stats = (data.get("res") or {}).get("ansible_stats") if ev.get("event") == "runner_on_ok" else None
+        if not isinstance(stats, dict):
+            continue
+        host = str(data.get("host", ""))
+
+        def refuse(why: str, host: str = host) -> ResultChannelError:
+            return ResultChannelError(f"playbook {playbook}: {why}", host=host, log=log)
+
+        if not stats.get("per_host"):
+            raise refuse("set_stats must publish with per_host: true")
+        if stats.get("aggregate", True):
+            raise refuse("set_stats must publish with aggregate: false")
+        for key, value in (stats.get("data") or {}).items():
+            if key not in RESULT_SCHEMAS:
+                raise refuse(f"unknown payload {key} (known: {', '.join(sorted(RESULT_SCHEMAS))})")
+            error = jsonschema.exceptions.best_match(
+                jsonschema.Draft202012Validator(RESULT_SCHEMAS[key]).iter_errors(value))
+            if error is not None:
+                at = ".".join(str(p) for p in error.absolute_path)
+                raise refuse(f"{key} is malformed: {_first_line(error.message, 200)}" + (f" (at {at})" if at else ""))
+            out.setdefault(host, {})[key] = value
+    return out
 
 
 class _Unsafe(str):
@@ -251,6 +345,8 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
     Raises:
         HostUnreachableError: Ansible could not connect to the host.
         PlaybookFailedError: A task failed, or the playbook could not run.
+        ResultChannelError: A result payload the playbook published is malformed or
+            unknown (:func:`read_payloads`).
     """
     import ansible_runner  # imported late: costs ~0.2 s, only batch jobs need it
 
@@ -328,4 +424,5 @@ def _run(ansible_runner: Any, playbook: str, project_dir: Path, inventory: Path,
         raise PlaybookFailedError(f"playbook {playbook} ended with status {runner.status} (rc {runner.rc})"
                                   + (f": {_first_line(tail, 500)}" if tail else ""), host=host, task=task,
                                   log=log_path)
-    return PlaybookResult(events, seconds, log_path)
+    return PlaybookResult(events, seconds, log_path, playbook=playbook, host=host,
+                          payloads=read_payloads(events, playbook, log_path))

@@ -250,12 +250,9 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
                        "bmx_check_role_directory": role_default(spec, project_dir, "directory"),
                        "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False))},
             log=log, timeout=300)
-    except AnsibleError as exc:
+        said = result.payload("bmx_check")
+    except AnsibleError as exc:  # a ResultChannelError too: the check returned no valid result
         out.blockers.append(f"{host}: cannot be checked: {str(exc).splitlines()[0]}")
-        return out
-    said = (result.task_result("Report the check to benchmatrix", host) or {}).get("msg")
-    if not said:
-        out.blockers.append(f"{host}: the check returned no result (log: {log})")
         return out
     for f, k in spec.knobs.items():
         reboot = k.cost_class == "reboot" and len(levels[f]) > 1 and not said.get("allow_reboot")

@@ -55,9 +55,6 @@ RUNNER_PATH = PACKAGE_DIR / "host" / "batch_runner.py"
 #: batch_runner's task that waits for a batch's runs: the batch job's Ansible start
 #: phase (its start slot, execute.ansible.start_slot) ends when it starts.
 RUN_TASK = "Run the batch"
-#: batch_runner's task that names the archive on a local-connection host, which the
-#: controller reads in place instead of a fetched copy.
-ARCHIVE_IN_PLACE_TASK = "Report where the batch's results are"
 
 
 @functools.cache
@@ -156,18 +153,16 @@ def prepare_host(spec_path: str, project_dir: Path, host: str, out: Path, log: P
         # All setup, no runs: its slot is held to its end, so that many hosts do not all
         # gather facts at once (the controller's memory peak with 16 hosts).
         log=exp / "logs" / "ansible" / f"prepare-{host}.log", start_until=WHOLE_CALL)
-    gathered = result.task_result("Report host facts to benchmatrix", host)
-    if gathered is not None:
-        facts = dict(gathered.get("msg") or {})
-        entry = {"fingerprint": facts.pop("fingerprint", ""), "state_files": facts.pop("state_files", []),
+    published = result.payload("bmx_facts")
+    if published["gathered"]:
+        facts = dict(published["facts"])
+        entry = {"fingerprint": published["fingerprint"], "state_files": published["state_files"],
                  "facts": dict(facts)}
         if entry["fingerprint"]:
             atomic_write(cache_path, json.dumps(entry, indent=1) + "\n")
         facts["facts_from"] = "gathered"
     else:
-        state = dict((result.task_result("Report the known host's state to benchmatrix", host) or {}).get("msg") or {})
-        state.pop("fingerprint", None)
-        facts = {**known, **state, "facts_from": "cache"}
+        facts = {**known, **published["facts"], "facts_from": "cache"}
     facts["inventory_name"] = host
     facts["gathered_at"] = iso(time.time())
     atomic_write(out, json.dumps(facts, indent=1) + "\n")
@@ -455,7 +450,7 @@ def _run_slice(spec: Spec, project_dir: Path, exp: Path, host: str, batch: str, 
         summary["error"] = str(exc)
         shutil.rmtree(staging, ignore_errors=True)
         return records, []
-    knob_states = (result.task_result("Report knob states to benchmatrix", host) or {}).get("msg") or {}
+    knob_states = result.payload("bmx_knobs")
     save_baseline(exp, host, spec, knob_states)
     wrong = {f: k for f, k in knob_states.items() if not k.get("ok")}
     if wrong:
@@ -472,8 +467,7 @@ def _run_slice(spec: Spec, project_dir: Path, exp: Path, host: str, batch: str, 
         return records, []
     # A host reached with the local connection is the controller itself: the archive
     # is read where the runner left it (batch_runner's archive_in_place), else fetched.
-    in_place = (result.task_result(ARCHIVE_IN_PLACE_TASK, host) or {}).get("msg")
-    archive = Path(in_place) if in_place else staging / f"{batch}.tar.gz"
+    archive = Path(result.payload("bmx_archive")["path"])
     # The archive's files go straight to the runs' directories (no unpacked copy to
     # remove afterwards: a few file operations less per run).
     results = _unpack_runs(archive, exp, todo, touched)
@@ -673,7 +667,7 @@ def _lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[Non
                                "batch_runner_lease_seconds": int(max(seconds, 1))},
                     log=exp / "logs" / "ansible" / f"lease-{batch}.log", timeout=int(seconds) + 60)
                 if not stop.is_set():  # the batch's own results may be in already
-                    save_progress(exp, batch, host, result.task_result("Read the batch's progress", host))
+                    save_progress(exp, batch, host, result.payload("bmx_progress"))
             except (BenchmatrixError, OSError):
                 pass  # e.g. the batch's directory is not made yet: the next renewal comes soon
 
@@ -756,7 +750,7 @@ def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = No
                        "bmx_workload_role": spec.workload["role"],
                        "bmx_allow_reboot": spec.allow_reboot},
             log=exp / "logs" / "ansible" / f"restore-{host}.log")
-        states = (result.task_result("Report knob states to benchmatrix", host) or {}).get("msg") or {}
+        states = result.payload("bmx_knobs")
     summary = {"host": host, "restored_at": iso(time.time()), "knobs": states}
     if out is not None:
         atomic_write(out, json.dumps(summary, indent=1) + "\n")
