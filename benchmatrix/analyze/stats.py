@@ -44,7 +44,7 @@ import pandas as pd
 
 from benchmatrix.analyze.scale import LOG, metric_scales
 from benchmatrix.errors import BenchmatrixError
-from benchmatrix.results.layout import SUMMARY_STATS, summary_by_host_columns, summary_columns
+from benchmatrix.layout import SUMMARY_STATS, summary_by_host_columns, summary_columns
 
 #: Confidence level of ``ci_low`` / ``ci_high``.
 CONFIDENCE = 0.95

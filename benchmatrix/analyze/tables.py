@@ -15,7 +15,7 @@ import pandas as pd
 from benchmatrix.analyze import sanity
 from benchmatrix.analyze.comparisons import compare
 from benchmatrix.analyze.stats import run_hosts, summarize, summarize_by_host
-from benchmatrix.results.layout import summary_by_host_columns
+from benchmatrix.layout import summary_by_host_columns
 from benchmatrix.results.tables import Tables, metric_units
 
 if TYPE_CHECKING:

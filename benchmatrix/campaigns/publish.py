@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmatrix import layout
 from benchmatrix.analyze.changepoint import MIN_CAMPAIGNS, detect_step
 from benchmatrix.analyze.scale import LINEAR, LOG, declared_positive
 from benchmatrix.analyze.stats import metric_direction
@@ -50,7 +51,6 @@ from benchmatrix.errors import BenchmatrixError
 from benchmatrix.report.plots import WIDTH, _pyplot, _svg, safe_file_stem
 from benchmatrix.report.render import format_number
 from benchmatrix.report.units import display_unit
-from benchmatrix.results import layout
 from benchmatrix.spec.load import DEFAULT_THRESHOLD
 
 #: File in a published site's root: ``bmx publish`` only ever replaces such a directory.
@@ -239,7 +239,7 @@ class History:
 
 
 def _cell_labels(long: pd.DataFrame, stats_cols: set[str]) -> pd.Series:
-    """:func:`benchmatrix.results.layout.cell_label` per cell id, from the newest campaign naming it."""
+    """:func:`benchmatrix.layout.cell_label` per cell id, from the newest campaign naming it."""
     factors = [c for c in long.columns if c not in stats_cols]
     newest = long.drop_duplicates("cell_id", keep="last").set_index("cell_id")
     if not factors:

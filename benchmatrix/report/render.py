@@ -34,6 +34,7 @@ import jinja2
 import numpy as np
 import pandas as pd
 
+from benchmatrix import layout
 from benchmatrix.analyze import comparisons as analysis
 from benchmatrix.analyze import sanity
 from benchmatrix.analyze.stats import (
@@ -46,12 +47,11 @@ from benchmatrix.analyze.stats import (
     with_start_ns,
 )
 from benchmatrix.analyze.tables import derive_tables, report_metrics
-from benchmatrix.campaigns.diff import grouped
+from benchmatrix.files import atomic_write
+from benchmatrix.layout import STATES
 from benchmatrix.report import plots, units
+from benchmatrix.report.diff import grouped
 from benchmatrix.report.units import display_unit
-from benchmatrix.results import layout
-from benchmatrix.results.layout import STATES
-from benchmatrix.results.records import atomic_write
 from benchmatrix.results.status import decide
 from benchmatrix.results.tables import Tables, metric_units
 
@@ -94,7 +94,7 @@ def format_percent(fraction: Any) -> str:
     return f"{float(fraction) * 100:.1f}"
 
 
-#: Any cell value as text (a template filter): :func:`benchmatrix.results.layout.level_text`.
+#: Any cell value as text (a template filter): :func:`benchmatrix.layout.level_text`.
 format_value = layout.level_text
 
 

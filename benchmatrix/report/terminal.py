@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from benchmatrix import layout
 from benchmatrix.report.units import display_unit, format_number, quantity
-from benchmatrix.results import layout
 
 #: Findings and warnings printed after a run or a report; the report has them all.
 FINDINGS_SHOWN = 10

@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from benchmatrix.results import layout
-from benchmatrix.results.records import atomic_write
+from benchmatrix import layout
+from benchmatrix.files import atomic_write
 
 
 @dataclass
@@ -125,7 +125,7 @@ def write_tables(exp: str | Path, tables: Tables, runs_text: str | bytes | None 
             (a million rows take seconds to write out again).
 
     Returns:
-        The paths written, in :data:`benchmatrix.results.layout.COLLECTED` order.
+        The paths written, in :data:`benchmatrix.layout.COLLECTED` order.
     """
     exp = Path(exp)
     notes = tables.record_notes if tables.record_notes is not None else pd.DataFrame(columns=layout.NOTE_COLUMNS)

@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from benchmatrix import layout
 from benchmatrix.analyze.stats import summarize
 from benchmatrix.analyze.tables import derive_tables
 from benchmatrix.report import render as report
 from benchmatrix.report.render import format_number, format_percent, render_report, report_context
-from benchmatrix.results import layout
 from benchmatrix.results import records as results
 from benchmatrix.results.tables import read_tables, write_tables
 from benchmatrix.spec.load import load_spec

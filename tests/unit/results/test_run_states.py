@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from benchmatrix.analyze.stats import summarize
+from benchmatrix.layout import FAILED_STATES, STATES, State, Status
 from benchmatrix.plan.design import read_plan
 from benchmatrix.report.render import report_context
-from benchmatrix.results.layout import FAILED_STATES, STATES, State, Status
 from benchmatrix.results.records import write_record
 from benchmatrix.results.status import campaign_status, decide, exit_code, run_states
 from benchmatrix.spec.load import load_spec

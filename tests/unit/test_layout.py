@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from benchmatrix import layout
+from benchmatrix.campaigns.export import to_bmf
 from benchmatrix.campaigns.publish import _cell_labels as site_labels
+from benchmatrix.layout import FAILED_STATES, Status
 from benchmatrix.report.render import format_value
-from benchmatrix.results import layout
-from benchmatrix.results.export import to_bmf
-from benchmatrix.results.layout import FAILED_STATES, Status
 from benchmatrix.results.tables import metric_units
 from benchmatrix.spec.matrix import Cell
 

@@ -71,9 +71,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmatrix import layout
 from benchmatrix.analyze.scale import LINEAR, LOG
 from benchmatrix.errors import BenchmatrixError
-from benchmatrix.results import layout
 from benchmatrix.spec.load import DEFAULT_ALPHA
 
 if TYPE_CHECKING:
