@@ -48,9 +48,11 @@ from benchmatrix.analyze.stats import metric_direction
 from benchmatrix.analyze.verdict import CHANGED, ROUNDING, judge
 from benchmatrix.campaigns.store import Campaign, list_campaigns
 from benchmatrix.errors import BenchmatrixError
+from benchmatrix.layout import State
 from benchmatrix.report.plots import WIDTH, _pyplot, _svg, safe_file_stem
 from benchmatrix.report.render import format_number
 from benchmatrix.report.units import display_unit
+from benchmatrix.results.status import decide
 from benchmatrix.spec.load import DEFAULT_THRESHOLD
 
 #: File in a published site's root: ``bmx publish`` only ever replaces such a directory.
@@ -83,7 +85,8 @@ class CampaignPage:
         date: When it started (``YYYY-MM-DD HH:MM UTC``), "" when unknown.
         hosts: Its hosts, sorted.
         cells: Cells with a summary row (else with a run), None when unknown.
-        runs_ok, runs_failed: Runs whose newest attempt is ``ok`` / anything else.
+        runs_ok, runs_failed: Runs ok / failed by the one run-state rule
+            (:func:`benchmatrix.results.status.decide`, as ``bmx status`` counts them).
         warnings: Warnings its report.md shows, None without a report.
         files: Site-relative names of the files copied (report.html first).
         skipped: The campaign's files left out, with why (``(path, "a symbolic link")``).
@@ -182,10 +185,14 @@ def campaign_page(campaign: Campaign, slug: str, root: Path | None = None) -> Ca
     elif "cell_id" in runs.columns:
         page.cells = int(runs["cell_id"].nunique())
     if {"run_id", "status"} <= set(runs.columns):
-        newest = runs.sort_values("attempt", kind="stable") if "attempt" in runs.columns else runs
-        newest = newest.drop_duplicates("run_id", keep="last")
-        ok = newest["status"].astype(str).str.strip().eq("ok")
-        page.runs_ok, page.runs_failed = int(ok.sum()), int((~ok).sum())
+        # The one run-state rule, as `bmx status` counts: plan.csv (when readable) knows the
+        # re-runs still waiting; an ok run stays ok after a failed re-run.
+        plan = (_read_csv(path / layout.PLAN, dtype={"run_id": str}, usecols=lambda c: c in {"run_id", "attempt"})
+                if not _refusal(path / layout.PLAN, root) else pd.DataFrame())
+        if "attempt" not in runs.columns:
+            runs = runs.assign(attempt=1)
+        states = decide(plan if {"run_id", "attempt"} <= set(plan.columns) else None, runs)["state"]
+        page.runs_ok, page.runs_failed = int((states == State.OK).sum()), int((states == State.FAILED).sum())
     if "host" in runs.columns:
         page.hosts = sorted(runs["host"].dropna().astype(str).unique())
     elif (path / "hosts").is_dir():
