@@ -53,6 +53,7 @@ from benchmatrix.report.plots import WIDTH, _pyplot, _svg, safe_file_stem
 from benchmatrix.report.render import format_number
 from benchmatrix.report.units import display_unit
 from benchmatrix.results.status import decide
+from benchmatrix.results.tables import read_analysis
 from benchmatrix.spec.load import DEFAULT_THRESHOLD
 
 #: File in a published site's root: ``bmx publish`` only ever replaces such a directory.
@@ -72,7 +73,6 @@ MAX_TABLE_CAMPAIGNS = 30
 MAX_SERIES_ROWS = 5000
 #: Change-point test false-alarm rate per series.
 ALPHA = 0.05
-_WARNING_LINE = re.compile(r"^> \*\*Warning: ", re.MULTILINE)
 
 
 @dataclass
@@ -87,7 +87,8 @@ class CampaignPage:
         cells: Cells with a summary row (else with a run), None when unknown.
         runs_ok, runs_failed: Runs ok / failed by the one run-state rule
             (:func:`benchmatrix.results.status.decide`, as ``bmx status`` counts them).
-        warnings: Warnings its report.md shows, None without a report.
+        warnings: The warnings of its report, as collect kept them (analysis.json), None
+            without them.
         files: Site-relative names of the files copied (report.html first).
         skipped: The campaign's files left out, with why (``(path, "a symbolic link")``).
         summary: Its summary.csv (empty when missing).
@@ -197,9 +198,11 @@ def campaign_page(campaign: Campaign, slug: str, root: Path | None = None) -> Ca
         page.hosts = sorted(runs["host"].dropna().astype(str).unique())
     elif (path / "hosts").is_dir():
         page.hosts = sorted(p.name for p in (path / "hosts").iterdir() if p.is_dir())
-    md = path / layout.REPORT_MD
-    if not _refusal(md, root):
-        page.warnings = len(_WARNING_LINE.findall(md.read_text(encoding="utf-8", errors="replace")))
+    if not _refusal(path / layout.ANALYSIS, root):
+        checks = read_analysis(path).get("checks")
+        if isinstance(checks, dict):
+            page.warnings = sum(1 for w in checks.get("warnings") or []
+                                if isinstance(w, dict) and w.get("severity") == "warning")
     return page
 
 
