@@ -53,7 +53,7 @@ from benchmatrix.report.plots import WIDTH, _pyplot, _svg, safe_file_stem
 from benchmatrix.report.render import format_number
 from benchmatrix.report.units import display_unit
 from benchmatrix.results.status import decide
-from benchmatrix.results.tables import read_analysis
+from benchmatrix.results.tables import metric_units, read_analysis
 from benchmatrix.spec.load import DEFAULT_THRESHOLD
 
 #: File in a published site's root: ``bmx publish`` only ever replaces such a directory.
@@ -332,7 +332,8 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA, threshold: fl
     means = means.reindex(pd.MultiIndex.from_frame(order[["metric", "cell_id"]]))
     positions = list(means.columns)
     pos_name = {k: pages[k].campaign.name for k in positions}
-    units = long.drop_duplicates(["metric"], keep="last").set_index("metric")["unit"]
+    # The one unit rule, newest campaign last: a campaign that names a unit overrides the ones before.
+    units = pd.Series(metric_units(None, *[p.summary for p in pages]), dtype=object)
     wanted, declared = history_metrics(pages)
     metric_of = means.index.get_level_values("metric").to_numpy()
     in_report = np.ones(len(means), dtype=bool) if wanted is None else np.isin(metric_of, wanted)

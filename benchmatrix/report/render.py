@@ -258,7 +258,9 @@ def _cell_table(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.
 _SCALED = ["max", "mean", "min", "median", "ci_low", "ci_high"]
 
 
-def _metric_tables(spec: Spec, summary: pd.DataFrame, cells: pd.DataFrame) -> dict[str, Any]:
+def _metric_tables(spec: Spec, summary: pd.DataFrame, cells: pd.DataFrame, units: dict[str, str]) -> dict[str, Any]:
+    """Per metric, the summary table in its display unit; ``units`` are collect's
+    (:func:`benchmatrix.results.tables.metric_units`)."""
     present = sorted(summary["metric"].dropna().unique().tolist()) if len(summary) else []
     wanted = list(dict.fromkeys(spec.report.metrics))
     shown = [m for m in wanted if m in present] or present
@@ -267,8 +269,7 @@ def _metric_tables(spec: Spec, summary: pd.DataFrame, cells: pd.DataFrame) -> di
     tables = []
     for metric in shown:
         rows = summary[summary["metric"] == metric].drop_duplicates("cell_id").set_index("cell_id")
-        units = [u for u in rows["unit"].tolist() if not _is_missing(u) and str(u)]
-        unit = str(units[0]) if units else str((declared.get(metric) or {}).get("unit", ""))
+        unit = units.get(metric, "")
         stats = rows.reindex(cells["cell_id"])[["n", "max", "mean", "min", "median", "cv", "ci_low", "ci_high",
                                                 "ci_method"]]
         stats["n"] = stats["n"].fillna(0).astype("int64")
@@ -765,7 +766,7 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
         "ratio_metrics": list(dict.fromkeys(summary.loc[summary["ci_method"].astype(str) == "cox", "metric"]
                                             .astype(str))),
         "hosts": _hosts(host_facts, plan, runs),
-        "metrics": _metric_tables(spec, summary, cells),
+        "metrics": _metric_tables(spec, summary, cells, units),
         "by_host": _by_host(spec, hosts, summary_by_host, host_table, cells, metrics, units),
         "pivots": _pivots(spec, runs, units),
         "findings": _findings(comparisons),
