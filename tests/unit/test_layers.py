@@ -1,4 +1,5 @@
-"""The stages form a stack: every import goes down it (issue 26).
+"""The stages form a stack: every import goes down it (issue 26), and no module import
+circle hides within a stage (issue 14).
 
     cli > execute > campaigns > report > analyze > results > plan > workloads > spec > leaves
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "benchmatrix"
 
-# Top first. A module of benchmatrix/ that is no stage (cli.py excepted) is a leaf.
+# Top first (cli.py is the top stage); a module of benchmatrix/ that is in no stage must be a leaf.
 STACK = ("cli", "execute", "campaigns", "report", "analyze", "results", "plan", "workloads", "spec")
 LEAVES = ("__init__", "errors", "names", "layout", "files", "host")
 
@@ -26,8 +27,9 @@ def _module_name(path: Path, package: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def layer_of(module: str, root: str) -> str:
-    """The stage or leaf a module belongs to: `root.results.status` -> `results`, `root` -> `__init__`."""
+def layer_of(module: str) -> str:
+    """The stage or leaf a module belongs to: `benchmatrix.results.status` -> `results`,
+    `benchmatrix` -> `__init__`."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
 
@@ -57,13 +59,56 @@ def imports(package: Path = PACKAGE) -> list[tuple[Path, int, str, str]]:
     return found
 
 
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the package modules it imports anywhere in its body."""
+    graph: dict[str, set[str]] = {_module_name(p, package): set() for p in package.rglob("*.py")}
+    for _, _, importer, target in imports(package):
+        if target in graph and target != importer:
+            graph[importer].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
 def violations(package: Path = PACKAGE, stack=STACK, leaves=LEAVES) -> list[str]:
     """One line per import that goes up the stack or sideways out of a leaf: FILE:LINE: a imports b."""
-    root = package.name
     rank = {stage: i for i, stage in enumerate(stack)}
     bad = []
     for path, line, importer, target in imports(package):
-        src, dst = layer_of(importer, root), layer_of(target, root)
+        src, dst = layer_of(importer), layer_of(target)
         if src == dst:
             continue
         if src not in rank and src not in leaves:
@@ -84,8 +129,7 @@ def test_every_import_goes_down_the_stack():
 
 
 def test_every_module_is_in_a_stage_or_a_leaf():
-    root = PACKAGE.name
-    layers = {layer_of(_module_name(p, PACKAGE), root) for p in PACKAGE.rglob("*.py")}
+    layers = {layer_of(_module_name(p, PACKAGE)) for p in PACKAGE.rglob("*.py")}
     assert layers <= set(STACK) | set(LEAVES), layers - set(STACK) - set(LEAVES)
 
 
@@ -103,3 +147,17 @@ def test_an_upward_import_inside_a_function_is_named(tmp_path):
         "pkg/errors.py:2: pkg.errors (errors) imports pkg.low.b (low), which is not below it",
         "pkg/low/b.py:2: pkg.low.b (low) imports pkg.high.a (high), which is not below it",
     ]
+
+
+def test_the_package_has_no_import_cycle():
+    assert cycles(import_graph()) == []
+
+
+def test_a_function_level_import_cycle_is_found(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg.b import g\n\ndef f():\n    return g()\n")
+    (pkg / "b.py").write_text("def g():\n    from pkg import a\n    return a\n")
+    (pkg / "c.py").write_text("from . import a\n")
+    assert cycles(import_graph(pkg)) == [["pkg.a", "pkg.b"]]
