@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmatrix.analyze.adaptive import Settings, judge_round  # noqa: E402
 from benchmatrix.analyze.comparisons import compare  # noqa: E402
+from benchmatrix.analyze.power import log_sd_from_cv, runs_needed_log  # noqa: E402
 from benchmatrix.analyze.verdict import CHANGED  # noqa: E402
-from benchmatrix.plan.power import log_sd_from_cv, runs_needed_log  # noqa: E402
 from benchmatrix.spec.load import Spec  # noqa: E402
 from benchmatrix.spec.matrix import Cell  # noqa: E402
 

@@ -74,7 +74,7 @@ import pandas as pd
 from pathlib import Path
 from benchmatrix.spec.load import load_spec
 from benchmatrix.plan.design import make_plan, plan_csv_text
-from benchmatrix.results.layout import RUN_COLUMNS
+from benchmatrix.layout import RUN_COLUMNS
 from benchmatrix.execute.rules import iso
 
 spec_path, exp, with_records = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "1"
@@ -106,7 +106,7 @@ facts = {"hostname": "bench", "fqdn": "bench", "cpu_model": "AMD EPYC", "cpu_cou
          "io_scheduler": "none", "inventory_name": "localhost", "gathered_at": iso(t0)}
 if with_records:
     from benchmatrix.results.batch_rows import write_batch_rows
-    from benchmatrix.results.records import atomic_write
+    from benchmatrix.files import atomic_write
     by_batch = {}
     for i, r in enumerate(runs):
         d = exp / "runs" / r.run_id / str(r.attempt)

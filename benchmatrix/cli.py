@@ -14,11 +14,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmatrix import __version__
+from benchmatrix import __version__, layout
 from benchmatrix.errors import BenchmatrixError, PlanError, SpecErrors
 from benchmatrix.execute.lock import experiment_lock
 from benchmatrix.execute.supervise import execute, fmt_hms
-from benchmatrix.results import layout
 
 if TYPE_CHECKING:
     from benchmatrix.spec.load import Spec
@@ -133,7 +132,13 @@ def _detect_inputs(args: argparse.Namespace, spec: Spec, proj: Path
                    ) -> tuple[float, list[Any], str, list[str]] | None:
     """Check the ``--detect`` options before anything is written: (difference, spreads,
     source, notes on the scales)."""
-    from benchmatrix.plan.power import family_metrics, given_cv_samples, parse_fraction, pilot_samples, workload_units
+    from benchmatrix.analyze.power import (
+        family_metrics,
+        given_cv_samples,
+        parse_fraction,
+        pilot_samples,
+        workload_units,
+    )
 
     if args.detect is None:
         if args.cv is not None or args.pilot is not None:
@@ -162,8 +167,9 @@ def _detect_inputs(args: argparse.Namespace, spec: Spec, proj: Path
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from benchmatrix.analyze.power import family_size, replicate_plan
     from benchmatrix.execute.hosts import resolve_hosts
-    from benchmatrix.execute.rules import exp_dir_of, plan
+    from benchmatrix.execute.rules import plan
     from benchmatrix.plan.design import (
         DEFAULT_BATCH_MAX_RUNS,
         DEFAULT_BATCH_MAX_SECONDS,
@@ -172,7 +178,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
         run_estimates,
         visits_per_cell,
     )
-    from benchmatrix.plan.power import family_size, replicate_plan
     from benchmatrix.spec.load import load_spec, read_planning_config
 
     proj = project_dir()
@@ -183,7 +188,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(w, file=sys.stderr)
     max_runs = args.batch_max_runs or cfg["batch_max_runs"] or DEFAULT_BATCH_MAX_RUNS
     detect = _detect_inputs(args, spec, proj)
-    exp = exp_dir_of(proj, spec)
+    exp = layout.exp_dir_of(proj, spec)
     out = exp / layout.PLAN
     with experiment_lock(exp, "bmx plan", args.spec):
         _start_campaign(exp, spec, None, sys.stderr)
@@ -242,8 +247,8 @@ def _until_decided_figures(spec: Spec, exp: Path, hosts: int, per_run: float | N
                            alpha: float) -> dict[str, Any] | None:
     """``bmx plan``'s figures of an adaptive design (None for a fixed one)."""
     from benchmatrix.analyze.adaptive import design_figures, settings_of
-    from benchmatrix.campaigns.store import read_meta
-    from benchmatrix.plan.power import log_sd_from_cv
+    from benchmatrix.analyze.power import log_sd_from_cv
+    from benchmatrix.results.campaign import read_meta
 
     settings = settings_of(spec, read_meta(exp))
     if settings is None:
@@ -336,7 +341,6 @@ def _replicates_text(rp: dict[str, Any]) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from benchmatrix.execute.rules import exp_dir_of
     from benchmatrix.spec.load import load_spec
 
     if args.campaign is not None:  # refused where it enters, before the results directory is touched
@@ -347,7 +351,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     for w in spec.warnings:
         print(w, file=sys.stderr)
-    exp = exp_dir_of(proj, spec)
+    exp = layout.exp_dir_of(proj, spec)
     until = None
     if args.until_decided or args.budget:
         from benchmatrix.analyze.adaptive import flag_settings, parse_budget, settings_of
@@ -369,7 +373,7 @@ def _begin_run(exp: Path, spec: Spec, label: str | None, until: Any) -> None:
     """Start or continue the campaign (under the lock), keeping ``--until-decided``'s settings."""
     _start_campaign(exp, spec, label)
     if until is not None:
-        from benchmatrix.campaigns.store import campaign_id, update_meta
+        from benchmatrix.results.campaign import campaign_id, update_meta
 
         # Kept with the campaign: its collect job judges at the sequential level too.
         campaign_id(exp, spec_digest=spec.digest)
@@ -400,7 +404,8 @@ def _run_json(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, until
 def _start_campaign(exp: Path, spec: Spec, label: str | None, out: Any = None) -> None:
     """Keep a finished campaign and start a new one where due (docs/campaigns.md);
     say so on ``out`` (stdout; ``bmx plan`` passes stderr, its stdout may be JSON)."""
-    from benchmatrix.campaigns.store import read_meta, start_campaign
+    from benchmatrix.campaigns.store import start_campaign
+    from benchmatrix.results.campaign import read_meta
 
     what, kept = start_campaign(exp, spec, label)
     if kept is not None:
@@ -422,13 +427,12 @@ def _status_table(status: dict[str, Any], factor_names: list[str]) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from benchmatrix.execute.rules import exp_dir_of
     from benchmatrix.results.status import campaign_status, exit_code
     from benchmatrix.spec.load import load_spec
 
     proj = project_dir()
     spec = load_spec(args.spec)
-    exp = exp_dir_of(proj, spec)
+    exp = layout.exp_dir_of(proj, spec)
     if not (exp / layout.PLAN).is_file():
         raise BenchmatrixError(f"{exp / 'plan.csv'}: no plan yet; run 'bmx run {args.spec}' first")
     status = campaign_status(exp, spec.factor_names)
@@ -490,13 +494,12 @@ def _check_json(spec: Spec, proj: Path, exp: Path, cfg: dict[str, Any], checks: 
 def cmd_check(args: argparse.Namespace) -> int:
     """``bmx check SPEC``: every host's knobs, planned levels and tool, and the campaign's time; exit 1 on a blocker."""
     from benchmatrix.execute.check import check_spec, check_table, dry_run_line, planned_levels
-    from benchmatrix.execute.rules import exp_dir_of
     from benchmatrix.spec.load import load_spec, read_planning_config
 
     proj = project_dir()
     cfg = read_planning_config(proj / "config" / "config.yaml")
     spec = load_spec(args.spec, cost_seconds=cfg["cost_seconds"], roles=_roles(args.spec))
-    exp = exp_dir_of(proj, spec)
+    exp = layout.exp_dir_of(proj, spec)
     checks = check_spec(spec, proj, exp / layout.LOGS_DIR / "ansible")
     if args.json:
         return _check_json(spec, proj, exp, cfg, checks)
@@ -525,12 +528,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_restore(args: argparse.Namespace) -> int:
     from benchmatrix.execute.hosts import resolve_hosts
-    from benchmatrix.execute.rules import exp_dir_of, restore_host
+    from benchmatrix.execute.rules import restore_host
     from benchmatrix.spec.load import load_spec
 
     proj = project_dir()
     spec = load_spec(args.spec)
-    exp = exp_dir_of(proj, spec)
+    exp = layout.exp_dir_of(proj, spec)
     hosts = [h for h in resolve_hosts(spec.inventory_path(proj), spec.hosts)
              if (exp / layout.HOSTS_DIR / h / layout.BASELINE).is_file()]
     if not hosts:
@@ -551,15 +554,15 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
-    from benchmatrix.execute.rules import exp_dir_of
-    from benchmatrix.plan.reruns import append_round, select_reruns
+    from benchmatrix.plan.reruns import append_round
+    from benchmatrix.results.status import select_reruns
     from benchmatrix.spec.load import load_spec
 
     if not args.failed and not args.where:
         raise BenchmatrixError("bmx rerun: say which runs: --failed and/or --where EXPR")
     proj = project_dir()
     spec = load_spec(args.spec)
-    exp = exp_dir_of(proj, spec)
+    exp = layout.exp_dir_of(proj, spec)
     if not (exp / layout.PLAN).is_file():
         raise BenchmatrixError(f"{exp / 'plan.csv'}: no plan yet; run 'bmx run {args.spec}' first")
     with experiment_lock(exp, "bmx rerun", args.spec, args.stop_orphan) as lock:
@@ -576,12 +579,12 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from benchmatrix.execute.rules import collect, exp_dir_of
+    from benchmatrix.execute.rules import collect
     from benchmatrix.spec.load import load_spec
 
     proj = project_dir()
     spec = load_spec(args.spec)
-    exp = exp_dir_of(proj, spec)
+    exp = layout.exp_dir_of(proj, spec)
     plan_path = exp / layout.PLAN
     if not plan_path.is_file():
         raise BenchmatrixError(f"{plan_path}: no plan yet; run 'bmx run {args.spec}' (or 'bmx plan') first")
@@ -598,10 +601,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_campaigns(args: argparse.Namespace) -> int:
     from benchmatrix.campaigns.store import campaign_rows, campaigns_table
-    from benchmatrix.execute.rules import exp_dir_of
     from benchmatrix.spec.load import load_spec
 
-    rows = campaign_rows(exp_dir_of(project_dir(), load_spec(args.spec)))
+    rows = campaign_rows(layout.exp_dir_of(project_dir(), load_spec(args.spec)))
     print(json.dumps(rows, indent=2) if args.json else campaigns_table(rows))
     return 0
 
@@ -628,7 +630,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from benchmatrix.results.export import export
+    from benchmatrix.campaigns.export import export
 
     path = export(args.spec, project_dir(), args.format, args.out, make_parents=args.mkdir,
                   campaign_ref=args.campaign)
@@ -639,11 +641,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     from benchmatrix.campaigns.publish import experiment_history
-    from benchmatrix.execute.rules import exp_dir_of
     from benchmatrix.report.terminal import history_text, use_color
     from benchmatrix.spec.load import load_spec
 
-    pages, history = experiment_history(exp_dir_of(project_dir(), load_spec(args.spec)))
+    pages, history = experiment_history(layout.exp_dir_of(project_dir(), load_spec(args.spec)))
     names = [p.campaign.name for p in pages]
     table = None if history is None else history.steps
     steps = [] if table is None else table.astype(object).where(table.notna(), None).to_dict("records")

@@ -165,7 +165,7 @@ class Round:
 def _side_cells(spec: Spec, row: dict[str, Any], factor: str, by: list[str], baseline: Any) -> list[str]:
     """Cell ids of the two sides of one comparison row (the level's and the baseline's)."""
     from benchmatrix.analyze.comparisons import level_key
-    from benchmatrix.results.layout import by_column
+    from benchmatrix.layout import by_column
 
     want = {b: level_key(row.get(by_column(b))) for b in by}
     out = []
@@ -197,7 +197,7 @@ def judge_round(spec: Spec, runs: pd.DataFrame, settings: Settings, units: dict[
     """
     from benchmatrix.analyze.comparisons import compare, family_metrics
     from benchmatrix.analyze.stats import effective_runs
-    from benchmatrix.results.layout import HOST_COLUMN
+    from benchmatrix.layout import HOST_COLUMN
 
     cfg = spec.report.compare
     if cfg is None:

@@ -78,7 +78,7 @@ from benchmatrix.analyze import verdict as engine
 from benchmatrix.analyze.scale import LOG, metric_scales
 from benchmatrix.analyze.stats import effective_runs, metric_direction, run_hosts, welch_test
 from benchmatrix.analyze.verdict import DESCRIPTIVE
-from benchmatrix.results.layout import ALL_HOSTS, HOST_COLUMN, by_column, comparison_columns
+from benchmatrix.layout import ALL_HOSTS, HOST_COLUMN, by_column, comparison_columns
 from benchmatrix.spec.load import DEFAULT_ALPHA
 
 if TYPE_CHECKING:

@@ -54,7 +54,7 @@ import pandas as pd
 
 from benchmatrix.analyze.stats import bool_column, effective_runs, execution_order, f_sf, holm, is_ok, run_hosts
 from benchmatrix.analyze.verdict import CHANGED
-from benchmatrix.results.layout import ALL_HOSTS, HOST_COLUMN, NOTE_COLUMNS, RECORD_NOTES, State, by_column
+from benchmatrix.layout import ALL_HOSTS, HOST_COLUMN, NOTE_COLUMNS, RECORD_NOTES, State, by_column
 from benchmatrix.results.notes import facts_change_rows, facts_entries, note_rows
 from benchmatrix.results.status import decide
 from benchmatrix.spec.load import DEFAULT_DRIFT_THRESHOLD

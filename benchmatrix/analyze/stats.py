@@ -43,7 +43,7 @@ import pandas as pd
 
 from benchmatrix.analyze.scale import LOG, metric_scales
 from benchmatrix.errors import BenchmatrixError
-from benchmatrix.results.layout import SUMMARY_STATS, summary_by_host_columns, summary_columns
+from benchmatrix.layout import SUMMARY_STATS, summary_by_host_columns, summary_columns
 from benchmatrix.workloads import metric_direction as builtin_direction
 
 #: Confidence level of ``ci_low`` / ``ci_high``.

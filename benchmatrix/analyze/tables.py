@@ -2,7 +2,9 @@
 
 Collect calls :func:`derive_tables` once and writes what it returns
 (:func:`benchmatrix.results.tables.write_tables`); the report renders from the same
-:class:`~benchmatrix.results.tables.Tables`, so no table is computed twice.
+:class:`~benchmatrix.results.tables.Tables`, so no table is computed twice. That
+includes the report's warnings (:func:`derive_checks`): the report renders them,
+publish counts them, neither computes them.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from benchmatrix import layout
 from benchmatrix.analyze import sanity
-from benchmatrix.analyze.comparisons import compare
-from benchmatrix.analyze.stats import run_hosts, summarize, summarize_by_host
-from benchmatrix.results.layout import summary_by_host_columns
-from benchmatrix.results.tables import Tables, metric_units
+from benchmatrix.analyze.comparisons import Comparisons, compare
+from benchmatrix.analyze.stats import effective_runs, run_hosts, summarize, summarize_by_host, with_start_ns
+from benchmatrix.layout import summary_by_host_columns
+from benchmatrix.results.tables import Checks, Tables, metric_units
 
 if TYPE_CHECKING:
     from benchmatrix.spec.load import Spec
@@ -30,11 +33,102 @@ def report_metrics(spec: Spec, summary: pd.DataFrame) -> list[str]:
     return [m for m in wanted if m in present] or sorted(present)
 
 
+#: Columns of plan.csv, runs.csv and summary.csv the report and the checks read (missing ones are added).
+PLAN_BASE = ["seq", "host", "run_id", "cell_id", "replicate", "warmup", "control", "visit", "batch", "attempt"]
+RUNS_BASE = [*PLAN_BASE, "status", "reason", "started_at", "ended_at", "duration_s"]
+SUMMARY_BASE = ["cell_id", "metric", "unit", "n", "mean", "median", "min", "max", "sd", "cv", "ci_low", "ci_high",
+                "ci_method"]
+
+
+def with_columns(table: pd.DataFrame | None, columns: Iterable[str]) -> pd.DataFrame:
+    """``table`` with every column of ``columns``, missing ones added as missing values.
+
+    Results written by older or partial steps may lack optional columns; the report
+    shows them as missing instead of failing.
+    """
+    table = pd.DataFrame() if table is None else table
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        table = table.assign(**{c: pd.Series(pd.NA, index=table.index, dtype=object) for c in missing})
+    return table
+
+
+def normalized(plan: pd.DataFrame, runs: pd.DataFrame,
+               summary: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """plan, runs and summary as the report and its checks read them: every base column
+    present, the runs' start times parsed once (``_start_ns``)."""
+    return (with_columns(plan, PLAN_BASE), with_start_ns(with_columns(runs, RUNS_BASE)),
+            with_columns(summary, SUMMARY_BASE))
+
+
+def campaign_hosts(plan: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+    """Every host of the plan or the runs, sorted."""
+    return sorted(set(run_hosts(plan)) | set(run_hosts(runs)))
+
+
+def cell_labels(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """Every cell with its factor values and label (:func:`benchmatrix.layout.cell_label`):
+    the spec's cells in matrix order, then any unknown to the spec (results of an older
+    matrix) with factor values taken from the data."""
+    factors = spec.factor_names
+    known = pd.DataFrame([{"cell_id": c.cell_id, **c.factors} for c in spec.cells],
+                         columns=["cell_id", *factors])
+    known["label"] = [c.label() for c in spec.cells]
+    seen = [t[["cell_id", *[f for f in factors if f in t.columns]]]
+            for t in (runs, plan, summary) if "cell_id" in t.columns]
+    others = pd.concat(seen, ignore_index=True) if seen else pd.DataFrame(columns=["cell_id"])
+    others = others.dropna(subset=["cell_id"]).drop_duplicates("cell_id")
+    others = with_columns(others[~others["cell_id"].isin(known["cell_id"])], factors)
+    if len(others):
+        others = others.assign(label=[layout.cell_label(zip(factors, vals))
+                                      for vals in others[factors].itertuples(index=False)])
+        known = pd.concat([known, others[["cell_id", *factors, "label"]]], ignore_index=True)
+    return known
+
+
+def derive_checks(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame, *,
+                  comparisons: Comparisons, summary_by_host: pd.DataFrame | None = None,
+                  record_notes: pd.DataFrame | None = None) -> Checks:
+    """The report's warnings and what its drift and host sections show, from the tables.
+
+    Args:
+        spec: The loaded spec.
+        plan, runs, summary: The campaign's tables (normalized here: :func:`normalized`).
+        comparisons: The comparisons (their alpha, and the warnings they raise).
+        summary_by_host: The per-host summary (several hosts).
+        record_notes: The record notes; None: the records were not checked.
+
+    Returns:
+        :class:`~benchmatrix.results.tables.Checks`: every warning and notice in the
+        report's order (:func:`benchmatrix.analyze.sanity.sanity_warnings`, then the
+        comparisons' own), the drift table, the hosts' differences (several hosts) and the
+        control runs the drift test used, in execution order.
+    """
+    plan, runs, summary = normalized(plan, runs, summary)
+    metrics = report_metrics(spec, summary)
+    cells = cell_labels(spec, plan, runs, summary)
+    effective = effective_runs(runs)
+    alpha = comparisons.alpha
+    by_host = host_table = None
+    if len(campaign_hosts(plan, runs)) > 1 and len(effective):
+        by_host = summary_by_host
+        host_table = sanity.host_differences(effective, metrics, alpha, spec.report.drift_threshold)
+    warnings, drift_table = sanity.sanity_warnings(spec, plan, runs, summary, metrics, record_notes, cells, alpha,
+                                                   summary_by_host=by_host, host_table=host_table,
+                                                   comparisons=comparisons.table)
+    # Comparisons that rest on too few visits or runs to decide.
+    warnings += [sanity.warning(w["check"], w["title"], w["message"]) for w in comparisons.warnings]
+    # The drift test's own control runs, so that the report draws a flagged shift where it was found.
+    controls = sanity.control_runs(runs, list(spec.knobs), spec.warmup)
+    keys = [(str(r), int(a)) for r, a in zip(controls["run_id"], pd.to_numeric(controls["attempt"]).fillna(0))]
+    return Checks(warnings=warnings, drift=drift_table, host_differences=host_table, control_runs=keys)
+
+
 def derive_tables(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, units: dict[str, str], *,
                   records: Iterable[dict[str, Any]] | None = None, summary: pd.DataFrame | None = None,
                   record_notes: pd.DataFrame | None = None, adaptive: Any = None,
                   stopped_by: str = "") -> Tables:
-    """summary, summary by host, comparisons and record notes of a campaign.
+    """summary, summary by host, comparisons, record notes and the report's checks of a campaign.
 
     Args:
         spec: The loaded spec.
@@ -75,5 +169,7 @@ def derive_tables(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, units: dic
     else:
         by_host = pd.DataFrame(columns=summary_by_host_columns(spec.factor_names))
     notes = sanity.record_notes(records) if records is not None else record_notes
+    checks = derive_checks(spec, plan, runs, summary, comparisons=comparisons, summary_by_host=by_host,
+                           record_notes=notes)
     return Tables(plan=plan, runs=runs, summary=summary, units=units, comparisons=comparisons.table,
-                  analysis=comparisons.meta(), summary_by_host=by_host, record_notes=notes)
+                  analysis=comparisons.meta(), summary_by_host=by_host, record_notes=notes, checks=checks)

@@ -19,7 +19,7 @@ The comparability guard looks at the provenance of both sides first:
   without what the records observe of a run (:data:`WORKLOAD_OBSERVATIONS`: the seconds
   and output of before_run, timings). Any difference refuses the comparison: exit 3
   and one line per differing field (``workload.vars.filename: /a → /b``,
-  :mod:`benchmatrix.campaigns.diff`);
+  :mod:`benchmatrix.report.diff`);
 * the **environment** - host facts (:data:`ENV_FACTS`: kernel, CPU model, memory,
   tool version, ...) and the knobs' actual states, per host and cell. Differences are
   what a user usually wants to compare; they are shown and named beside each verdict
@@ -50,12 +50,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmatrix import layout
 from benchmatrix.analyze import verdict as engine
 from benchmatrix.analyze.comparisons import family_metrics, level_key
 from benchmatrix.analyze.scale import LINEAR, LOG, metric_scales
 from benchmatrix.analyze.stats import effective_runs, metric_direction, welch_df
 from benchmatrix.analyze.verdict import THRESHOLD, ZERO
-from benchmatrix.campaigns.diff import differences, grouped, without
 from benchmatrix.campaigns.store import (
     CAMPAIGNS_DIR,
     MEASUREMENT_KEYS,
@@ -68,7 +68,7 @@ from benchmatrix.campaigns.store import (
     read_campaign,
 )
 from benchmatrix.errors import BenchmatrixError
-from benchmatrix.results import layout
+from benchmatrix.report.diff import differences, grouped, without
 from benchmatrix.results.tables import metric_units
 from benchmatrix.spec.load import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Spec
 
@@ -716,8 +716,8 @@ def _finite(x: Any) -> bool:
 def write_comparison(result: CampaignComparison, out: Path | None = None) -> dict[str, Path]:
     """Write compare.csv, provenance.csv, compare.md and compare.html into ``out``
     (default :func:`default_out`), each atomically. Returns name -> path."""
+    from benchmatrix.files import atomic_write
     from benchmatrix.report.render import _environment
-    from benchmatrix.results.records import atomic_write
 
     out = Path(out) if out is not None else default_out(result)
     out.mkdir(parents=True, exist_ok=True)
@@ -751,10 +751,9 @@ def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | Non
 
     exp = None
     if spec_path:
-        from benchmatrix.execute.rules import exp_dir_of
         from benchmatrix.spec.load import load_spec
 
-        exp = exp_dir_of(project_dir, load_spec(spec_path))
+        exp = layout.exp_dir_of(project_dir, load_spec(spec_path))
     a, b = resolve(ref_a, project_dir, exp), resolve(ref_b, project_dir, exp)
     if a.path.resolve() == b.path.resolve():
         raise BenchmatrixError(f"{ref_a} and {ref_b} name the same campaign {a.id}")

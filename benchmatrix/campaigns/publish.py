@@ -41,16 +41,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmatrix import layout
 from benchmatrix.analyze.changepoint import MIN_CAMPAIGNS, detect_step
 from benchmatrix.analyze.scale import LINEAR, LOG, declared_positive
 from benchmatrix.analyze.stats import metric_direction
 from benchmatrix.analyze.verdict import CHANGED, ROUNDING, judge
 from benchmatrix.campaigns.store import Campaign, list_campaigns
 from benchmatrix.errors import BenchmatrixError
+from benchmatrix.layout import State
 from benchmatrix.report.plots import WIDTH, _pyplot, _svg, safe_file_stem
 from benchmatrix.report.render import format_number
 from benchmatrix.report.units import display_unit
-from benchmatrix.results import layout
+from benchmatrix.results.status import decide
+from benchmatrix.results.tables import metric_units, read_analysis
 from benchmatrix.spec.load import DEFAULT_THRESHOLD
 
 #: File in a published site's root: ``bmx publish`` only ever replaces such a directory.
@@ -70,7 +73,6 @@ MAX_TABLE_CAMPAIGNS = 30
 MAX_SERIES_ROWS = 5000
 #: Change-point test false-alarm rate per series.
 ALPHA = 0.05
-_WARNING_LINE = re.compile(r"^> \*\*Warning: ", re.MULTILINE)
 
 
 @dataclass
@@ -83,8 +85,10 @@ class CampaignPage:
         date: When it started (``YYYY-MM-DD HH:MM UTC``), "" when unknown.
         hosts: Its hosts, sorted.
         cells: Cells with a summary row (else with a run), None when unknown.
-        runs_ok, runs_failed: Runs whose newest attempt is ``ok`` / anything else.
-        warnings: Warnings its report.md shows, None without a report.
+        runs_ok, runs_failed: Runs ok / failed by the one run-state rule
+            (:func:`benchmatrix.results.status.decide`, as ``bmx status`` counts them).
+        warnings: The warnings of its report, as collect kept them (analysis.json), None
+            without them.
         files: Site-relative names of the files copied (report.html first).
         skipped: The campaign's files left out, with why (``(path, "a symbolic link")``).
         summary: Its summary.csv (empty when missing).
@@ -182,17 +186,23 @@ def campaign_page(campaign: Campaign, slug: str, root: Path | None = None) -> Ca
     elif "cell_id" in runs.columns:
         page.cells = int(runs["cell_id"].nunique())
     if {"run_id", "status"} <= set(runs.columns):
-        newest = runs.sort_values("attempt", kind="stable") if "attempt" in runs.columns else runs
-        newest = newest.drop_duplicates("run_id", keep="last")
-        ok = newest["status"].astype(str).str.strip().eq("ok")
-        page.runs_ok, page.runs_failed = int(ok.sum()), int((~ok).sum())
+        # The one run-state rule, as `bmx status` counts: plan.csv (when readable) knows the
+        # re-runs still waiting; an ok run stays ok after a failed re-run.
+        plan = (_read_csv(path / layout.PLAN, dtype={"run_id": str}, usecols=lambda c: c in {"run_id", "attempt"})
+                if not _refusal(path / layout.PLAN, root) else pd.DataFrame())
+        if "attempt" not in runs.columns:
+            runs = runs.assign(attempt=1)
+        states = decide(plan if {"run_id", "attempt"} <= set(plan.columns) else None, runs)["state"]
+        page.runs_ok, page.runs_failed = int((states == State.OK).sum()), int((states == State.FAILED).sum())
     if "host" in runs.columns:
         page.hosts = sorted(runs["host"].dropna().astype(str).unique())
     elif (path / "hosts").is_dir():
         page.hosts = sorted(p.name for p in (path / "hosts").iterdir() if p.is_dir())
-    md = path / layout.REPORT_MD
-    if not _refusal(md, root):
-        page.warnings = len(_WARNING_LINE.findall(md.read_text(encoding="utf-8", errors="replace")))
+    if not _refusal(path / layout.ANALYSIS, root):
+        checks = read_analysis(path).get("checks")
+        if isinstance(checks, dict):
+            page.warnings = sum(1 for w in checks.get("warnings") or []
+                                if isinstance(w, dict) and w.get("severity") == "warning")
     return page
 
 
@@ -239,7 +249,7 @@ class History:
 
 
 def _cell_labels(long: pd.DataFrame, stats_cols: set[str]) -> pd.Series:
-    """:func:`benchmatrix.results.layout.cell_label` per cell id, from the newest campaign naming it."""
+    """:func:`benchmatrix.layout.cell_label` per cell id, from the newest campaign naming it."""
     factors = [c for c in long.columns if c not in stats_cols]
     newest = long.drop_duplicates("cell_id", keep="last").set_index("cell_id")
     if not factors:
@@ -322,7 +332,8 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA, threshold: fl
     means = means.reindex(pd.MultiIndex.from_frame(order[["metric", "cell_id"]]))
     positions = list(means.columns)
     pos_name = {k: pages[k].campaign.name for k in positions}
-    units = long.drop_duplicates(["metric"], keep="last").set_index("metric")["unit"]
+    # The one unit rule, newest campaign last: a campaign that names a unit overrides the ones before.
+    units = pd.Series(metric_units(None, *[p.summary for p in pages]), dtype=object)
     wanted, declared = history_metrics(pages)
     metric_of = means.index.get_level_values("metric").to_numpy()
     in_report = np.ones(len(means), dtype=bool) if wanted is None else np.isin(metric_of, wanted)

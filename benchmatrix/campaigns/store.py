@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmatrix import layout
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.names import name_problem, printable, shown
-from benchmatrix.results import layout
+from benchmatrix.results.campaign import campaign_id, read_meta, update_meta
 
 if TYPE_CHECKING:
     from benchmatrix.spec.load import Spec
@@ -130,49 +129,6 @@ def find_campaign(exp_dir: str | Path, ref: str) -> Campaign:
 
 # ---------------------------------------------------------------- keeping campaigns
 
-def read_meta(exp_dir: str | Path) -> dict[str, Any]:
-    """``campaign.json`` of a campaign directory ({} when missing or unreadable)."""
-    try:
-        meta = json.loads((Path(exp_dir) / CAMPAIGN_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
-
-
-def campaign_id(exp: str | Path, label: str | None = None, spec_digest: str | None = None) -> str:
-    """The id of the campaign whose results live in ``exp`` (made on first use).
-
-    It names the batch runner's work directory on the hosts, so that raw outputs a
-    deleted or other results directory left there are never taken for this one's.
-    A new campaign also gets ``label`` and ``spec_digest`` when given (an existing
-    one keeps its campaign.json).
-    """
-    from benchmatrix.results.records import atomic_write
-
-    path = Path(exp) / CAMPAIGN_FILE
-    if path.is_file():
-        return json.loads(path.read_text())["id"]
-    cid = uuid.uuid4().hex[:12]
-    meta = {"id": cid, "created_at": datetime.now(UTC).isoformat(timespec="microseconds"),
-            "label": label or None, "spec_digest": spec_digest}
-    atomic_write(path, json.dumps({k: v for k, v in meta.items() if v is not None}) + "\n")
-    return cid
-
-
-def update_meta(exp_dir: str | Path, **fields: Any) -> dict[str, Any]:
-    """Merge ``fields`` into an existing ``campaign.json`` (atomically); a None value
-    removes its key. Returns the new content; does nothing without a campaign.json."""
-    from benchmatrix.results.records import atomic_write
-
-    meta = read_meta(exp_dir)
-    if not meta.get("id"):
-        return meta
-    new = {k: v for k, v in {**meta, **fields}.items() if v is not None}
-    if new != meta:
-        atomic_write(Path(exp_dir) / CAMPAIGN_FILE, json.dumps(new) + "\n")
-    return new
-
-
 def finish_archive(exp_dir: str | Path) -> str | None:
     """Finish a move into ``campaigns/ID/`` that a crash cut short.
 
@@ -216,7 +172,7 @@ def archive_current(exp_dir: str | Path) -> Campaign:
     Raises:
         BenchmatrixError: there is no current campaign, or its destination is taken.
     """
-    from benchmatrix.results.records import atomic_write
+    from benchmatrix.files import atomic_write
 
     exp_dir = Path(exp_dir)
     cur = read_campaign(exp_dir, current=True)
@@ -373,63 +329,6 @@ def start_campaign(exp_dir: str | Path, spec: Spec, label: str | None = None) ->
     return "new", kept
 
 
-def mark_progress(exp_dir: str | Path, runs: list[Any] | None = None,
-                  records: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Record in campaign.json the hosts and, once every planned run has a final state,
-    ``ended_at`` (the end of its last run); an open campaign has no ``ended_at``.
-
-    Called by collect, after every batch and re-run round, with the plan's runs and
-    their records already in memory (read here when not given).
-    """
-    from benchmatrix.plan.design import read_plan
-    from benchmatrix.results.status import run_states
-
-    exp_dir = Path(exp_dir)
-    if runs is None:
-        runs = read_plan(exp_dir / layout.PLAN)[0]
-    states = run_states(exp_dir, runs, records)
-    hosts = sorted({r.host for r in runs})
-    done = bool(states) and all(s.state != "pending" for s in states)
-    ends = [str(rec.get("ended_at") or rec.get("started_at") or "") for s in states for rec in s.attempts]
-    ended = max((e for e in ends if e), default=None) if done else None
-    return update_meta(exp_dir, hosts=hosts or None, ended_at=ended)
-
-
-def mark_progress_from_tables(exp_dir: str | Path, plan: Any, runs: Any) -> dict[str, Any]:
-    """:func:`mark_progress` from the plan and runs tables collect has in memory.
-
-    The same hosts and ``ended_at``, decided the same way
-    (:func:`benchmatrix.results.status.decide`), without a Python object per run: a
-    1M-run campaign's plan and records as objects take gigabytes.
-
-    Args:
-        exp_dir: ``results/NAME``.
-        plan: plan.csv's rows (``host``, ``run_id``, ``attempt``).
-        runs: runs.csv's rows of the plan's runs (``run_id``, ``attempt``, ``status``,
-            ``started_at``, ``ended_at``), as read back from the file.
-    """
-    import pandas as pd
-
-    from benchmatrix.results.batch_rows import first_positions
-    from benchmatrix.results.status import decide
-
-    hosts = sorted(plan["host"].astype(str).unique()) if len(plan) else []
-    first = first_positions(plan["run_id"] if len(plan) else pd.Series([], dtype=str))
-    # decide() lists the plan's run ids first, in plan order, then those only in runs.
-    outcome = decide(plan, runs)["outcome"].iloc[:len(first)] if len(plan) else []
-    done = len(outcome) > 0 and bool((outcome != "pending").all())
-    ended = None
-    if done and len(runs):
-        mine = runs[runs["run_id"].astype(str).map(first).notna()]
-        # A record's end, else its start (what mark_progress takes), as text: ISO 8601
-        # stamps of one campaign order as text.
-        ends = mine["ended_at"].where(mine["ended_at"].notna() & (mine["ended_at"].astype(str) != ""),
-                                      mine["started_at"]).dropna().astype(str)
-        ends = ends[ends != ""]
-        ended = ends.max() if len(ends) else None
-    return update_meta(exp_dir, hosts=hosts or None, ended_at=ended)
-
-
 def run_counts(path: str | Path, from_records: bool = True) -> dict[str, int]:
     """Measured runs of a campaign (warm-ups and control runs aside): planned, ok,
     failed (any final state but ok) and pending, as ``bmx status`` decides.
@@ -443,7 +342,7 @@ def run_counts(path: str | Path, from_records: bool = True) -> dict[str, int]:
     import pandas as pd
 
     from benchmatrix.analyze.stats import bool_column
-    from benchmatrix.results.layout import FAILED_STATES
+    from benchmatrix.layout import FAILED_STATES
     from benchmatrix.results.status import run_states
 
     path = Path(path)

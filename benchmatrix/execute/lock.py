@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+from benchmatrix import layout
 from benchmatrix.errors import LockError
-from benchmatrix.results import layout
 
 #: Environment variable naming the inherited lock descriptor in bmx's Snakemake.
 LOCK_FD_ENV = "BMX_LOCK_FD"

@@ -27,11 +27,13 @@ from typing import Any
 import jinja2
 
 import benchmatrix
-from benchmatrix.campaigns.store import SPEC_FILE, campaign_id, mark_progress_from_tables, update_meta
+from benchmatrix import layout
 from benchmatrix.errors import AnsibleError, BenchmatrixError, HostUnreachableError, Interrupted, ParseError, PlanError
 from benchmatrix.execute.ansible import WHOLE_CALL, run_playbook
 from benchmatrix.execute.hosts import resolve_hosts
 from benchmatrix.execute.lock import same_file
+from benchmatrix.files import atomic_write
+from benchmatrix.layout import exp_dir_of, record_path, run_dir
 from benchmatrix.plan.design import (
     DEFAULT_BATCH_MAX_RUNS,
     DEFAULT_BATCH_MAX_SECONDS,
@@ -43,10 +45,9 @@ from benchmatrix.plan.design import (
     run_estimates,
 )
 from benchmatrix.plan.reruns import append_round, plan_reruns, read_reruns
-from benchmatrix.results import layout
 from benchmatrix.results.batch_rows import write_batch_rows
-from benchmatrix.results.layout import record_path, run_dir
-from benchmatrix.results.records import atomic_write, iter_records, runs_rows, write_records
+from benchmatrix.results.campaign import campaign_id, mark_progress_from_tables, update_meta
+from benchmatrix.results.records import iter_records, runs_rows, write_records
 from benchmatrix.spec.load import REBOOT_ROLES, Spec, load_spec, render_vars
 
 PACKAGE_DIR = Path(benchmatrix.__file__).resolve().parent
@@ -61,11 +62,6 @@ RUN_TASK = "Run the batch"
 def runner_digest() -> str:
     """SHA-256 of the batch runner: a batch replaces a copy on its host that differs."""
     return hashlib.sha256(RUNNER_PATH.read_bytes()).hexdigest()
-
-
-def exp_dir_of(project_dir: Path, spec: Spec) -> Path:
-    """``results/NAME`` of an experiment."""
-    return layout.exp_dir(project_dir, spec.name)
 
 
 def iso(ts: float | None) -> str | None:
@@ -95,7 +91,7 @@ def plan(spec_path: str, project_dir: Path, out: Path, batch_max_runs: int,
     # The campaign is of the spec it was last planned with; its measurement keys are
     # kept beside it, so that bmx compare can tell an edited workload from a new kernel.
     update_meta(exp, spec_digest=spec.digest)
-    atomic_write(exp / SPEC_FILE, json.dumps(spec.data, sort_keys=True, default=str, indent=1) + "\n")
+    atomic_write(exp / layout.SPEC, json.dumps(spec.data, sort_keys=True, default=str, indent=1) + "\n")
     requests = read_reruns(exp)
     if requests:
         runs += plan_reruns(spec, runs, requests)
@@ -843,7 +839,7 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool 
 
     The one place a campaign's tables are computed (:func:`benchmatrix.analyze.tables.derive_tables`):
     runs.csv, summary.csv, summary_by_host.csv, comparisons.csv, record_notes.csv,
-    analysis.json and runs_long.parquet (:data:`benchmatrix.results.layout.COLLECTED`),
+    analysis.json and runs_long.parquet (:data:`benchmatrix.layout.COLLECTED`),
     then report.html and report.md rendered from the same tables in memory.
 
     Args:
@@ -857,8 +853,8 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool 
 
     from benchmatrix.analyze.sanity import RecordNotes
     from benchmatrix.analyze.tables import derive_tables
+    from benchmatrix.campaigns.export import write_long_table
     from benchmatrix.results.batch_rows import read_batch_rows, rows_csv_text
-    from benchmatrix.results.export import write_long_table
     from benchmatrix.results.tables import read_table, write_tables
 
     spec = load_spec(spec_path)
@@ -905,7 +901,7 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool 
                              keep_default_na=False)
     record_notes = pd.concat([done.notes, mine_notes], ignore_index=True).reindex(columns=layout.NOTE_COLUMNS)
     from benchmatrix.analyze.adaptive import settings_of
-    from benchmatrix.campaigns.store import read_meta
+    from benchmatrix.results.campaign import read_meta
 
     meta = read_meta(exp)
     tables = derive_tables(spec, plan, read_back, units, record_notes=record_notes,

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmatrix import layout
 from benchmatrix.errors import SpecErrors
 from benchmatrix.plan.design import batches
-from benchmatrix.results import layout
 from benchmatrix.spec.load import Spec, load_spec
 
 #: A batch id as written by benchmatrix.plan.design.assign_batches.

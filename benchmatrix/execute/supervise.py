@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchmatrix.results import layout
+from benchmatrix import layout
 
 if TYPE_CHECKING:
     from benchmatrix.spec.load import Spec
@@ -250,9 +250,9 @@ def _next_round(spec: Spec, exp: Path, settings: Any, elapsed_s: float) -> bool:
     import pandas as pd
 
     from benchmatrix.analyze.adaptive import REASON, judge_round
-    from benchmatrix.campaigns.store import update_meta
     from benchmatrix.plan.design import earlier_run_seconds
     from benchmatrix.plan.reruns import append_round, replicate_counts, round_requests
+    from benchmatrix.results.campaign import update_meta
     from benchmatrix.results.tables import read_analysis
 
     runs = pd.read_csv(exp / layout.RUNS) if (exp / layout.RUNS).is_file() else pd.DataFrame()
@@ -279,9 +279,9 @@ def _next_round(spec: Spec, exp: Path, settings: Any, elapsed_s: float) -> bool:
 def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: Any) -> int:
     """Run the workflow until no new re-run round appears; print the outcome."""
     from benchmatrix.analyze.adaptive import settings_of
-    from benchmatrix.campaigns.store import read_meta
     from benchmatrix.execute.hosts import resolve_hosts
     from benchmatrix.plan.reruns import reruns_digest
+    from benchmatrix.results.campaign import read_meta
     from benchmatrix.results.status import campaign_status, exit_code
 
     log_path = exp / layout.LOGS_DIR / "snakemake.log"

@@ -1007,7 +1007,7 @@ def _sync_workdir(workdir):
 
     Once per execution, before the archive: the runs themselves are written without
     an fsync each (:func:`finished` tells a complete run from one a crash cut short).
-    The controller's benchmatrix.results.records does the same; the runner imports
+    The controller's benchmatrix.files.sync_filesystem does the same; the runner imports
     nothing from benchmatrix (it runs on hosts without it).
     """
     try:

@@ -32,7 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from benchmatrix.results.layout import PLAN_COLUMNS
+from benchmatrix.layout import PLAN_COLUMNS
 from benchmatrix.spec.load import COST_CLASSES, Spec
 from benchmatrix.spec.matrix import Cell
 

@@ -23,9 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmatrix.files import atomic_write
+from benchmatrix.layout import RERUN_COLUMNS, RERUNS
 from benchmatrix.plan.design import PlannedRun, WarmUps, plan_round, run_id_of
-from benchmatrix.results.layout import RERUN_COLUMNS, RERUNS
-from benchmatrix.results.records import atomic_write
 from benchmatrix.spec.load import Spec
 
 
@@ -143,44 +143,6 @@ def _new_replicate(templates: dict[str, PlannedRun], run_id: str) -> PlannedRun 
     if template is None:
         return None
     return replace(template, run_id=run_id, replicate=int(rep), attempt=1, factors=dict(template.factors))
-
-
-def select_reruns(exp: Path, factor_names: list[str], failed: bool, where: str | None) -> list[tuple[str, int]]:
-    """(run_id, next attempt) of the runs ``bmx rerun`` selects.
-
-    ``failed`` picks every run whose state is failed, timeout, unreachable or invalid;
-    ``where`` is an expression of :mod:`benchmatrix.spec.where` over one row per run (its
-    newest attempt): the factor columns, run_id, cell_id, host, status, attempt,
-    replicate, warmup, control and the metrics of that attempt.
-
-    Raises:
-        benchmatrix.spec.where.WhereError: ``where`` is outside the language (one line).
-    """
-    from benchmatrix.results.layout import FAILED_STATES
-    from benchmatrix.results.status import run_states
-    from benchmatrix.spec.where import Where
-
-    states = [s for s in run_states(exp) if s.attempts]
-    picked = []
-    if failed:
-        picked += [s for s in states if s.state in FAILED_STATES]
-    if where:
-        rows = []
-        for s in states:
-            row = {"run_id": s.run.run_id, "cell_id": s.run.cell_id, "host": s.run.host, "status": s.state,
-                   "attempt": s.latest["attempt"], "replicate": s.run.replicate, "warmup": s.run.warmup,
-                   "control": s.run.control}
-            # Metrics first, so that a factor or a run column of the same name wins.
-            metrics = {k: (m or {}).get("value") for k, m in (s.latest.get("metrics") or {}).items()}
-            rows.append({**metrics, **{f: s.run.factors.get(f) for f in factor_names}, **row})
-        columns = set(factor_names) | {"run_id", "cell_id", "host", "status", "attempt", "replicate",
-                                       "warmup", "control"}
-        columns |= {k for r in rows for k in r}
-        expr = Where(where, columns)  # parsed before anything is selected: a bad one never half-runs
-        hit = {r["run_id"] for r in rows if expr.matches(r)}
-        picked += [s for s in states if s.run.run_id in hit and s not in picked]
-    # Warm-ups are never re-run on their own: the planner adds the ones a re-run needs.
-    return [(s.run.run_id, max(a["attempt"] for a in s.attempts) + 1) for s in picked if not s.run.warmup]
 
 
 def round_requests(extend: dict[tuple[str, str], int], counts: dict[tuple[str, str], int]) -> list[tuple[str, int]]:

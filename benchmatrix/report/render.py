@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,24 +33,28 @@ import jinja2
 import numpy as np
 import pandas as pd
 
+from benchmatrix import layout
 from benchmatrix.analyze import comparisons as analysis
-from benchmatrix.analyze import sanity
 from benchmatrix.analyze.stats import (
     bool_column,
     effective_runs,
     execution_order,
     is_ok,
-    run_hosts,
     start_ns,
-    with_start_ns,
 )
-from benchmatrix.analyze.tables import derive_tables, report_metrics
-from benchmatrix.campaigns.diff import grouped
+from benchmatrix.analyze.tables import (
+    campaign_hosts,
+    cell_labels,
+    derive_checks,
+    derive_tables,
+    normalized,
+    report_metrics,
+)
+from benchmatrix.files import atomic_write
+from benchmatrix.layout import STATES
 from benchmatrix.report import plots, units
+from benchmatrix.report.diff import grouped
 from benchmatrix.report.units import display_unit
-from benchmatrix.results import layout
-from benchmatrix.results.layout import STATES
-from benchmatrix.results.records import atomic_write
 from benchmatrix.results.status import decide
 from benchmatrix.results.tables import Tables, metric_units
 
@@ -94,7 +97,7 @@ def format_percent(fraction: Any) -> str:
     return f"{float(fraction) * 100:.1f}"
 
 
-#: Any cell value as text (a template filter): :func:`benchmatrix.results.layout.level_text`.
+#: Any cell value as text (a template filter): :func:`benchmatrix.layout.level_text`.
 format_value = layout.level_text
 
 
@@ -179,14 +182,15 @@ def _environment(template_dir: str | Path | None = None) -> jinja2.Environment:
 
 # ----------------------------------------------------------------- table building
 
-def _with_columns(table: pd.DataFrame | None, columns: Iterable[str]) -> pd.DataFrame:
-    # Results written by older or partial steps may lack optional columns; the report
-    # shows them as missing instead of failing.
-    table = pd.DataFrame() if table is None else table
-    missing = [c for c in columns if c not in table.columns]
-    if missing:
-        table = table.assign(**{c: pd.Series(pd.NA, index=table.index, dtype=object) for c in missing})
-    return table
+def _rows_of(runs: pd.DataFrame, keys: list[tuple[str, int]]) -> pd.DataFrame:
+    """The rows of ``runs`` with these (run_id, attempt), in the order given."""
+    if not keys or runs.empty:
+        return runs.iloc[0:0]
+    at = pd.Series(np.arange(len(runs)), index=pd.MultiIndex.from_arrays(
+        [runs["run_id"].astype(str), pd.to_numeric(runs["attempt"], errors="coerce").fillna(0).astype("int64")]))
+    at = at[~at.index.duplicated(keep="last")]
+    pos = at.reindex(pd.MultiIndex.from_tuples(keys)).dropna().astype("int64")
+    return runs.iloc[pos.to_numpy()]
 
 
 def _kind(warmup: pd.Series, control: pd.Series) -> pd.Series:
@@ -239,19 +243,7 @@ def _cell_table(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.
                 states: pd.DataFrame) -> pd.DataFrame:
     """Every cell: the spec's cells in matrix order, then any unknown to the spec
     (results of an older matrix) with factor values taken from the data."""
-    factors = spec.factor_names
-    known = pd.DataFrame([{"cell_id": c.cell_id, **c.factors} for c in spec.cells],
-                         columns=["cell_id", *factors])
-    known["label"] = [c.label() for c in spec.cells]
-    seen = [t[["cell_id", *[f for f in factors if f in t.columns]]]
-            for t in (runs, plan, summary) if "cell_id" in t.columns]
-    others = pd.concat(seen, ignore_index=True) if seen else pd.DataFrame(columns=["cell_id"])
-    others = others.dropna(subset=["cell_id"]).drop_duplicates("cell_id")
-    others = _with_columns(others[~others["cell_id"].isin(known["cell_id"])], factors)
-    if len(others):
-        others = others.assign(label=[layout.cell_label(zip(factors, vals))
-                                      for vals in others[factors].itertuples(index=False)])
-        known = pd.concat([known, others[["cell_id", *factors, "label"]]], ignore_index=True)
+    known = cell_labels(spec, plan, runs, summary)
 
     measured = states[states["kind"] == "measured"]
     counts = (pd.crosstab(measured["cell_id"], measured["state"])
@@ -266,7 +258,9 @@ def _cell_table(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.
 _SCALED = ["max", "mean", "min", "median", "ci_low", "ci_high"]
 
 
-def _metric_tables(spec: Spec, summary: pd.DataFrame, cells: pd.DataFrame) -> dict[str, Any]:
+def _metric_tables(spec: Spec, summary: pd.DataFrame, cells: pd.DataFrame, units: dict[str, str]) -> dict[str, Any]:
+    """Per metric, the summary table in its display unit; ``units`` are collect's
+    (:func:`benchmatrix.results.tables.metric_units`)."""
     present = sorted(summary["metric"].dropna().unique().tolist()) if len(summary) else []
     wanted = list(dict.fromkeys(spec.report.metrics))
     shown = [m for m in wanted if m in present] or present
@@ -275,8 +269,7 @@ def _metric_tables(spec: Spec, summary: pd.DataFrame, cells: pd.DataFrame) -> di
     tables = []
     for metric in shown:
         rows = summary[summary["metric"] == metric].drop_duplicates("cell_id").set_index("cell_id")
-        units = [u for u in rows["unit"].tolist() if not _is_missing(u) and str(u)]
-        unit = str(units[0]) if units else str((declared.get(metric) or {}).get("unit", ""))
+        unit = units.get(metric, "")
         stats = rows.reindex(cells["cell_id"])[["n", "max", "mean", "min", "median", "cv", "ci_low", "ci_high",
                                                 "ci_method"]]
         stats["n"] = stats["n"].fillna(0).astype("int64")
@@ -304,11 +297,6 @@ def _row(record: dict[str, Any], factors: list[str]) -> dict[str, Any]:
     record = {k: (None if _is_missing(v) else v) for k, v in record.items()}
     record["levels"] = [record.pop(f) for f in factors]
     return record
-
-
-def _campaign_hosts(plan: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
-    """Every host of the plan or the runs, sorted."""
-    return sorted(set(run_hosts(plan)) | set(run_hosts(runs)))
 
 
 def _by_host(spec: Spec, hosts: list[str], summary_by_host: pd.DataFrame | None, host_table: pd.DataFrame | None,
@@ -719,19 +707,15 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
             used when ``tables`` is not given; None: the records were not checked.
         with_plots: Render the plots (the slowest part).
         tables: The tables collect computed (comparisons, summary by host, record
-            notes, units); without them they are derived here from the frames given,
-            as collect would.
+            notes, units, the checks: warnings, drift and host tables); without them
+            they are derived from the frames given, as collect would
+            (:func:`benchmatrix.analyze.tables.derive_tables`). The report computes no
+            statistic and no warning itself.
 
     Returns:
         The template context; ``docs/report.md`` describes every key.
     """
-    base = ["seq", "host", "run_id", "cell_id", "replicate", "warmup", "control", "visit", "batch", "attempt"]
-    plan = _with_columns(plan, base)
-    runs = _with_columns(runs, [*base, "status", "reason", "started_at", "ended_at", "duration_s"])
-    # Start times are needed in execution order by several sections: parse them once.
-    runs = with_start_ns(runs)
-    summary = _with_columns(summary, ["cell_id", "metric", "unit", "n", "mean", "median", "min", "max",
-                                      "sd", "cv", "ci_low", "ci_high", "ci_method"])
+    plan, runs, summary = normalized(plan, runs, summary)
     states = _run_states(plan, runs)
     cells = _cell_table(spec, plan, runs, summary, states)
     effective = effective_runs(runs)
@@ -741,27 +725,24 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
                                record_notes=record_notes)
     units = tables.units
     comparisons = analysis.Comparisons.from_tables(tables.comparisons, tables.analysis)
-    record_notes = tables.record_notes
+    checks = tables.checks
+    if checks is None:
+        # Tables collected before analysis.json held the checks (a re-render of an old campaign).
+        checks = derive_checks(spec, plan, runs, summary, comparisons=comparisons,
+                               summary_by_host=tables.summary_by_host, record_notes=tables.record_notes)
     cfg = spec.report
     alpha = comparisons.alpha
-    hosts = _campaign_hosts(plan, runs)
+    hosts = campaign_hosts(plan, runs)
     summary_by_host = host_table = None
     if len(hosts) > 1 and len(effective):
         summary_by_host = tables.summary_by_host
-        host_table = sanity.host_differences(effective, metrics, alpha,
-                                             cfg.drift_threshold)
-    warnings_, drift_table = sanity.sanity_warnings(spec, plan, runs, summary, metrics, record_notes, cells, alpha,
-                                                    summary_by_host=summary_by_host, host_table=host_table,
-                                                    comparisons=comparisons.table)
-    # Comparisons that rest on too few visits or runs to decide.
-    warnings_ += [sanity.warning(w["check"], w["title"], w["message"]) for w in comparisons.warnings]
+        host_table = checks.host_differences
+    warnings_ = checks.warnings
     labels = dict(zip(cells["cell_id"], cells["label"]))
     plot_notes: list[str] = []
     rendered: list[plots.Plot] = []
     if with_plots:
-        # The drift test's own control runs, so a flagged shift is drawn where it was found.
-        comparable = sanity.control_runs(runs, list(spec.knobs), spec.warmup)
-        rendered += plots.control_over_time(drift_table, metrics, units, comparable)
+        rendered += plots.control_over_time(checks.drift, metrics, units, _rows_of(runs, checks.control_runs))
         rendered += plots.factor_lines(spec, summary, metrics, units, plot_notes)
         rendered += plots.latency_beside_throughput(spec, summary, metrics, units, labels, plot_notes)
         rendered += plots.run_order(runs, metrics, units, labels)
@@ -785,7 +766,7 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
         "ratio_metrics": list(dict.fromkeys(summary.loc[summary["ci_method"].astype(str) == "cox", "metric"]
                                             .astype(str))),
         "hosts": _hosts(host_facts, plan, runs),
-        "metrics": _metric_tables(spec, summary, cells),
+        "metrics": _metric_tables(spec, summary, cells, units),
         "by_host": _by_host(spec, hosts, summary_by_host, host_table, cells, metrics, units),
         "pivots": _pivots(spec, runs, units),
         "findings": _findings(comparisons),

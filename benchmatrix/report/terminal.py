@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from benchmatrix import layout
 from benchmatrix.report.units import display_unit, format_number, quantity
-from benchmatrix.results import layout
 
 #: Findings and warnings printed after a run or a report; the report has them all.
 FINDINGS_SHOWN = 10
@@ -162,7 +162,7 @@ def compare_table(records: list[dict[str, Any]], factor_names: list[str], color:
 
     rows = []
     for r in shown:
-        cell = ", ".join(f"{f}={layout.level_text(r.get(c))}" for f, c in zip(factor_names, columns))
+        cell = layout.cell_label((f, r.get(c)) for f, c in zip(factor_names, columns))
         rows.append([str(r["metric"]), cell or str(r["cell_id"]), str(r["host"]),
                      value(r["mean_a"], str(r["metric"])), value(r["mean_b"], str(r["metric"])),
                      _pct(r["rel_diff_pct"]), _interval(r["ci_low_adj_pct"], r["ci_high_adj_pct"]),

@@ -16,7 +16,7 @@ import math
 from functools import cache
 from typing import Any
 
-from benchmatrix.results import layout
+from benchmatrix import layout
 
 #: Binary byte ladders: each unit and its size in the family's base unit.
 _BYTES = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmatrix.results.layout import NOTE_COLUMNS, PLAN_COLUMNS, RUN_COLUMNS
+from benchmatrix.files import atomic_write
+from benchmatrix.layout import NOTE_COLUMNS, PLAN_COLUMNS, RUN_COLUMNS
 from benchmatrix.results.notes import facts_change_rows, facts_entries, note_rows
-from benchmatrix.results.records import atomic_write, runs_rows
+from benchmatrix.results.records import runs_rows
 
 ROWS_SUFFIX = ".runs.csv"
 NOTES_SUFFIX = ".notes.csv"

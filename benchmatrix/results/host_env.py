@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmatrix.results.layout import ENV_COLUMNS
+from benchmatrix.layout import ENV_COLUMNS
 
 __all__ = ["ENV_COLUMNS", "busy_warning", "env_columns", "env_line", "untuned_warnings"]
 

@@ -57,7 +57,7 @@ def note_rows(records: Iterable[dict[str, Any]], with_facts: bool = True) -> lis
             over every batch's :func:`facts_entries`.
 
     Returns:
-        Rows with the keys of ``benchmatrix.results.layout.NOTE_COLUMNS``: run_id, attempt, host, started_at,
+        Rows with the keys of ``benchmatrix.layout.NOTE_COLUMNS``: run_id, attempt, host, started_at,
         check, detail.
     """
     rows: list[dict[str, Any]] = []

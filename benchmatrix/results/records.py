@@ -10,47 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from benchmatrix.files import atomic_write, create_beside, sync_filesystem
+from benchmatrix.layout import RECORD, RUN_COLUMNS, RUNS_DIR, record_path
 from benchmatrix.plan.design import PlannedRun
 from benchmatrix.results.host_env import env_columns
-from benchmatrix.results.layout import RECORD, RUN_COLUMNS, RUNS_DIR, record_path
-
-
-def atomic_write(path: str | Path, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` through a synced temporary file and a rename.
-
-    Readers (``bmx status``, a browser, a colleague's script) never see a half-written
-    file, and a failed write (a full disk) leaves the previous version intact with no
-    temporary file behind. The file gets the permissions of any new file under the
-    user's umask (0644 under umask 022, 0640 under 027), so results are as readable by
-    the team as the directory they sit in; ``tempfile.mkstemp`` would make every one
-    0600. Text is written as UTF-8 with ``\\n`` line ends.
-
-    Args:
-        path: The file to create or replace; its directory is created if needed.
-        data: The whole content, text or bytes.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    # O_EXCL on a random name: never follows or reuses another writer's file. Mode 0o666
-    # is filtered by the umask exactly as open() does for any new file.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        fh = os.fdopen(fd, "wb") if isinstance(data, bytes) else \
-            os.fdopen(fd, "w", encoding="utf-8", newline="\n")
-        with fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def write_record(exp_dir: Path, record: dict[str, Any]) -> Path:
@@ -58,26 +25,6 @@ def write_record(exp_dir: Path, record: dict[str, Any]) -> Path:
     path = record_path(exp_dir, record["run_id"], record["attempt"])
     atomic_write(path, json.dumps(record, indent=1, sort_keys=False, default=str) + "\n")
     return path
-
-
-def _sync_filesystem(path: Path) -> None:
-    """Flush every dirty page of the file system holding ``path`` (one call for a batch).
-
-    syncfs(2) where the C library has it (Linux), else sync(2) for all file systems.
-    """
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            if libc.syncfs(fd) == 0:
-                return
-        finally:
-            os.close(fd)
-    except (OSError, AttributeError):
-        pass
-    os.sync()
 
 
 def write_records(exp_dir: Path, records: list[dict[str, Any]]) -> list[Path]:
@@ -94,13 +41,12 @@ def write_records(exp_dir: Path, records: list[dict[str, Any]]) -> list[Path]:
         for record in records:
             path = record_path(exp_dir, record["run_id"], record["attempt"])
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            tmp, fd = create_beside(path)
             staged.append((tmp, path))
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
                 fh.write(json.dumps(record, indent=1, sort_keys=False, default=str) + "\n")
         if staged:
-            _sync_filesystem(Path(exp_dir))
+            sync_filesystem(Path(exp_dir))
         for tmp, path in staged:
             os.replace(tmp, path)
     except BaseException:

@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmatrix import layout
+from benchmatrix.layout import FAILED_STATES, State, Status
 from benchmatrix.plan.design import PlannedRun, read_plan
-from benchmatrix.results import layout
-from benchmatrix.results.layout import FAILED_STATES, State, Status
 from benchmatrix.results.records import load_records
 
 
@@ -120,6 +120,42 @@ def run_states(exp_dir: Path, runs: list[PlannedRun] | None = None,
         first.setdefault(r.run_id, r)
     return [RunState(run, outcome[run_id], sorted(by_run.get(run_id, []), key=lambda rec: rec["attempt"]))
             for run_id, run in first.items()]
+
+
+def select_reruns(exp: Path, factor_names: list[str], failed: bool, where: str | None) -> list[tuple[str, int]]:
+    """(run_id, next attempt) of the runs ``bmx rerun`` selects.
+
+    ``failed`` picks every run whose state is failed, timeout, unreachable or invalid;
+    ``where`` is an expression of :mod:`benchmatrix.spec.where` over one row per run (its
+    newest attempt): the factor columns, run_id, cell_id, host, status, attempt,
+    replicate, warmup, control and the metrics of that attempt.
+
+    Raises:
+        benchmatrix.spec.where.WhereError: ``where`` is outside the language (one line).
+    """
+    from benchmatrix.spec.where import Where
+
+    states = [s for s in run_states(exp) if s.attempts]
+    picked = []
+    if failed:
+        picked += [s for s in states if s.state in FAILED_STATES]
+    if where:
+        rows = []
+        for s in states:
+            row = {"run_id": s.run.run_id, "cell_id": s.run.cell_id, "host": s.run.host, "status": s.state,
+                   "attempt": s.latest["attempt"], "replicate": s.run.replicate, "warmup": s.run.warmup,
+                   "control": s.run.control}
+            # Metrics first, so that a factor or a run column of the same name wins.
+            metrics = {k: (m or {}).get("value") for k, m in (s.latest.get("metrics") or {}).items()}
+            rows.append({**metrics, **{f: s.run.factors.get(f) for f in factor_names}, **row})
+        columns = set(factor_names) | {"run_id", "cell_id", "host", "status", "attempt", "replicate",
+                                       "warmup", "control"}
+        columns |= {k for r in rows for k in r}
+        expr = Where(where, columns)  # parsed before anything is selected: a bad one never half-runs
+        hit = {r["run_id"] for r in rows if expr.matches(r)}
+        picked += [s for s in states if s.run.run_id in hit and s not in picked]
+    # Warm-ups are never re-run on their own: the planner adds the ones a re-run needs.
+    return [(s.run.run_id, max(a["attempt"] for a in s.attempts) + 1) for s in picked if not s.run.warmup]
 
 
 def _ts(value: str | None) -> float | None:

@@ -15,8 +15,51 @@ from typing import Any
 
 import pandas as pd
 
-from benchmatrix.results import layout
-from benchmatrix.results.records import atomic_write
+from benchmatrix import layout
+from benchmatrix.files import atomic_write
+
+
+@dataclass
+class Checks:
+    """The report's warnings and the tables behind its drift and host sections, as
+    collect computes them (:func:`benchmatrix.analyze.tables.derive_checks`).
+
+    Attributes:
+        warnings: Every warning and notice, in the report's order: dicts with check,
+            title, message, severity (``warning`` or ``notice``), runs, runs_total,
+            details, more and plot (:func:`benchmatrix.analyze.sanity.warning`).
+        drift: The drift tests of the control cell, per host and metric.
+        host_differences: How much the hosts disagree per cell and metric; None with
+            one host.
+        control_runs: (run_id, attempt) of the control runs the drift test used, in
+            execution order (what the report's control plot draws).
+    """
+
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    drift: pd.DataFrame = field(default_factory=pd.DataFrame)
+    host_differences: pd.DataFrame | None = None
+    control_runs: list[tuple[str, int]] = field(default_factory=list)
+
+    def meta(self) -> dict[str, Any]:
+        """As JSON-ready values (analysis.json's ``checks``)."""
+        return {"warnings": self.warnings, "drift": _split(self.drift),
+                "host_differences": None if self.host_differences is None else _split(self.host_differences),
+                "control_runs": [list(k) for k in self.control_runs]}
+
+    @classmethod
+    def from_meta(cls, meta: dict[str, Any]) -> Checks:
+        hosts = meta.get("host_differences")
+        return cls(warnings=list(meta.get("warnings") or []), drift=_unsplit(meta.get("drift")),
+                   host_differences=None if hosts is None else _unsplit(hosts),
+                   control_runs=[(str(r), int(a)) for r, a in meta.get("control_runs") or []])
+
+
+def _split(frame: pd.DataFrame) -> dict[str, Any]:
+    return frame.to_dict(orient="split", index=False)
+
+
+def _unsplit(data: dict[str, Any] | None) -> pd.DataFrame:
+    return pd.DataFrame(data["data"], columns=data["columns"]) if data else pd.DataFrame()
 
 
 @dataclass
@@ -34,6 +77,8 @@ class Tables:
             the descriptive metrics): :meth:`benchmatrix.analyze.comparisons.Comparisons.meta`.
         summary_by_host: Rows of summary_by_host.csv (header only with one host).
         record_notes: Rows of record_notes.csv; None when the records were not checked.
+        checks: The report's warnings and the drift and host tables behind them; None
+            for a campaign collected before analysis.json held them.
     """
 
     plan: pd.DataFrame
@@ -44,6 +89,7 @@ class Tables:
     analysis: dict[str, Any] = field(default_factory=dict)
     summary_by_host: pd.DataFrame = field(default_factory=pd.DataFrame)
     record_notes: pd.DataFrame | None = None
+    checks: Checks | None = None
 
 
 def metric_units(declared: dict[str, Any] | None, *observed: dict[str, str] | pd.DataFrame) -> dict[str, str]:
@@ -99,7 +145,7 @@ def read_tables(exp: str | Path) -> Tables:
     """Every table collect wrote in ``exp``, for the report.
 
     ``record_notes`` is None when record_notes.csv is absent (the report then says the
-    records were not checked); ``units`` and ``analysis`` come from analysis.json.
+    records were not checked); ``units``, ``analysis`` and ``checks`` come from analysis.json.
     """
     exp = Path(exp)
     plan, runs, summary = load_tables(exp)
@@ -109,9 +155,10 @@ def read_tables(exp: str | Path) -> Tables:
     if notes_path.is_file():
         notes = read_table(exp, layout.RECORD_NOTES, dtype=str, keep_default_na=False)
         notes = notes if len(notes.columns) else pd.DataFrame(columns=layout.NOTE_COLUMNS)
+    checks = Checks.from_meta(meta["checks"]) if isinstance(meta.get("checks"), dict) else None
     return Tables(plan=plan, runs=runs, summary=summary, units=dict(meta.get("units") or {}),
                   comparisons=read_table(exp, layout.COMPARISONS), analysis=dict(meta.get("comparisons") or {}),
-                  summary_by_host=read_table(exp, layout.SUMMARY_BY_HOST), record_notes=notes)
+                  summary_by_host=read_table(exp, layout.SUMMARY_BY_HOST), record_notes=notes, checks=checks)
 
 
 def write_tables(exp: str | Path, tables: Tables, runs_text: str | bytes | None = None) -> list[Path]:
@@ -125,7 +172,7 @@ def write_tables(exp: str | Path, tables: Tables, runs_text: str | bytes | None 
             (a million rows take seconds to write out again).
 
     Returns:
-        The paths written, in :data:`benchmatrix.results.layout.COLLECTED` order.
+        The paths written, in :data:`benchmatrix.layout.COLLECTED` order.
     """
     exp = Path(exp)
     notes = tables.record_notes if tables.record_notes is not None else pd.DataFrame(columns=layout.NOTE_COLUMNS)
@@ -138,6 +185,8 @@ def write_tables(exp: str | Path, tables: Tables, runs_text: str | bytes | None 
         atomic_write(exp / name, text)
         written.append(exp / name)
     meta = {"units": tables.units, "comparisons": tables.analysis}
+    if tables.checks is not None:
+        meta["checks"] = tables.checks.meta()
     atomic_write(exp / layout.ANALYSIS, json.dumps(meta, indent=1, sort_keys=True, default=str) + "\n")
     written.append(exp / layout.ANALYSIS)
     return written

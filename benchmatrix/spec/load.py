@@ -28,6 +28,7 @@ from benchmatrix.host.knobs import BACKENDS as KNOB_BACKENDS
 from benchmatrix.names import name_problem
 from benchmatrix.names import shown as shown_name
 from benchmatrix.spec import templating
+from benchmatrix.spec.declared import check_declarations
 from benchmatrix.spec.matrix import (
     Cell,
     Level,
@@ -647,8 +648,6 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
                             f"report.tables.{ti}.{side}")
 
     # Declared metrics: regexes must compile with a `value` group, JSON paths parse.
-    from benchmatrix.workloads import check_declarations
-
     for path, msg in check_declarations(d["workload"].get("metrics") or {}):
         errs.append(doc.error(("workload", "metrics") + tuple(path), msg))
     for at, metric in _metric_names(d):

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmatrix.results.layout import cell_label
+from benchmatrix.layout import cell_label
 
 Level = str | int | float | bool
 
@@ -88,7 +88,7 @@ class Cell:
     included: bool = False
 
     def label(self) -> str:
-        """Short human label, e.g. ``rw=read bs=4k`` (:func:`benchmatrix.results.layout.cell_label`)."""
+        """Short human label, e.g. ``rw=read bs=4k`` (:func:`benchmatrix.layout.cell_label`)."""
         return cell_label(self.factors.items())
 
 

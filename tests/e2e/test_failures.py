@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmatrix.results.records import atomic_write
+from benchmatrix.files import atomic_write
 
 pytestmark = pytest.mark.slow
 

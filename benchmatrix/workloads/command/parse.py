@@ -34,45 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmatrix.errors import ParseError
+from benchmatrix.spec.declared import check_declarations
+from benchmatrix.spec.declared import compile_path as _compile_path
 from benchmatrix.workloads.base import Parsed, as_text, headline
-
-PICKS = ("last", "first", "min", "max", "mean", "sum", "count")
-_PATH_TOKEN = re.compile(r"""\.([A-Za-z_][A-Za-z0-9_-]*)|\[\s*(-?\d+|\*|'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")\s*\]""")
-
-
-def check_declarations(metrics: Mapping[str, Any]) -> list[tuple[tuple[Any, ...], str]]:
-    """Problems in a spec's ``workload.metrics``: ``(path under metrics, message)`` each.
-
-    For ``bmx validate``: the schema checks the keys, this checks that each regex
-    compiles and has a ``value`` group and that each JSON path is well formed.
-    """
-    problems: list[tuple[tuple[Any, ...], str]] = []
-    for name, decl in (metrics or {}).items():
-        if not isinstance(decl, Mapping):
-            problems.append(((name,), f"metric '{name}' must be a mapping with regex or json"))
-            continue
-        has_regex, has_json = "regex" in decl, "json" in decl
-        if has_regex == has_json:
-            problems.append(((name,), f"metric '{name}' needs exactly one of regex and json"))
-            continue
-        pick = decl.get("pick", "last")
-        if pick not in PICKS:
-            problems.append(((name, "pick"), f"metric '{name}': pick must be one of {', '.join(PICKS)}"))
-        if has_regex:
-            try:
-                pattern = re.compile(str(decl["regex"]), re.MULTILINE)
-            except re.error as exc:
-                problems.append(((name, "regex"), f"metric '{name}': invalid regex: {exc}"))
-                continue
-            if "value" not in pattern.groupindex and pick != "count":
-                problems.append(((name, "regex"), f"metric '{name}': the regex needs a named group "
-                                                  "(?P<value>...) that captures the number"))
-        else:
-            try:
-                _compile_path(str(decl["json"]))
-            except ParseError as exc:
-                problems.append(((name, "json"), f"metric '{name}': {exc}"))
-    return problems
 
 
 def parse_command(stdout: str, workload: Mapping[str, Any] | None = None,
@@ -186,34 +150,6 @@ def _document(text: str, source: str) -> Any:
         line = exc.lineno + text.count("\n", 0, start)
         raise ParseError(f"{source} is not valid JSON: {exc.msg} (line {line}, column {exc.colno})") from None
     return doc
-
-
-def _compile_path(path: str) -> list[Any]:
-    """``$.a['b'][0][*]`` -> ``['a', 'b', 0, '*']``."""
-    path = path.strip()
-    if not path.startswith("$"):
-        raise ParseError(f"JSON path {path!r} must start with '$'")
-    tokens: list[Any] = []
-    pos = 1
-    while pos < len(path):
-        m = _PATH_TOKEN.match(path, pos)
-        if not m:
-            raise ParseError(f"JSON path {path!r}: cannot read {path[pos:]!r} "
-                             "(use .name, ['name'], [index] or [*])")
-        if m.group(1) is not None:
-            tokens.append(m.group(1))
-        else:
-            inner = m.group(2)
-            if inner == "*":
-                tokens.append("*")
-            elif inner[0] == '"':
-                tokens.append(json.loads(inner))
-            elif inner[0] == "'":
-                tokens.append(re.sub(r"\\(.)", r"\1", inner[1:-1]))
-            else:
-                tokens.append(int(inner))
-        pos = m.end()
-    return tokens
 
 
 def _json_values(name: str, path: str, doc: Any) -> list[float]:

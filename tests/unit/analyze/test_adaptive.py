@@ -161,7 +161,7 @@ def test_sixteen_comparisons_four_real_stop_early_with_the_same_decisions_and_fe
     # lognormal. The fixed design sized by `bmx plan --detect 10%` (11 runs a cell for
     # this family) against adaptive replication with min 3 and max 16: the same
     # decisions (the effects found as often, no false alarm) with at most 60 % of the runs.
-    from benchmatrix.plan.power import log_sd_from_cv, runs_needed_log
+    from benchmatrix.analyze.power import log_sd_from_cv, runs_needed_log
 
     spec = _spec(16)
     fixed_n = runs_needed_log(0.10, log_sd_from_cv(0.05), 0.05, 0.8, 16)
@@ -188,7 +188,7 @@ def test_sixteen_comparisons_four_real_stop_early_with_the_same_decisions_and_fe
 
 def test_bmx_plans_figures_of_an_adaptive_design():
     from benchmatrix.analyze.adaptive import design_figures
-    from benchmatrix.plan.power import log_sd_from_cv
+    from benchmatrix.analyze.power import log_sd_from_cv
 
     f = design_figures(Settings(3, 12, 0.10), cells=4, hosts=2, per_run_s=2.0, alpha=0.05,
                        sd_log=log_sd_from_cv(0.05), detect=0.10)

@@ -60,11 +60,9 @@ from benchmatrix.campaigns.store import (  # noqa: E402
     archive_current,
     campaign_rows,
     finish_archive,
-    mark_progress,
-    mark_progress_from_tables,
-    read_meta,
     start_campaign,
 )
+from benchmatrix.results.campaign import mark_progress, mark_progress_from_tables, read_meta  # noqa: E402
 from benchmatrix.results.records import write_record  # noqa: E402
 
 WORKLOAD = {"role": "workload_command", "vars": {"argv": ["true"]}}
@@ -401,8 +399,8 @@ def _progress_from_tables(exp):
 
     import pandas as pd
 
+    from benchmatrix.layout import RUN_COLUMNS
     from benchmatrix.plan.design import read_plan
-    from benchmatrix.results.layout import RUN_COLUMNS
     from benchmatrix.results.records import load_records, runs_rows
 
     plan = pd.read_csv(exp / "plan.csv")

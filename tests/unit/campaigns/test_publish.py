@@ -34,7 +34,8 @@ PHONE_WIDTH = 390
 def make_campaign(path: Path, cid: str, created: str, means: dict[str, float], *, label: str = "",
                   cv: float = 0.01, seed: int = 0, runs: bool = True, warnings: int = 0,
                   metric: str = "tps", unit: str = "tx/s") -> None:
-    """A campaign directory: campaign.json, summary.csv (one row per cell), runs.csv, report.md.
+    """A campaign directory: campaign.json, summary.csv (one row per cell), runs.csv, report.md,
+    analysis.json (the warnings collect kept).
 
     ``means`` maps a cell id ``tN_mode`` to its true level; the campaign mean gets
     ``cv`` noise (the campaign-to-campaign variation the step test works on).
@@ -68,6 +69,9 @@ def make_campaign(path: Path, cid: str, created: str, means: dict[str, float], *
     (path / "report.md").write_text("# report\n\n## Warnings\n\n"
                                     + "".join(f"> **Warning: w{i}**\n> text\n\n" for i in range(warnings))
                                     + "> **Note: a notice**\n")
+    checks = [{"check": "cv", "title": f"w{i}", "message": "text", "severity": "warning"} for i in range(warnings)]
+    checks.append({"check": "missing", "title": "a notice", "message": "text", "severity": "notice"})
+    (path / "analysis.json").write_text(json.dumps({"units": {metric: unit}, "checks": {"warnings": checks}}))
 
 
 CELLS = {"t1_on": 1000.0, "t1_off": 800.0, "t2_on": 1900.0, "t2_off": 1500.0}

@@ -9,9 +9,10 @@ import shutil
 from pathlib import Path
 
 from benchmatrix.execute.rules import collect, entry
+from benchmatrix.files import atomic_write
 from benchmatrix.plan.design import read_plan
 from benchmatrix.results.batch_rows import write_batch_rows
-from benchmatrix.results.records import atomic_write, write_records
+from benchmatrix.results.records import write_records
 from benchmatrix.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from benchmatrix.results import layout
+from benchmatrix import layout
 
 RULES = Path(__file__).resolve().parents[3] / "workflow" / "rules" / "report.smk"
 

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
+from benchmatrix import layout
 from benchmatrix.errors import LockError
 from benchmatrix.execute import lock
-from benchmatrix.results import layout
 
 
 def test_a_second_holder_is_refused_with_the_first_ones_pid(tmp_path):

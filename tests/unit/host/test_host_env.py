@@ -77,7 +77,7 @@ def test_records_of_a_busy_untuned_batch_give_report_notes(noisy_root):
     import pandas as pd
 
     from benchmatrix.analyze.sanity import note_warnings
-    from benchmatrix.results.layout import NOTE_COLUMNS
+    from benchmatrix.layout import NOTE_COLUMNS
 
     titles = {w["check"]: w["title"] for w in note_warnings(pd.DataFrame(notes, columns=NOTE_COLUMNS))}
     assert titles == {"host_busy": "the host was busy", "host_untuned": "the host's CPU clock was not fixed"}

@@ -17,6 +17,15 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmatrix.analyze.power import (
+    CvSample,
+    log_sd_from_cv,
+    parse_fraction,
+    pilot_cvs,
+    replicate_plan,
+    runs_needed,
+    runs_needed_log,
+)
 from benchmatrix.cli import main
 from benchmatrix.errors import BenchmatrixError, SpecErrors
 from benchmatrix.plan.design import (
@@ -31,15 +40,6 @@ from benchmatrix.plan.design import (
     read_plan,
     reconfigurations,
     visits_per_cell,
-)
-from benchmatrix.plan.power import (
-    CvSample,
-    log_sd_from_cv,
-    parse_fraction,
-    pilot_cvs,
-    replicate_plan,
-    runs_needed,
-    runs_needed_log,
 )
 from benchmatrix.spec.load import Spec, load_spec, read_planning_config
 
@@ -511,7 +511,7 @@ def test_reconfiguration_counts_one_reboot_for_knobs_changed_together(tmp_path):
 # ---------------------------------------------------------------- replicate planning
 
 def test_runs_needed_is_the_smallest_n_with_welch_power():
-    from benchmatrix.plan.power import welch_power
+    from benchmatrix.analyze.power import welch_power
 
     for detect, cv, family in ((0.03, 0.04, 1), (0.05, 0.02, 1), (0.01, 0.05, 1), (0.05, 0.02, 12)):
         n = runs_needed(detect, cv, family=family)
@@ -535,7 +535,7 @@ def test_parse_fraction_errors(text, words):
 
 def test_pilot_cvs_and_the_max_cv_rule(tmp_path):
     # Units that make no positive quantity: the linear planning (the log scale's is
-    # tests/unit/plan/test_power_log.py).
+    # tests/unit/analyze/test_power_log.py).
     (tmp_path / "summary.csv").write_text(
         "cell_id,metric,unit,n,mean,median,min,max,sd,cv,ci_low,ci_high\n"
         "c1,iops,%,5,100,100,90,110,2,0.02,,\n"

@@ -3,6 +3,7 @@ synthetic runs."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -11,11 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from benchmatrix import layout
 from benchmatrix.analyze.stats import summarize
 from benchmatrix.analyze.tables import derive_tables
 from benchmatrix.report import render as report
 from benchmatrix.report.render import format_number, format_percent, render_report, report_context
-from benchmatrix.results import layout
 from benchmatrix.results import records as results
 from benchmatrix.results.tables import read_tables, write_tables
 from benchmatrix.spec.load import load_spec
@@ -624,3 +625,36 @@ def test_too_few_runs_are_inconclusive_with_a_report_warning(spec, tmp_path):
     # The findings come first, the warnings right after them.
     assert md.index("## Summary of findings") < md.index("## Warnings") < md.index("## Design")
     assert "4 inconclusive" in md.split("## Summary of findings")[1]
+
+
+def test_warnings_are_computed_by_collect_and_read_back_for_a_re_render(spec, tmp_path):
+    """collect computes the checks (warnings, drift and host tables) and keeps them in
+    analysis.json; a re-render from the tables on disk shows the same report, and the
+    report module calls no check of its own (issue 26)."""
+    import ast
+
+    plan = host_plan(spec)
+    runs = host_runs(plan)
+    runs.loc[runs.index[3], ["status", "reason"]] = ["failed", "exit status 2"]
+    facts = {h: HOST_FACTS["localhost"] for h in HOSTS}
+    cmp = hosts_spec(spec, "replicate")
+    tables = derive_tables(cmp, plan, runs, UNITS, records=[])
+    checks = tables.checks
+    assert {w["check"] for w in checks.warnings} >= {"failed", "hosts"}
+    assert checks.host_differences is not None and len(checks.host_differences)
+    write_tables(tmp_path, tables)
+    back = read_tables(tmp_path)
+    assert back.checks.warnings == json.loads(json.dumps(checks.warnings, default=str))
+    assert back.checks.control_runs == checks.control_runs
+    assert list(back.checks.host_differences.columns) == list(checks.host_differences.columns)
+
+    memory = report_context(cmp, plan, runs, tables.summary, facts, tables=tables, with_plots=False)
+    disk = report_context(cmp, back.plan, back.runs, back.summary, facts, tables=back, with_plots=False)
+    for key in ("warnings", "notices", "drift_detected"):
+        assert disk[key] == memory[key], key
+    assert disk["by_host"]["compared"] == memory["by_host"]["compared"]
+
+    tree = ast.parse(Path(report.__file__).read_text(encoding="utf-8"))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert "benchmatrix.analyze.sanity" not in imported

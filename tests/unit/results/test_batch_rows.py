@@ -9,10 +9,11 @@ import json
 import pandas as pd
 
 from benchmatrix.analyze.sanity import record_notes
+from benchmatrix.files import atomic_write
+from benchmatrix.layout import RUN_COLUMNS
 from benchmatrix.plan.design import PlannedRun, plan_csv_text
 from benchmatrix.results.batch_rows import read_batch_rows, write_batch_rows
-from benchmatrix.results.layout import RUN_COLUMNS
-from benchmatrix.results.records import atomic_write, runs_rows
+from benchmatrix.results.records import runs_rows
 
 FACTS = {"kernel": "6.1", "cpu_count": 2, "gathered_at": "2026-01-01T00:00:00"}
 

@@ -1,6 +1,6 @@
 """Result files are readable by the team: every file benchmatrix writes under
 results/NAME honours the user's umask (0644 under 022, 0640 under 027), through the
-one atomic writer, benchmatrix.results.records.atomic_write."""
+one atomic writer, benchmatrix.files.atomic_write."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from benchmatrix import layout
 from benchmatrix.execute import rules as tasks
+from benchmatrix.files import atomic_write
 from benchmatrix.plan.design import read_plan
 from benchmatrix.plan.reruns import append_round
 from benchmatrix.report import render as report
-from benchmatrix.results import layout
-from benchmatrix.results.records import atomic_write, write_record
+from benchmatrix.results.records import write_record
 from benchmatrix.spec.load import load_spec
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -65,7 +66,7 @@ def test_every_result_file_of_a_campaign_honours_the_umask(umask, tmp_path):
     spec_path.write_text((ROOT / "config" / "experiments" / "quickstart.yaml").read_text()
                          .replace("name: quickstart ", "name: modes ").replace("replicates: 3 ", "replicates: 2 "))
     spec = load_spec(spec_path)
-    exp = tasks.exp_dir_of(project, spec)
+    exp = layout.exp_dir_of(project, spec)
     runs = tasks.plan(str(spec_path), project, exp / "plan.csv", 50)
     for i, run in enumerate(runs):
         write_record(exp, {"run_id": run.run_id, "attempt": run.attempt, "cell_id": run.cell_id,

@@ -6,8 +6,9 @@ import base64
 import json
 
 from benchmatrix.execute.rules import save_progress
+from benchmatrix.files import atomic_write
 from benchmatrix.plan.design import PlannedRun, plan_csv_text
-from benchmatrix.results.records import atomic_write, write_records
+from benchmatrix.results.records import write_records
 from benchmatrix.results.status import campaign_status
 
 

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from benchmatrix.analyze.stats import summarize
+from benchmatrix.layout import FAILED_STATES, STATES, State, Status
 from benchmatrix.plan.design import read_plan
 from benchmatrix.report.render import report_context
-from benchmatrix.results.layout import FAILED_STATES, STATES, State, Status
 from benchmatrix.results.records import write_record
 from benchmatrix.results.status import campaign_status, decide, exit_code, run_states
 from benchmatrix.spec.load import load_spec
@@ -162,3 +162,17 @@ def test_only_pending_runs_make_status_exit_3(spec, tmp_path):
     status = campaign_status(tmp_path, spec.factor_names)
     assert status["totals"]["ok"] == 4 and status["totals"]["pending"] == len(plan) - 4
     assert exit_code(status) == 3
+
+
+def test_publish_counts_the_states_bmx_status_counts(spec, tmp_path):
+    """An ok run followed by a failed re-run is ok on the site as in `bmx status` (one rule, decide)."""
+    from benchmatrix.campaigns.publish import campaign_page
+    from benchmatrix.campaigns.store import read_campaign
+
+    exp, plan, runs, kinds = campaign(spec, tmp_path)
+    assert "ok_then_failed" in kinds.values()
+    runs.to_csv(exp / "runs.csv", index=False)
+    (exp / "campaign.json").write_text('{"id": "c0000000001"}')
+    t = campaign_status(exp, spec.factor_names)["totals"]
+    page = campaign_page(read_campaign(exp, current=True), "c0000000001")
+    assert (page.runs_ok, page.runs_failed) == (t["ok"], sum(t[s] for s in FAILED_STATES))

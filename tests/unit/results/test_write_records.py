@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from benchmatrix.results.layout import record_path
+from benchmatrix.layout import record_path
 from benchmatrix.results.records import write_records
 
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from benchmatrix.execute.rules import _base_record, exp_dir_of, plan
+from benchmatrix.execute.rules import _base_record, plan
+from benchmatrix.layout import exp_dir_of
 from benchmatrix.plan.design import read_plan
-from benchmatrix.plan.reruns import select_reruns
 from benchmatrix.results.records import write_record
+from benchmatrix.results.status import select_reruns
 from benchmatrix.spec.load import load_spec
 from benchmatrix.spec.where import Where, WhereError
 

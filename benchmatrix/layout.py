@@ -71,6 +71,11 @@ def exp_dir(project_dir: str | Path, name: str) -> Path:
     return (Path(project_dir) / RESULTS_DIR / name).resolve()
 
 
+def exp_dir_of(project_dir: str | Path, spec) -> Path:
+    """``results/NAME`` of an experiment's spec (anything with a ``name``), absolute."""
+    return exp_dir(project_dir, spec.name)
+
+
 def host_file(exp: str | Path, host: str, name: str) -> Path:
     """``hosts/HOST/NAME`` (facts.json, baseline.json, restored.json)."""
     return Path(exp) / HOSTS_DIR / host / name

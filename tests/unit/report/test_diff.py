@@ -1,8 +1,8 @@
-"""Field-level differences for people (benchmatrix.campaigns.diff)."""
+"""Field-level differences for people (benchmatrix.report.diff)."""
 
 from __future__ import annotations
 
-from benchmatrix.campaigns.diff import differences, flatten, grouped, short, without
+from benchmatrix.report.diff import differences, flatten, grouped, short, without
 
 
 def test_nested_values_flatten_to_dotted_paths_of_their_leaves():

@@ -1,4 +1,4 @@
-"""Tests of benchmatrix.plan.power: replicate planning delivers the power it promises.
+"""Tests of benchmatrix.analyze.power: replicate planning delivers the power it promises.
 
 The planner's answer is checked against a simulation of the report's own analysis:
 normal runs with the planned CV, Welch's test (stats.welch_test) on every comparison
@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from benchmatrix.analyze.stats import holm, welch_test
-from benchmatrix.plan.power import (
+from benchmatrix.analyze.power import (
     CvSample,
     comparisons_per_metric,
     family_metrics,
@@ -25,6 +24,7 @@ from benchmatrix.plan.power import (
     runs_needed,
     welch_power,
 )
+from benchmatrix.analyze.stats import holm, welch_test
 from benchmatrix.spec.load import load_spec
 
 DETECT, CV, ALPHA = 0.05, 0.02, 0.05

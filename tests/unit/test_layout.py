@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from benchmatrix import layout
+from benchmatrix.campaigns.export import to_bmf
 from benchmatrix.campaigns.publish import _cell_labels as site_labels
+from benchmatrix.layout import FAILED_STATES, Status
 from benchmatrix.report.render import format_value
-from benchmatrix.results import layout
-from benchmatrix.results.export import to_bmf
-from benchmatrix.results.layout import FAILED_STATES, Status
+from benchmatrix.report.terminal import compare_table
 from benchmatrix.results.tables import metric_units
 from benchmatrix.spec.matrix import Cell
 
@@ -25,6 +26,9 @@ def test_a_cell_has_one_label_everywhere():
     assert list(to_bmf(summary, list(LEVELS))) == [label]          # the exported benchmark names
     long = summary[["cell_id", *LEVELS]]
     assert site_labels(long, {"cell_id"}).to_dict() == {"c1": label}   # the published site
+    record = {"metric": "tps", "cell_id": "c1", "host": "h1", "mean_a": 1.0, "mean_b": 2.0, "rel_diff_pct": 100.0,
+              "ci_low_adj_pct": 50.0, "ci_high_adj_pct": 150.0, "verdict": "better", "unit": "", **LEVELS}
+    assert f" {label} " in compare_table([record], list(LEVELS))     # bmx compare's terminal table
 
 
 def test_level_text_is_the_report_filter_and_shows_missing_values():
@@ -32,6 +36,22 @@ def test_level_text_is_the_report_filter_and_shows_missing_values():
     for value, text in [(np.bool_(False), "false"), (3.0, "3"), (np.float32(2.5), "2.5"), (None, "–"),
                         (float("nan"), "–"), (pd.NA, "–"), (pd.NaT, "–"), ("NaT-ish", "NaT-ish"), (7, "7")]:
         assert layout.level_text(value) == text, value
+
+
+def test_the_site_takes_one_unit_per_metric_by_the_one_rule(tmp_path):
+    """The history's unit of a metric is metric_units' over the campaigns' summaries: the
+    newest campaign that names a unit wins; one without a unit does not blank it."""
+    from benchmatrix.campaigns.publish import CampaignPage, build_history
+    from benchmatrix.campaigns.store import Campaign
+
+    pages = []
+    for k, unit in enumerate(["us", "ms", None]):
+        summary = pd.DataFrame({"cell_id": ["c1"], "metric": ["lat"], "unit": [unit], "n": [5], "mean": [1.0 + k],
+                                "sd": [0.1], "ci_low": [0.9 + k], "ci_high": [1.1 + k]})
+        campaign = Campaign(id=f"c{k}", path=tmp_path / f"c{k}", started_at=f"2026-01-0{k + 1}T00:00:00+00:00")
+        pages.append(CampaignPage(campaign, f"c{k}", summary=summary))
+    steps = build_history(pages, plots=False).steps
+    assert steps["unit"].tolist() == ["ms"]
 
 
 def test_metric_units_measured_wins_declared_fills_in():

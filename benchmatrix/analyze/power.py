@@ -71,9 +71,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmatrix import layout
 from benchmatrix.analyze.scale import LINEAR, LOG
 from benchmatrix.errors import BenchmatrixError
-from benchmatrix.results import layout
 from benchmatrix.spec.load import DEFAULT_ALPHA
 
 if TYPE_CHECKING:
@@ -382,6 +382,7 @@ def pilot_samples(pilot: Path, metrics: list[str] | None = None, declared: dict[
 
     from benchmatrix.analyze.scale import declared_positive, metric_scales
     from benchmatrix.analyze.stats import effective_runs
+    from benchmatrix.results.tables import metric_units
 
     path = pilot / layout.SUMMARY if pilot.is_dir() else pilot
     if not path.is_file():
@@ -417,9 +418,8 @@ def pilot_samples(pilot: Path, metrics: list[str] | None = None, declared: dict[
     if not out:
         raise BenchmatrixError(f"{path}: no cell with a coefficient of variation (every cell has fewer than two runs)")
     names = list(dict.fromkeys(s.metric for s in out))
-    for metric, unit in (units or {}).items():
-        if unit and not units_seen.get(metric):
-            units_seen[metric] = str(unit)
+    # The one unit rule: the pilot's summary.csv names the unit, the workload's fills in.
+    units_seen = metric_units(None, units or {}, units_seen)
 
     runs_path = path.parent / layout.RUNS
     eff = None

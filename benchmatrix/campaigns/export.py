@@ -35,12 +35,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from benchmatrix import layout
 from benchmatrix.analyze.stats import bool_column, effective_runs, metric_direction
-from benchmatrix.campaigns.store import read_meta
+from benchmatrix.campaigns.store import find_campaign
 from benchmatrix.errors import BenchmatrixError
-from benchmatrix.results import layout
-from benchmatrix.results.layout import ENV_COLUMNS, RUN_COLUMNS
-from benchmatrix.results.records import atomic_write
+from benchmatrix.files import atomic_write
+from benchmatrix.layout import ENV_COLUMNS, RUN_COLUMNS
+from benchmatrix.results.campaign import read_meta
 from benchmatrix.results.tables import metric_units, read_analysis
 
 #: Version of the long table's schema; bumped whenever a column changes meaning.
@@ -236,7 +237,7 @@ def write_long_table(exp: Path, runs: pd.DataFrame, factor_names: list[str], uni
 # ---------------------------------------------------------------- formats
 
 def _cell_labels(frame: pd.DataFrame, factor_names: list[str]) -> pd.Series:
-    """:func:`benchmatrix.results.layout.cell_label` per row (the cell id without factors)."""
+    """:func:`benchmatrix.layout.cell_label` per row (the cell id without factors)."""
     if not factor_names:
         return frame["cell_id"].astype(str)
     return pd.Series([layout.cell_label(zip(factor_names, vals))
@@ -459,8 +460,6 @@ def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None =
     spec = load_spec(spec_path)
     exp = layout.exp_dir(project_dir, spec.name)
     if campaign_ref is not None:
-        from benchmatrix.campaigns.store import find_campaign
-
         exp = find_campaign(exp, campaign_ref).path
     runs_csv = exp / layout.RUNS
     if not runs_csv.is_file():

@@ -19,10 +19,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from benchmatrix.analyze.stats import holm, summarize, welch_test
-from benchmatrix.cli import main
-from benchmatrix.plan.design import make_plan
-from benchmatrix.plan.power import (
+from benchmatrix import layout
+from benchmatrix.analyze.power import (
     CvSample,
     log_sd_from_cv,
     pilot_cvs,
@@ -31,7 +29,9 @@ from benchmatrix.plan.power import (
     runs_needed_log,
     welch_power,
 )
-from benchmatrix.results import layout
+from benchmatrix.analyze.stats import holm, summarize, welch_test
+from benchmatrix.cli import main
+from benchmatrix.plan.design import make_plan
 from benchmatrix.spec.load import load_spec
 
 ALPHA, POWER = 0.05, 0.80

@@ -20,8 +20,7 @@ import pyperf
 import pytest
 
 from benchmatrix import cli
-from benchmatrix.errors import BenchmatrixError
-from benchmatrix.results.export import (
+from benchmatrix.campaigns.export import (
     SCHEMA_VERSION,
     export,
     long_columns,
@@ -32,6 +31,7 @@ from benchmatrix.results.export import (
     to_pyperf,
     write_long_table,
 )
+from benchmatrix.errors import BenchmatrixError
 
 ROOT = Path(__file__).resolve().parents[3]
 QUICKSTART = str(ROOT / "config" / "experiments" / "quickstart.yaml")

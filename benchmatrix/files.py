@@ -1,0 +1,71 @@
+"""Writing files so that no reader sees half of one: atomic_write() and its parts.
+
+A leaf: it imports nothing from benchmatrix, so every stage (plan, results, report,
+campaigns, execute) writes its files the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+
+def create_beside(path: Path) -> tuple[Path, int]:
+    """A new temporary file beside ``path`` (``.NAME.RANDOM.tmp``), opened for writing: (its path, fd).
+
+    O_EXCL on a random name: never follows or reuses another writer's file. Mode 0o666
+    is filtered by the umask exactly as open() does for any new file.
+    """
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+
+
+def atomic_write(path: str | Path, data: str | bytes) -> None:
+    """Write ``data`` to ``path`` through a synced temporary file and a rename.
+
+    Readers (``bmx status``, a browser, a colleague's script) never see a half-written
+    file, and a failed write (a full disk) leaves the previous version intact with no
+    temporary file behind. The file gets the permissions of any new file under the
+    user's umask (0644 under umask 022, 0640 under 027), so results are as readable by
+    the team as the directory they sit in; ``tempfile.mkstemp`` would make every one
+    0600. Text is written as UTF-8 with ``\\n`` line ends.
+
+    Args:
+        path: The file to create or replace; its directory is created if needed.
+        data: The whole content, text or bytes.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp, fd = create_beside(path)
+    try:
+        fh = os.fdopen(fd, "wb") if isinstance(data, bytes) else \
+            os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+        with fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def sync_filesystem(path: Path) -> None:
+    """Flush every dirty page of the file system holding ``path`` (one call for a batch).
+
+    syncfs(2) where the C library has it (Linux), else sync(2) for all file systems.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if libc.syncfs(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    except (OSError, AttributeError):
+        pass
+    os.sync()
