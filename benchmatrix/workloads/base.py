@@ -122,7 +122,16 @@ class Workload:
             version, so a known host skips it (others also start services).
         cleanup: ``tasks/finish.yml`` has work to do at campaign end (restore_host
             calls it; prepare_host's ``workload_cleanup`` fact may still say there is
-            nothing to undo on a host).
+            nothing to undo on a host: see ``cleanup_var``).
+        cleanup_var: The host variable (a whole number, default 0) that says whether
+            ``tasks/finish.yml`` has work on a host: only when it is above 0
+            (``workload_fio_loopfs_mb``: a loop file system to unmount); "" when a role
+            with ``cleanup`` always has work. prepare_host.yml records the answer as the
+            ``workload_cleanup`` fact.
+        directory_var: The host variable holding the directory the workload's files go
+            to (``workload_fio_directory``), the workload path prepare_host.yml probes
+            when the inventory sets no ``bmx_workload_path``; "" for the default scratch
+            directory.
         seconds: How long one run takes by the tool's own time limit, from the run's
             rendered variables (``{"runtime": "30s"}``): seconds, or None when the run
             is not time-based (:mod:`benchmatrix.plan.workload_time`); None when the
@@ -146,6 +155,8 @@ class Workload:
     directions: tuple[tuple[str, str], ...] = ()
     install_once: bool = False
     cleanup: bool = False
+    cleanup_var: str = ""
+    directory_var: str = ""
     seconds: Callable[[Mapping[str, Any]], float | None] | None = None
     command: Callable[[dict[str, Any], str, str], dict[str, Any]] | None = None
     dry_run: Callable[[list[str], str | None], DryRunCommand | None] | None = None
