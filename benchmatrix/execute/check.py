@@ -9,10 +9,11 @@ levels needs ``allow_reboot``. The campaign's time is the plan's own estimate (`
 A blocker is anything that would fail the campaign later: one line each.
 
 Each cell's workload command is built on the controller by the role's own builder and
-dry-run on the host where the tool allows it (:func:`dry_runs`): fio parses the run's
-options or job file (``fio --parse-only``); pgbench's and sysbench's help lists the
-options they know, and every option of the argv must be among them. Distinct commands
-only: cells that build the same command are tried once.
+dry-run on the host where the tool allows it (:func:`dry_runs`), both as the workload's
+descriptor says (``command`` and ``dry_run``): fio parses the run's options or job file
+(``fio --parse-only``), stress-ng its options and stressors (``stress-ng --dry-run``);
+pgbench's and sysbench's help lists the options they know, and every option of the argv
+must be among them. Distinct commands only: cells that build the same command are tried once.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from benchmatrix.spec.load import Spec
 RUNNER = Path(__file__).resolve().parent.parent / "host" / "batch_runner.py"
 #: Most distinct commands dry-run per host (each is a process start on the host).
 MAX_DRY_RUNS = 64
-_OPTION = re.compile(r"^(--[A-Za-z0-9][A-Za-z0-9_-]*)")
 _HELP_OPTION = re.compile(r"(--[A-Za-z0-9][A-Za-z0-9_-]*)")
 
 
@@ -122,33 +122,18 @@ def _cell_runs(spec: Spec) -> list[dict[str, Any]]:
 
 
 def _commands(spec: Spec, project_dir: Path, tool: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """Each cell's command as the role builds it: (commands with argv and maybe a job file, problems by label)."""
+    """Each cell's command as the role builds it (the descriptor's ``command``): (commands
+    with argv and maybe a job file, problems by label)."""
     from benchmatrix.errors import WorkloadVarsError
+    from benchmatrix.workloads import WORKLOADS
 
-    role = spec.workload["role"]
+    workload = WORKLOADS.get(spec.workload["role"])
+    if workload is None or workload.command is None:
+        return [], {}
     built, problems = [], {}
     for run in _cell_runs(spec):
         try:
-            if role == "workload_fio":
-                from benchmatrix.workloads.fio.argv import workload_fio_plan
-
-                plan = workload_fio_plan([run], tool, "benchmatrix-fio.dat", "/nonexistent", str(project_dir))
-                cmd = plan["commands"][0]
-                cmd["job"] = plan["files"][0]["content"] if plan["files"] else None
-            elif role == "workload_sysbench":
-                from benchmatrix.workloads.sysbench.argv import workload_sysbench_plan
-
-                conn = {"host": "localhost", "port": 5432, "user": "postgres", "database": "sbtest"}
-                cmd = workload_sysbench_plan([run], tool, "/nonexistent", conn)[0]
-            elif role == "workload_pgbench":
-                from benchmatrix.workloads.pgbench.argv import workload_pgbench_plan
-
-                conn = {"host": "localhost", "port": 5432, "user": "postgres", "database": "bench"}
-                cmd = workload_pgbench_plan([run], conn, tool, "/nonexistent", str(project_dir))["commands"][0]
-            elif role == "workload_command":
-                cmd = {"argv": [str(a) for a in run["vars"].get("argv") or []]}
-            else:
-                continue
+            cmd = workload.command(run, tool, str(project_dir))
         except WorkloadVarsError as exc:
             problems[run["label"]] = str(exc)
             continue
@@ -157,35 +142,34 @@ def _commands(spec: Spec, project_dir: Path, tool: str) -> tuple[list[dict[str, 
 
 
 def dry_runs(spec: Spec, project_dir: Path, tool: str) -> list[DryRun]:
-    """The distinct dry runs of the spec's cells (at most :data:`MAX_DRY_RUNS`)."""
+    """The distinct dry runs of the spec's cells (at most :data:`MAX_DRY_RUNS`): each
+    command tried as the ``dry_run`` of its tool's descriptor says (the descriptor whose
+    binary the argv runs, else the role's: a workload_command running fio is tried as fio)."""
+    from benchmatrix.workloads import WORKLOADS
+
     built, problems = _commands(spec, project_dir, tool)
     out: dict[tuple[Any, ...], DryRun] = {}
     for label, why in problems.items():
         out[("problem", why)] = out.get(("problem", why)) or DryRun("problem", [], [], problem=why)
         out[("problem", why)].cells.append(label)
     helps: dict[tuple[str, ...], DryRun] = {}
+    by_binary = {w.binary: w for w in WORKLOADS.values() if w.binary and w.dry_run is not None}
+    own = WORKLOADS.get(spec.workload["role"])
     for cmd in built:
         argv = [str(a) for a in cmd["argv"]]
-        if not argv:
+        workload = by_binary.get(Path(argv[0]).name, own) if argv else None
+        probe = workload.dry_run(argv, cmd.get("job")) if workload is not None and workload.dry_run else None
+        if probe is None:
             continue
-        name = Path(argv[0]).name
-        if name == "fio" or spec.workload["role"] == "workload_fio":
-            if cmd.get("job") is not None:  # the job file, fed on stdin: nothing written on the host
-                dry = DryRun("parse", [argv[0], "--parse-only", "-"], [], stdin=cmd["job"])
-            else:
-                dry = DryRun("parse", [argv[0], "--parse-only", *argv[1:]], [])
-            key: tuple[Any, ...] = ("parse", *dry.argv, dry.stdin or "")
-            out.setdefault(key, dry).cells.append(cmd["label"])
-        elif name in ("pgbench", "sysbench") or spec.workload["role"] in ("workload_pgbench", "workload_sysbench"):
-            sysbench = name == "sysbench" or spec.workload["role"] == "workload_sysbench"
-            test = next((a for a in argv[1:] if not a.startswith("-")), "") if sysbench else ""
-            help_argv = (argv[0], test, "help") if sysbench and test else (argv[0], "--help")
-            opts = sorted({m.group(1) for a in argv[1:] if (m := _OPTION.match(a))})
-            dry = helps.setdefault(help_argv, DryRun("options", list(help_argv), []))
-            dry.cells.append(cmd["label"])
-            dry.options = sorted(set(dry.options) | set(opts))
-            if sysbench and test:  # a test's help lists its own options; --help the general ones
-                helps.setdefault((argv[0], "--help"), DryRun("general", [argv[0], "--help"], []))
+        if probe.kind == "parse":
+            key: tuple[Any, ...] = ("parse", *probe.argv, probe.stdin or "")
+            out.setdefault(key, DryRun("parse", list(probe.argv), [], stdin=probe.stdin)).cells.append(cmd["label"])
+            continue
+        dry = helps.setdefault(probe.argv, DryRun("options", list(probe.argv), []))
+        dry.cells.append(cmd["label"])
+        dry.options = sorted(set(dry.options) | set(probe.options))
+        if probe.general:  # a command's help lists its own options; the general help the shared ones
+            helps.setdefault(probe.general, DryRun("general", list(probe.general), []))
     return (list(out.values()) + list(helps.values()))[:MAX_DRY_RUNS]
 
 
@@ -209,7 +193,7 @@ def _judge_dry_runs(host: str, tries: list[DryRun], said: list[dict[str, Any]], 
         if dry.kind == "parse":
             ok = got.get("rc") == 0
             error = "" if ok else (lines[0] if lines else f"exit status {got.get('rc')}")[:300]
-            what = "fio --parse-only"
+            what = " ".join([Path(dry.argv[0]).name, *dry.argv[1:2]])  # fio --parse-only
         else:
             known = set(_HELP_OPTION.findall(text + "\n" + general))
             unknown = [o for o in dry.options if o not in known]

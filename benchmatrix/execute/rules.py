@@ -135,6 +135,7 @@ def prepare_host(spec_path: str, project_dir: Path, host: str, out: Path, log: P
     except (OSError, ValueError):
         cache = {}  # an unreadable cache only costs a full gathering
     known = cache.get("facts") or {}
+    workload = _workload(role)
     result = run_playbook(
         "prepare_host.yml", project_dir=Path(project_dir) / "playbooks",
         inventory=spec.inventory_path(project_dir), host=host,
@@ -144,8 +145,12 @@ def prepare_host(spec_path: str, project_dir: Path, host: str, out: Path, log: P
                    "bmx_campaign": campaign_id(exp), "batch_runner_source": str(RUNNER_PATH),
                    # "" is a known version: a command that declares no version command. A role
                    # whose install.yml only installs the tool (install_once) is skipped on a known host.
-                   "bmx_install_always": not getattr(_workload(role), "install_once", False)
-                   or known.get("tool_version") is None},
+                   "bmx_install_always": not getattr(workload, "install_once", False)
+                   or known.get("tool_version") is None,
+                   # The host variables that hold the workload's directory and whether its
+                   # finish.yml has work there (the descriptor's directory_var and cleanup_var).
+                   "bmx_workload_directory_var": getattr(workload, "directory_var", ""),
+                   "bmx_workload_cleanup_var": getattr(workload, "cleanup_var", "")},
         # All setup, no runs: its slot is held to its end, so that many hosts do not all
         # gather facts at once (the controller's memory peak with 16 hosts).
         log=exp / "logs" / "ansible" / f"prepare-{host}.log", start_until=WHOLE_CALL)
@@ -759,7 +764,8 @@ def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = No
 def _needs_cleanup(spec: Spec, facts_path: Path) -> bool:
     """Whether the workload role's finish.yml has work on the host: a role that cleans
     up, unless prepare_host found nothing to undo (facts.json ``workload_cleanup``
-    false: fio without its loop file system). Without facts, clean up."""
+    false: the descriptor's ``cleanup_var`` is 0 on the host, fio without its loop file
+    system). Without facts, clean up."""
     if not getattr(_workload(spec.workload["role"]), "cleanup", False):
         return False
     try:

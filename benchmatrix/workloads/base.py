@@ -59,6 +59,44 @@ class Parser(Protocol):
 
 
 @dataclass(frozen=True)
+class DryRunCommand:
+    """What ``bmx check`` runs on the host to try one built command (:attr:`Workload.dry_run`).
+
+    Attributes:
+        kind: ``parse``: the tool checks the command itself (``argv`` must exit 0);
+            ``options``: ``argv`` prints the tool's help, and every option of ``options``
+            must appear in it or in the ``general`` help.
+        argv: The command to run (its first item becomes the host's own tool).
+        options: The ``--options`` the built command uses (kind ``options``).
+        stdin: Text fed to ``argv`` (fio's job file to ``fio --parse-only -``).
+        general: A help listing the options every command of the tool knows
+            (``sysbench --help`` beside ``sysbench cpu help``); empty when none.
+    """
+
+    kind: str
+    argv: tuple[str, ...]
+    options: tuple[str, ...] = ()
+    stdin: str | None = None
+    general: tuple[str, ...] = ()
+
+
+_OPTION = re.compile(r"^(--[A-Za-z0-9][A-Za-z0-9_-]*)")
+
+
+def long_options(argv: list[str]) -> tuple[str, ...]:
+    """The ``--options`` of an argv after its first item, sorted, each once (``--time=5`` gives ``--time``)."""
+    return tuple(sorted({m.group(1) for a in argv[1:] if (m := _OPTION.match(a))}))
+
+
+def whole_seconds(value: Any) -> float | None:
+    """A time limit in seconds as a number (``30``, ``"2.5"``), or None."""
+    try:
+        return None if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
 class Workload:
     """Everything the controller knows of one workload role, in one record: each
     ``benchmatrix/workloads/NAME/__init__.py`` defines one as ``WORKLOAD`` and
@@ -84,7 +122,28 @@ class Workload:
             version, so a known host skips it (others also start services).
         cleanup: ``tasks/finish.yml`` has work to do at campaign end (restore_host
             calls it; prepare_host's ``workload_cleanup`` fact may still say there is
-            nothing to undo on a host).
+            nothing to undo on a host: see ``cleanup_var``).
+        cleanup_var: The host variable (a whole number, default 0) that says whether
+            ``tasks/finish.yml`` has work on a host: only when it is above 0
+            (``workload_fio_loopfs_mb``: a loop file system to unmount); "" when a role
+            with ``cleanup`` always has work. prepare_host.yml records the answer as the
+            ``workload_cleanup`` fact.
+        directory_var: The host variable holding the directory the workload's files go
+            to (``workload_fio_directory``), the workload path prepare_host.yml probes
+            when the inventory sets no ``bmx_workload_path``; "" for the default scratch
+            directory.
+        seconds: How long one run takes by the tool's own time limit, from the run's
+            rendered variables (``{"runtime": "30s"}``): seconds, or None when the run
+            is not time-based (:mod:`benchmatrix.plan.workload_time`); None when the
+            workload has no time limit of its own.
+        command: For ``bmx check``: ``command(run, binary, project_dir)``, the command
+            the role builds for one run (``{argv, job}``, ``job`` a job file's text or
+            None) with the role's own builder; raises
+            :class:`benchmatrix.errors.WorkloadVarsError` as the role would. None: the
+            check builds nothing for this workload.
+        dry_run: For ``bmx check``: ``dry_run(argv, job)``, the cheap check of one built
+            command on the host (a :class:`DryRunCommand`), or None when the tool has none.
+            Also asked for a ``workload_command`` argv that runs this tool (by binary).
     """
 
     role: str
@@ -96,6 +155,11 @@ class Workload:
     directions: tuple[tuple[str, str], ...] = ()
     install_once: bool = False
     cleanup: bool = False
+    cleanup_var: str = ""
+    directory_var: str = ""
+    seconds: Callable[[Mapping[str, Any]], float | None] | None = None
+    command: Callable[[dict[str, Any], str, str], dict[str, Any]] | None = None
+    dry_run: Callable[[list[str], str | None], DryRunCommand | None] | None = None
 
     def direction(self, metric: str) -> str:
         """``higher``, ``lower`` or "" (not known) for one of this workload's metrics."""

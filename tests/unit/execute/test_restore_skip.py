@@ -49,3 +49,29 @@ def test_cleanup_or_unknown_cleanup_calls_the_finish_playbook(tmp_path, facts):
     spec, host_dir = _setup(tmp_path, facts)
     with pytest.raises(BenchmatrixError):
         restore_host(spec, tmp_path, "nowhere", host_dir / "restored.json")
+
+
+@pytest.mark.parametrize(("role", "directory_var", "cleanup_var"), [
+    ("workload_fio", "workload_fio_directory", "workload_fio_loopfs_mb"),
+    ("workload_sysbench", "", ""),
+])
+def test_prepare_host_names_the_descriptors_host_variables(tmp_path, monkeypatch, role, directory_var, cleanup_var):
+    """prepare_host.yml's workload path and ``workload_cleanup`` fact read the host
+    variables the workload's descriptor names, which the controller passes as extra vars."""
+    from benchmatrix.execute import rules
+
+    spec, _ = _setup(tmp_path, None)
+    if role != "workload_fio":
+        (tmp_path / "s.yaml").write_text(SPEC.replace("workload_fio", role).replace(
+            'rw: read, bs: "{{ bs }}", size: 1m, runtime: 1, time_based: 1', 'test: cpu, threads: 1'))
+    seen = {}
+
+    def stop(playbook, **kwargs):
+        seen.update(kwargs["extravars"])
+        raise RuntimeError("stop")
+
+    monkeypatch.setattr(rules, "run_playbook", stop)
+    with pytest.raises(RuntimeError, match="stop"):
+        rules.prepare_host(str(tmp_path / "s.yaml"), tmp_path, "nowhere", tmp_path / "facts.json", tmp_path / "log")
+    assert seen["bmx_workload_role"] == role
+    assert (seen["bmx_workload_directory_var"], seen["bmx_workload_cleanup_var"]) == (directory_var, cleanup_var)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import yaml
 
 from benchmatrix.plan.design import per_run_estimate, run_estimates
-from benchmatrix.plan.workload_time import fio_seconds, run_seconds
+from benchmatrix.plan.workload_time import run_seconds
 from benchmatrix.spec.load import load_spec
+from benchmatrix.workloads.fio import fio_seconds
 
 
 def _spec(tmp_path, workload, factors=None):
@@ -55,3 +56,20 @@ def test_no_time_limit_stays_unknown(tmp_path):
     spec = _spec(tmp_path, {"role": "workload_command", "vars": {"argv": ["echo", "{{ bs }}"]}})
     assert run_estimates(spec, tmp_path) == {}
     assert per_run_estimate(spec, tmp_path / "runs.csv")[0] is None
+
+
+def test_stress_ng_timeout_from_its_descriptor(tmp_path):
+    assert run_seconds("workload_stress_ng", {"stressors": {"cpu": 1}, "timeout": 3}) == 3.0
+    assert run_seconds("workload_stress_ng", {"stressors": {"cpu": 1}, "timeout": "20"}) == 20.0
+    assert run_seconds("workload_stress_ng", {"stressors": {"cpu": 1}}) == 10.0  # the argv builder's default
+    spec = _spec(tmp_path, {"role": "workload_stress_ng", "vars": {"stressors": {"cpu": 1}, "timeout": "{{ t }}"}},
+                 {"t": [2, 4]})
+    assert sorted(run_estimates(spec, tmp_path).values()) == [2.0, 4.0]
+
+
+def test_every_time_based_workload_declares_its_seconds():
+    from benchmatrix.workloads import WORKLOADS
+
+    assert {r for r, w in WORKLOADS.items() if w.seconds is not None} == {
+        "workload_fio", "workload_pgbench", "workload_sysbench", "workload_command", "workload_stress_ng"}
+    assert run_seconds("workload_unknown", {"time": 5}) is None
