@@ -75,7 +75,7 @@ from pathlib import Path
 from benchmatrix.spec.load import load_spec
 from benchmatrix.plan.design import make_plan, plan_csv_text
 from benchmatrix.layout import RUN_COLUMNS
-from benchmatrix.execute.rules import iso
+from benchmatrix.results.records import iso
 
 spec_path, exp, with_records = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "1"
 METRICS = json.loads(sys.argv[4])

@@ -20,6 +20,7 @@ from benchmatrix.execute.lock import experiment_lock
 from benchmatrix.execute.supervise import execute, fmt_hms
 
 if TYPE_CHECKING:
+    from benchmatrix.spec.config import ProjectConfig
     from benchmatrix.spec.load import Spec
 
 EXAMPLES = {
@@ -169,37 +170,30 @@ def _detect_inputs(args: argparse.Namespace, spec: Spec, proj: Path
 def cmd_plan(args: argparse.Namespace) -> int:
     from benchmatrix.analyze.power import family_size, replicate_plan
     from benchmatrix.execute.hosts import resolve_hosts
-    from benchmatrix.execute.rules import plan
-    from benchmatrix.plan.design import (
-        DEFAULT_BATCH_MAX_RUNS,
-        DEFAULT_BATCH_MAX_SECONDS,
-        per_run_estimate,
-        plan_costs,
-        run_estimates,
-        visits_per_cell,
-    )
-    from benchmatrix.spec.load import load_spec, read_planning_config
+    from benchmatrix.execute.planning import plan
+    from benchmatrix.plan.design import per_run_estimate, plan_costs, run_estimates, visits_per_cell
+    from benchmatrix.spec.config import project_config
+    from benchmatrix.spec.load import load_spec
 
     proj = project_dir()
-    cfg_path = proj / "config" / "config.yaml"
-    cfg = read_planning_config(cfg_path)
-    spec = load_spec(args.spec, cost_seconds=cfg["cost_seconds"])
+    cfg = project_config(proj)
+    spec = load_spec(args.spec, cost_seconds=cfg.cost_seconds)
     for w in spec.warnings:
         print(w, file=sys.stderr)
-    max_runs = args.batch_max_runs or cfg["batch_max_runs"] or DEFAULT_BATCH_MAX_RUNS
+    max_runs = args.batch_max_runs or cfg.batch_max_runs
     detect = _detect_inputs(args, spec, proj)
     exp = layout.exp_dir_of(proj, spec)
     out = exp / layout.PLAN
     with experiment_lock(exp, "bmx plan", args.spec):
         _start_campaign(exp, spec, None, sys.stderr)
-        max_seconds = cfg["batch_max_seconds"] or DEFAULT_BATCH_MAX_SECONDS
+        max_seconds = cfg.batch_max_seconds
         estimates = run_estimates(spec, exp)
         runs = plan(args.spec, proj, out, max_runs, max_seconds)
     # Re-run rounds appended after the planned runs are not part of the design compared here.
     planned = [r for r in runs if getattr(r, "round", 0) == 0]
     hosts = resolve_hosts(spec.inventory_path(proj), spec.hosts)
     per_run, per_run_source = per_run_estimate(spec, exp / layout.RUNS)
-    overhead = cfg["batch_overhead_seconds"]
+    overhead = cfg.batch_overhead_seconds
     chosen = plan_costs(spec, planned, per_run, overhead)
     alternatives = {k: plan_costs(spec, v, per_run, overhead)
                     for k, v in _alternative_plans(spec, hosts, max_runs, max_seconds, estimates).items()}
@@ -217,7 +211,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                                    "restart": spec.costly_factors("restart")},
             "visits_per_whole_plot": spec.visits if spec.order["strategy"] == "restricted" else None,
             "per_run_s": per_run, "per_run_source": per_run_source,
-            "cost_seconds": cfg["cost_seconds"], "batch_overhead_s": overhead,
+            "cost_seconds": cfg.cost_seconds, "batch_overhead_s": overhead,
             "this_plan": chosen, "alternatives": alternatives, "replicate_planning": replicates,
             "until_decided": _until_decided_figures(spec, exp, len(hosts), per_run, detect, args.alpha)}
     if args.json:
@@ -458,26 +452,18 @@ def cmd_status(args: argparse.Namespace) -> int:
     return code
 
 
-def _check_costs(spec: Spec, proj: Path, exp: Path, cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def _check_costs(spec: Spec, proj: Path, exp: Path, cfg: ProjectConfig) -> tuple[dict[str, Any], str]:
     """The plan bmx plan and bmx run would make (batches sized by time as configured), priced."""
     from benchmatrix.execute.hosts import resolve_hosts
-    from benchmatrix.plan.design import (
-        DEFAULT_BATCH_MAX_RUNS,
-        DEFAULT_BATCH_MAX_SECONDS,
-        make_plan,
-        per_run_estimate,
-        plan_costs,
-        run_estimates,
-    )
+    from benchmatrix.plan.design import make_plan, per_run_estimate, plan_costs, run_estimates
 
     per_run, source = per_run_estimate(spec, exp / layout.RUNS)
     runs = make_plan(spec, resolve_hosts(spec.inventory_path(proj), spec.hosts),
-                     cfg["batch_max_runs"] or DEFAULT_BATCH_MAX_RUNS,
-                     cfg["batch_max_seconds"] or DEFAULT_BATCH_MAX_SECONDS, run_estimates(spec, exp))
-    return plan_costs(spec, runs, per_run, cfg["batch_overhead_seconds"]), source
+                     cfg.batch_max_runs, cfg.batch_max_seconds, run_estimates(spec, exp))
+    return plan_costs(spec, runs, per_run, cfg.batch_overhead_seconds), source
 
 
-def _check_json(spec: Spec, proj: Path, exp: Path, cfg: dict[str, Any], checks: list[Any]) -> int:
+def _check_json(spec: Spec, proj: Path, exp: Path, cfg: ProjectConfig, checks: list[Any]) -> int:
     """``bmx check --json``: ``{experiment, ready, hosts: [HostCheck as a mapping], estimate}``."""
     from dataclasses import asdict
 
@@ -494,11 +480,12 @@ def _check_json(spec: Spec, proj: Path, exp: Path, cfg: dict[str, Any], checks: 
 def cmd_check(args: argparse.Namespace) -> int:
     """``bmx check SPEC``: every host's knobs, planned levels and tool, and the campaign's time; exit 1 on a blocker."""
     from benchmatrix.execute.check import check_spec, check_table, dry_run_line, planned_levels
-    from benchmatrix.spec.load import load_spec, read_planning_config
+    from benchmatrix.spec.config import project_config
+    from benchmatrix.spec.load import load_spec
 
     proj = project_dir()
-    cfg = read_planning_config(proj / "config" / "config.yaml")
-    spec = load_spec(args.spec, cost_seconds=cfg["cost_seconds"], roles=_roles(args.spec))
+    cfg = project_config(proj)
+    spec = load_spec(args.spec, cost_seconds=cfg.cost_seconds, roles=_roles(args.spec))
     exp = layout.exp_dir_of(proj, spec)
     checks = check_spec(spec, proj, exp / layout.LOGS_DIR / "ansible")
     if args.json:
@@ -528,7 +515,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_restore(args: argparse.Namespace) -> int:
     from benchmatrix.execute.hosts import resolve_hosts
-    from benchmatrix.execute.rules import restore_host
+    from benchmatrix.execute.restore import restore_host
     from benchmatrix.spec.load import load_spec
 
     proj = project_dir()
@@ -579,7 +566,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from benchmatrix.execute.rules import collect
+    from benchmatrix.execute.collect import collect
     from benchmatrix.spec.load import load_spec
 
     proj = project_dir()
@@ -819,7 +806,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         # A full disk or an unwritable results directory: one line, no traceback,
         # naming the path and, for a full disk, the space left.
-        from benchmatrix.execute.rules import describe_os_error
+        from benchmatrix.errors import describe_os_error
 
         print(f"bmx: {describe_os_error(exc, Path.cwd())}", file=sys.stderr)
         return 1

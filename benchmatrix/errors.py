@@ -6,6 +6,10 @@ its one-line ``str()`` and exits with the error's ``exit_code`` instead of a tra
 
 from __future__ import annotations
 
+import errno
+import shutil
+from pathlib import Path
+
 
 class BenchmatrixError(Exception):
     """Base class of every error benchmatrix raises on purpose."""
@@ -103,3 +107,26 @@ class Interrupted(BenchmatrixError):
     """SIGINT or SIGTERM stopped the work; finished results are kept."""
 
     exit_code = 130
+
+
+def describe_os_error(exc: OSError, where: Path | None = None) -> str:
+    """One line for an OSError: the path, the reason, and the free space when full.
+
+    Args:
+        where: The directory to name when the error carries no file name (a failed
+            write() names none).
+    """
+    reason = exc.strerror or str(exc)
+    msg = f"{exc.filename}: {reason}" if exc.filename else f"writing under {where}: {reason}" if where else reason
+    path = exc.filename or (str(where) if where else "")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        probe = Path(path or ".").resolve()
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        try:
+            usage = shutil.disk_usage(probe)
+            msg += (f" ({usage.free / 2**20:.1f} MiB free of {usage.total / 2**20:.1f} MiB "
+                    f"on the file system of {probe})")
+        except OSError:
+            pass
+    return msg

@@ -61,6 +61,8 @@ FACTS = "facts.json"
 BASELINE = "baseline.json"
 RESTORED = "restored.json"
 LOCK = ".bmx.lock"
+STAGING_DIR = ".staging"
+HOST_CACHE_DIR = ".hosts"
 
 #: The tables collect writes, in the order it writes them (each a Snakemake output).
 COLLECTED = (RUNS, SUMMARY, SUMMARY_BY_HOST, COMPARISONS, RECORD_NOTES, ANALYSIS, RUNS_LONG)
@@ -79,6 +81,33 @@ def exp_dir_of(project_dir: str | Path, spec) -> Path:
 def host_file(exp: str | Path, host: str, name: str) -> Path:
     """``hosts/HOST/NAME`` (facts.json, baseline.json, restored.json)."""
     return Path(exp) / HOSTS_DIR / host / name
+
+
+def ansible_log(exp: str | Path, name: str) -> Path:
+    """``logs/ansible/NAME.log``: one Ansible call's log (prepare-HOST, BATCH, lease-BATCH,
+    restore-HOST, stop-HOST)."""
+    return Path(exp) / LOGS_DIR / "ansible" / f"{name}.log"
+
+
+def batch_log(exp: str | Path, batch: str) -> Path:
+    """``logs/batches/BATCH.log``: the Snakemake job log of a batch (its start marks the host touched)."""
+    return Path(exp) / LOGS_DIR / BATCHES_DIR / f"{batch}.log"
+
+
+def staging_dir(exp: str | Path, batch: str) -> Path:
+    """``.staging/BATCH``: a batch's fetched archive while its runs are unpacked (removed after)."""
+    return Path(exp) / STAGING_DIR / batch
+
+
+def progress_path(exp: str | Path, batch: str) -> Path:
+    """``batches/BATCH.progress.json``: the runs a running batch has finished (bmx status)."""
+    return Path(exp) / BATCHES_DIR / f"{batch}.progress.json"
+
+
+def host_cache_path(project_dir: str | Path, host: str, role: str) -> Path:
+    """``results/.hosts/HOST/ROLE.json``: the facts kept of a host across campaigns and
+    experiments, per workload role."""
+    return Path(project_dir) / RESULTS_DIR / HOST_CACHE_DIR / host / f"{role}.json"
 
 
 def run_dir(exp: str | Path, run_id: str, attempt: int | str) -> Path:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Snakemake entry point of rule 'restore_host'; the logic is benchmatrix.execute.rules.restore_host."""
+"""Snakemake entry point of rule 'restore_host'; the logic is benchmatrix.execute.restore.restore_host."""
 import sys
 
-from benchmatrix.execute.rules import entry
+from benchmatrix.execute.entry import entry
 
 sys.exit(entry("restore_host", sys.argv[1:]))

@@ -41,7 +41,7 @@ PLAYBOOK = """\
 
 
 def knob(factor: str, role: str, value: Any, cost: str = "none", **role_vars: Any) -> dict[str, Any]:
-    """One item of ``bmx_knobs`` (what benchmatrix.execute.rules._knob_items makes)."""
+    """One item of ``bmx_knobs`` (what benchmatrix.execute.restore.knob_items makes)."""
     return {"factor": factor, "role": role, "value": value, "vars": role_vars, "cost": cost}
 
 

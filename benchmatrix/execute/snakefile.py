@@ -110,7 +110,7 @@ def on_error(spec: Spec) -> None:
     Only a workflow holding the experiment lock does: a refused one must never
     restore hosts under the campaign that holds it.
     """
-    from benchmatrix.execute.rules import restore_touched_hosts
+    from benchmatrix.execute.restore import restore_touched_hosts
 
     if _HELD or _inherited_lock(spec):
         restore_touched_hosts(spec, Path.cwd())

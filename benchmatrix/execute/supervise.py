@@ -146,8 +146,8 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
         ``benchmatrix:`` line seen on the stream), why bmx stopped the campaign itself
         ("" when it did not: a full disk makes it stop cleanly rather than fail on)).
     """
+    from benchmatrix.errors import describe_os_error
     from benchmatrix.execute.lock import LOCK_FD_ENV, note_child
-    from benchmatrix.execute.rules import describe_os_error
 
     target = f"results/{spec.name}/report.html"
     # The target comes first: --config takes every following word as a KEY=VALUE.

@@ -33,13 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmatrix.layout import PLAN_COLUMNS
+from benchmatrix.spec.config import DEFAULT_BATCH_MAX_RUNS
 from benchmatrix.spec.load import COST_CLASSES, Spec
 from benchmatrix.spec.matrix import Cell
-
-#: Default upper bound on runs per batch, whatever their expected durations.
-DEFAULT_BATCH_MAX_RUNS = 1000
-#: Default seconds of expected workload time per batch (config.yaml's batch_max_seconds).
-DEFAULT_BATCH_MAX_SECONDS = 300.0
 
 
 @dataclass
@@ -361,7 +357,7 @@ def assign_batches(runs: list[PlannedRun], spec: Spec, max_runs: int = DEFAULT_B
     such runs fill a batch up to ``max_runs`` (within one knob setting), and the
     execution keeps the time bound instead: the batch job has the runner stop after
     ``max_seconds`` of execution, takes that slice's results in, and starts the rest
-    (:func:`benchmatrix.execute.rules.run_batch`). Guessing a duration could only err:
+    (:func:`benchmatrix.execute.batch.run_batch`). Guessing a duration could only err:
     too short and short runs pay Ansible's cost every few runs, too long and nothing
     is gained, since the slices bound how long results stay on the host. No batch
     holds more than ``max_runs`` runs. Without ``max_seconds`` only ``max_runs`` applies.

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmatrix.files import atomic_write
-from benchmatrix.layout import NOTE_COLUMNS, PLAN_COLUMNS, RUN_COLUMNS
+from benchmatrix.layout import BATCHES_DIR, NOTE_COLUMNS, PLAN_COLUMNS, RUN_COLUMNS
 from benchmatrix.results.notes import facts_change_rows, facts_entries, note_rows
 from benchmatrix.results.records import runs_rows
 
@@ -60,7 +60,7 @@ def write_batch_rows(exp_dir: Path, batch: str, records: list[dict[str, Any]],
         so a marker's rows files are complete).
     """
     rows, units = runs_rows(records, factor_names)
-    directory = Path(exp_dir) / "batches"
+    directory = Path(exp_dir) / BATCHES_DIR
     atomic_write(directory / f"{batch}{ROWS_SUFFIX}",
                  rows_csv_text(RUN_COLUMNS + factor_names + sorted(units), rows))
     atomic_write(directory / f"{batch}{NOTES_SUFFIX}",
@@ -119,7 +119,7 @@ def read_batch_rows(exp_dir: str | Path, typed: bool = True, facts_changes: bool
     # is kept. Bytes, not str, so the text costs a byte a character.
     rows_text: list[tuple[bytes, io.BytesIO]] = []
     notes_text: list[tuple[bytes, io.BytesIO]] = []
-    for marker in sorted((exp / "batches").glob(f"*{MARKER_SUFFIX}")):
+    for marker in sorted((exp / BATCHES_DIR).glob(f"*{MARKER_SUFFIX}")):
         batch = marker.name[:-len(MARKER_SUFFIX)]
         rows_path = marker.with_name(batch + ROWS_SUFFIX)
         try:

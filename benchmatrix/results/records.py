@@ -11,13 +11,39 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import benchmatrix
 from benchmatrix.files import atomic_write, create_beside, sync_filesystem
 from benchmatrix.layout import RECORD, RUN_COLUMNS, RUNS_DIR, record_path
 from benchmatrix.plan.design import PlannedRun
 from benchmatrix.results.host_env import env_columns
+from benchmatrix.spec.load import Spec
+
+
+def iso(ts: float | None) -> str | None:
+    """Epoch seconds -> ISO 8601 UTC with microseconds."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, tz=UTC).isoformat(timespec="microseconds")
+
+
+def base_record(spec: Spec, r: PlannedRun, host: str, batch: str, factors: dict[str, Any],
+                 facts: dict[str, Any]) -> dict[str, Any]:
+    """The fields every record of a run attempt has, whatever its outcome."""
+    return {
+        "schema_version": benchmatrix.RECORD_SCHEMA_VERSION,
+        "benchmatrix_version": benchmatrix.__version__,
+        "experiment": spec.name, "spec_digest": spec.digest,
+        "run_id": r.run_id, "attempt": r.attempt, "seq": r.seq, "host": host,
+        "cell_id": r.cell_id, "replicate": r.replicate, "warmup": r.warmup, "control": r.control,
+        "visit": r.visit, "batch": batch, "factors": factors,
+        "status": None, "reason": "", "exit_code": None, "started_at": None, "ended_at": None,
+        "duration_s": None, "phases": {}, "workload": {"role": spec.workload["role"]},
+        "knobs": {}, "host_facts": facts, "metrics": {}, "details": {}, "raw": {}, "log": "",
+    }
 
 
 def write_record(exp_dir: Path, record: dict[str, Any]) -> Path:

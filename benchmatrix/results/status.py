@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from benchmatrix import layout
-from benchmatrix.layout import FAILED_STATES, State, Status
+from benchmatrix.layout import BATCHES_DIR, FAILED_STATES, State, Status
 from benchmatrix.plan.design import PlannedRun, read_plan
 from benchmatrix.results.records import load_records
 
@@ -168,7 +168,7 @@ def finished_on_hosts(exp_dir: Path) -> dict[str, set[int]]:
     import json
 
     done: dict[str, set[int]] = {}
-    for path in Path(exp_dir).glob("batches/*.progress.json"):
+    for path in Path(exp_dir).glob(f"{BATCHES_DIR}/*.progress.json"):
         try:
             for item in json.loads(path.read_text()).get("finished", []):
                 done.setdefault(str(item["run_id"]), set()).add(int(item["attempt"]))

@@ -1,6 +1,6 @@
 """The tables collect writes under ``results/NAME/``, and reading them back.
 
-Collect (:func:`benchmatrix.execute.rules.collect`) computes every table once
+Collect (:func:`benchmatrix.execute.collect.collect`) computes every table once
 (:func:`benchmatrix.analyze.tables.derive_tables`) and writes it here; the report,
 ``bmx export`` and the campaign tools read them back and compute none of them again.
 Data flows one way: records -> tables -> report.

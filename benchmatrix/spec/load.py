@@ -837,75 +837,6 @@ def _control_errors(doc: LocatedDocument, cells: list[Cell], knobs: dict[str, Kn
                       "never run")]
 
 
-#: Default seconds one batch (one Ansible call) adds to a campaign, for estimates.
-DEFAULT_BATCH_OVERHEAD_SECONDS = 3.0
-
-
-def read_planning_config(config_path: str | Path) -> dict[str, Any]:
-    """The estimate settings of config/config.yaml.
-
-    Returns:
-        ``cost_seconds``: default seconds of a knob change per cost class (classes
-        the file leaves out keep :data:`DEFAULT_COST_SECONDS`),
-        ``batch_overhead_seconds``, ``batch_max_runs`` and ``batch_max_seconds``
-        (None when not set).
-        A missing file or key means the defaults.
-
-    Raises:
-        SpecErrors: a malformed entry, as ``FILE:LINE: message``.
-    """
-    out: dict[str, Any] = {"cost_seconds": dict(DEFAULT_COST_SECONDS),
-                           "batch_overhead_seconds": DEFAULT_BATCH_OVERHEAD_SECONDS,
-                           "batch_max_runs": None, "batch_max_seconds": None}
-    if not Path(config_path).is_file():
-        return out
-    try:
-        doc = load_located(config_path)
-    except SpecError as exc:
-        raise SpecErrors([exc]) from None
-
-    def seconds(value: Any) -> bool:
-        return not isinstance(value, bool) and isinstance(value, (int, float)) and value >= 0
-
-    errs = []
-    given = doc.data.get("cost_seconds")
-    if given is not None and not isinstance(given, dict):
-        errs.append(doc.error(("cost_seconds",), "cost_seconds must be a mapping "
-                                                 "{none: S, restart: S, reboot: S} of seconds"))
-    for cls, secs in (given or {}).items() if isinstance(given, dict) else ():
-        if cls not in COST_CLASSES:
-            errs.append(doc.error(("cost_seconds", cls), f"cost_seconds: unknown cost class '{cls}' "
-                                                         f"(classes: {', '.join(COST_CLASSES)})"))
-        elif not seconds(secs):
-            errs.append(doc.error(("cost_seconds", cls), f"cost_seconds.{cls} must be a number of seconds >= 0, "
-                                                         f"not {secs!r}"))
-        else:
-            out["cost_seconds"][cls] = float(secs)
-    overhead = doc.data.get("batch_overhead_seconds")
-    if overhead is not None:
-        if seconds(overhead):
-            out["batch_overhead_seconds"] = float(overhead)
-        else:
-            errs.append(doc.error(("batch_overhead_seconds",), "batch_overhead_seconds must be a number of "
-                                                               f"seconds >= 0, not {overhead!r}"))
-    max_runs = doc.data.get("batch_max_runs")
-    if max_runs is not None:
-        if isinstance(max_runs, int) and not isinstance(max_runs, bool) and max_runs >= 1:
-            out["batch_max_runs"] = max_runs
-        else:
-            errs.append(doc.error(("batch_max_runs",), f"batch_max_runs must be a whole number >= 1, not {max_runs!r}"))
-    max_seconds = doc.data.get("batch_max_seconds")
-    if max_seconds is not None:
-        if seconds(max_seconds) and max_seconds > 0:
-            out["batch_max_seconds"] = float(max_seconds)
-        else:
-            errs.append(doc.error(("batch_max_seconds",), "batch_max_seconds must be a number of seconds > 0, "
-                                                          f"not {max_seconds!r}"))
-    if errs:
-        raise SpecErrors(errs)
-    return out
-
-
 def _knob_errors(doc: LocatedDocument, factor: str, knob: dict[str, Any]) -> list[SpecError]:
     """A knob against its backend's declaration (benchmatrix.host.knobs): a cost class
     cheaper than its changes take, a variable the role does not read, a value of the
@@ -966,7 +897,7 @@ def load_spec(path: str | Path, cost_seconds: dict[str, float] | None = None,
     Args:
         path: The spec file.
         cost_seconds: Seconds of a knob change per cost class for knobs that give no
-            ``seconds`` of their own (see :func:`read_planning_config`); default
+            ``seconds`` of their own (see :func:`benchmatrix.spec.config.read_config`); default
             :data:`DEFAULT_COST_SECONDS`. They feed estimates only, never the plan.
         roles: The roles that exist (:func:`shipped_roles`); when given, a knob or
             workload role outside them is an error. None: not checked.

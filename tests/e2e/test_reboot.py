@@ -60,7 +60,7 @@ def test_validate_requires_cost_reboot(tmp_path):
 def test_rebooting_knobs_are_applied_first(tmp_path):
     # A reboot after a live knob (CPU hotplug here) would undo it while its record
     # claimed it: the batch applies knobs of rebooting roles first, whatever the spec order.
-    from benchmatrix.execute.rules import _knob_items
+    from benchmatrix.execute.restore import knob_items as _knob_items
     from benchmatrix.spec.load import load_spec
     text = (ROOT / "config" / "experiments" / "ht_cores.yaml").read_text()
     head, knobs = text.split("knobs:\n", 1)

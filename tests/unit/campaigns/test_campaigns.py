@@ -344,7 +344,7 @@ def test_two_campaigns_of_readahead_scan_are_comparable(kept, tmp_path):
     import random
     import shutil
 
-    from benchmatrix.execute.rules import collect
+    from benchmatrix.execute.collect import collect
 
     project, _, _ = kept
     before = find_campaign(project.exp("keep_cmp"), "before").path

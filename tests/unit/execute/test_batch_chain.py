@@ -132,7 +132,7 @@ def test_planner_batches_chain_per_host(tmp_path: Path) -> None:
     runs = make_plan(spec, ["h1", "h2"], max_runs=3)
     # One failed run of h1 re-run: its batch is appended after h2's batches.
     runs += plan_reruns(spec, runs, [{"round": 1, "run_id": runs[1].run_id, "attempt": 2, "reason": "t"}])
-    for i, run in enumerate(runs, start=1):  # as benchmatrix.execute.rules.plan does
+    for i, run in enumerate(runs, start=1):  # as benchmatrix.execute.planning.plan does
         run.seq = i
     assign_batches(runs, spec, 3)
     (tmp_path / "exp").mkdir()

@@ -8,7 +8,8 @@ import json
 import shutil
 from pathlib import Path
 
-from benchmatrix.execute.rules import collect, entry
+from benchmatrix.execute.collect import collect
+from benchmatrix.execute.entry import entry
 from benchmatrix.files import atomic_write
 from benchmatrix.plan.design import read_plan
 from benchmatrix.results.batch_rows import write_batch_rows

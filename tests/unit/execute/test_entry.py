@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmatrix.execute.rules import TASKS, entry
+from benchmatrix.execute.entry import TASKS, entry
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from benchmatrix.execute.rules import _judge
+from benchmatrix.results.judge import judge as _judge
 from benchmatrix.spec.load import load_spec
 
 SPEC = """\

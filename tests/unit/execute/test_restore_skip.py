@@ -13,7 +13,7 @@ import json
 import pytest
 
 from benchmatrix.errors import BenchmatrixError
-from benchmatrix.execute.rules import restore_host
+from benchmatrix.execute.restore import restore_host
 from benchmatrix.spec.load import load_spec
 
 SPEC = """name: rs_t
@@ -58,7 +58,7 @@ def test_cleanup_or_unknown_cleanup_calls_the_finish_playbook(tmp_path, facts):
 def test_prepare_host_names_the_descriptors_host_variables(tmp_path, monkeypatch, role, directory_var, cleanup_var):
     """prepare_host.yml's workload path and ``workload_cleanup`` fact read the host
     variables the workload's descriptor names, which the controller passes as extra vars."""
-    from benchmatrix.execute import rules
+    from benchmatrix.execute import prepare as rules
 
     spec, _ = _setup(tmp_path, None)
     if role != "workload_fio":

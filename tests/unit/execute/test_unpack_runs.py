@@ -7,7 +7,7 @@ import io
 import json
 import tarfile
 
-from benchmatrix.execute.rules import _unpack_runs
+from benchmatrix.execute.batch import _unpack_runs
 from benchmatrix.plan.design import PlannedRun
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import yaml
 
 from benchmatrix.plan.design import make_plan, run_estimates
-from benchmatrix.spec.load import load_spec, read_planning_config
+from benchmatrix.spec.config import read_config
+from benchmatrix.spec.load import load_spec
 
 
 def _spec(tmp_path: Path, estimate_s: float | None = None, replicates: int = 20):
@@ -99,10 +100,10 @@ def test_earlier_runs_give_each_cell_its_median_and_new_cells_the_overall_median
 def test_batch_max_seconds_is_read_and_checked_in_config(tmp_path):
     cfg = tmp_path / "config.yaml"
     cfg.write_text("batch_max_seconds: 120\n")
-    assert read_planning_config(cfg)["batch_max_seconds"] == 120.0
+    assert read_config(cfg).batch_max_seconds == 120.0
     cfg.write_text("batch_max_seconds: 0\n")
     try:
-        read_planning_config(cfg)
+        read_config(cfg)
     except Exception as exc:  # SpecErrors, as FILE:LINE: message
         assert "config.yaml:1" in str(exc) and "batch_max_seconds must be a number of seconds > 0" in str(exc)
     else:
@@ -110,5 +111,6 @@ def test_batch_max_seconds_is_read_and_checked_in_config(tmp_path):
 
 
 def test_shipped_config_sizes_batches_by_time():
-    cfg = read_planning_config(Path(__file__).resolve().parents[3] / "config" / "config.yaml")
-    assert cfg["batch_max_seconds"] == 300 and cfg["batch_max_runs"] == 1000
+    cfg = read_config(Path(__file__).resolve().parents[3] / "config" / "config.yaml")
+    assert cfg.batch_max_seconds == 300 and cfg.batch_max_runs == 1000
+    assert {"batch_max_seconds", "batch_max_runs", "runner_lease_seconds"} <= cfg.given

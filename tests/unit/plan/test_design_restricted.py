@@ -41,7 +41,8 @@ from benchmatrix.plan.design import (
     reconfigurations,
     visits_per_cell,
 )
-from benchmatrix.spec.load import Spec, load_spec, read_planning_config
+from benchmatrix.spec.config import read_config
+from benchmatrix.spec.load import Spec, load_spec
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -328,18 +329,18 @@ def test_visits_with_random_strategy_warns(tmp_path):
 def test_cost_seconds_from_config(tmp_path):
     cfg = tmp_path / "config.yaml"
     cfg.write_text("spec: x.yaml\ncost_seconds:\n  reboot: 90\nbatch_overhead_seconds: 1.5\n")
-    got = read_planning_config(cfg)
-    assert got["cost_seconds"] == {"none": 0.0, "restart": 60.0, "reboot": 90.0}
-    assert got["batch_overhead_seconds"] == 1.5 and got["batch_max_runs"] is None
-    spec = make_spec(tmp_path, WORKED, knobs=WORKED_KNOBS, cost_seconds=got["cost_seconds"])
+    got = read_config(cfg)
+    assert got.cost_seconds == {"none": 0.0, "restart": 60.0, "reboot": 90.0}
+    assert got.batch_overhead_seconds == 1.5 and got.batch_max_runs == 1000 and "batch_max_runs" not in got.given
+    spec = make_spec(tmp_path, WORKED, knobs=WORKED_KNOBS, cost_seconds=got.cost_seconds)
     assert spec.knobs["bios"].cost_seconds == 90.0
     assert spec.knobs["db"].cost_seconds == 45.0, "a knob's own seconds beat the config"
-    assert read_planning_config(tmp_path / "missing.yaml")["cost_seconds"]["reboot"] == 300.0
+    assert read_config(tmp_path / "missing.yaml").cost_seconds["reboot"] == 300.0
 
 
 def test_shipped_config_has_documented_cost_defaults():
-    got = read_planning_config(ROOT / "config" / "config.yaml")
-    assert got["cost_seconds"] == {"none": 0.0, "restart": 60.0, "reboot": 300.0}
+    got = read_config(ROOT / "config" / "config.yaml")
+    assert got.cost_seconds == {"none": 0.0, "restart": 60.0, "reboot": 300.0}
 
 
 @pytest.mark.parametrize("text, where, words", [
@@ -347,12 +348,13 @@ def test_shipped_config_has_documented_cost_defaults():
     ("cost_seconds:\n  restart: 1\n  shutdown: 5\n", 3, "unknown cost class 'shutdown'"),
     ("cost_seconds: 5\n", 1, "cost_seconds must be a mapping"),
     ("batch_overhead_seconds: -1\n", 1, "batch_overhead_seconds must be"),
+    ("spec: x.yaml\nrunner_lease_seconds: soon\n", 2, "runner_lease_seconds must be a number of seconds >= 0"),
 ])
 def test_bad_cost_config_names_file_and_line(tmp_path, text, where, words):
     cfg = tmp_path / "config.yaml"
     cfg.write_text(text)
     with pytest.raises(SpecErrors) as info:
-        read_planning_config(cfg)
+        read_config(cfg)
     assert str(info.value).startswith(f"{cfg}:{where}: ") and words in str(info.value)
 
 

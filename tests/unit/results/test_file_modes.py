@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from benchmatrix import layout
-from benchmatrix.execute import rules as tasks
+from benchmatrix.execute.collect import collect
+from benchmatrix.execute.planning import plan
 from benchmatrix.files import atomic_write
 from benchmatrix.plan.design import read_plan
 from benchmatrix.plan.reruns import append_round
@@ -67,7 +68,7 @@ def test_every_result_file_of_a_campaign_honours_the_umask(umask, tmp_path):
                          .replace("name: quickstart ", "name: modes ").replace("replicates: 3 ", "replicates: 2 "))
     spec = load_spec(spec_path)
     exp = layout.exp_dir_of(project, spec)
-    runs = tasks.plan(str(spec_path), project, exp / "plan.csv", 50)
+    runs = plan(str(spec_path), project, exp / "plan.csv", 50)
     for i, run in enumerate(runs):
         write_record(exp, {"run_id": run.run_id, "attempt": run.attempt, "cell_id": run.cell_id,
                            "host": run.host, "seq": run.seq, "warmup": run.warmup, "control": run.control,
@@ -75,8 +76,8 @@ def test_every_result_file_of_a_campaign_honours_the_umask(umask, tmp_path):
                            "ended_at": f"2026-03-01T10:00:{i:02d}.5+00:00", "duration_s": 0.5,
                            "factors": run.factors, "metrics": {"read_iops": {"value": 1000.0 + i, "unit": "IO/s"}}})
     append_round(exp, [(runs[-1].run_id, 2)], "test")
-    tasks.plan(str(spec_path), project, exp / "plan.csv", 50)
-    tasks.collect(str(spec_path), project, exp / "plan.csv")
+    plan(str(spec_path), project, exp / "plan.csv", 50)
+    collect(str(spec_path), project, exp / "plan.csv")
     plan_rows, _ = read_plan(exp / "plan.csv")
     assert any(r.attempt == 2 for r in plan_rows)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 
-from benchmatrix.execute.rules import save_progress
+from benchmatrix.execute.lease import save_progress
 from benchmatrix.files import atomic_write
 from benchmatrix.plan.design import PlannedRun, plan_csv_text
 from benchmatrix.results.records import write_records

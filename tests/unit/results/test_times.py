@@ -25,7 +25,7 @@ def spec():
 
 
 def iso(seconds: float) -> str:
-    """As the controller writes them (benchmatrix.execute.rules.iso): UTC, microseconds."""
+    """As the controller writes them (benchmatrix.results.records.iso): UTC, microseconds."""
     return (T0 + pd.Timedelta(seconds=seconds)).isoformat(timespec="microseconds")
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from benchmatrix.execute.rules import _base_record, plan
+from benchmatrix.execute.planning import plan
 from benchmatrix.layout import exp_dir_of
 from benchmatrix.plan.design import read_plan
+from benchmatrix.results.records import base_record as _base_record
 from benchmatrix.results.records import write_record
 from benchmatrix.results.status import select_reruns
 from benchmatrix.spec.load import load_spec

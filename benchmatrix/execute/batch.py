@@ -1,0 +1,424 @@
+"""The body of rule run_batch: one batch through Ansible and the batch runner, in time slices,
+and a record per finished run.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tarfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from benchmatrix import layout
+from benchmatrix.errors import (
+    AnsibleError,
+    BenchmatrixError,
+    HostUnreachableError,
+    Interrupted,
+    PlanError,
+    describe_os_error,
+)
+from benchmatrix.execute.ansible import run_playbook
+from benchmatrix.execute.lease import lease
+from benchmatrix.execute.prepare import RUNNER_PATH, runner_digest
+from benchmatrix.execute.restore import knob_items, restore_quietly, save_baseline
+from benchmatrix.files import atomic_write
+from benchmatrix.layout import exp_dir_of, record_path, run_dir
+from benchmatrix.plan.design import (
+    PlannedRun,
+    read_plan,
+)
+from benchmatrix.plan.reruns import append_round
+from benchmatrix.results.batch_rows import write_batch_rows
+from benchmatrix.results.campaign import campaign_id
+from benchmatrix.results.judge import judge
+from benchmatrix.results.records import base_record, iso, write_records
+from benchmatrix.spec.config import project_config
+from benchmatrix.spec.load import Spec, load_spec, render_vars
+from benchmatrix.workloads import WORKLOADS
+
+#: batch_runner's task that waits for a batch's runs: the batch job's Ansible start
+#: phase (its start slot, execute.ansible.start_slot) ends when it starts.
+RUN_TASK = "Run the batch"
+
+
+def _cells_by_id(spec: Spec) -> dict[str, dict[str, Any]]:
+    cells = {c.cell_id: c.factors for c in spec.cells}
+    ctl = spec.control_cell()
+    if ctl is not None:
+        cells[ctl.cell_id] = ctl.factors
+    return cells
+
+
+def _parser_for(role: str) -> Callable[[str], Any]:
+    workload = WORKLOADS.get(role)
+    if workload is None:
+        raise BenchmatrixError(f"workload role {role} has no parser")
+    return workload.parse
+
+
+def _rel(path: Path | str, base: Path) -> str:
+    try:
+        return str(Path(path).resolve().relative_to(base))
+    except ValueError:
+        return str(path)
+
+
+def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, marker: Path,
+              log: Path, facts_path: Path | None = None) -> dict[str, Any]:
+    """Execute one batch through Ansible and write a record.json per finished run.
+
+    Runs that already have a record are left out; if none is left, no Ansible call
+    is made. The marker (the Snakemake output) is written last.
+
+    Whatever makes the job fail after Ansible touched the host (a template error, a
+    missing archive, any OSError such as a full disk), the host's knobs are put back
+    to their baseline before the error propagates: its later batches cannot run (they
+    wait on this one's marker), so its campaign-end restore would never come.
+
+    Raises:
+        BenchmatrixError: one line; an OSError becomes one naming the path (and the
+            free space when the disk is full).
+    """
+    touched: dict[str, Any] = {"partial": []}
+    try:
+        return _execute_batch(spec_path, project_dir, plan_path, batch, marker, touched, facts_path)
+    except Interrupted:
+        raise  # the interrupt path already stopped the runner and restored the host
+    except Exception as exc:
+        msg = ""
+        if isinstance(exc, OSError):  # described before the cleanup frees space
+            where = None if exc.filename else exp_dir_of(project_dir, touched["spec"]) if "spec" in touched else None
+            msg = f"batch {batch}: {describe_os_error(exc, where)}"
+        _remove_partial(touched)
+        if "host" in touched:
+            restore_quietly(touched["spec"], project_dir, touched["host"])
+        if msg:
+            raise BenchmatrixError(msg) from None
+        raise
+
+
+def _remove_partial(touched: dict[str, Any]) -> None:
+    """After a failed batch job: remove its staging directory and every run directory it
+    began to fill without writing the record (a full disk leaves truncated copies).
+
+    The runs' results stay on the host, so the next execution of the batch fetches them.
+    """
+    if "staging" in touched:
+        shutil.rmtree(touched["staging"], ignore_errors=True)
+        try:
+            touched["staging"].parent.rmdir()  # .staging itself, unless another batch uses it
+        except OSError:
+            pass
+    for dest in touched["partial"]:
+        if not (dest / layout.RECORD).is_file():
+            shutil.rmtree(dest, ignore_errors=True)
+
+
+@dataclass
+class _Batch:
+    """One batch job's state across its time slices."""
+
+    spec: Spec
+    project_dir: Path
+    exp: Path
+    host: str
+    batch: str
+    cells: dict[str, dict[str, Any]]
+    facts: dict[str, Any]
+    touched: dict[str, Any]
+    summary: dict[str, Any]
+    #: run id -> its entry in the runner's manifest
+    manifest: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def record(self, r: PlannedRun, **fields: Any) -> dict[str, Any]:
+        """A run's record: the fields every record has, then ``fields``."""
+        return base_record(self.spec, r, self.host, self.batch, self.cells[r.cell_id], self.facts) | fields
+
+    def unrun(self, todo: list[PlannedRun], status: str, reason: str, log: Path, t0: float,
+              **fields: Any) -> tuple[list[dict[str, Any]], list[PlannedRun]]:
+        """A slice whose runs did not run (Ansible failed, a knob missed its value): a
+        record of ``status`` for each, nothing left for another slice."""
+        records = [self.record(r, status=status, reason=reason, log=_rel(log, self.exp),
+                               batch_started_at=iso(t0), **fields) for r in todo]
+        write_records(self.exp, records)
+        self.summary["executed"] += len(todo)
+        self.summary["error"] = reason
+        shutil.rmtree(self.touched["staging"], ignore_errors=True)
+        return records, []
+
+
+def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, marker: Path,
+                   touched: dict[str, Any], facts_path: Path | None = None) -> dict[str, Any]:
+    """The body of :func:`run_batch`; fills ``touched`` once Ansible may change the host."""
+    spec = load_spec(spec_path)
+    exp = exp_dir_of(project_dir, spec)
+    runs, _ = read_plan(plan_path)
+    mine = [r for r in runs if r.batch == batch]
+    if not mine:
+        raise PlanError(f"{plan_path}: no runs in batch {batch}; re-plan with 'bmx plan'")
+    host = mine[0].host
+    if (exp / layout.HOSTS_DIR / host / layout.BASELINE).is_file():
+        touched.update(spec=spec, host=host)  # an earlier batch reconfigured the host
+    todo = [r for r in mine if not record_path(exp, r.run_id, r.attempt).is_file()]
+    summary: dict[str, Any] = {"batch": batch, "host": host, "runs": len(mine), "executed": 0,
+                               "already_done": len(mine) - len(todo), "slices": 0}
+    records: list[dict[str, Any]] = []
+    if todo:
+        facts = json.loads(Path(facts_path).read_text()) if facts_path and Path(facts_path).is_file() else {}
+        job = _Batch(spec, Path(project_dir), exp, host, batch, _cells_by_id(spec), facts, touched, summary)
+        for r in todo:
+            if r.cell_id not in job.cells:
+                raise PlanError(f"{plan_path}: cell {r.cell_id} of run {r.run_id} is not in the spec; re-plan")
+            job.manifest[r.run_id] = _manifest_entry(job, r)
+        touched.update(spec=spec, host=host)  # from here on, Ansible may change the host
+        left = todo
+        # One lease for the whole batch: its renewals (and progress reads) go on across
+        # the slices.
+        with lease(spec, project_dir, host, batch):
+            while left:
+                new, left = _run_slice(job, left)
+                records += new
+    return _finish_batch(exp, spec, batch, mine, records, marker, summary)
+
+
+def _manifest_entry(job: _Batch, r: PlannedRun) -> dict[str, Any]:
+    """A run's entry in the runner's manifest: its workload variables rendered for its cell."""
+    spec, cell = job.spec, job.cells[r.cell_id]
+    ctx = {**cell, "experiment": spec.name, "host": job.host, "run_id": r.run_id,
+           "cell_id": r.cell_id, "replicate": r.replicate, "warmup": r.warmup}
+    try:
+        rendered = render_vars(spec.workload["vars"], ctx)
+    except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, AttributeError) as exc:
+        raise BenchmatrixError(f"{spec.path}: workload.vars cannot be rendered for run {r.run_id} "
+                               f"({', '.join(f'{k}={v}' for k, v in cell.items())}): "
+                               f"{type(exc).__name__}: {exc}") from None
+    return {"run_id": r.run_id, "attempt": r.attempt, "seq": r.seq, "timeout": spec.workload["timeout"],
+            "before_run": spec.before_run, "vars": rendered, "factors": cell, "collect": spec.collect}
+
+
+def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
+    """The Ansible call of a slice: set the knobs, start the runner on ``todo`` and
+    fetch its archive; the runner stops starting runs after ``batch_max_seconds``.
+
+    Raises:
+        Interrupted: Ctrl-C or SIGTERM; the runner was stopped and the host restored.
+        AnsibleError: the call failed (the caller records the runs).
+    """
+    spec, host, batch, staging = job.spec, job.host, job.batch, job.touched["staging"]
+    config = project_config(job.project_dir)
+    try:
+        return run_playbook(
+            "run_batch.yml", project_dir=job.project_dir / "playbooks",
+            inventory=spec.inventory_path(job.project_dir), host=host,
+            # One JSON text: Ansible neither checks nor templates it run by run (the
+            # workload role's filter decodes it, the runner decodes the commands).
+            data={"bmx_runs": json.dumps([job.manifest[r.run_id] for r in todo]),
+                  "bmx_knobs": knob_items(spec, job.cells[todo[0].cell_id])},
+            extravars={"bmx_host": host, "bmx_workload_role": spec.workload["role"], "bmx_experiment": spec.name,
+                       "bmx_campaign": campaign_id(job.exp),
+                       "batch_runner_source": str(RUNNER_PATH), "batch_runner_digest": runner_digest(),
+                       "batch_runner_lease_seconds": int(config.runner_lease_seconds),
+                       "bmx_allow_reboot": spec.allow_reboot,
+                       "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),
+                       "batch_runner_stop_after_s": config.batch_max_seconds,
+                       "batch_runner_timeout": int(sum(spec.workload["timeout"] + 30 for _ in todo) + 60)},
+            log=batch_log, start_until=RUN_TASK)
+    except (KeyboardInterrupt, Interrupted):
+        stop_runner(spec, job.project_dir, host)
+        restore_quietly(spec, job.project_dir, host)
+        raise Interrupted(f"batch {batch} interrupted; the runner on {host} was stopped, "
+                          "its finished runs are kept there for the next 'bmx run'") from None
+
+
+def _run_slice(job: _Batch, todo: list[PlannedRun]) -> tuple[list[dict[str, Any]], list[PlannedRun]]:
+    """One Ansible call of a batch: the runner executes ``todo`` in order until its time
+    slice (config.yaml's ``batch_max_seconds``) is over; the finished runs' records are
+    written (one sync) before the next slice starts.
+
+    Returns:
+        (the records written, the runs left for the next slice).
+    """
+    exp = job.exp
+    job.summary["slices"] += 1
+    staging = layout.staging_dir(exp, job.batch)  # the fetched archive, unpacked; removed after
+    job.touched["staging"] = staging
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    t0 = time.time()
+    batch_log = layout.ansible_log(exp, job.batch)
+    try:
+        result = _start_slice(job, todo, batch_log)
+    except AnsibleError as exc:
+        # Keep going: the batch's runs are recorded as failed (or unreachable) with the
+        # reason and the log, and the other batches go on. `bmx rerun --failed` retries.
+        status = "unreachable" if isinstance(exc, HostUnreachableError) else "failed"
+        records, left = job.unrun(todo, status, str(exc).splitlines()[0][:500], exc.log or batch_log, t0,
+                                  failed_task=exc.task)
+        job.summary["error"] = str(exc)
+        return records, left
+    knob_states = result.payload("bmx_knobs")
+    save_baseline(exp, job.host, job.spec, knob_states)
+    wrong = {f: k for f, k in knob_states.items() if not k.get("ok")}
+    if wrong:
+        # The host is not in the configuration the runs would claim: nothing ran.
+        reason = "; ".join(f"knob {f}: intended {k['intended']!r}, actual {k['actual']!r}"
+                           for f, k in wrong.items())
+        return job.unrun(todo, "invalid", reason, batch_log, t0, knobs=knob_states)
+    # A host reached with the local connection is the controller itself: the archive
+    # is read where the runner left it (batch_runner's archive_in_place), else fetched.
+    archive = Path(result.payload("bmx_archive")["path"])
+    # The archive's files go straight to the runs' directories (no unpacked copy to
+    # remove afterwards: a few file operations less per run).
+    results = _unpack_runs(archive, exp, todo, job.touched)
+    workload_total = sum(res.get("duration_s") or 0.0 for res in results.values())
+    overhead_share = max(result.seconds - workload_total, 0.0) / max(len(results), 1)
+    parse = _parser_for(job.spec.workload["role"])
+    records: list[dict[str, Any]] = []
+    for r in todo:
+        if r.run_id in results:
+            # A knob change happened before the slice's first run only.
+            records.append(_judged_record(job, r, results[r.run_id], parse, knob_states, first=not records,
+                                          overhead_share=overhead_share, log=batch_log, t0=t0))
+    job.summary["executed"] += len(records)
+    # One sync for the slice; each record is still renamed into place complete.
+    write_records(exp, records)
+    resume = [(rec["run_id"], rec["attempt"] + 1) for rec in records if rec["status"] == "interrupted"]
+    if resume:
+        # An interrupted run is resumed as its next attempt by the next `bmx run`.
+        append_round(exp, resume, "interrupted")
+    shutil.rmtree(staging, ignore_errors=True)
+    # The runner stopped at the end of its time slice: the rest is the next slice.
+    # (A slice that brought nothing back ends the loop: no endless retries.)
+    return records, [r for r in todo if r.run_id not in results] if results else []
+
+
+def _judged_record(job: _Batch, r: PlannedRun, res: dict[str, Any], parse: Callable[..., Any],
+                   knob_states: dict[str, Any], *, first: bool, overhead_share: float, log: Path,
+                   t0: float) -> dict[str, Any]:  # shape: the slice's facts one run's record takes, by name
+    """The record of a run the runner finished: judged from its output and result."""
+    dest = run_dir(job.exp, r.run_id, r.attempt)
+    rel = f"{layout.RUNS_DIR}/{r.run_id}/{r.attempt}"  # as _rel would give, without resolving paths
+    stdout = (dest / "stdout").read_text(errors="replace")
+    p0 = time.monotonic()
+    status, reason, metrics, details = judge(job.spec, res, stdout, dest / "stderr", parse)
+    parse_s = time.monotonic() - p0
+    # What the runner had to kill after the workload (a timeout, or leftovers).
+    details.update({k: res[k] for k in ("killed", "survivors", "containment") if res.get(k)})
+    return job.record(
+        r, status=status, reason=reason, exit_code=res.get("exit_code"),
+        started_at=iso(res.get("started_at")), ended_at=iso(res.get("ended_at")),
+        duration_s=res.get("duration_s"),
+        phases={"before_run_s": sum(a["seconds"] for a in res.get("before_run") or []),
+                "workload_s": res.get("duration_s"), "parse_s": round(parse_s, 6),
+                "batch_overhead_share_s": round(overhead_share, 6)},
+        workload={"role": job.spec.workload["role"], "argv": res.get("argv"), "before_run": res.get("before_run"),
+                  "affinity": res.get("affinity"), "affinity_applied": res.get("affinity_applied")},
+        metrics=metrics, details=details,
+        knobs={f: {**k, "changed": bool(k.get("changed")) and first} for f, k in knob_states.items()},
+        raw={"stdout": f"{rel}/stdout", "stderr": f"{rel}/stderr"},
+        log=_rel(log, job.exp), batch_started_at=iso(t0),
+        # The host's noise settings at the batch's start and its load around this run.
+        host_env={**(res.get("host_env") or {}), "load_before": res.get("load_before"),
+                  "load_after": res.get("load_after")})
+
+
+#: What a run's directory in a batch archive may hold (the runner's layout); nothing
+#: else in the archive is unpacked.
+_RUN_FILES = frozenset({"stdout", "stderr", "counters.json"})
+
+
+def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun], touched: dict[str, Any]) -> dict[str, Any]:
+    """Unpack a batch archive's runs into their run directories; returns their
+    result.json contents by run id (read, not written: the record replaces it).
+
+    Only the files of ``todo``'s attempts are taken (``runs/RUN_ID/ATTEMPT/`` with
+    stdout, stderr, counters.json and inputs/NAME, regular files only), so no member
+    can land anywhere else. Each directory is noted in ``touched["partial"]`` first:
+    a failure removes the ones without a record.
+    """
+    wanted = {f"{layout.RUNS_DIR}/{r.run_id}/{r.attempt}": r for r in todo}
+    results: dict[str, Any] = {}
+    made: set[str] = set()
+    try:
+        with tarfile.open(archive) as tar:
+            for member in tar:
+                parts = member.name.split("/")
+                run = wanted.get("/".join(parts[:3]))
+                rest = parts[3:]
+                if run is None or not member.isfile() or not (
+                        (len(rest) == 1 and rest[0] in _RUN_FILES | {"result.json"})
+                        or (len(rest) == 2 and rest[0] == "inputs" and rest[1] not in ("", ".", ".."))):
+                    continue
+                fh = tar.extractfile(member)
+                assert fh is not None  # a regular file
+                if rest == ["result.json"]:
+                    results[run.run_id] = json.loads(fh.read())
+                    continue
+                dest = run_dir(exp, run.run_id, run.attempt)
+                if run.run_id not in made:
+                    touched["partial"].append(dest)
+                    made.add(run.run_id)
+                    dest.mkdir(parents=True, exist_ok=True)
+                target = dest.joinpath(*rest)
+                if len(rest) > 1:
+                    target.parent.mkdir(exist_ok=True)
+                with open(target, "wb") as out:
+                    shutil.copyfileobj(fh, out)
+    except OSError as exc:
+        exc.filename = exc.filename or str(exp)  # a failed write() names no file
+        raise
+    for run in todo:  # a run without output files still gets its directory
+        if run.run_id in results and run.run_id not in made:
+            touched["partial"].append(run_dir(exp, run.run_id, run.attempt))
+            run_dir(exp, run.run_id, run.attempt).mkdir(parents=True, exist_ok=True)
+    return results
+
+
+def _finish_batch(exp: Path, spec: Spec, batch: str, mine: list[PlannedRun], records: list[dict[str, Any]],
+                  marker: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """Write the batch's runs rows and record notes, then its marker (last).
+
+    ``records`` are those this job wrote; the batch's other attempts (finished by an
+    earlier, interrupted execution) are read back, so the rows cover the whole batch.
+    """
+    new = {(r["run_id"], r["attempt"]): r for r in records}
+    ordered = []
+    for r in mine:
+        rec = new.get((r.run_id, r.attempt))
+        if rec is None:
+            path = record_path(exp, r.run_id, r.attempt)
+            if not path.is_file():
+                continue  # e.g. a run the runner never reached (interrupted): no row yet
+            rec = json.loads(path.read_text())
+        ordered.append(rec)
+    summary.update(write_batch_rows(exp, batch, ordered, spec.factor_names))
+    atomic_write(marker, json.dumps(summary) + "\n")
+    # The records are in place: what the runner reported while it ran is stale now.
+    layout.progress_path(exp, batch).unlink(missing_ok=True)
+    return summary
+
+
+def stop_runner(spec: Spec, project_dir: Path, host: str) -> None:
+    """End the batch runner and its workload on ``host`` (after an interrupt).
+
+    ansible-runner starts ansible-playbook in a session of its own, so a Ctrl-C on
+    the controller never reaches the host: the runner is stopped explicitly.
+    """
+    exp = exp_dir_of(project_dir, spec)
+    try:
+        run_playbook("stop_batch.yml", project_dir=Path(project_dir) / "playbooks",
+                     inventory=spec.inventory_path(project_dir), host=host,
+                     extravars={"bmx_host": host, "bmx_experiment": spec.name,
+                                "bmx_campaign": campaign_id(exp)},
+                     log=layout.ansible_log(exp, f"stop-{host}"),
+                     timeout=120)
+    except AnsibleError as exc:
+        sys.stderr.write(f"benchmatrix: could not stop the runner on {host}: {exc}\n")

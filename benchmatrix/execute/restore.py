@@ -1,0 +1,139 @@
+"""The body of rule restore_host, and the knob items every playbook takes: put a host's knobs
+back to their baseline (also after a failure or an interrupt).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmatrix import layout
+from benchmatrix.errors import (
+    BenchmatrixError,
+)
+from benchmatrix.execute.ansible import run_playbook
+from benchmatrix.files import atomic_write
+from benchmatrix.layout import exp_dir_of
+from benchmatrix.results.records import iso
+from benchmatrix.spec.load import REBOOT_ROLES, Spec
+from benchmatrix.workloads import WORKLOADS
+
+
+def knob_items(spec: Spec, factors: dict[str, Any]) -> list[dict[str, Any]]:
+    """The knobs of a batch as the playbooks take them (``bmx_knobs``)."""
+    return reboots_first([{"factor": f, "role": k.role, "value": factors[f], "vars": k.vars, "cost": k.cost_class}
+                           for f, k in spec.knobs.items()])
+
+
+def reboots_first(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Knobs of rebooting roles first, the others in spec order: a reboot undoes live
+    settings (CPU hotplug, sysctl, read-ahead) made before it, and their recorded
+    state would then be false."""
+    return sorted(items, key=lambda item: item["role"] not in REBOOT_ROLES)
+
+
+def save_baseline(exp: Path, host: str, spec: Spec, knob_states: dict[str, Any]) -> None:
+    """Remember each knob's state before the campaign first touched it (first seen wins)."""
+    if not knob_states:
+        return
+    path = Path(exp) / layout.HOSTS_DIR / host / layout.BASELINE
+    baseline = json.loads(path.read_text()) if path.is_file() else {}
+    new = {f: {"role": k["role"], "value": k["baseline"], "vars": spec.knobs[f].vars if f in spec.knobs else {},
+               "cost": spec.knobs[f].cost_class if f in spec.knobs else "none"}
+           for f, k in knob_states.items() if f not in baseline and k.get("baseline") not in (None, "")}
+    if new:
+        atomic_write(path, json.dumps({**baseline, **new}, indent=1) + "\n")
+
+
+def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = None) -> dict[str, Any]:
+    """Put the host's knobs back to their baseline and read them back.
+
+    Raises:
+        AnsibleError: the host is unreachable or a knob role failed.
+        BenchmatrixError: a knob did not return to its baseline.
+    """
+    exp = exp_dir_of(project_dir, spec)
+    path = exp / layout.HOSTS_DIR / host / layout.BASELINE
+    baseline = json.loads(path.read_text()) if path.is_file() else {}
+    states: dict[str, Any] = {}
+    # A workload without anything to clean up and no knob to restore needs no Ansible call.
+    if baseline or _needs_cleanup(spec, exp / layout.HOSTS_DIR / host / layout.FACTS):
+        knobs = reboots_first([{"factor": f, "role": b["role"], "value": b["value"], "vars": b.get("vars", {}),
+                                 "cost": b.get("cost", "none")} for f, b in baseline.items()])
+        result = run_playbook(
+            "restore_host.yml", project_dir=Path(project_dir) / "playbooks",
+            inventory=spec.inventory_path(project_dir), host=host,
+            data={"bmx_knobs": knobs},
+            extravars={"bmx_host": host, "bmx_experiment": spec.name,
+                       "bmx_workload_role": spec.workload["role"],
+                       "bmx_allow_reboot": spec.allow_reboot},
+            log=layout.ansible_log(exp, f"restore-{host}"))
+        states = result.payload("bmx_knobs")
+    summary = {"host": host, "restored_at": iso(time.time()), "knobs": states}
+    if out is not None:
+        atomic_write(out, json.dumps(summary, indent=1) + "\n")
+    wrong = [f"{f}: baseline {k['intended']!r}, actual {k['actual']!r}" for f, k in states.items() if not k.get("ok")]
+    if wrong:
+        raise BenchmatrixError(f"host {host}: knobs not back at their baseline: {'; '.join(wrong)}")
+    return summary
+
+
+def _needs_cleanup(spec: Spec, facts_path: Path) -> bool:
+    """Whether the workload role's finish.yml has work on the host: a role that cleans
+    up, unless prepare_host found nothing to undo (facts.json ``workload_cleanup``
+    false: the descriptor's ``cleanup_var`` is 0 on the host, fio without its loop file
+    system). Without facts, clean up."""
+    if not getattr(WORKLOADS.get(spec.workload["role"]), "cleanup", False):
+        return False
+    try:
+        facts = json.loads(facts_path.read_text())
+    except (OSError, ValueError):
+        return True
+    return not (isinstance(facts, dict) and facts.get("workload_cleanup") in (False, "False", "false"))
+
+
+def restore_quietly(spec: Spec, project_dir: Path, host: str) -> bool:
+    """Restore ``host`` after a failure or an interrupt; a failure to do so is reported, not raised."""
+    try:
+        done = restore_host(spec, project_dir, host)
+    except (BenchmatrixError, OSError) as exc:
+        sys.stderr.write(f"benchmatrix: could not restore {host}'s baseline: {exc}\n")
+        return False
+    knobs = ", ".join(f"{f}={k['actual']}" for f, k in done["knobs"].items())
+    sys.stderr.write(f"benchmatrix: host {host} is back at its baseline{' (' + knobs + ')' if knobs else ''}\n")
+    return True
+
+
+def restore_touched_hosts(spec: Spec, project_dir: Path) -> list[str]:
+    """After a failed workflow: restore every host a batch touched since its last restore.
+
+    A host counts as touched when it has a recorded baseline (some knob was changed)
+    and one of its batch jobs started (its Snakemake log) after its last restore
+    (``restored.json``). Called from the Snakefile's ``onerror``, so that both
+    ``bmx run`` and a plain ``snakemake`` leave no host reconfigured, whatever failed.
+
+    Returns:
+        The hosts it restored.
+    """
+    from benchmatrix.plan.design import batches
+
+    exp = exp_dir_of(project_dir, spec)
+    plan_path = exp / layout.PLAN
+    if not plan_path.is_file():
+        return []
+    order, host_of = batches(plan_path)
+    done = []
+    for host in sorted(set(host_of.values())):
+        if not (exp / layout.HOSTS_DIR / host / layout.BASELINE).is_file():
+            continue
+        started = [p.stat().st_mtime for b in order if host_of[b] == host
+                   for p in [layout.batch_log(exp, b)] if p.is_file()]
+        restored = exp / layout.HOSTS_DIR / host / layout.RESTORED
+        if started and restored.is_file() and restored.stat().st_mtime >= max(started):
+            continue
+        if restore_quietly(spec, project_dir, host):
+            done.append(host)
+    return done
