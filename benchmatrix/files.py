@@ -1,7 +1,8 @@
 """Writing files so that no reader sees half of one: atomic_write() and its parts.
 
-A leaf: it imports nothing from benchmatrix, so every stage (plan, results, report,
-campaigns, execute) writes its files the same way.
+A leaf: it imports nothing from benchmatrix but the batch runner's sync_filesystem (host/,
+itself a leaf: one copy for the controller and the hosts), so every stage (plan, results,
+report, campaigns, execute) writes its files the same way.
 """
 
 from __future__ import annotations
@@ -9,6 +10,10 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+
+from benchmatrix.host.batch_runner import sync_filesystem
+
+__all__ = ["atomic_write", "create_beside", "sync_filesystem"]
 
 
 def create_beside(path: Path) -> tuple[Path, int]:
@@ -49,23 +54,3 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-
-
-def sync_filesystem(path: Path) -> None:
-    """Flush every dirty page of the file system holding ``path`` (one call for a batch).
-
-    syncfs(2) where the C library has it (Linux), else sync(2) for all file systems.
-    """
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            if libc.syncfs(fd) == 0:
-                return
-        finally:
-            os.close(fd)
-    except (OSError, AttributeError):
-        pass
-    os.sync()

@@ -1002,19 +1002,19 @@ def _acquire_lock(workdir):
     return fh
 
 
-def _sync_workdir(workdir):
-    """Flush the work directory's file system to disk: syncfs(2), else sync(2).
+def sync_filesystem(path):
+    """Flush the file system holding ``path`` to disk: syncfs(2), else sync(2).
 
     Once per execution, before the archive: the runs themselves are written without
     an fsync each (:func:`finished` tells a complete run from one a crash cut short).
-    The controller's benchmatrix.files.sync_filesystem does the same; the runner imports
-    nothing from benchmatrix (it runs on hosts without it).
+    The controller's benchmatrix.files uses it too (one copy; the runner imports
+    nothing from benchmatrix, it runs on hosts without it).
     """
     try:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        fd = os.open(workdir, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
         try:
             if libc.syncfs(fd) == 0:
                 return
@@ -1029,7 +1029,7 @@ def _archive(manifest, workdir):
     path = manifest["archive"]
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = path + ".tmp"
-    _sync_workdir(workdir)
+    sync_filesystem(workdir)
     # GNU format: no PAX header per member (a third of the archive's cost for small runs).
     with tarfile.open(tmp, "w:gz", compresslevel=1, format=tarfile.GNU_FORMAT) as tar:
         for run in manifest["runs"]:
