@@ -10,6 +10,7 @@ outcome to bmx's exit status (0, 1 for failed runs or jobs, 130 after an interru
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import re
 import signal
@@ -103,7 +104,65 @@ def _collected_early(exp: Path) -> bool:
 TICK_SECONDS = 30.0
 
 
-def progress_tick(exp: Path, elapsed: float, last: tuple[int, int] | None) -> tuple[str | None, tuple[int, int]]:
+class RunProgress:
+    """Progress counted in runs, not Snakemake jobs: plan.csv's attempts against the
+    records written, and an ETA from the rate at which this pass writes records (a
+    batch job may hold one run or a thousand, so jobs say little about the time left).
+    """
+
+    def __init__(self, exp: Path, t0: float):
+        self.exp = exp
+        self.t0 = t0  # bmx run's start: elapsed counts from it
+        self.start = time.monotonic()  # this pass's start: the rate counts from it
+        self.before = self.records()  # written by earlier passes and campaigns' resumes
+        self._planned: tuple[float, int] | None = None  # (plan.csv's mtime, its attempts)
+
+    def records(self) -> int:
+        """The run records written so far."""
+        runs = self.exp / layout.RUNS_DIR
+        return sum(1 for _ in runs.glob(f"*/*/{layout.RECORD}")) if runs.is_dir() else 0
+
+    def planned(self) -> int | None:
+        """plan.csv's attempts (read again only when the plan changed), None before a plan."""
+        path = self.exp / layout.PLAN
+        try:
+            mtime = path.stat().st_mtime
+            if self._planned is None or self._planned[0] != mtime:
+                with open(path, newline="") as fh:
+                    self._planned = (mtime, max(sum(1 for _ in csv.reader(fh)) - 1, 0))
+        except OSError:
+            return None
+        return self._planned[1]
+
+    def line(self, now: float, records: int, jobs: tuple[int, int] | None = None, on_hosts: int = 0) -> str:
+        """``bmx: R/P runs done[, M more finished on the hosts][, J/K jobs], elapsed E[, ETA T]``."""
+        planned = self.planned()
+        done = f"{records}/{planned} runs done" if planned else f"{records} run records"
+        parts = [done]
+        if on_hosts:
+            parts.append(f"{on_hosts} more finished on the hosts")
+        if jobs:
+            parts.append(f"{jobs[0]}/{jobs[1]} jobs")
+        parts.append(f"elapsed {fmt_hms(now - self.t0)}")
+        eta = self.eta(now, records + on_hosts, planned, jobs)
+        if eta is not None:
+            parts.append(f"ETA {fmt_hms(eta)}")
+        return "bmx: " + ", ".join(parts)
+
+    def eta(self, now: float, finished: int, planned: int | None, jobs: tuple[int, int] | None) -> float | None:
+        """Seconds left: the runs left at this pass's rate; the jobs left at their rate
+        before any run of this pass finished; None when neither is known."""
+        elapsed = now - self.start
+        new = finished - self.before
+        if planned and new > 0 and elapsed > 0:
+            return max(planned - finished, 0) * elapsed / new
+        if jobs and jobs[0]:
+            return elapsed / jobs[0] * (jobs[1] - jobs[0])
+        return None
+
+
+def progress_tick(progress: RunProgress, now: float,
+                  last: tuple[int, int] | None) -> tuple[str | None, tuple[int, int]]:
     """The line to print while batches run, or None when nothing changed since ``last``.
 
     Counts the run records written so far (a batch writes them after each time slice)
@@ -115,22 +174,21 @@ def progress_tick(exp: Path, elapsed: float, last: tuple[int, int] | None) -> tu
     """
     from benchmatrix.results.status import finished_on_hosts
 
-    runs = exp / layout.RUNS_DIR
-    n_rec = sum(1 for _ in runs.glob(f"*/*/{layout.RECORD}")) if runs.is_dir() else 0
+    exp = progress.exp
+    n_rec = progress.records()
     on_hosts = sum(1 for run_id, attempts in finished_on_hosts(exp).items() for a in attempts
                    if not layout.record_path(exp, run_id, a).is_file())
-    now = (n_rec, on_hosts)
-    if now == last or now == (0, 0):
-        return None, now
-    more = f", {on_hosts} more finished on the hosts" if on_hosts else ""
-    return f"bmx: {n_rec} run records{more}, elapsed {fmt_hms(elapsed)}", now
+    counts = (n_rec, on_hosts)
+    if counts == last or counts == (0, 0):
+        return None, counts
+    return progress.line(now, n_rec, on_hosts=on_hosts), counts
 
 
-def _ticker(exp: Path, t0: float, stop: threading.Event) -> None:
+def _ticker(progress: RunProgress, stop: threading.Event) -> None:
     last = None
     while not stop.wait(TICK_SECONDS):
         try:
-            line, last = progress_tick(exp, time.monotonic() - t0, last)
+            line, last = progress_tick(progress, time.monotonic(), last)
         except OSError:
             continue  # progress is a courtesy
         if line:
@@ -199,7 +257,8 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
         old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
         logging = True
         ticking = threading.Event()
-        threading.Thread(target=_ticker, args=(exp, t0, ticking), name="bmx-progress", daemon=True).start()
+        progress = RunProgress(exp, t0)
+        threading.Thread(target=_ticker, args=(progress, ticking), name="bmx-progress", daemon=True).start()
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -214,12 +273,8 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
                     last_msg = line.strip()
                 m = _PROGRESS.match(line)
                 if m and not interrupted:
-                    done, total = int(m.group(1)), int(m.group(2))
-                    el = time.monotonic() - t0
-                    eta = el / done * (total - done) if done else 0
-                    n_rec = sum(1 for _ in (exp / "runs").glob("*/*/record.json")) if (exp / "runs").is_dir() else 0
-                    print(f"bmx: {done}/{total} jobs done, {n_rec} run records, "
-                          f"elapsed {fmt_hms(el)}, ETA {fmt_hms(eta)}", flush=True)
+                    jobs = (int(m.group(1)), int(m.group(2)))
+                    print(progress.line(time.monotonic(), progress.records(), jobs), flush=True)
                 m = _ERROR_RULE.match(line)
                 if m:
                     pending_rule = m.group(1)
