@@ -229,6 +229,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(_plan_table(chosen, alternatives, data["strategy"]))
     print(f"per-run estimate: {fmt_hms(per_run) + f' ({per_run:g} s)' if per_run is not None else '-'}"
           f" from {per_run_source}; batch overhead {overhead:g} s")
+    for w in plan_warnings(chosen, alternatives, data["strategy"]):
+        print(w, file=sys.stderr)
     if replicates:
         print(_replicates_text(replicates))
     if data["until_decided"]:
@@ -276,6 +278,28 @@ def _until_decided_text(f: dict[str, Any], fixed: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+#: bmx plan warns when the orchestration takes more than this share of a plan's time.
+OVERHEAD_WARN_PCT = 30.0
+
+
+def plan_warnings(chosen: dict[str, Any], alternatives: dict[str, Any], strategy: str) -> list[str]:
+    """``bmx plan``'s warnings on the design's cost: the orchestration over
+    :data:`OVERHEAD_WARN_PCT` of the time, and warm-ups for half the measured runs or more."""
+    out = []
+    pct = chosen.get("overhead_pct")
+    if pct is not None and pct > OVERHEAD_WARN_PCT:
+        cheaper = {k: v["overhead_pct"] for k, v in alternatives.items()
+                   if v.get("overhead_pct") is not None and v["overhead_pct"] < pct / 2}
+        hint = ("; " + ", ".join(f"{k}: {v:.0f} %" for k, v in cheaper.items())
+                + " (fewer visits, less protection against drift)") if cheaper else ""
+        out.append(f"bmx plan warning: orchestration (Ansible calls, reconfigurations) takes {pct:.0f} % of "
+                   f"this plan's time ({strategy}){hint}")
+    if chosen["warmup"] and 2 * chosen["warmup"] >= chosen["measured"] > 0:
+        out.append(f"bmx plan warning: {chosen['warmup']} warm-up runs for {chosen['measured']} measured runs "
+                   "(a warm-up after every reconfiguration)")
+    return out
+
+
 def _plan_table(chosen: dict[str, Any], alternatives: dict[str, Any], strategy: str) -> str:
     """The cost table of ``bmx plan``: this plan beside the other strategies."""
     cols = [(f"this plan ({strategy})", chosen)] + [(k, v) for k, v in alternatives.items()]
@@ -295,6 +319,9 @@ def _plan_table(chosen: dict[str, Any], alternatives: dict[str, Any], strategy: 
          for cls in ("reboot", "restart", "none")] + [
         ("reconfiguration time", lambda c: hms(c["reconfiguration_s"])),
         ("workload time", lambda c: hms(c["workload_s"])),
+        ("orchestration time", lambda c: hms(c["orchestration_s"])),
+        ("overhead %", lambda c: "-" if c["overhead_pct"] is None else f"{c['overhead_pct']:.0f} %"),
+        ("warm-up share of runs", lambda c: f"{c['warmup_pct']:.0f} %"),
         ("campaign time (estimate)", lambda c: hms(c["campaign_s"])),
     ]
     lines = [f"{'':28}" + "".join(f"{c[0]:>{width}}" for c in cols)]

@@ -500,7 +500,10 @@ def plan_costs(spec: Spec, runs: list[PlannedRun], per_run_s: float | None = Non
 
     Returns:
         Counts over all hosts; ``campaign_s`` is the wall-clock estimate with hosts
-        running in parallel (the slowest host), None when ``per_run_s`` is unknown.
+        running in parallel (the slowest host), None when ``per_run_s`` is unknown;
+        ``orchestration_s`` the batches' fixed cost plus the reconfigurations,
+        ``overhead_pct`` its share of all the hosts' time (None while the workload's
+        time is unknown), ``warmup_pct`` the warm-ups' share of the runs.
     """
     reconf = reconfiguration_seconds(runs, spec)
     per_host: dict[str, dict[str, float]] = {}
@@ -514,17 +517,24 @@ def plan_costs(spec: Spec, runs: list[PlannedRun], per_run_s: float | None = Non
     if per_run_s is not None:
         campaign = max((h["runs"] * per_run_s + reconf[host] + len(batches[host]) * batch_overhead_s
                         for host, h in per_host.items()), default=0.0)
+    workload = per_run_s * len(runs) if per_run_s is not None else None
+    # The orchestration's own time: an Ansible call per batch and every reconfiguration.
+    orchestration = sum(len(b) for b in batches.values()) * batch_overhead_s + sum(reconf.values())
+    total = orchestration + (workload or 0.0)
     return {
         "runs": len(runs),
         "measured": sum(1 for r in runs if not r.warmup and not r.control),
         "warmup": sum(1 for r in runs if r.warmup),
+        "warmup_pct": 100.0 * sum(1 for r in runs if r.warmup) / len(runs) if runs else 0.0,
+        "orchestration_s": orchestration,
+        "overhead_pct": 100.0 * orchestration / total if workload is not None and total > 0 else None,
         "control": sum(1 for r in runs if r.control),
         "batches": sum(len(b) for b in batches.values()),
         "visits": int(sum(h["visits"] for h in per_host.values())),
         "knob_changes": knob_changes(runs, spec),
         "reconfigurations": reconfigurations(runs, spec),
         "reconfiguration_s": sum(reconf.values()),
-        "workload_s": per_run_s * len(runs) if per_run_s is not None else None,
+        "workload_s": workload,
         "campaign_s": campaign,
     }
 

@@ -172,6 +172,10 @@ def test_worked_example_counts(tmp_path):
     assert costs["reconfiguration_s"] == 6 * 300 + 6 * 45
     assert costs["workload_s"] == 1440
     assert costs["campaign_s"] == 1440 + 6 * 300 + 6 * 45 + 12 * 2
+    # The orchestration: 12 batches at 2 s and the reconfigurations; its share of all the time.
+    assert costs["orchestration_s"] == 12 * 2 + 6 * 300 + 6 * 45
+    assert costs["overhead_pct"] == pytest.approx(100 * 2094 / (2094 + 1440))
+    assert costs["warmup_pct"] == 50.0
     assert costly_visits(runs, spec) == 12
     settings_ = visit_settings(runs, ["bios", "db"])
     for rnd in range(3):
@@ -680,3 +684,28 @@ def test_bmx_plan_detect_errors(in_project, capsys, args, words):
     err = capsys.readouterr().err
     assert words in err and len(err.strip().splitlines()) == 1
     assert not (in_project.exp("ht_cores") / "plan.csv").exists(), "options are checked before planning"
+
+
+def test_plan_warns_when_orchestration_or_warmups_dominate(tmp_path):
+    """A cheap knob in random order: a batch (one Ansible call) per visit and a warm-up
+    per measured run. bmx plan says so, and what sequential order would cost."""
+    from benchmatrix.cli import plan_warnings
+
+    spec = make_spec(tmp_path, {"k": ["a", "b"], "c": [1, 2]}, knobs={"k": {"role": "knob_sysctl", "cost": "none",
+                     "vars": {"knob_sysctl_key": "vm.swappiness"}}}, strategy="random", replicates=5,
+                     estimate_s=1)
+    runs = make_plan(spec, ["h1"], max_runs=50)
+    chosen = plan_costs(spec, runs, per_run_s=1, batch_overhead_s=3)
+    seq = plan_costs(spec, make_plan(with_strategy(spec, "sequential"), ["h1"], max_runs=50), per_run_s=1,
+                     batch_overhead_s=3)
+    assert chosen["overhead_pct"] > 30 and seq["overhead_pct"] < chosen["overhead_pct"] / 2
+    warnings = plan_warnings(chosen, {"sequential": seq}, "random")
+    assert warnings[0].startswith(f"bmx plan warning: orchestration (Ansible calls, reconfigurations) takes "
+                                  f"{chosen['overhead_pct']:.0f} % of this plan's time (random); sequential: "
+                                  f"{seq['overhead_pct']:.0f} %")
+    assert 2 * chosen["warmup"] >= chosen["measured"]
+    assert warnings[1] == (f"bmx plan warning: {chosen['warmup']} warm-up runs for {chosen['measured']} measured "
+                           "runs (a warm-up after every reconfiguration)")
+    # Long runs: the orchestration is noise, no warning about it.
+    long = plan_costs(spec, runs, per_run_s=600, batch_overhead_s=3)
+    assert not any("orchestration" in w for w in plan_warnings(long, {"sequential": seq}, "random"))
