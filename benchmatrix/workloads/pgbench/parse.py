@@ -128,6 +128,7 @@ class _Script:
         self.weight: float | None = None
 
 
+# shape: a state machine over pgbench's lines (script section, statement columns); split, the state moves
 def parse_pgbench(stdout: str, workload: Mapping[str, Any] | None = None,
                   run_dir: Path | None = None) -> Parsed:
     """Turn pgbench's report into metrics (see the module docstring).
