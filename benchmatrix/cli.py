@@ -706,13 +706,27 @@ def build_parser() -> argparse.ArgumentParser:
     shtab.add_argument_to(p, ["--print-completion"], help="print the completion script of a shell and exit, e.g. "
                           "eval \"$(bmx --print-completion bash)\"")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run_commands(sub)
+    _add_campaign_commands(sub)
+    return p
+
+
+def _spec_command(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    """A subcommand whose first argument is an experiment spec."""
+    import shtab
+
+    sp = sub.add_parser(name, help=help_text, description=help_text, epilog=EXAMPLES[name],
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sp.add_argument("spec", metavar="SPEC", help="experiment spec (YAML), e.g. config/experiments/quickstart.yaml"
+                    ).complete = shtab.FILE  # type: ignore[attr-defined]
+    return sp
+
+
+def _add_run_commands(sub: Any) -> None:
+    """The commands of one experiment's life: validate, plan, run, report, status, restore, check, rerun."""
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help_text, description=help_text, epilog=EXAMPLES[name],
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-        sp.add_argument("spec", metavar="SPEC", help="experiment spec (YAML), e.g. config/experiments/quickstart.yaml"
-                        ).complete = shtab.FILE  # type: ignore[attr-defined]
-        return sp
+        return _spec_command(sub, name, help_text)
 
     sp = add("validate", "check a spec: schema and semantic checks, errors as FILE:LINE: message")
     sp.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -767,6 +781,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="at most N hosts busy at once (default: all)")
     sp.add_argument("--stop-orphan", action="store_true",
                     help="first stop a Snakemake left running by a killed bmx that still locks the experiment")
+
+
+def _add_campaign_commands(sub: Any) -> None:
+    """The commands over an experiment's campaigns: export, history, campaigns, compare, publish."""
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        return _spec_command(sub, name, help_text)
+
     sp = add("export", "write the campaign as Parquet or CSV (the long table), Bencher Metric Format or pyperf JSON")
     sp.add_argument("--format", required=True, metavar="FORMAT", help="bmf, pyperf, csv or parquet (docs/export.md)")
     sp.add_argument("--out", metavar="FILE", help="output file; - for stdout (default: results/NAME/runs_long.parquet, "
@@ -802,7 +824,6 @@ def build_parser() -> argparse.ArgumentParser:
                     help="results directory (default: the project's results/)")
     sp.add_argument("--replace", action="store_true", help="also delete files in --to that bmx publish did not "
                     "write (default: such files stop the publish)")
-    return p
 
 
 HELP_COMPARE = ("compare two campaigns cell by cell: relative change B vs A with CIs (ratios of geometric means for "

@@ -178,6 +178,7 @@ def _side_cells(spec: Spec, row: dict[str, Any], factor: str, by: list[str], bas
     return out
 
 
+# shape: one look's spec, runs, settings + 4 defaulted inputs (units, times, comparisons made); no shared object
 def judge_round(spec: Spec, runs: pd.DataFrame, settings: Settings, units: dict[str, str] | None = None,
                 elapsed_s: float = 0.0, per_run_s: float | None = None, judged: Any = None) -> Round:
     """Judge the comparisons after a look and choose the cells of the next round.
@@ -270,6 +271,7 @@ def _futile(rec: dict[str, Any], detect: float) -> bool:
     return math.expm1(est - half) > -detect and math.expm1(est + half) < detect
 
 
+# shape: the campaign's spec, plan, runs, settings + defaulted units, stop reason, comparisons already made
 def rounds_summary(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, settings: Settings,
                    units: dict[str, str] | None = None, stopped_by: str = "", judged: Any = None) -> dict[str, Any]:
     """What the report shows of adaptive replication (analysis.json's
@@ -303,6 +305,7 @@ def rounds_summary(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, settings:
             "rows": clean.to_dict("records") if len(rows) else []}
 
 
+# shape: the design's plain numbers bmx plan passes in, with the optional spread and change to detect
 def design_figures(settings: Settings, cells: int, hosts: int, per_run_s: float | None, alpha: float,
                    sd_log: float | None = None, detect: float | None = None) -> dict[str, Any]:
     """What ``bmx plan`` shows of an adaptive design beside the fixed one.

@@ -213,6 +213,7 @@ def _ordered_levels(spec_levels: list[Any], present: list[str]) -> list[str]:
     return [k for k in dict.fromkeys(keys) if k in present] + sorted(set(present) - set(keys))
 
 
+# shape: one pass: the keys, combos and host split built first are used by every metric's loop after them
 def compare(spec: Spec, runs: pd.DataFrame, metrics: list[str], units: dict[str, str] | None = None,
             alpha: float | None = None) -> Comparisons:
     """Compute every comparison that ``report.compare`` asks for.
@@ -422,6 +423,7 @@ def _sort_combos(combos: pd.DataFrame, spec_levels: list[list[Any]], n_by: int) 
     return sorted(set(tuples), key=order)
 
 
+# shape: two sides' mean, variance and n, plus optional cov, df, units: the formula's own inputs
 def _side_stats(mean_a, var_a, n_a, mean_b, var_b, n_b, cov=None, df=None, units=None) -> dict[str, Any]:
     """One comparison's estimate from the two sides' means and their (co)variances.
 
@@ -488,6 +490,7 @@ def _visit_groups(eff: pd.DataFrame) -> pd.Series | None:
     return host + "/" + visit.astype("Int64").astype(str)
 
 
+# shape: the rows, keys and levels compare() built, passed through so the model uses the same rows
 def _mixed_sides(spec: Spec, eff: pd.DataFrame, values: pd.Series, keys: pd.DataFrame, key_cols: list[str],
                  base: str, levels: list[str], combos: list[tuple[str, ...]],
                  blocks: pd.Series | None = None):

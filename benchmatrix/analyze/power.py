@@ -352,6 +352,7 @@ def given_cv_samples(cv: float, metrics: list[str] | None = None, declared: dict
     return out
 
 
+# shape: reads summary.csv, then runs.csv for the log scale; split, steps would pass samples/units/minima
 def pilot_samples(pilot: Path, metrics: list[str] | None = None, declared: dict[str, Any] | None = None,
                   units: dict[str, str] | None = None) -> tuple[list[CvSample], list[str]]:
     """The spread per cell and metric of an earlier campaign, and notes on its scales.
@@ -513,6 +514,7 @@ RULES = {LOG: "sd of the log values, pooled over the cells (each with its n - 1)
          LINEAR: "CV of the noisiest cell"}
 
 
+# shape: the planner's inputs, the last four with defaults; a parameter object would only rename them
 def replicate_plan(detect: float, samples: list[CvSample], replicates: int, visits_per_cell: int | None,
                    whole_plot_factors: list[str], source: str, alpha: float = DEFAULT_ALPHA,
                    power: float = DEFAULT_POWER, family: dict[str, Any] | None = None,

@@ -75,6 +75,7 @@ RUNS_LISTED = 12
 ITEMS_LISTED = 20
 
 
+# shape: the fields of one report warning, the optional ones keyword-only with defaults
 def warning(check: str, title: str, message: str, runs: Iterable[str] = (), *,
             severity: str = "warning", items: list[str] | None = None, more: int = 0,
             plot: str | None = None) -> dict[str, Any]:
@@ -504,6 +505,7 @@ def _group_key(frame: pd.DataFrame, by_host: bool) -> pd.Series:
     return frame["cell_id"]
 
 
+# shape: the tables and thresholds the warm-up check needs, as sanity_warnings passes them
 def warmup_warnings(runs: pd.DataFrame, eff: pd.DataFrame, metrics: list[str], warmup: int, alpha: float,
                     threshold: float, labels: dict[str, str], by_host: bool = False) -> list[dict[str, Any]]:
     """Warm-up effect still visible in the first measured run (compared with the
@@ -835,6 +837,7 @@ def note_warnings(notes: pd.DataFrame | None) -> list[dict[str, Any]]:
     return out
 
 
+# shape: every campaign table the checks read, the optional ones defaulted; derive_checks calls it
 def sanity_warnings(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
                     metrics: list[str], notes: pd.DataFrame | None, cells: pd.DataFrame | None = None,
                     alpha: float = 0.05, *, summary_by_host: pd.DataFrame | None = None,

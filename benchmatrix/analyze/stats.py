@@ -247,6 +247,7 @@ def _cox_interval(log_mean: np.ndarray, log_var: np.ndarray, n: np.ndarray) -> t
         return np.exp(centre - half), np.exp(centre + half)
 
 
+# shape: one vectorized pass: per-metric parts, then interval columns over the same long frame
 def summarize(runs: pd.DataFrame, factor_names: list[str], units: dict[str, str],
               metrics: list[str] | None = None, declared: dict[str, Any] | None = None) -> pd.DataFrame:
     """Per-cell, per-metric statistics of the effective runs (``summary.csv``).
@@ -426,6 +427,7 @@ def welch_test(mean_a, var_a, n_a, mean_b, var_b, n_b) -> tuple[np.ndarray, np.n
     return p, df
 
 
+# shape: the six statistics of Fieller's formula and the confidence level, vectorized; named as in the formula
 def fieller_ratio_ci(mean_a, mean_b, var_a, var_b, cov_ab, df,
                      confidence: float | np.ndarray = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
     """Fieller's confidence interval of the ratio ``mean_a / mean_b``, vectorized.

@@ -86,6 +86,7 @@ def cell_labels(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.
     return known
 
 
+# shape: a campaign's tables and comparisons, keyword-only after the first four
 def derive_checks(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame, *,
                   comparisons: Comparisons, summary_by_host: pd.DataFrame | None = None,
                   record_notes: pd.DataFrame | None = None) -> Checks:
@@ -124,6 +125,7 @@ def derive_checks(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
     return Checks(warnings=warnings, drift=drift_table, host_differences=host_table, control_runs=keys)
 
 
+# shape: a campaign's tables and inputs, the optional ones keyword-only (collect passes what it has)
 def derive_tables(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, units: dict[str, str], *,
                   records: Iterable[dict[str, Any]] | None = None, summary: pd.DataFrame | None = None,
                   record_notes: pd.DataFrame | None = None, adaptive: Any = None,

@@ -139,6 +139,7 @@ def adjusted_levels(p_values, alpha: float) -> np.ndarray:
     return out
 
 
+# shape: the six statistics of Fieller's interval and the confidence level, passed on to fieller_ratio_ci unchanged
 def relative_interval(mean_a, mean_b, var_a, var_b, cov_ab, df,
                       confidence: float | np.ndarray = CONFIDENCE) -> tuple[np.ndarray, np.ndarray]:
     """Interval of the relative difference ``(mean_a - mean_b) / |mean_b|`` in percent,
@@ -178,6 +179,7 @@ def relative_pct(est, scale, mean_baseline) -> np.ndarray:
                         np.where(base > 0, est / base * 100.0, np.nan))
 
 
+# shape: vectorized columns of the comparisons table, one per term of the formula
 def detectable_pct(se2, df, scale, mean_baseline, alpha_each, basis, low, high,
                    power: float = DETECT_POWER) -> np.ndarray:
     """The smallest change (in percent, in the worse-looking upward direction) the

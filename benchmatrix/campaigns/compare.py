@@ -420,6 +420,7 @@ def campaign_basis(history: list[pd.DataFrame], metric: str, scale: str) -> Basi
     return Basis("campaign_variance", len(stats), variance, dof)
 
 
+# shape: two runs tables and the comparison's options, each with a default; a parameter object would only rename them
 def compare_frames(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metrics: list[str], family: list[str],
                    declared: dict[str, Any] | None = None, units: dict[str, str] | None = None,
                    alpha: float = DEFAULT_ALPHA, thresholds: dict[str, float] | float = DEFAULT_THRESHOLD,
@@ -732,6 +733,7 @@ def write_comparison(result: CampaignComparison, out: Path | None = None) -> dic
     return paths
 
 
+# shape: one parameter per bmx compare option (cli.py passes each), each with a default
 def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | None = None,
                  out: Path | None = None, as_json: bool = False, threshold: float | None = None,
                  fail_on_inconclusive: bool = False, color: str = "auto") -> int:

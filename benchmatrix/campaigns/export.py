@@ -205,6 +205,7 @@ def parquet_bytes(table: pd.DataFrame, factor_names: list[str], experiment: str 
     return sink.getvalue().to_pybytes()
 
 
+# shape: the runs, what names their columns, and the chunk size; collect has each at hand
 def write_long_table(exp: Path, runs: pd.DataFrame, factor_names: list[str], units: dict[str, str],
                      declared: dict[str, Any] | None, experiment: str, chunk: int = 100_000) -> Path:
     """Write ``results/NAME/runs_long.parquet`` atomically (called by collect).

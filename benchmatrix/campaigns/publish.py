@@ -283,6 +283,7 @@ def history_metrics(pages: list[CampaignPage]) -> tuple[list[str] | None, dict[s
     return None, {}
 
 
+# shape: one vectorized pass: masks, steps and verdicts index the same rows; split, they'd pass ten arrays
 def build_history(pages: list[CampaignPage], alpha: float = ALPHA, threshold: float = DEFAULT_THRESHOLD,
                   plots: bool = True) -> History | None:
     """Campaign means per cell and metric over the campaigns, with the step test.
@@ -459,6 +460,7 @@ def _campaign_times(started: list[str]) -> np.ndarray | None:
     return np.asarray(dates.date2num(stamps), dtype="float64")
 
 
+# shape: the frames build_history already computed, for one metric: long, steps, means, positions, names, start times
 def _history_plot(long: pd.DataFrame, steps: pd.DataFrame, metric: str, positions: list[int],
                   campaign_names: list[str], means: pd.DataFrame, started: list[str] | None = None) -> dict[str, str]:
     """One metric over time: each shown cell's mean and 95 % interval relative to its

@@ -310,6 +310,7 @@ def start_slot(slots: int | None = None, directory: Path | None = None,
         give_back()
 
 
+# shape: one call's playbook, host, inventory, vars, log + optional data/timeout/slot, keyword-only
 def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str,
                  extravars: dict[str, Any], log: Path, data: dict[str, Any] | None = None,
                  timeout: int | None = None, start_until: str = "") -> PlaybookResult:
@@ -373,6 +374,7 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
+# shape: run_playbook's body in its private data dir: the same inputs plus the runner and that dir
 def _run(ansible_runner: Any, playbook: str, project_dir: Path, inventory: Path, host: str,
          data_dir: Path, log: Path, timeout: int | None, start_until: str = "") -> PlaybookResult:
     envvars = {

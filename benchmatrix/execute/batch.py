@@ -71,6 +71,7 @@ def _rel(path: Path | str, base: Path) -> str:
         return str(path)
 
 
+# shape: one parameter per command-line argument of the batch job (entry.py passes each)
 def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, marker: Path,
               log: Path, facts_path: Path | None = None) -> dict[str, Any]:
     """Execute one batch through Ansible and write a record.json per finished run.
@@ -155,6 +156,7 @@ class _Batch:
         return records, []
 
 
+# shape: run_batch's arguments plus the touched dict it reads after an error to restore the host
 def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, marker: Path,
                    touched: dict[str, Any], facts_path: Path | None = None) -> dict[str, Any]:
     """The body of :func:`run_batch`; fills ``touched`` once Ansible may change the host."""
@@ -382,6 +384,7 @@ def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun], touched: dict
     return results
 
 
+# shape: the batch's exp, spec, runs, records, marker, summary the caller holds; _execute_batch's last step
 def _finish_batch(exp: Path, spec: Spec, batch: str, mine: list[PlannedRun], records: list[dict[str, Any]],
                   marker: Path, summary: dict[str, Any]) -> dict[str, Any]:
     """Write the batch's runs rows and record notes, then its marker (last).

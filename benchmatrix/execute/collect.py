@@ -17,6 +17,7 @@ from benchmatrix.results.records import iter_records, runs_rows
 from benchmatrix.spec.load import Spec, load_spec
 
 
+# shape: one sequence: rows, runs.csv bytes, every table, render; large frames are freed as soon as used
 def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool = True,
             template_dir: Path | None = None) -> list[Path]:
     """Compute every table from the records, write them, and render the reports from them.

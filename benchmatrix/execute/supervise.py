@@ -195,6 +195,7 @@ def _ticker(progress: RunProgress, stop: threading.Event) -> None:
             print(line, flush=True)
 
 
+# shape: one Snakemake process: its signal handler and output loop fill the same failed/stopped lists
 def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: Any,
                     t0: float) -> tuple[int, bool, list[tuple[str, str, str]], str]:
     """One Snakemake invocation.

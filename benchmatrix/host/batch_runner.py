@@ -874,6 +874,7 @@ def finished(run_dir):
     return isinstance(result, dict)
 
 
+# shape: one run's lifecycle in one try: before_run, contained workload, end, finalize; cleanup needs every handle
 def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S):
     """Execute one run; returns its result dict. Raises Interrupted.
 
@@ -1287,6 +1288,7 @@ def manifest_runs(manifest):
     return [dict(run, **settings) for run in runs] if settings else runs
 
 
+# shape: the runner's entry: arguments, manifest, workdir, signals, run loop, in the order the host needs
 def main(argv):
     global _HOST_ENV
     if len(argv) == 2 and argv[1] == "--host-env":

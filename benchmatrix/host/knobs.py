@@ -152,6 +152,7 @@ class Option:
 
     __slots__ = ("name", "type", "default", "description", "required", "elements", "derived")
 
+    # shape: a role option's 7 fields, 4 defaulted; a slots dataclass needs 3.10, this module is 3.8
     def __init__(self, name, type, description, default=None, required=False, elements=None, derived=False):
         self.name, self.type, self.description = name, type, description
         self.default, self.required, self.elements, self.derived = default, required, elements, derived
@@ -1923,6 +1924,7 @@ def backend(knob, settings, host):
     return cls(knob, settings or {}, host)
 
 
+# shape: the module's options (knobs, settings, host, modes, reboot, first call's result), each defaulted
 def apply(knobs, settings=None, host="this host", check_mode=False, mode="apply", allow_reboot=False, before=None,
           reboot_seconds=0.0):
     """Check and read every knob, then write those that differ and read them back.

@@ -151,6 +151,7 @@ def _plain_axis(axis) -> None:
         fmt.set_scientific(False)
 
 
+# shape: picks the axis, line and panel factors, then draws each metric; split, drawing needs all of them
 def factor_lines(spec: Spec, summary: pd.DataFrame, metrics: list[str], units: dict[str, str],
                  notes: list[str]) -> list[Plot]:
     """Metric against a numeric factor, one line per level of another factor."""

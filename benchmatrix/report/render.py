@@ -299,6 +299,7 @@ def _row(record: dict[str, Any], factors: list[str]) -> dict[str, Any]:
     return record
 
 
+# shape: the spec, hosts, both per-host tables, cells, metrics and units that report_context already holds
 def _by_host(spec: Spec, hosts: list[str], summary_by_host: pd.DataFrame | None, host_table: pd.DataFrame | None,
              cells: pd.DataFrame, metrics: list[str], units: dict[str, str]) -> dict[str, Any]:
     """The per-host results of a campaign on several hosts.
@@ -692,6 +693,7 @@ def _spec_text(spec: Spec) -> str:
 
 # ----------------------------------------------------------------- entry point
 
+# shape: assembles the template context: each value is computed once and many feed several keys of the returned dict
 def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
                    host_facts: dict[str, dict], *, record_notes: pd.DataFrame | None = None,
                    with_plots: bool = True, tables: Tables | None = None) -> dict[str, Any]:
@@ -805,6 +807,7 @@ def template_dir_of(spec: Spec, override: str | Path | None = None) -> Path | No
     return path
 
 
+# shape: report_context's tables plus the output and template directories, the optional ones keyword-only
 def render_report(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
                   host_facts: dict[str, dict], out_dir: Path, *,
                   template_dir: str | Path | None = None,

@@ -12,7 +12,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -486,19 +486,52 @@ def render_vars(value: Any, context: dict[str, Any]) -> Any:
 
 def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
     d = doc.data
-    errs: list[SpecError] = []
-    warns: list[str] = []
     factors: dict[str, list[Level]] = d["factors"]
     names = list(factors)
-    known = set(names)
 
     factor_list = ", ".join(names)  # once: many errors may cite it
     if len(factor_list) > 200:
         factor_list = factor_list[:200] + f", ... ({len(names)} factors)"
 
-    def unknown(at: tuple[Any, ...], name: Any, what: str) -> None:
-        errs.append(doc.error(at, f"{what} names unknown factor '{name}' (factors: {factor_list})"))
+    def unknown(at: tuple[Any, ...], name: Any, what: str) -> SpecError:
+        return doc.error(at, f"{what} names unknown factor '{name}' (factors: {factor_list})")
 
+    errs = _name_errors(doc)
+    zipped, zip_errs = _zip_errors(doc, unknown)
+    errs += zip_errs
+    size_error = _size_error(doc, factors, zipped)
+    if size_error:
+        errs.append(size_error)
+    errs += _selection_errors(doc, unknown)
+    for factor, knob in d["knobs"].items():
+        if factor not in factors:
+            errs.append(unknown(("knobs", factor), factor, "knobs"))
+        errs += _knob_errors(doc, factor, knob)
+    order_errs, warns = _order_errors(doc, unknown)
+    errs += order_errs
+    errs += _report_errors(doc, unknown)
+    errs += _replicates_errors(doc)
+    errs += _threshold_errors(doc)
+    errs += _table_errors(doc, unknown)
+    errs += _metric_errors(doc)
+    template_errs, used = _template_errors(doc, factor_list)
+    errs += template_errs
+    for name in names:
+        if name not in used and name not in d["knobs"]:
+            warns.append(str(doc.error(("factors", name),
+                                       f"warning: factor '{name}' is used by no knob and no workload variable "
+                                       "(fine if it labels a condition changed by hand)")))
+    return errs, warns
+
+
+_Unknown = Callable[[tuple[Any, ...], Any, str], SpecError]
+"""Builds the error for a name that is no factor: (path, name, what names it)."""
+
+
+def _name_errors(doc: LocatedDocument) -> list[SpecError]:
+    """The experiment's name, the workload's and knobs' roles, and each factor's name and levels."""
+    d = doc.data
+    errs: list[SpecError] = []
     problem = name_problem(d["name"], "experiment name")
     if problem or not NAME_RE.fullmatch(d["name"]):
         errs.append(doc.error(("name",), f"{problem or 'invalid experiment name ' + shown_name(d['name'])}: use "
@@ -510,7 +543,7 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
         if isinstance(role, str) and not ROLE_RE[kind].fullmatch(role):
             errs.append(doc.error(at, f"invalid {kind} role {shown_name(role)}: use {kind}_ and lower-case letters, "
                                       "digits and '_'"))
-    for name, levels in factors.items():
+    for name, levels in d["factors"].items():
         if not isinstance(name, str):
             errs.append(doc.error(("factors", name), f"factor name {name!r} is not a string (YAML reads "
                                                      "on/off/yes/no as booleans and digits as numbers: quote it)"))
@@ -528,13 +561,19 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
             if key in seen:
                 errs.append(doc.error(("factors", name, i), f"factor '{name}' lists level '{lvl}' twice"))
             seen.add(key)
+    return errs
 
+
+def _zip_errors(doc: LocatedDocument, unknown: _Unknown) -> tuple[dict[str, int], list[SpecError]]:
+    """Each zipped factor's group index, and the zip groups' errors."""
+    factors = doc.data["factors"]
+    errs: list[SpecError] = []
     zipped: dict[str, int] = {}
-    for gi, group in enumerate(d["zip"]):
+    for gi, group in enumerate(doc.data["zip"]):
         lengths = {}
         for mi, member in enumerate(group):
-            if member not in known:
-                unknown(("zip", gi, mi), member, "zip group")
+            if member not in factors:
+                errs.append(unknown(("zip", gi, mi), member, "zip group"))
             elif member in zipped:
                 errs.append(doc.error(("zip", gi, mi), f"factor '{member}' is in more than one zip group"))
             else:
@@ -543,16 +582,18 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
         if len(set(lengths.values())) > 1:
             desc = ", ".join(f"{k} has {v}" for k, v in lengths.items())
             errs.append(doc.error(("zip", gi), f"zip group levels differ in length: {desc}"))
+    return zipped, errs
 
-    size_error = _size_error(doc, factors, zipped)
-    if size_error:
-        errs.append(size_error)
 
+def _selection_errors(doc: LocatedDocument, unknown: _Unknown) -> list[SpecError]:
+    """The exclude and include entries: known factors, declared levels, include entries complete."""
+    factors = doc.data["factors"]
+    errs: list[SpecError] = []
     declared = declared_levels(factors)
-    for ei, entry in enumerate(d["exclude"]):
+    for ei, entry in enumerate(doc.data["exclude"]):
         for key, want in entry.items():
-            if key not in known:
-                unknown(("exclude", ei, key), key, "exclude entry")
+            if key not in factors:
+                errs.append(unknown(("exclude", ei, key), key, "exclude entry"))
                 continue
             for w in (want if isinstance(want, list) else [want]):
                 # A set lookup: entries x levels stays linear.
@@ -561,25 +602,27 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
                     errs.append(doc.error(("exclude", ei, key),
                                           f"exclude entry: '{w}' is not a level of factor '{key}'"
                                           f" (levels: {levels_text})"))
-    for ii, entry in enumerate(d["include"]):
+    for ii, entry in enumerate(doc.data["include"]):
         for key in entry:
-            if key not in known:
-                unknown(("include", ii, key), key, "include entry")
-        missing = [n for n in names if n not in entry]
+            if key not in factors:
+                errs.append(unknown(("include", ii, key), key, "include entry"))
+        missing = [n for n in factors if n not in entry]
         if missing:
             errs.append(doc.error(("include", ii), f"include entry misses factor(s): {', '.join(missing)}"))
+    return errs
 
-    for factor, knob in d["knobs"].items():
-        if factor not in known:
-            unknown(("knobs", factor), factor, "knobs")
-        errs += _knob_errors(doc, factor, knob)
 
+def _order_errors(doc: LocatedDocument, unknown: _Unknown) -> tuple[list[SpecError], list[str]]:
+    """order.control's errors, and order.visits' warnings."""
+    d = doc.data
+    errs: list[SpecError] = []
+    warns: list[str] = []
     ctl = d["order"].get("control")
     if ctl:
         for key in ctl:
-            if key not in known:
-                unknown(("order", "control", key), key, "order.control")
-        missing = [n for n in names if n not in ctl]
+            if key not in d["factors"]:
+                errs.append(unknown(("order", "control", key), key, "order.control"))
+        missing = [n for n in d["factors"] if n not in ctl]
         if missing:
             errs.append(doc.error(("order", "control"), f"order.control misses factor(s): {', '.join(missing)}"))
     visits = d["order"].get("visits")
@@ -593,18 +636,25 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
                                        f"warning: order.visits {visits} is below replicates {d['replicates']}: "
                                        "a cell runs several times per visit and whole-plot effects rest on "
                                        f"only {visits} visit(s)")))
+    return errs, warns
 
+
+def _report_errors(doc: LocatedDocument, unknown: _Unknown) -> list[SpecError]:
+    """report.compare's factor, baseline and by; report.primary within report.metrics."""
+    d = doc.data
+    factors = d["factors"]
+    errs: list[SpecError] = []
     compare = d["report"].get("compare")
     if compare:
-        if compare["factor"] not in known:
-            unknown(("report", "compare", "factor"), compare["factor"], "report.compare.factor")
+        if compare["factor"] not in factors:
+            errs.append(unknown(("report", "compare", "factor"), compare["factor"], "report.compare.factor"))
         elif not any(_same_level(compare["baseline"], lvl) for lvl in factors[compare["factor"]]):
             errs.append(doc.error(("report", "compare", "baseline"),
                                   f"report.compare.baseline '{compare['baseline']}' is not a level of factor "
                                   f"'{compare['factor']}'"))
         for bi, by in enumerate(compare["by"]):
-            if by not in known:
-                unknown(("report", "compare", "by", bi), by, "report.compare.by")
+            if by not in factors:
+                errs.append(unknown(("report", "compare", "by", bi), by, "report.compare.by"))
     shown = d["report"].get("metrics") or []
     for pi, name in enumerate(d["report"].get("primary") or []):
         # With report.metrics empty (every measured metric shown) the names can only
@@ -613,6 +663,14 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
             errs.append(doc.error(("report", "primary", pi),
                                   f"report.primary names '{name}', which is not in report.metrics "
                                   f"({', '.join(map(str, shown))}): the primary metrics are a subset of them"))
+    return errs
+
+
+def _replicates_errors(doc: LocatedDocument) -> list[SpecError]:
+    """replicates until decided: max not below min, a comparison to decide on, a budget and
+    detect that parse (detect is replaced by its fraction)."""
+    d = doc.data
+    errs: list[SpecError] = []
     until = d.get("replicates_until")
     if until:
         if until["max"] < until["min"]:
@@ -631,35 +689,58 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
                 until["detect"] = threshold_fraction(until["detect"])
             except ValueError as exc:
                 errs.append(doc.error(("replicates", "detect"), f"replicates.detect: {exc}"))
-    given = d["report"].get("threshold")
+    return errs
+
+
+def _threshold_errors(doc: LocatedDocument) -> list[SpecError]:
+    """report.threshold, one value or one per metric: each a fraction or percentage."""
+    errs: list[SpecError] = []
+    given = doc.data["report"].get("threshold")
     for path, value in ([(("report", "threshold", k), v) for k, v in given.items()] if isinstance(given, dict)
                         else [(("report", "threshold"), given)] if given is not None else []):
         try:
             threshold_fraction(value)
         except ValueError as exc:
             errs.append(doc.error(path, f"report.{'.'.join(map(str, path[1:]))}: {exc}"))
+    return errs
 
-    for ti, table in enumerate(d["report"].get("tables") or []):
+
+def _table_errors(doc: LocatedDocument, unknown: _Unknown) -> list[SpecError]:
+    """report.tables' rows and columns name factors."""
+    errs: list[SpecError] = []
+    for ti, table in enumerate(doc.data["report"].get("tables") or []):
         for side in ("rows", "columns"):
             given = table.get(side) or []
             for fi, factor in enumerate([given] if isinstance(given, str) else given):
-                if factor not in known:
-                    unknown(("report", "tables", ti, side) + (() if isinstance(given, str) else (fi,)), factor,
-                            f"report.tables.{ti}.{side}")
+                if factor not in doc.data["factors"]:
+                    errs.append(unknown(("report", "tables", ti, side) + (() if isinstance(given, str) else (fi,)),
+                                        factor, f"report.tables.{ti}.{side}"))
+    return errs
 
-    # Declared metrics: regexes must compile with a `value` group, JSON paths parse.
+
+def _metric_errors(doc: LocatedDocument) -> list[SpecError]:
+    """Declared metrics (regexes compile with a `value` group, JSON paths parse) and every
+    metric name the spec gives."""
+    d = doc.data
+    errs: list[SpecError] = []
     for path, msg in check_declarations(d["workload"].get("metrics") or {}):
         errs.append(doc.error(("workload", "metrics") + tuple(path), msg))
     for at, metric in _metric_names(d):
-        problem = metric_name_problem(metric, names)
+        problem = metric_name_problem(metric, list(d["factors"]))
         if problem:
             # The path holds the name itself: escaped, so that the message stays one line.
             where = ".".join(str(p) if isinstance(p, int) or not name_problem(p, "") else shown_name(p) for p in at)
             errs.append(doc.error(at, f"{where}: {problem}"))
+    return errs
 
-    # Workload templates may use factors and a few run variables only.
+
+def _template_errors(doc: LocatedDocument, factor_list: str) -> tuple[list[SpecError], set[str]]:
+    """Workload templates may use factors and a few run variables only: their errors, and
+    the variables they use."""
+    d = doc.data
+    errs: list[SpecError] = []
     used: set[str] = set()
-    allowed = known | RUN_VARIABLES
+    allowed = set(d["factors"]) | RUN_VARIABLES
     templates = list(_templates(d["workload"]["vars"], ("workload", "vars")))
     if len(templates) > MAX_TEMPLATES:
         errs.append(doc.error(("workload", "vars"), f"workload.vars holds {len(templates)} templates, more than the "
@@ -675,12 +756,7 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
         for bad in sorted(names_in - allowed):
             errs.append(doc.error(at, f"{'.'.join(map(str, at))} uses unknown variable '{bad}' "
                                       f"(factors: {factor_list})"))
-    for name in names:
-        if name not in used and name not in d["knobs"]:
-            warns.append(str(doc.error(("factors", name),
-                                       f"warning: factor '{name}' is used by no knob and no workload variable "
-                                       "(fine if it labels a condition changed by hand)")))
-    return errs, warns
+    return errs, used
 
 
 def metric_name_problem(name: Any, factor_names: list[str]) -> str | None:

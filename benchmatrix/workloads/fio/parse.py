@@ -131,6 +131,7 @@ class _Direction:
         return out
 
 
+# shape: one pass over fio's JSON: jobs, aggregate, groups, extras; split, blocks pass the same job lists
 def parse_fio(stdout: str, workload: Mapping[str, Any] | None = None,
               run_dir: Path | None = None) -> Parsed:
     """Turn what ``fio --output-format=json`` printed into metrics.

@@ -171,6 +171,7 @@ def _scripts(run, v, context, base_dir, builtin_texts):
     return out
 
 
+# shape: the run and the role's filter options (conn, binary, directory, base dir, builtin texts, progress)
 def pgbench_run(run, conn, binary, directory, base_dir, builtin_texts, progress):
     """(argv, files {path: text}, cwd, inputs {name: path}) of one run."""
     v = dict(run.get("vars") or {})
@@ -243,6 +244,7 @@ def pgbench_run(run, conn, binary, directory, base_dir, builtin_texts, progress)
     return argv, files, cwd, inputs
 
 
+# shape: the Ansible filter's arguments as the role passes them, the last two with defaults
 def workload_pgbench_plan(runs, conn, binary, directory, base_dir, builtin_texts=None, progress=1):
     """Commands (the runs with argv, cwd, inputs; vars removed) and the script files to write.
 

@@ -128,6 +128,135 @@ class _Script:
         self.weight: float | None = None
 
 
+class _Reader:
+    """What :func:`parse_pgbench` has read of the report so far, one line at a time: the
+    figures, and the section it is in (a script's, the statement table's)."""
+
+    def __init__(self) -> None:
+        self.metrics: dict[str, tuple[float, str]] = {}
+        self.extra: dict[str, Any] = {}
+        self.scripts: list[_Script] = []
+        self.statements: list[dict[str, Any]] = []
+        self.current: _Script | None = None      # the script whose section we are in
+        self.stmt_columns: int | None = None     # count columns after the latency while reading statements
+        self.stmt_index = 0
+        self.aborted = False
+
+    def read(self, raw: str) -> None:
+        line = raw.strip()
+        if not line:
+            return
+        if self.stmt_columns is not None:
+            if self._statement_row(raw):
+                return
+            self.stmt_columns = None
+        if not self._section(line) and not self._figure(line):
+            self._header(line)
+
+    def _statement_row(self, raw: str) -> bool:
+        """A row of the statement latency table; False when ``raw`` is none."""
+        cols = self.stmt_columns or 0  # read() calls this while the table's columns are known
+        parsed = _statement(raw, cols)
+        if parsed is None:
+            return False
+        self.stmt_index += 1
+        latency, counts, sql = parsed
+        current = self.current
+        owner = current.index if current else 1
+        entry = {"script": owner, "index": self.stmt_index, "text": sql, "latency_ms": latency}
+        if cols >= 1:
+            entry["failures"] = counts[0]
+        if cols >= 2:
+            entry["retries"] = counts[1]
+        self.statements.append(entry)
+        target = current.metrics if current else self.metrics
+        target[f"stmt{self.stmt_index}_latency_ms"] = (latency, "ms")
+        return True
+
+    def _section(self, line: str) -> bool:
+        """The abort notice, the version, a script's heading or the statement table's."""
+        if "Run was aborted" in line:
+            self.aborted = True
+            return True
+        m = _VERSION.match(line)
+        if m and not self.extra.get("version"):
+            self.extra["version"] = m.group(1)
+            return True
+        m = _SCRIPT.match(line)
+        if m:
+            self.current = _Script(int(m.group(1)), m.group(2).strip())
+            self.scripts.append(self.current)
+            self.stmt_index = 0
+            return True
+        m = _STMT_HEADER.match(line)
+        if m:
+            tail = m.group(1)
+            self.stmt_columns = 2 if "retries" in tail else 1 if "failures" in tail else 0
+            if self.current is None:
+                self.stmt_index = 0
+            return True
+        return False
+
+    def _figure(self, line: str) -> bool:
+        """A figure of the whole run or of the current script's section."""
+        current = self.current
+        target = current.metrics if current else self.metrics
+        body = line[2:] if current and line.startswith("- ") else line
+        if current:
+            m = _SCRIPT_TX.match(line)
+            if m:
+                target["transactions"] = (_num(m.group(1), "transactions"), "tx")
+                target["tps"] = (_num(m.group(3), "tps"), "tx/s")
+                return True
+            m = _WEIGHT.match(line)
+            if m:
+                current.weight = _num(m.group(1), "weight")
+                return True
+        m = _FAILED.match(body)
+        if m:
+            target["failed_transactions"] = (_num(m.group(1), "failed transactions"), "tx")
+            pct = m.group(2)
+            if pct.lower() != "nan":
+                target["failed_pct"] = (_num(pct, "failed percentage"), "%")
+            return True
+        if _count_line(body, target):
+            return True
+        m = _LAG.match(body)
+        if m:
+            target["lag_avg_ms"] = (_num(m.group(1), "schedule lag"), "ms")
+            target["lag_max_ms"] = (_num(m.group(2), "schedule lag"), "ms")
+            return True
+        return False
+
+    def _header(self, line: str) -> None:
+        """The run's tps, its duration, or one of the settings pgbench prints."""
+        m = _TPS.match(line)
+        if m and self.current is None:
+            value = _num(m.group(1), "tps")
+            basis = m.group(2)
+            if basis == "including connections establishing":
+                self.metrics["tps_incl_conn"] = (value, "tx/s")
+            else:
+                self.metrics["tps"] = (value, "tx/s")
+                self.extra["tps_basis"] = basis
+            return
+        m = _DURATION.match(line)
+        if m:
+            self.extra["duration_s"] = int(m.group(1))
+            return
+        key, sep, value = line.partition(":")
+        if sep and key in _SETTINGS:
+            name, kind = _SETTINGS[key]
+            value = value.strip()
+            if kind is int:
+                try:
+                    self.extra[name] = int(value)
+                except ValueError:
+                    self.extra[name] = value
+            else:
+                self.extra[name] = value.strip("<>")
+
+
 def parse_pgbench(stdout: str, workload: Mapping[str, Any] | None = None,
                   run_dir: Path | None = None) -> Parsed:
     """Turn pgbench's report into metrics (see the module docstring).
@@ -140,107 +269,10 @@ def parse_pgbench(stdout: str, workload: Mapping[str, Any] | None = None,
     text = as_text(stdout, "pgbench")
     if not text.strip():
         raise ParseError("pgbench printed no output" + _stderr_hint(run_dir))
-    metrics: dict[str, tuple[float, str]] = {}
-    extra: dict[str, Any] = {}
-    scripts: list[_Script] = []
-    statements: list[dict[str, Any]] = []
-    current: _Script | None = None      # the script whose section we are in
-    stmt_columns: int | None = None     # count columns after the latency while reading statements
-    stmt_index = 0
-    aborted = False
-
+    reader = _Reader()
     for raw in text.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
-        if stmt_columns is not None:
-            parsed = _statement(raw, stmt_columns)
-            if parsed is not None:
-                stmt_index += 1
-                latency, counts, sql = parsed
-                owner = current.index if current else 1
-                entry = {"script": owner, "index": stmt_index, "text": sql, "latency_ms": latency}
-                if stmt_columns >= 1:
-                    entry["failures"] = counts[0]
-                if stmt_columns >= 2:
-                    entry["retries"] = counts[1]
-                statements.append(entry)
-                target = current.metrics if current else metrics
-                target[f"stmt{stmt_index}_latency_ms"] = (latency, "ms")
-                continue
-            stmt_columns = None
-        if "Run was aborted" in line:
-            aborted = True
-            continue
-        m = _VERSION.match(line)
-        if m and not extra.get("version"):
-            extra["version"] = m.group(1)
-            continue
-        m = _SCRIPT.match(line)
-        if m:
-            current = _Script(int(m.group(1)), m.group(2).strip())
-            scripts.append(current)
-            stmt_index = 0
-            continue
-        m = _STMT_HEADER.match(line)
-        if m:
-            tail = m.group(1)
-            stmt_columns = 2 if "retries" in tail else 1 if "failures" in tail else 0
-            if current is None:
-                stmt_index = 0
-            continue
-        target = current.metrics if current else metrics
-        body = line[2:] if current and line.startswith("- ") else line
-        if current:
-            m = _SCRIPT_TX.match(line)
-            if m:
-                target["transactions"] = (_num(m.group(1), "transactions"), "tx")
-                target["tps"] = (_num(m.group(3), "tps"), "tx/s")
-                continue
-            m = _WEIGHT.match(line)
-            if m:
-                current.weight = _num(m.group(1), "weight")
-                continue
-        m = _FAILED.match(body)
-        if m:
-            target["failed_transactions"] = (_num(m.group(1), "failed transactions"), "tx")
-            pct = m.group(2)
-            if pct.lower() != "nan":
-                target["failed_pct"] = (_num(pct, "failed percentage"), "%")
-            continue
-        if _count_line(body, target):
-            continue
-        m = _LAG.match(body)
-        if m:
-            target["lag_avg_ms"] = (_num(m.group(1), "schedule lag"), "ms")
-            target["lag_max_ms"] = (_num(m.group(2), "schedule lag"), "ms")
-            continue
-        m = _TPS.match(line)
-        if m and current is None:
-            value = _num(m.group(1), "tps")
-            basis = m.group(2)
-            if basis == "including connections establishing":
-                metrics["tps_incl_conn"] = (value, "tx/s")
-            else:
-                metrics["tps"] = (value, "tx/s")
-                extra["tps_basis"] = basis
-            continue
-        m = _DURATION.match(line)
-        if m:
-            extra["duration_s"] = int(m.group(1))
-            continue
-        key, sep, value = line.partition(":")
-        if sep and key in _SETTINGS:
-            name, kind = _SETTINGS[key]
-            value = value.strip()
-            if kind is int:
-                try:
-                    extra[name] = int(value)
-                except ValueError:
-                    extra[name] = value
-            else:
-                extra[name] = value.strip("<>")
-            continue
+        reader.read(raw)
+    metrics, extra, scripts, aborted = reader.metrics, reader.extra, reader.scripts, reader.aborted
 
     if "tps" not in metrics:
         if aborted:
@@ -270,8 +302,8 @@ def parse_pgbench(stdout: str, workload: Mapping[str, Any] | None = None,
     else:
         name = str(extra.get("transaction_type") or "script")
         jobs[name] = {k: v for k, v in metrics.items()}
-    if statements:
-        extra["statements"] = statements
+    if reader.statements:
+        extra["statements"] = reader.statements
     warnings = []
     if aborted:
         warnings.append("pgbench reports that the run was aborted; the results are incomplete")
