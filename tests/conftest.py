@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROJECT_PARTS = ["Snakefile", "workflow", "playbooks", "config", "scripts", "profiles"]
 
 # Seconds each of the slowest test files took on one xdist worker of `make test` (2
-# workers on a busy 2-core machine). `make test` hands out whole files (--dist loadfile);
+# workers on a busy 2-core machine; junit times). `make test` hands out whole files (--dist loadfile);
 # pytest-xdist would hand them out most tests first, so these files, few tests each but
 # minutes of real campaigns, came last and one worker ran them long after the other had
 # finished. pytest_collection_modifyitems puts the files in this order, longest first,
@@ -22,27 +22,39 @@ PROJECT_PARTS = ["Snakefile", "workflow", "playbooks", "config", "scripts", "pro
 # after these (an end-to-end one first); only the order changes, never what runs.
 FILE_SECONDS = {
     "tests/e2e/test_controller_failures.py": 640,
+    "tests/e2e/test_bench_smoke.py": 470,
     "tests/e2e/test_workloads_e2e.py": 465,
-    "tests/e2e/test_bench_smoke.py": 425,
-    "tests/unit/results/test_export.py": 330,
+    "tests/e2e/test_hosts_ssh.py": 325,
     "tests/e2e/test_reboot.py": 320,
-    "tests/unit/report/test_report.py": 300,
-    "tests/e2e/test_failures.py": 265,
-    "tests/e2e/test_e2e_local.py": 240,
-    "tests/unit/campaigns/test_campaigns.py": 225,
+    "tests/unit/report/test_report.py": 305,
+    "tests/e2e/test_failures.py": 260,
+    "tests/e2e/test_runner_install.py": 260,
+    "tests/unit/campaigns/test_campaigns.py": 220,
     "tests/e2e/test_e2e_states.py": 200,
+    "tests/e2e/test_e2e_local.py": 200,
+    "tests/unit/analyze/test_verdict_calibration.py": 190,
+    "tests/unit/plan/test_order.py": 185,
     "tests/unit/campaigns/test_publish.py": 175,
+    "tests/e2e/test_host_facts_cache.py": 165,
     "tests/e2e/test_check.py": 150,
-    "tests/e2e/test_verdicts_e2e.py": 140,
-    "tests/e2e/test_progress.py": 120,
+    "tests/unit/results/test_export.py": 140,
     "tests/e2e/test_adaptive_e2e.py": 115,
     "tests/e2e/test_secrets.py": 110,
-    "tests/e2e/test_workloads_examples.py": 100,
+    "tests/e2e/test_progress.py": 110,
+    "tests/e2e/test_e2e_knobs.py": 105,
+    "tests/e2e/test_verdicts_e2e.py": 105,
+    "tests/e2e/test_workloads_examples.py": 105,
     "tests/lint/test_lint.py": 100,
     "tests/e2e/test_knob_cpu.py": 100,
     "tests/e2e/test_knob_postgresql.py": 95,
-    "tests/unit/workloads/test_parsers_fio.py": 75,
-    "tests/unit/execute/test_ansible_errors.py": 55,
+    "tests/e2e/test_e2e_processes.py": 80,
+    "tests/unit/analyze/test_analysis.py": 75,
+    "tests/unit/execute/test_ansible_errors.py": 60,
+    "tests/e2e/test_knob_file_layout.py": 45,
+    "tests/e2e/test_knob_sysfs.py": 45,
+    "tests/e2e/test_terminal_e2e.py": 35,
+    "tests/unit/analyze/test_adaptive.py": 35,
+    "tests/unit/execute/test_ansible_starts.py": 35,
 }
 
 
