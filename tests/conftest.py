@@ -13,6 +13,50 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT_PARTS = ["Snakefile", "workflow", "playbooks", "config", "scripts", "profiles"]
 
+# Seconds each of the slowest test files took on one xdist worker of `make test` (2
+# workers on a busy 2-core machine; junit times). `make test` hands out whole files (--dist loadfile);
+# pytest-xdist would hand them out most tests first, so these files, few tests each but
+# minutes of real campaigns, came last and one worker ran them long after the other had
+# finished. pytest_collection_modifyitems puts the files in this order, longest first,
+# and pytest_configure keeps xdist from reordering them. A file not named here comes
+# after these (an end-to-end one first); only the order changes, never what runs.
+FILE_SECONDS = {
+    "tests/e2e/test_controller_failures.py": 640,
+    "tests/e2e/test_bench_smoke.py": 470,
+    "tests/e2e/test_workloads_e2e.py": 465,
+    "tests/e2e/test_hosts_ssh.py": 325,
+    "tests/e2e/test_reboot.py": 320,
+    "tests/unit/report/test_report.py": 305,
+    "tests/e2e/test_failures.py": 260,
+    "tests/e2e/test_runner_install.py": 260,
+    "tests/unit/campaigns/test_campaigns.py": 220,
+    "tests/e2e/test_e2e_states.py": 200,
+    "tests/e2e/test_e2e_local.py": 200,
+    "tests/unit/analyze/test_verdict_calibration.py": 190,
+    "tests/unit/plan/test_order.py": 185,
+    "tests/unit/campaigns/test_publish.py": 175,
+    "tests/e2e/test_host_facts_cache.py": 165,
+    "tests/e2e/test_check.py": 150,
+    "tests/unit/results/test_export.py": 140,
+    "tests/e2e/test_adaptive_e2e.py": 115,
+    "tests/e2e/test_secrets.py": 110,
+    "tests/e2e/test_progress.py": 110,
+    "tests/e2e/test_e2e_knobs.py": 105,
+    "tests/e2e/test_verdicts_e2e.py": 105,
+    "tests/e2e/test_workloads_examples.py": 105,
+    "tests/lint/test_lint.py": 100,
+    "tests/e2e/test_knob_cpu.py": 100,
+    "tests/e2e/test_knob_postgresql.py": 95,
+    "tests/e2e/test_e2e_processes.py": 80,
+    "tests/unit/analyze/test_analysis.py": 75,
+    "tests/unit/execute/test_ansible_errors.py": 60,
+    "tests/e2e/test_knob_file_layout.py": 45,
+    "tests/e2e/test_knob_sysfs.py": 45,
+    "tests/e2e/test_terminal_e2e.py": 35,
+    "tests/unit/analyze/test_adaptive.py": 35,
+    "tests/unit/execute/test_ansible_starts.py": 35,
+}
+
 
 class Project:
     """A copy of the project in a temporary directory, with localhost paths inside it."""
@@ -75,3 +119,27 @@ def copy_project(tmp_path: Path) -> Project:
         else:
             shutil.copy2(src, root / part)
     return Project(root)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Keep the order pytest_collection_modifyitems gives the files (pytest-xdist's
+    # --loadscope-reorder, on by default, would sort them by their number of tests).
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def _file_weight(item: pytest.Item) -> tuple[float, bool]:
+    path = item.nodeid.split("::", 1)[0]
+    return FILE_SECONDS.get(path, 0.0), item.get_closest_marker("slow") is not None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slowest files first (FILE_SECONDS), then the other end-to-end ones, then the
+    rest; within a file the tests keep their order (sorted() is stable)."""
+    weight: dict[str, tuple[float, bool]] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        seconds, slow = _file_weight(item)
+        old = weight.get(path, (0.0, False))
+        weight[path] = (max(old[0], seconds), old[1] or slow)
+    items.sort(key=lambda item: tuple(-w for w in weight[item.nodeid.split("::", 1)[0]]))

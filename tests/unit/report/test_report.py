@@ -77,6 +77,17 @@ def collected(spec, plan, runs, out_dir, host_facts=HOST_FACTS):
     return render_report(spec, plan, runs, tables.summary, host_facts, out_dir, tables=tables)
 
 
+@pytest.fixture(scope="module")
+def default_report(spec, tmp_path_factory):
+    """The report of the plain case (every planned run once, ok; HOST_FACTS), rendered
+    once for the tests that only read it: a render takes seconds. Returns its directory
+    and the HTML and Markdown texts."""
+    out_dir = tmp_path_factory.mktemp("default_report")
+    plan = make_plan(spec)
+    html, md = render(spec, plan, make_runs(plan), out_dir)
+    return out_dir, html, md
+
+
 def md_line(md: str, *needles: str) -> str:
     """The single Markdown table line in the results that contains all needles."""
     lines = [ln for ln in md.splitlines() if ln.startswith("|") and all(n in ln for n in needles)]
@@ -108,8 +119,8 @@ def test_both_files_written_and_name_every_cell(spec, tmp_path):
     assert re.search(rf"\| 0 \| – \| \*\*–\*\* \|.*`{silent}`", iops)
 
 
-def test_title_and_design_facts(spec, tmp_path):
-    html, md = render(spec, make_plan(spec), make_runs(make_plan(spec)), tmp_path)
+def test_title_and_design_facts(spec, default_report):
+    _, html, md = default_report
     for text in (html, md):
         assert "quickstart" in text
         assert spec.data["description"] in text
@@ -121,8 +132,8 @@ def test_title_and_design_facts(spec, tmp_path):
     assert "<title>quickstart" in html
 
 
-def test_metric_headers_carry_units(spec, tmp_path):
-    html, md = render(spec, make_plan(spec), make_runs(make_plan(spec)), tmp_path)
+def test_metric_headers_carry_units(spec, default_report):
+    _, html, md = default_report
     for header in ("Max (IO/s)", "Avg (IO/s)", "Min (IO/s)", "Median (IO/s)", "95% CI (IO/s)",
                    "Avg (MiB/s)", "Avg (µs)", "CV %"):
         assert header in html and header in md, header
@@ -162,9 +173,8 @@ def test_partial_notice_when_runs_pending_or_failed(spec, tmp_path):
     assert "partial results: 0 of 32 runs pending, 1 failed" in md
 
 
-def test_no_partial_notice_when_complete(spec, tmp_path):
-    plan = make_plan(spec)
-    html, md = render(spec, plan, make_runs(plan), tmp_path)
+def test_no_partial_notice_when_complete(default_report):
+    _, html, md = default_report
     assert "partial results" not in html
     assert "partial results" not in md
     assert "24 of 24 measured runs done; 0 failed, 0 pending." in md
@@ -192,9 +202,8 @@ def test_failed_runs_table_and_recovered_attempts(spec, tmp_path):
     assert "0 of 32 runs pending, 1 failed" in md
 
 
-def test_no_failed_section_without_failures(spec, tmp_path):
-    plan = make_plan(spec)
-    html, md = render(spec, plan, make_runs(plan), tmp_path)
+def test_no_failed_section_without_failures(default_report):
+    _, html, md = default_report
     assert "Failed runs" not in md and "Failed runs" not in html
 
 
@@ -227,9 +236,8 @@ def test_host_facts_table(spec, tmp_path):
     assert "<td>Alpha &lt;fast&gt;</td>" in html
 
 
-def test_html_is_self_contained(spec, tmp_path):
-    plan = make_plan(spec)
-    html, _ = render(spec, plan, make_runs(plan), tmp_path)
+def test_html_is_self_contained(default_report):
+    _, html, _ = default_report
     assert "http://" not in html and "https://" not in html
     assert "<script" not in html.lower()
     assert "<link" not in html.lower()
@@ -416,9 +424,8 @@ def test_executed_order_is_capped_for_huge_campaigns(spec, tmp_path, monkeypatch
     assert "first 5 and last 3 shown" in section
 
 
-def test_plots_are_files_for_markdown_and_inline_for_html(spec, tmp_path):
-    plan = make_plan(spec)
-    html, md = render(spec, plan, make_runs(plan), tmp_path)
+def test_plots_are_files_for_markdown_and_inline_for_html(default_report):
+    tmp_path, html, md = default_report
     files = sorted(p.name for p in (tmp_path / "plots").iterdir())
     assert "order.svg" in files and "latency.svg" in files
     # iodepth, the only numeric factor, has two levels: dots with intervals, no line.
@@ -447,9 +454,8 @@ def test_user_templates_override_and_add_outputs(spec, tmp_path):
     assert (out / "summary.txt").read_text() == "quickstart: 24 runs\n"
 
 
-def test_spec_text_is_shown_verbatim(spec, tmp_path):
-    plan = make_plan(spec)
-    html, md = render(spec, plan, make_runs(plan), tmp_path)
+def test_spec_text_is_shown_verbatim(spec, default_report):
+    _, html, md = default_report
     text = Path(spec.path).read_text()
     assert text in md
     assert "read_iops, read_bw_kib" in html.split('id="spec"')[1]
