@@ -15,15 +15,17 @@ from test_spec import BASE, assert_one_error, errors_of, write
 from benchmatrix.spec.load import load_spec
 
 
-def fast_errors(path: Path, budget: float = 1.0) -> list:
-    """The errors of ``path``, which must come within ``budget`` seconds of CPU time."""
+def fast_errors(path: Path, budget: float = 5.0) -> list:
+    """The errors of ``path``, which must come within ``budget`` seconds of CPU time: a guard
+    against work that grows with the square of the input (seconds to hours), with a wide
+    margin over the ~0.2 s these take, so that a loaded machine does not fail it."""
     start = time.process_time()
     errs = errors_of(path)
     assert time.process_time() - start < budget
     return errs
 
 
-def assert_fast_error(path: Path, line: int, *fragments: str, budget: float = 1.0) -> None:
+def assert_fast_error(path: Path, line: int, *fragments: str, budget: float = 5.0) -> None:
     start = time.process_time()
     assert_one_error(path, line, *fragments)
     assert time.process_time() - start < budget
@@ -191,13 +193,13 @@ def test_many_levels_duplicate_check_is_linear(tmp_path):
     path = write(tmp_path, f"name: t\nfactors:\n  a: [{levels}]\nworkload: {{role: workload_x}}\n")
     # A quadratic check takes minutes on 40k levels; a linear one well under a second
     # (3 s of CPU leaves room for a busy 2-core machine).
-    assert_fast_error(path, 3, "factor 'a' lists level '17.0' twice", budget=3.0)
+    assert_fast_error(path, 3, "factor 'a' lists level '17.0' twice", budget=10.0)
 
 
 def test_200k_levels_answer_fast(tmp_path):
     path = write(tmp_path, "name: t\nfactors:\n  a: [" + ",".join(["1"] * 200_000)
                  + "]\nworkload: {role: workload_x}\n")
-    assert len(fast_errors(path, budget=3.0)) == 1
+    assert len(fast_errors(path, budget=10.0)) == 1
 
 
 # ---------------------------------------------------------------- what validates, runs

@@ -51,7 +51,7 @@ def test_amplifying_templates_are_refused_fast(template):
     start = time.process_time()
     with pytest.raises(jinja2.sandbox.SecurityError):
         render(template, CTX)
-    assert time.process_time() - start < 1.0
+    assert time.process_time() - start < 5.0  # refused, not computed: far below the seconds an amplification takes
 
 
 def test_slow_template_stops_after_its_cpu_budget():
@@ -112,7 +112,7 @@ def test_values_too_large_to_print_are_refused_before_they_exist(template):
     raised, cpu, peak = _bounded_run(template)
     assert isinstance(raised, jinja2.sandbox.SecurityError), raised
     assert "\n" not in str(raised)
-    assert cpu < 1.0, f"{cpu:.2f} s"
+    assert cpu < 5.0, f"{cpu:.2f} s"  # refused before it exists (the peak says so); 5 s: margin for load
     assert peak < 64 * 2**20, f"{peak / 2**20:.0f} MB"
 
 
