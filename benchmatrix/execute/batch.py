@@ -27,7 +27,7 @@ from benchmatrix.errors import (
 )
 from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.execute.lease import lease
-from benchmatrix.execute.prepare import RUNNER_PATH, runner_digest
+from benchmatrix.execute.prepare import RUNNER_PATH, runner_digest, runner_knobs_digest
 from benchmatrix.execute.restore import knob_items, restore_quietly, save_baseline
 from benchmatrix.files import atomic_write
 from benchmatrix.layout import exp_dir_of, record_path, run_dir
@@ -227,6 +227,7 @@ def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
             extravars={"bmx_host": host, "bmx_workload_role": spec.workload["role"], "bmx_experiment": spec.name,
                        "bmx_campaign": campaign_id(job.exp),
                        "batch_runner_source": str(RUNNER_PATH), "batch_runner_digest": runner_digest(),
+                       "batch_runner_knobs_digest": runner_knobs_digest(),
                        "batch_runner_lease_seconds": int(config.runner_lease_seconds),
                        "bmx_allow_reboot": spec.allow_reboot,
                        "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),

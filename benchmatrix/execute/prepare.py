@@ -27,10 +27,20 @@ PACKAGE_DIR = Path(benchmatrix.__file__).resolve().parent
 RUNNER_PATH = PACKAGE_DIR / "host" / "batch_runner.py"
 
 
+#: The knob backends, installed beside the runner (it sets live knobs between runs with them).
+RUNNER_KNOBS_PATH = RUNNER_PATH.parent / "knobs.py"
+
+
 @functools.cache
 def runner_digest() -> str:
     """SHA-256 of the batch runner: a batch replaces a copy on its host that differs."""
     return hashlib.sha256(RUNNER_PATH.read_bytes()).hexdigest()
+
+
+@functools.cache
+def runner_knobs_digest() -> str:
+    """SHA-256 of knobs.py: a batch replaces a copy beside the runner that is missing or differs."""
+    return hashlib.sha256(RUNNER_KNOBS_PATH.read_bytes()).hexdigest()
 
 
 def prepare_host(spec_path: str, project_dir: Path, host: str, out: Path, log: Path) -> dict[str, Any]:

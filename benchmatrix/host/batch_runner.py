@@ -59,7 +59,20 @@ slice's results in and starts the rest; 0 or absent: no limit).
 
 Optional keys of the manifest itself also include ``runner_digest`` (the SHA-256 the
 controller expects of this file: another one exits with status 3, and the playbook
-installs the current runner and starts it again).
+installs the current runner and starts it again) and ``knobs_digest`` (the same for
+``knobs.py``, the knob backends installed beside this file: missing or different, exit 3).
+
+Live knobs (see ``LiveKnobs``): a run may carry ``knobs``, the knob items of its cell
+(``{factor, role, value, vars, cost}``, as the playbooks' ``bmx_knobs``); the manifest's
+``knobs`` are the items Ansible set before the runner started, ``knob_settings`` the
+host's own role variables (what tasks/knobs.yml passes the module as ``settings``) and
+``host`` its inventory name. Before a run whose items differ from the last applied
+values the runner sets them with the backends of knobs.py, in-process (the module's
+own code: read all, write what differs, read back), and writes the per-knob states
+into the run's result.json (``knobs``); a knob that missed its value makes the run
+``invalid`` (outcome) without running it. Only knobs of cost class ``none`` are ever
+written here: a costlier knob (a reboot, a service restart) is set by Ansible before
+the batch and only read back by the runner.
 
 Ansible gives the manifest on stdin (``-``), so no file on the host ever holds it;
 a MANIFEST.json given as a path is deleted once read (it may carry secrets in the
@@ -875,7 +888,7 @@ def finished(run_dir):
 
 
 # shape: one run's lifecycle in one try: before_run, contained workload, end, finalize; cleanup needs every handle
-def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S):
+def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S, knobs=None):
     """Execute one run; returns its result dict. Raises Interrupted.
 
     Args:
@@ -884,6 +897,10 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S):
         containment: "auto" (a cgroup v2 of the run's own where possible) or
             "process_tree" (see :class:`Containment`).
         grace_s: Seconds between SIGTERM and SIGKILL for the run's processes.
+        knobs: What :meth:`LiveKnobs.prepare` says of the run's knobs: ``states``
+            (recorded as the result's ``knobs``) and ``error`` (a knob missed its
+            value: the run is ``invalid``, nothing of it runs); None when the runner
+            set none.
     """
     global _child
     final = os.path.join(workdir, "runs", run["run_id"], str(run["attempt"]))
@@ -897,18 +914,27 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S):
         # The load before the run (its before_run steps included) and after it: a busy host shows.
         "host_env": _HOST_ENV, "load_before": load_average(),
     }
+    knobs = knobs or {}
+    if knobs.get("states"):
+        result["knobs"] = knobs["states"]
     t0 = time.monotonic()
     cont = None
     out = errf = None
+    refused = knobs.get("error")
     try:
-        result["before_run"], err = _before_run(run.get("before_run", []))
-        err = err or _prepare_run(run, partial, result)
+        if refused:  # the host is not in the run's setting: nothing of the run runs
+            result["before_run"], err = [], None
+        else:
+            result["before_run"], err = _before_run(run.get("before_run", []))
+            err = err or _prepare_run(run, partial, result)
         out = open(os.path.join(partial, "stdout"), "wb")
         errf = open(os.path.join(partial, "stderr"), "wb")
         timeout = run.get("timeout")
-        result["started_at"] = time.time()
+        result["started_at"] = None if refused else time.time()
         t0 = time.monotonic()
-        if err:
+        if refused:
+            result["outcome"], result["error"] = "invalid", refused
+        elif err:
             result["outcome"], result["error"] = "before_run_failed", err
         else:
             cont = Containment(containment, grace_s)
@@ -1125,12 +1151,32 @@ def _remove_old_archives(workdir, batch, keep=None):
                 pass
 
 
-def _own_digest():
-    """SHA-256 of this file: the controller names the runner it expects."""
+def _file_digest(path):
+    """SHA-256 of a file ("" when it cannot be read)."""
     import hashlib
 
-    with open(os.path.abspath(__file__), "rb") as fh:
-        return hashlib.sha256(fh.read()).hexdigest()
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except OSError:
+        return ""
+
+
+def _own_digest():
+    """SHA-256 of this file: the controller names the runner it expects."""
+    return _file_digest(os.path.abspath(__file__))
+
+
+def _stale(manifest):
+    """Why the installed runner is not the one the controller expects, or ''."""
+    want = manifest.get("runner_digest")
+    if want and want != _own_digest():
+        # The controller's benchmatrix changed since prepare_host installed this copy.
+        return "installed copy differs from the controller's"
+    want = manifest.get("knobs_digest")
+    if want and want != _file_digest(_knobs_path()):
+        return "its knob backends %s are missing or differ from the controller's" % _knobs_path()
+    return ""
 
 
 def _lock_is_free(workdir):
@@ -1275,6 +1321,133 @@ def _lease_expired(workdir, batch, restart=False):
     return seconds > 0 and age > seconds
 
 
+# ---------------------------------------------------------------- live knobs
+
+#: The knob backends (benchmatrix/host/knobs.py, Ansible's bmx_knob module), installed
+#: beside this file by the batch_runner role.
+KNOBS_FILE = "knobs.py"
+_knobs_module = None
+
+
+def _knobs_path():
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), KNOBS_FILE)
+
+
+def _knob_backends():
+    """knobs.py beside this file, imported once (a path import: the standard library
+    only, as on the host); None when it is not installed."""
+    global _knobs_module
+    if _knobs_module is None:
+        path = _knobs_path()
+        if not os.path.isfile(path):
+            return None
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("bmx_knob_backends", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _knobs_module = module
+    return _knobs_module
+
+
+class KnobRefused(Exception):
+    """A run's knobs cannot be set by the runner; the message says why, in one line."""
+
+
+def _knob_values(items):
+    """{factor: value as text} of knob items (how the backends compare values)."""
+    return {k["factor"]: str(k.get("value")) for k in items or []}
+
+
+def knob_miss(states):
+    """The reason of a run whose knobs did not all reach their value, as the controller
+    words it for a batch (benchmatrix.execute.batch): '' when every knob is ``ok``."""
+    return "; ".join("knob %s: intended %r, actual %r" % (f, k["intended"], k["actual"])
+                     for f, k in states.items() if not k.get("ok"))
+
+
+class LiveKnobs:
+    """The knobs of a batch's runs, set by the runner between runs (issue 23).
+
+    Ansible sets the knobs of the batch's first run before the runner starts (the
+    manifest's ``knobs``; reboots and service restarts stay there). Before each run
+    whose items differ from the last applied values, :meth:`prepare` calls the
+    backends' ``apply`` in-process, as the bmx_knob module does: every knob of cost
+    class ``none`` is read, written where it differs and read back; every costlier
+    knob is only read (``mode: read``): it must still hold the value Ansible set, and
+    one whose value changes inside the batch is refused before anything is written.
+    """
+
+    def __init__(self, manifest):
+        self.settings = manifest.get("knob_settings") or {}
+        self.host = manifest.get("host") or _host_name()
+        #: What Ansible set: the only values a costlier knob may have in this batch.
+        self.fixed = _knob_values(manifest.get("knobs"))
+        #: The values the host holds as far as the runner knows (None: unknown, set them again).
+        self.values = dict(self.fixed)
+        #: The states of the runner's last apply (None before its first one) and their run settings.
+        self.states = None
+        self.run_settings = {}
+
+    def prepare(self, run):
+        """(the run to execute, what its result records of its knobs, for :func:`execute`).
+
+        The second item is None while the runs are in Ansible's setting (the controller
+        records the batch call's states for them), else ``{"states": {FACTOR: state}}``
+        (``changed`` true only for what this run's apply changed), with ``error`` when a
+        knob was refused or missed its value (the run is then invalid).
+        """
+        items = run.get("knobs")
+        if not items:
+            return run, None
+        values = _knob_values(items)
+        if values == self.values:
+            if self.states is None:
+                return run, None
+            states = dict((f, dict(s, changed=False)) for f, s in self.states.items())
+            return dict(run, **self.run_settings), {"states": states}
+        self.values, self.states = None, None  # unknown until the apply succeeds
+        try:
+            states, run_settings = self._apply(items)
+        except KnobRefused as exc:
+            return run, {"error": str(exc)}
+        miss = knob_miss(states)
+        if miss:
+            return run, {"states": states, "error": miss}
+        self.values, self.states, self.run_settings = values, states, run_settings
+        return dict(run, **run_settings), {"states": states}
+
+    def _apply(self, items):
+        """Set the live knobs and read back all of ``items``: (states, merged run settings)."""
+        for k in items:
+            cost = k.get("cost") or "none"
+            if cost != "none" and self.fixed.get(k["factor"]) != str(k.get("value")):
+                raise KnobRefused(
+                    "knob %s (%s, cost %s) changes inside batch to %r: the batch runner sets only knobs of cost "
+                    "none; re-plan (bmx plan)" % (k["factor"], k.get("role"), cost, str(k.get("value"))))
+        module = _knob_backends()
+        if module is None:
+            raise KnobRefused("the knob backends (%s) are not installed beside the batch runner on %s"
+                              % (_knobs_path(), self.host))
+        live = [k for k in items if (k.get("cost") or "none") == "none"]
+        fixed = [k for k in items if (k.get("cost") or "none") != "none"]
+        try:
+            found = module.apply(fixed, self.settings, self.host, mode="read") if fixed else {}
+            for state in found.values():
+                state["changed"] = False  # read only: Ansible set it
+            found.update(module.apply(live, self.settings, self.host) if live else {})
+        except module.KnobError as exc:
+            raise KnobRefused(str(exc)) from None
+        except OSError as exc:
+            raise KnobRefused("bmx_knob on %s: %s" % (self.host, exc)) from None
+        states, run_settings = {}, {}
+        for k in items:
+            state = found[k["factor"]]
+            run_settings.update(state.pop("run_settings", None) or {})
+            states[k["factor"]] = state
+        return states, run_settings
+
+
 def manifest_runs(manifest):
     """The manifest's runs, each with the batch's ``run_settings`` on top of its own.
 
@@ -1310,11 +1483,10 @@ def main(argv):
             manifest = json.load(fh)
         # The manifest may carry secrets (the runs' environments): no copy stays on the host.
         os.unlink(argv[1])
-    want = manifest.get("runner_digest")
-    if want and want != _own_digest():
-        # The controller's benchmatrix changed since prepare_host installed this copy:
-        # the playbook installs the current one and starts it again.
-        sys.stderr.write("benchmatrix batch runner: stale runner (installed copy differs from the controller's)\n")
+    stale = _stale(manifest)
+    if stale:
+        # The playbook installs the current runner and knobs.py and starts it again.
+        sys.stderr.write("benchmatrix batch runner: stale runner (%s)\n" % stale)
         return STALE_RUNNER_RC
     manifest["runs"] = manifest_runs(manifest)
     workdir = manifest["workdir"]
@@ -1344,6 +1516,7 @@ def main(argv):
         _lease_expired(workdir, manifest["batch"], restart=True)
         _take_lease(workdir, manifest["batch"], manifest.get("lease_seconds"))
         progress = _Progress(workdir, manifest["batch"])
+        live = LiveKnobs(manifest)
         runs = manifest["runs"]
         for i, run in enumerate(runs):
             done = os.path.join(workdir, "runs", run["run_id"], str(run["attempt"]))
@@ -1361,7 +1534,8 @@ def main(argv):
                 summary["interrupted"] = "the controller stopped renewing its lease: stopped before the next run"
                 sys.stdout.write(json.dumps(summary) + "\n")
                 return 130
-            result = execute(run, workdir, containment, grace_s)
+            run, knobs = live.prepare(run)
+            result = execute(run, workdir, containment, grace_s, knobs)
             summary["executed"].append(run["run_id"])
             progress.note(result)
         summary["archive"] = _archive(manifest, workdir)
