@@ -9,7 +9,7 @@ import shutil
 import sys
 import tarfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,8 +202,13 @@ def _manifest_entry(job: _Batch, r: PlannedRun) -> dict[str, Any]:
         raise BenchmatrixError(f"{spec.path}: workload.vars cannot be rendered for run {r.run_id} "
                                f"({', '.join(f'{k}={v}' for k, v in cell.items())}): "
                                f"{type(exc).__name__}: {exc}") from None
-    return {"run_id": r.run_id, "attempt": r.attempt, "seq": r.seq, "timeout": spec.workload["timeout"],
-            "before_run": spec.before_run, "vars": rendered, "factors": cell, "collect": spec.collect}
+    entry = {"run_id": r.run_id, "attempt": r.attempt, "seq": r.seq, "timeout": spec.workload["timeout"],
+             "before_run": spec.before_run, "vars": rendered, "factors": cell, "collect": spec.collect}
+    if spec.knobs:
+        # The runner sets the live knobs of a run whose items differ from the last
+        # applied (a batch may span settings of cost-none knobs: plan.design.assign_batches).
+        entry["knobs"] = knob_items(spec, cell)
+    return entry
 
 
 def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
@@ -283,11 +288,13 @@ def _run_slice(job: _Batch, todo: list[PlannedRun]) -> tuple[list[dict[str, Any]
     results = _unpack_runs(archive, exp, todo, job.touched)
     workload_total = sum(res.get("duration_s") or 0.0 for res in results.values())
     overhead_share = max(result.seconds - workload_total, 0.0) / max(len(results), 1)
+    save_run_baselines(exp, job.host, job.spec, (results[r.run_id] for r in todo if r.run_id in results))
     parse = _parser_for(job.spec.workload["role"])
     records: list[dict[str, Any]] = []
     for r in todo:
         if r.run_id in results:
-            # A knob change happened before the slice's first run only.
+            # The batch call's knob change happened before the slice's first run only;
+            # a run whose knobs the runner set carries its own states.
             records.append(_judged_record(job, r, results[r.run_id], parse, knob_states, first=not records,
                                           overhead_share=overhead_share, log=batch_log, t0=t0))
     job.summary["executed"] += len(records)
@@ -324,13 +331,35 @@ def _judged_record(job: _Batch, r: PlannedRun, res: dict[str, Any], parse: Calla
                 "batch_overhead_share_s": round(overhead_share, 6)},
         workload={"role": job.spec.workload["role"], "argv": res.get("argv"), "before_run": res.get("before_run"),
                   "affinity": res.get("affinity"), "affinity_applied": res.get("affinity_applied")},
-        metrics=metrics, details=details,
-        knobs={f: {**k, "changed": bool(k.get("changed")) and first} for f, k in knob_states.items()},
+        metrics=metrics, details=details, knobs=run_knobs(res, knob_states, first),
         raw={"stdout": f"{rel}/stdout", "stderr": f"{rel}/stderr"},
         log=_rel(log, job.exp), batch_started_at=iso(t0),
         # The host's noise settings at the batch's start and its load around this run.
         host_env={**(res.get("host_env") or {}), "load_before": res.get("load_before"),
                   "load_after": res.get("load_after")})
+
+
+def run_knobs(res: dict[str, Any], knob_states: dict[str, Any], first: bool) -> dict[str, Any]:
+    """A run's knob states for its record: the runner's (result.json ``knobs``) when it
+    set the run's knobs itself, intended vs actual of that run with ``changed`` where
+    that run's apply changed something; else the slice's Ansible call's, ``changed``
+    on the slice's first run only. A run the runner refused before reading any knob
+    (``invalid`` without states) claims none."""
+    if res.get("outcome") == "invalid" and not res.get("knobs"):
+        return {}
+    if res.get("knobs"):
+        return {f: {**k, "changed": bool(k.get("changed"))} for f, k in res["knobs"].items()}
+    return {f: {**k, "changed": bool(k.get("changed")) and first} for f, k in knob_states.items()}
+
+
+def save_run_baselines(exp: Path, host: str, spec: Spec, results: Iterable[dict[str, Any]]) -> None:
+    """Keep the first-seen baselines of the knob states the runner recorded (in run
+    order; baseline.json's first-seen values win, so the batch call's stay)."""
+    first: dict[str, Any] = {}
+    for res in results:
+        for factor, state in (res.get("knobs") or {}).items():
+            first.setdefault(factor, state)
+    save_baseline(exp, host, spec, first)
 
 
 #: What a run's directory in a batch archive may hold (the runner's layout); nothing

@@ -31,6 +31,8 @@ def judge(spec: Spec, res: dict[str, Any], stdout: str, stderr_path: Path,
     outcome = res.get("outcome")
     if outcome == "interrupted":
         return "interrupted", res.get("error") or "interrupted", {}, {}
+    if outcome == "invalid":  # the runner could not set the run's knobs: nothing of it ran
+        return "invalid", res.get("error") or "a knob missed its value", {}, {}
     if outcome == "timeout":
         return "timeout", res.get("error") or "timeout", {}, {}
     if outcome != "exited":

@@ -1,0 +1,158 @@
+"""A batch of several live-knob settings (issue 23), controller side: each run's record
+takes its knob states from the runner's result.json when present (intended vs actual
+of that run, ``changed`` only where that run's apply changed something), an ``invalid``
+outcome of the runner is the run's status with the runner's reason, and baseline.json
+keeps the first-seen baselines.
+
+No Ansible runs: ``run_playbook`` is replaced by a stand-in that does what
+run_batch.yml does, with the real parts where it can: the knob call (the bmx_knob
+module's apply, as tasks/knobs.yml calls it), workload_command's builder and the real
+batch runner (a subprocess, the manifest on stdin) on a scratch sysfs tree."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmatrix.execute import batch as batch_rule
+from benchmatrix.execute.ansible import PlaybookResult
+from benchmatrix.host import batch_runner
+from benchmatrix.plan.design import PlannedRun, plan_csv_text
+from benchmatrix.spec.load import load_spec
+from benchmatrix.workloads.command.argv import workload_command_argv
+
+KNOBS = batch_runner._knob_backends()
+BATCH = "h1-b0001-00000000"
+
+SPEC = """name: lk_t
+hosts: h1
+inventory: inv.yml
+factors: {{ra: [a, b], lay: [x, y]}}
+knobs:
+  ra: {{role: knob_sysfs, cost: none, vars: {{knob_sysfs_path: "{sys}/ra", knob_sysfs_root: "{sys}"}}}}
+  lay: {{role: knob_sysfs, cost: {{class: restart, seconds: 1}},
+         vars: {{knob_sysfs_path: "{sys}/lay", knob_sysfs_root: "{sys}"}}}}
+workload:
+  role: workload_command
+  vars: {{argv: ["{python}", -c, "print(open('{sys}/ra').read().strip())"]}}
+"""
+
+
+def fake_ansible(host_work: Path, calls: list):
+    """run_playbook as run_batch.yml would answer it, on this machine."""
+    def run_playbook(playbook, **kw):
+        calls.append(playbook)
+        assert playbook == "run_batch.yml", f"no {playbook} expected"
+        data, extra, host = kw["data"], kw["extravars"], kw["host"]
+        states = KNOBS.apply(data["bmx_knobs"], {}, host)  # tasks/knobs.yml's one call
+        run_settings = {f: s.pop("run_settings") for f, s in states.items()}
+        commands = workload_command_argv(json.loads(data["bmx_runs"]))
+        archive = host_work / "batches" / f"{extra['batch_runner_batch']}.tar.gz"
+        manifest = {"experiment": "lk_t", "batch": extra["batch_runner_batch"], "workdir": str(host_work),
+                    "archive": str(archive), "runs": commands, "host": host,
+                    "runner_digest": extra["batch_runner_digest"], "knobs_digest": extra["batch_runner_knobs_digest"],
+                    "run_settings": {k: v for s in run_settings.values() for k, v in s.items()},
+                    "knobs": data["bmx_knobs"], "knob_settings": {}}
+        res = subprocess.run([sys.executable, batch_runner.__file__, "-"], input=json.dumps(manifest),
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 0, res.stderr
+        return PlaybookResult(seconds=1.0, playbook=playbook, host=host,
+                              payloads={host: {"bmx_knobs": states,
+                                               "bmx_archive": {"in_place": True, "path": str(archive)}}})
+    return run_playbook
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    sysfs = tmp_path / "sys"
+    sysfs.mkdir()
+    (sysfs / "ra").write_text("base\n")
+    (sysfs / "lay").write_text("x\n")
+    (tmp_path / "inv.yml").write_text("all:\n  hosts:\n    h1:\n      ansible_connection: local\n")
+    (tmp_path / "s.yaml").write_text(SPEC.format(sys=sysfs, python=sys.executable))
+    calls: list = []
+    monkeypatch.setattr(batch_rule, "run_playbook", fake_ansible(tmp_path / "hostwork", calls))
+    return tmp_path, sysfs, calls
+
+
+def _plan(tmp_path: Path, settings: list[tuple[str, str]]) -> Path:
+    spec = load_spec(tmp_path / "s.yaml")
+    cells = {(c.factors["ra"], c.factors["lay"]): c.cell_id for c in spec.cells}
+    runs = [PlannedRun(seq=i, host="h1", run_id=f"r{i}", cell_id=cells[s], replicate=i, warmup=False,
+                       control=False, visit=1, batch=BATCH, attempt=1, factors={"ra": s[0], "lay": s[1]})
+            for i, s in enumerate(settings, start=1)]
+    path = tmp_path / "results" / "lk_t" / "plan.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(plan_csv_text(runs, spec.factor_names))
+    return path
+
+
+def _batch(tmp_path: Path, plan: Path) -> dict[str, dict]:
+    exp = tmp_path / "results" / "lk_t"
+    batch_rule.run_batch(str(tmp_path / "s.yaml"), tmp_path, plan, BATCH, exp / "batches" / f"{BATCH}.done",
+                         tmp_path / "log")
+    return {p.parent.parent.name: json.loads(p.read_text()) for p in (exp / "runs").glob("*/1/record.json")}
+
+
+def test_each_record_has_the_knob_states_of_its_own_run(project):
+    tmp_path, sysfs, calls = project
+    records = _batch(tmp_path, _plan(tmp_path, [("a", "x"), ("b", "x"), ("b", "x"), ("a", "x")]))
+    assert calls == ["run_batch.yml"]  # one Ansible call for the four runs of two settings
+    assert {r: rec["status"] for r, rec in records.items()} == dict.fromkeys(["r1", "r2", "r3", "r4"], "ok")
+    ra = {r: records[r]["knobs"]["ra"] for r in records}
+    # r1: the batch call set it (from the baseline); r2 and r4: the runner did; r3: nothing changed.
+    assert [(ra[r]["intended"], ra[r]["actual"], ra[r]["changed"]) for r in ("r1", "r2", "r3", "r4")] == [
+        ("a", "a", True), ("b", "b", True), ("b", "b", False), ("a", "a", True)]
+    assert all(ra[r]["ok"] for r in ra)
+    # The costly knob is the batch's throughout, never changed by a run.
+    assert all(records[r]["knobs"]["lay"]["changed"] is False and records[r]["knobs"]["lay"]["actual"] == "x"
+               for r in records)
+    # The run really saw its setting.
+    outs = {r: (tmp_path / "results" / "lk_t" / "runs" / r / "1" / "stdout").read_text().strip() for r in records}
+    assert outs == {"r1": "a", "r2": "b", "r3": "b", "r4": "a"}
+    # The first-seen baseline is what the restore puts back, not a runner's "previous value".
+    baseline = json.loads((tmp_path / "results" / "lk_t" / "hosts" / "h1" / "baseline.json").read_text())
+    assert baseline["ra"]["value"] == "base" and baseline["lay"]["value"] == "x"
+
+
+def test_a_run_the_runner_refused_is_recorded_invalid_with_its_reason(project):
+    tmp_path, sysfs, calls = project
+    # A costly knob changing inside a batch: the planner never does it, the runner refuses it.
+    records = _batch(tmp_path, _plan(tmp_path, [("a", "x"), ("b", "y"), ("b", "x")]))
+    assert records["r1"]["status"] == "ok" and records["r3"]["status"] == "ok"
+    bad = records["r2"]
+    assert bad["status"] == "invalid"
+    assert bad["reason"].startswith("knob lay (knob_sysfs, cost restart) changes inside batch")
+    assert bad["metrics"] == {} and bad["started_at"] is None
+    assert bad["knobs"] == {}  # refused before any read: it claims no knob state
+    assert (sysfs / "lay").read_text() == "x\n"
+    assert records["r3"]["knobs"]["ra"] == {**records["r3"]["knobs"]["ra"], "intended": "b", "changed": True}
+
+
+def test_baseline_keeps_first_seen_values_from_the_runs_states(tmp_path):
+    from benchmatrix.execute.restore import save_baseline
+
+    (tmp_path / "s.yaml").write_text(SPEC.format(sys=tmp_path, python=sys.executable))
+    spec = load_spec(tmp_path / "s.yaml")
+    exp = tmp_path / "exp"
+    batch_rule.save_run_baselines(exp, "h1", spec, [{"knobs": {"ra": {"role": "knob_sysfs", "baseline": "base"}}},
+                                                    {"knobs": {"ra": {"role": "knob_sysfs", "baseline": "a"}}}])
+    save_baseline(exp, "h1", spec, {"ra": {"role": "knob_sysfs", "baseline": "later"}})
+    baseline = json.loads((exp / "hosts" / "h1" / "baseline.json").read_text())
+    assert baseline["ra"]["value"] == "base"
+
+
+def test_a_knob_the_runner_missed_is_recorded_with_both_values():
+    states = {"ra": {"role": "knob_sysfs", "intended": "b", "actual": "a", "changed": True, "ok": False}}
+    res = {"outcome": "invalid", "error": "knob ra: intended 'b', actual 'a'", "knobs": states}
+    assert batch_rule.run_knobs(res, {"ra": {"changed": True}}, first=True) == states
+    from benchmatrix.results.judge import judge
+
+    status, reason, metrics, _ = judge(None, res, "", Path("/nonexistent"), lambda *a: None)
+    assert (status, reason, metrics) == ("invalid", "knob ra: intended 'b', actual 'a'", {})
+    # The runner words a miss as the controller words a batch whose knob call missed.
+    assert batch_runner.knob_miss(states) == "knob ra: intended 'b', actual 'a'"
