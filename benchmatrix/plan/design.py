@@ -94,6 +94,15 @@ def _knob_state(spec: Spec, factors: dict[str, Any]) -> tuple[Any, ...]:
     return tuple((k, repr(factors[k])) for k in sorted(spec.knobs))
 
 
+def _batch_knob_state(spec: Spec, factors: dict[str, Any]) -> tuple[Any, ...]:
+    """What a batch shares: every knob setting, or with ``order.batch_live_knobs`` only
+    the settings of the knobs of cost restart or reboot (the batch runner sets the
+    cost-none ones between runs; Ansible sets the others once per batch)."""
+    if not spec.batch_live_knobs:
+        return _knob_state(spec, factors)
+    return tuple((k, repr(factors[k])) for k in sorted(spec.knobs) if spec.knobs[k].cost_class != "none")
+
+
 def _plot_key(factors: dict[str, Any], names: list[str]) -> tuple[str, ...]:
     # repr keeps 1, True and "1" apart, as cell ids do.
     return tuple(repr(factors[f]) for f in names)
@@ -348,7 +357,9 @@ def plan_host(spec: Spec, host: str, share: dict[str, list[int]] | None = None) 
 
 def assign_batches(runs: list[PlannedRun], spec: Spec, max_runs: int = DEFAULT_BATCH_MAX_RUNS,
                    max_seconds: float | None = None, estimates: dict[str, float] | None = None) -> None:
-    """Split each host's runs into batches of consecutive runs sharing every knob setting.
+    """Split each host's runs into batches of consecutive runs sharing every knob setting
+    (with the spec's ``order.batch_live_knobs``: every setting of a knob of cost restart
+    or reboot; the batch runner sets the cost-none knobs between runs).
 
     Batches are sized by time: a batch closes before the run that would take its
     expected workload time past ``max_seconds`` (a run longer than that gets a batch
@@ -380,7 +391,7 @@ def assign_batches(runs: list[PlannedRun], spec: Spec, max_runs: int = DEFAULT_B
     for run in runs:
         # Re-runs (and their warm-ups) never join a planned batch: each request's runs
         # form batches of their own.
-        key = (run.host, _knob_state(spec, run.factors), run.round)
+        key = (run.host, _batch_knob_state(spec, run.factors), run.round)
         expected = estimates.get(run.cell_id, 0.0)
         full = len(groups[-1]) >= max_runs if groups else True
         if max_seconds and groups and seconds + expected > max_seconds * (1 + 1e-9):

@@ -263,6 +263,12 @@ class Spec:
         return self.data["order"]
 
     @property
+    def batch_live_knobs(self) -> bool:
+        """Whether a batch may span settings of cost-none knobs (``order.batch_live_knobs``):
+        the batch runner sets them between runs (issue 23)."""
+        return bool(self.order.get("batch_live_knobs", False))
+
+    @property
     def visits(self) -> int:
         """Whole-plot visits per whole plot of a restricted plan (``order.visits``, else replicates)."""
         return int(self.order.get("visits") or self.replicates)
@@ -357,7 +363,8 @@ def _apply_defaults(data: dict[str, Any]) -> dict[str, Any]:
         out.setdefault(key, props[key]["default"])
     order = out.setdefault("order", {})
     for key, sub in props["order"]["properties"].items():
-        order.setdefault(key, sub["default"])
+        if "default" in sub:  # batch_live_knobs has none: absent, a spec's digest stays as it was
+            order.setdefault(key, sub["default"])
     wl = out["workload"]
     for key, sub in props["workload"]["properties"].items():
         if key != "role":
