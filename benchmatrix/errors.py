@@ -66,12 +66,16 @@ class AnsibleError(BenchmatrixError):
         host: The host concerned (empty when the failure is not host specific).
         task: The name of the failing task, when one is known.
         log: Path of the full Ansible output.
+        payloads: The result payloads the playbook published before it failed
+            ({host: {key: payload}}; run_playbook fills it, best effort): the knob
+            states of a batch whose runner then failed, whose baselines the restore needs.
     """
 
     def __init__(self, message: str, host: str = "", task: str = "", log: str = ""):
         self.host = host
         self.task = task
         self.log = log
+        self.payloads: dict = {}
         where = f"host {host}: " if host else ""
         what = f"task '{task}' failed: " if task else ""
         tail = f" (log: {log})" if log else ""
@@ -104,9 +108,16 @@ class WorkloadVarsError(BenchmatrixError):
 
 
 class Interrupted(BenchmatrixError):
-    """SIGINT or SIGTERM stopped the work; finished results are kept."""
+    """SIGINT or SIGTERM stopped the work; finished results are kept.
+
+    ``payloads``: as :class:`AnsibleError`'s, for an interrupted playbook call.
+    """
 
     exit_code = 130
+
+    def __init__(self, *args: object):
+        super().__init__(*args)
+        self.payloads: dict = {}
 
 
 def describe_os_error(exc: OSError, where: Path | None = None) -> str:

@@ -146,6 +146,40 @@ def read_payloads(events: list[dict[str, Any]], playbook: str, log: str = "") ->
     return out
 
 
+def published_before_failure(events: list[dict[str, Any]], playbook: str, log: str = "") -> dict[str, dict[str, Any]]:
+    """The payloads a failed playbook published before it failed ({} when one of them is
+    malformed): a batch's knob states, published before its runner started."""
+    try:
+        return read_payloads(events, playbook, log)
+    except ResultChannelError:
+        return {}
+
+
+# shape: the call's events, runner, playbook, host and paths, each failure's message needs its own
+def _failure(events: list[dict[str, Any]], runner: Any, playbook: str, host: str, stdout_path: Path,
+             log_path: str) -> AnsibleError | None:
+    """The error of a failed call (unreachable first, then a failed task, then the
+    runner's status), or None when it succeeded."""
+    for ev in events:
+        data = ev.get("event_data", {})
+        if ev.get("event") == "runner_on_unreachable":
+            return HostUnreachableError(f"unreachable: {_failure_message(data.get('res', {}))}",
+                                        host=data.get("host", host), task=data.get("task", ""), log=log_path)
+    for ev in events:
+        data = ev.get("event_data", {})
+        if ev.get("event") == "runner_on_failed" and not data.get("ignore_errors"):
+            return PlaybookFailedError(_failure_message(data.get("res", {})), host=data.get("host", host),
+                                       task=data.get("task", ""), log=log_path)
+    if runner.status != "successful" or runner.rc != 0:
+        tail, task = "", ""
+        if stdout_path.exists():
+            tail, task = _playbook_error(stdout_path.read_text(errors="replace"))
+        return PlaybookFailedError(f"playbook {playbook} ended with status {runner.status} (rc {runner.rc})"
+                                   + (f": {_first_line(tail, 500)}" if tail else ""), host=host, task=task,
+                                   log=log_path)
+    return None
+
+
 class _Unsafe(str):
     """A string Ansible must never template (dumped with the ``!unsafe`` tag)."""
 
@@ -407,24 +441,13 @@ def _run(ansible_runner: Any, playbook: str, project_dir: Path, inventory: Path,
     log_path = str(log)
     if runner.status == "canceled":
         # ansible-runner swallows the KeyboardInterrupt and reports the call as canceled.
-        raise Interrupted(f"host {host}: playbook {playbook} interrupted")
+        stopped = Interrupted(f"host {host}: playbook {playbook} interrupted")
+        stopped.payloads = published_before_failure(list(runner.events), playbook, log_path)
+        raise stopped
     events = list(runner.events)
-    for ev in events:
-        data = ev.get("event_data", {})
-        if ev.get("event") == "runner_on_unreachable":
-            raise HostUnreachableError(f"unreachable: {_failure_message(data.get('res', {}))}",
-                                       host=data.get("host", host), task=data.get("task", ""), log=log_path)
-    for ev in events:
-        data = ev.get("event_data", {})
-        if ev.get("event") == "runner_on_failed" and not data.get("ignore_errors"):
-            raise PlaybookFailedError(_failure_message(data.get("res", {})), host=data.get("host", host),
-                                      task=data.get("task", ""), log=log_path)
-    if runner.status != "successful" or runner.rc != 0:
-        tail, task = "", ""
-        if stdout_path.exists():
-            tail, task = _playbook_error(stdout_path.read_text(errors="replace"))
-        raise PlaybookFailedError(f"playbook {playbook} ended with status {runner.status} (rc {runner.rc})"
-                                  + (f": {_first_line(tail, 500)}" if tail else ""), host=host, task=task,
-                                  log=log_path)
+    failure = _failure(events, runner, playbook, host, stdout_path, log_path)
+    if failure is not None:
+        failure.payloads = published_before_failure(events, playbook, log_path)
+        raise failure
     return PlaybookResult(events, seconds, log_path, playbook=playbook, host=host,
                           payloads=read_payloads(events, playbook, log_path))

@@ -239,8 +239,10 @@ def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
                        "batch_runner_stop_after_s": config.batch_max_seconds,
                        "batch_runner_timeout": int(sum(spec.workload["timeout"] + 30 for _ in todo) + 60)},
             log=batch_log, start_until=RUN_TASK)
-    except (KeyboardInterrupt, Interrupted):
+    except (KeyboardInterrupt, Interrupted) as exc:
         stop_runner(spec, job.project_dir, host)
+        # The knob call may have run (and the runner set live knobs): its baselines first.
+        save_baseline(job.exp, host, spec, (getattr(exc, "payloads", {}).get(host) or {}).get("bmx_knobs") or {})
         restore_quietly(spec, job.project_dir, host)
         raise Interrupted(f"batch {batch} interrupted; the runner on {host} was stopped, "
                           "its finished runs are kept there for the next 'bmx run'") from None
@@ -265,6 +267,9 @@ def _run_slice(job: _Batch, todo: list[PlannedRun]) -> tuple[list[dict[str, Any]
     try:
         result = _start_slice(job, todo, batch_log)
     except AnsibleError as exc:
+        # The knob call may have changed the host before the failure (the runner may
+        # have set live knobs too): keep the baselines it read, for the restore.
+        save_baseline(exp, job.host, job.spec, (exc.payloads.get(job.host) or {}).get("bmx_knobs") or {})
         # Keep going: the batch's runs are recorded as failed (or unreachable) with the
         # reason and the log, and the other batches go on. `bmx rerun --failed` retries.
         status = "unreachable" if isinstance(exc, HostUnreachableError) else "failed"

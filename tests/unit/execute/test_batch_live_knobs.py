@@ -156,3 +156,68 @@ def test_a_knob_the_runner_missed_is_recorded_with_both_values():
     assert (status, reason, metrics) == ("invalid", "knob ra: intended 'b', actual 'a'", {})
     # The runner words a miss as the controller words a batch whose knob call missed.
     assert batch_runner.knob_miss(states) == "knob ra: intended 'b', actual 'a'"
+
+
+def test_a_batch_whose_host_is_lost_mid_batch_keeps_the_baselines_for_the_restore(project, monkeypatch):
+    """The host dies while the runner works through the settings: the playbook fails,
+    but the knob states it published before the runner started still give baseline.json
+    (a first batch would otherwise leave the restore nothing to put back)."""
+    from benchmatrix.errors import HostUnreachableError
+
+    tmp_path, sysfs, calls = project
+    plan = _plan(tmp_path, [("a", "x"), ("b", "x")])
+
+    def lost(playbook, **kw):
+        calls.append(playbook)
+        states = KNOBS.apply(kw["data"]["bmx_knobs"], {}, kw["host"])
+        for state in states.values():
+            state.pop("run_settings")
+        (sysfs / "ra").write_text("b")  # the runner had set the next run's live knob
+        exc = HostUnreachableError("unreachable: ssh: connection reset", host="h1", task="Run the batch")
+        exc.payloads = {"h1": {"bmx_knobs": states}}
+        raise exc
+
+    monkeypatch.setattr(batch_rule, "run_playbook", lost)
+    records = _batch(tmp_path, plan)
+    assert {rec["status"] for rec in records.values()} == {"unreachable"}
+    baseline = json.loads((tmp_path / "results" / "lk_t" / "hosts" / "h1" / "baseline.json").read_text())
+    assert baseline["ra"]["value"] == "base" and baseline["lay"]["value"] == "x"
+
+
+def test_a_failed_call_hands_on_the_payloads_published_before_it_failed():
+    from benchmatrix.execute.ansible import published_before_failure
+
+    state = {"role": "knob_sysfs", "intended": "a", "actual": "a", "changed": True, "baseline": "base",
+             "rebooted": False, "seconds": 0.01, "ok": True}
+    ok = {"event": "runner_on_ok", "event_data": {"host": "h1", "res": {
+        "ansible_stats": {"data": {"bmx_knobs": {"ra": state}}, "per_host": True, "aggregate": False}}}}
+    failed = {"event": "runner_on_unreachable", "event_data": {"host": "h1", "res": {"msg": "gone"}}}
+    assert published_before_failure([ok, failed], "run_batch.yml") == {"h1": {"bmx_knobs": {"ra": state}}}
+    bad = {"event": "runner_on_ok", "event_data": {"host": "h1", "res": {
+        "ansible_stats": {"data": {"bmx_knobs": {"ra": {"role": "x"}}}, "per_host": True, "aggregate": False}}}}
+    assert published_before_failure([bad, failed], "run_batch.yml") == {}
+
+
+def test_an_interrupted_batch_saves_the_baselines_before_it_restores(project, monkeypatch):
+    from benchmatrix.errors import Interrupted
+
+    tmp_path, sysfs, calls = project
+    plan = _plan(tmp_path, [("a", "x"), ("b", "x")])
+    baseline = tmp_path / "results" / "lk_t" / "hosts" / "h1" / "baseline.json"
+    seen = []
+
+    def interrupted(playbook, **kw):
+        states = KNOBS.apply(kw["data"]["bmx_knobs"], {}, kw["host"])
+        for state in states.values():
+            state.pop("run_settings")
+        stop = Interrupted("host h1: playbook run_batch.yml interrupted")
+        stop.payloads = {"h1": {"bmx_knobs": states}}
+        raise stop
+
+    monkeypatch.setattr(batch_rule, "run_playbook", interrupted)
+    monkeypatch.setattr(batch_rule, "stop_runner", lambda *a: seen.append("stop"))
+    monkeypatch.setattr(batch_rule, "restore_quietly",
+                        lambda *a: seen.append(json.loads(baseline.read_text())["ra"]["value"]))
+    with pytest.raises(Interrupted):
+        _batch(tmp_path, plan)
+    assert seen == ["stop", "base"]
