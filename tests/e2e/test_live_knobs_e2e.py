@@ -1,0 +1,88 @@
+"""Live knobs inside one batch (issue 23): with `order.batch_live_knobs`, a batch spans
+the settings of `cost: none` knobs and the batch runner sets them between runs, through
+the same backends as the knob module; every record says what it intended and what the
+host had, a setting the host refuses makes only its runs invalid, and the campaign's end
+puts the baseline back (real Snakemake, Ansible, fio and sysfs on a loop device)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from knobkit import LoopDevice
+
+pytestmark = pytest.mark.slow
+
+SPEC = """\
+name: {name}
+inventory: config/inventory/test.yml
+factors:
+  {factor}: {levels}
+knobs:
+  {factor}: {{role: {role}, cost: none, vars: {{{vars}}}}}
+workload:
+  role: workload_fio
+  vars: {{filename: "{mnt}/fio.dat", rw: read, bs: 64k, ioengine: psync, size: 1m, runtime: 100ms, time_based: 1}}
+  timeout: 60
+replicates: {replicates}
+warmup: 0
+order: {{strategy: {strategy}, seed: 5, batch_live_knobs: true}}
+"""
+
+
+@pytest.fixture
+def fs_loop(tmp_path):
+    dev = LoopDevice(tmp_path / "loop", size_mb=64, mkfs=True)
+    yield dev
+    dev.close()
+
+
+def _records(exp):
+    return sorted((json.loads(p.read_text()) for p in exp.glob("runs/*/*/record.json")), key=lambda r: r["seq"])
+
+
+def test_random_order_sets_live_knobs_between_runs_in_one_batch(project, fs_loop):
+    ra = fs_loop.sysfs("read_ahead_kb")
+    ra.write_text("256\n")
+    spec = project.write_spec("live_ra", SPEC.format(
+        name="live_ra", factor="read_ahead_kb", levels="[0, 512]", role="knob_read_ahead",
+        vars=f'knob_read_ahead_path: "{fs_loop.mountpoint}/data"', mnt=fs_loop.mountpoint,
+        replicates=4, strategy="random"))
+    res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    exp = project.exp("live_ra")
+    records = _records(exp)
+    assert len(records) == 8 and all(r["status"] == "ok" for r in records), [r["reason"] for r in records]
+    assert len({r["batch"] for r in records}) == 1, "one batch holds both settings"
+    levels = [str(r["factors"]["read_ahead_kb"]) for r in records]
+    assert len(set(levels)) == 2 and any(a != b for a, b in zip(levels, levels[1:])), "the order changes settings"
+    previous = "256"
+    for r, level in zip(records, levels):
+        k = r["knobs"]["read_ahead_kb"]
+        assert k["intended"] == level and k["actual"] == level and k["ok"], k
+        # A run's record says a change happened exactly where its setting differs from the run before.
+        assert k["changed"] is (level != previous), (r["seq"], k, previous)
+        previous = level
+    assert ra.read_text().strip() == "256", "the campaign's end puts the baseline back"
+
+
+def test_a_setting_the_host_refuses_mid_batch_invalidates_only_its_runs(project, fs_loop):
+    sched = fs_loop.sysfs("scheduler")
+    current = sched.read_text().split("[")[1].split("]")[0]
+    good = "none" if current != "none" else "mq-deadline"
+    if good not in sched.read_text():
+        pytest.skip(f"this kernel offers no second I/O scheduler ({sched.read_text().strip()})")
+    spec = project.write_spec("live_refuse", SPEC.format(
+        name="live_refuse", factor="sched", levels=f"[{good}, bogus]", role="knob_sysfs",
+        vars=f'knob_sysfs_path: "{sched}"', mnt=fs_loop.mountpoint, replicates=2, strategy="sequential"))
+    res = project.bmx("run", str(spec), "--cores", "1")
+    exp = project.exp("live_refuse")
+    records = _records(exp)
+    assert len(records) == 4 and len({r["batch"] for r in records}) == 1, res.stdout + res.stderr
+    by_level = {}
+    for r in records:
+        by_level.setdefault(r["factors"]["sched"], []).append(r)
+    assert [r["status"] for r in by_level[good]] == ["ok", "ok"], [r["reason"] for r in by_level[good]]
+    assert [r["status"] for r in by_level["bogus"]] == ["invalid", "invalid"]
+    assert all("bogus" in r["reason"] for r in by_level["bogus"]), [r["reason"] for r in by_level["bogus"]]
+    assert sched.read_text().split("[")[1].split("]")[0] == current, "the baseline scheduler is back"
