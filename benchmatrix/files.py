@@ -11,10 +11,6 @@ import os
 import secrets
 from pathlib import Path
 
-from benchmatrix.host.batch_runner import sync_filesystem
-
-__all__ = ["atomic_write", "create_beside", "sync_filesystem"]
-
 
 def create_beside(path: Path) -> tuple[Path, int]:
     """A new temporary file beside ``path`` (``.NAME.RANDOM.tmp``), opened for writing: (its path, fd).
@@ -54,3 +50,14 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def sync_filesystem(path: Path) -> None:
+    """Flush the file system holding ``path`` to disk (one call for a batch of records).
+
+    The batch runner's own function (host/, one copy), imported here when first needed:
+    importing the runner at start-up would cost every bmx process about 50 ms.
+    """
+    from benchmatrix.host.batch_runner import sync_filesystem as sync
+
+    sync(path)

@@ -26,10 +26,9 @@ from typing import Any
 from benchmatrix.errors import AnsibleError
 from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.execute.hosts import resolve_hosts
+from benchmatrix.execute.prepare import RUNNER_PATH
 from benchmatrix.spec.load import Spec
 
-#: The batch runner: its ``--host-env`` reads the host's noise settings for the check too.
-RUNNER = Path(__file__).resolve().parent.parent / "host" / "batch_runner.py"
 #: Most distinct commands dry-run per host (each is a process start on the host).
 MAX_DRY_RUNS = 64
 _HELP_OPTION = re.compile(r"(--[A-Za-z0-9][A-Za-z0-9_-]*)")
@@ -230,7 +229,8 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
                              "bmx_check_commands": [t.as_dict() for t in tries if t.kind != "problem"],
                              "bmx_check_paths": storage_paths(spec)},
             extravars={"bmx_host": host, "bmx_workload_role": spec.workload["role"], "bmx_check_tool": tool,
-                       "bmx_check_runner_source": str(RUNNER), "bmx_experiment": spec.name,
+                       # The batch runner: its --host-env reads the host's noise settings.
+                       "bmx_check_runner_source": str(RUNNER_PATH), "bmx_experiment": spec.name,
                        "bmx_check_role_directory": role_default(spec, project_dir, "directory"),
                        "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False))},
             log=log, timeout=300)

@@ -6,21 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_spec_view import MINIMAL
 
 from benchmatrix.errors import SpecErrors
 from benchmatrix.spec.load import REBOOT_ROLES, load_spec
 
-BASE = """\
-name: t
-factors:
-  a: [1, 2]
-workload:
-  role: workload_command
-  vars:
-    argv: [echo, "{{ a }}"]
-knobs:
-  a:
-"""
+BASE = MINIMAL + "knobs:\n  a:\n"
 
 
 def errors(tmp_path: Path, knob: str) -> list[str]:
