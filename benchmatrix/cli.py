@@ -229,7 +229,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(_plan_table(chosen, alternatives, data["strategy"]))
     print(f"per-run estimate: {fmt_hms(per_run) + f' ({per_run:g} s)' if per_run is not None else '-'}"
           f" from {per_run_source}; batch overhead {overhead:g} s")
-    for w in plan_warnings(chosen, alternatives, data["strategy"]):
+    for w in plan_warnings(chosen, alternatives, data["strategy"], spec.warmup_after):
         print(w, file=sys.stderr)
     if replicates:
         print(_replicates_text(replicates))
@@ -282,7 +282,8 @@ def _until_decided_text(f: dict[str, Any], fixed: dict[str, Any]) -> str:
 OVERHEAD_WARN_PCT = 30.0
 
 
-def plan_warnings(chosen: dict[str, Any], alternatives: dict[str, Any], strategy: str) -> list[str]:
+def plan_warnings(chosen: dict[str, Any], alternatives: dict[str, Any], strategy: str,
+                  warmup_after: str = "change") -> list[str]:
     """``bmx plan``'s warnings on the design's cost: the orchestration over
     :data:`OVERHEAD_WARN_PCT` of the time, and warm-ups for half the measured runs or more."""
     out = []
@@ -296,7 +297,8 @@ def plan_warnings(chosen: dict[str, Any], alternatives: dict[str, Any], strategy
                    f"this plan's time ({strategy}){hint}")
     if chosen["warmup"] and 2 * chosen["warmup"] >= chosen["measured"] > 0:
         out.append(f"bmx plan warning: {chosen['warmup']} warm-up runs for {chosen['measured']} measured runs "
-                   "(a warm-up after every reconfiguration)")
+                   f"(warmup_after: {warmup_after}); warmup_after: costly_change or first_run warms "
+                   "a cell up less often")
     return out
 
 

@@ -129,7 +129,8 @@ def comparable_controls(runs: pd.DataFrame, knobs: Iterable[str], warmup: int) -
 
     Args:
         runs: Rows of ``runs.csv`` (every attempt).
-        knobs: The spec's knob factors (the columns whose change reconfigures a host).
+        knobs: The knob factors whose change cools a cell (:attr:`Spec.cooling_knobs`: by
+            the spec's ``warmup_after``, every knob or the costly ones).
         warmup: The spec's ``warmup``.
     """
     if runs.empty or "control" not in runs.columns:
@@ -868,7 +869,7 @@ def sanity_warnings(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary:
     labels = _cell_labels(cells)
     eff = effective_runs(runs) if len(runs) else runs
     ctl = spec.control_cell()
-    knobs, warmup = list(spec.knobs), spec.warmup
+    knobs, warmup = spec.cooling_knobs, spec.warmup
     drift_table = drift(runs, metrics, alpha, threshold, knobs=knobs, warmup=warmup) if len(runs) else pd.DataFrame()
     out = drift_warnings(drift_table, runs, ctl.label() if ctl is not None else None, knobs=knobs, warmup=warmup)
     if len(runs):

@@ -120,7 +120,7 @@ def derive_checks(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
     # Comparisons that rest on too few visits or runs to decide.
     warnings += [sanity.warning(w["check"], w["title"], w["message"]) for w in comparisons.warnings]
     # The drift test's own control runs, so that the report draws a flagged shift where it was found.
-    controls = sanity.control_runs(runs, list(spec.knobs), spec.warmup)
+    controls = sanity.control_runs(runs, spec.cooling_knobs, spec.warmup)
     keys = [(str(r), int(a)) for r, a in zip(controls["run_id"], pd.to_numeric(controls["attempt"]).fillna(0))]
     return Checks(warnings=warnings, drift=drift_table, host_differences=host_table, control_runs=keys)
 

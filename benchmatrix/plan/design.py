@@ -278,21 +278,24 @@ class WarmUps:
     """Which cells are warm on one host.
 
     ``warmup`` unmeasured runs of a cell go right before its first measured (or
-    control) run after any change of the host's knob settings (and at the start): a
-    reconfiguration cools every cell. Used by the planner for measured and control
-    runs and by re-run rounds, so all follow the same rule.
+    control) run after a change that cools the cells (and at the start). The spec's
+    ``warmup_after`` says which: ``change`` any change of the host's knob settings,
+    ``costly_change`` a change of a knob of cost restart or reboot, ``first_run`` none
+    (a cell warms up once). Used by the planner for measured and control runs and by
+    re-run rounds, so all follow the same rule.
     """
 
     def __init__(self, spec: Spec):
         self._spec = spec
         self._n = spec.warmup
-        self._state: tuple[Any, ...] | None = None  # the knob setting the host is in
+        self._cooling = spec.cooling_knobs
+        self._state: tuple[Any, ...] | None = None  # the cooling part of the host's knob setting
         self._warm: set[str] = set()
         self._count: dict[str, int] = {}
 
     def host_in(self, factors: dict[str, Any]) -> None:
         """The host runs with these factors' knob settings from now on."""
-        state = _knob_state(self._spec, factors)
+        state = tuple((k, repr(factors[k])) for k in self._cooling)
         if state != self._state:
             self._state, self._warm = state, set()
 
@@ -313,7 +316,8 @@ def plan_host(spec: Spec, host: str, share: dict[str, list[int]] | None = None) 
     """The ordered runs of one host (seq, batch not yet assigned).
 
     Warm-ups: ``warmup`` unmeasured runs of a cell sit immediately before its first
-    measured run after every change of the host's knob settings (and at the start).
+    measured run after every change of the host's knob settings that cools it (the
+    spec's ``warmup_after``, :class:`WarmUps`) and at the start.
 
     Control runs of ``order.control`` are due at the start and again once
     ``order.control_every`` measured runs have run since the previous one. A due

@@ -264,9 +264,9 @@ class Spec:
 
     @property
     def batch_live_knobs(self) -> bool:
-        """Whether a batch may span settings of cost-none knobs (``order.batch_live_knobs``):
-        the batch runner sets them between runs (issue 23)."""
-        return bool(self.order.get("batch_live_knobs", False))
+        """Whether a batch may span settings of cost-none knobs (``order.batch_live_knobs``,
+        on unless a spec says false): the batch runner sets them between runs."""
+        return bool(self.order.get("batch_live_knobs", True))
 
     @property
     def visits(self) -> int:
@@ -302,8 +302,23 @@ class Spec:
 
     @property
     def warmup(self) -> int:
-        """Unmeasured runs of a cell after each reconfiguration."""
+        """Unmeasured runs of a cell after each reconfiguration (see :attr:`warmup_after`)."""
         return int(self.data.get("warmup") or 0)
+
+    @property
+    def warmup_after(self) -> str:
+        """What cools a cell, so that its next measured run gets warm-ups (``warmup_after``):
+        ``change`` any change of the host's knob settings, ``costly_change`` only a change
+        of a knob of cost restart or reboot, ``first_run`` nothing after the cell's first run."""
+        return str(self.data.get("warmup_after") or "change")
+
+    @property
+    def cooling_knobs(self) -> list[str]:
+        """The knob factors whose change cools every cell (by :attr:`warmup_after`), sorted."""
+        if self.warmup_after == "first_run":
+            return []
+        costly = self.warmup_after == "costly_change"
+        return sorted(k for k, knob in self.knobs.items() if not costly or knob.cost_class != "none")
 
     @property
     def levels(self) -> dict[str, list[Level]]:
@@ -363,7 +378,7 @@ def _apply_defaults(data: dict[str, Any]) -> dict[str, Any]:
         out.setdefault(key, props[key]["default"])
     order = out.setdefault("order", {})
     for key, sub in props["order"]["properties"].items():
-        if "default" in sub:  # batch_live_knobs has none: absent, a spec's digest stays as it was
+        if "default" in sub and key != "batch_live_knobs":  # absent, a spec's digest stays as it was
             order.setdefault(key, sub["default"])
     wl = out["workload"]
     for key, sub in props["workload"]["properties"].items():

@@ -30,9 +30,14 @@ from benchmatrix.spec.load import Spec, load_spec
 def make_spec(directory: Path | str, factors: dict[str, list[Any]], *, knobs: dict | None = None,
               replicates: int = 3, warmup: int = 1, strategy: str = "random", seed: int = 7,
               control: dict | None = None, control_every: int | None = None,
-              name: str = "spec.yaml") -> Spec:
-    """Write a spec with these settings and load it (every factor used by the workload)."""
+              name: str = "spec.yaml", live: bool | None = None, warmup_after: str | None = None) -> Spec:
+    """Write a spec with these settings and load it (every factor used by the workload).
+
+    ``live`` and ``warmup_after`` are written only when given (``order.batch_live_knobs``
+    and ``warmup_after``; absent, the spec takes their defaults)."""
     order: dict[str, Any] = {"strategy": strategy, "seed": seed}
+    if live is not None:
+        order["batch_live_knobs"] = live
     if control is not None:
         order["control"] = control
     if control_every is not None:
@@ -48,6 +53,8 @@ def make_spec(directory: Path | str, factors: dict[str, list[Any]], *, knobs: di
     }
     if knobs:
         doc["knobs"] = knobs
+    if warmup_after is not None:
+        doc["warmup_after"] = warmup_after
     path = Path(directory) / name
     path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     spec = load_spec(path)
@@ -59,16 +66,26 @@ def measured(runs: list[PlannedRun]) -> list[PlannedRun]:
     return [r for r in runs if not r.warmup and not r.control]
 
 
-def knob_key(spec: Spec, run: PlannedRun) -> tuple:
-    return tuple((k, type(run.factors[k]).__name__, run.factors[k]) for k in sorted(spec.knobs))
+def knob_key(spec: Spec, run: PlannedRun, classes: tuple[str, ...] = ("none", "restart", "reboot")) -> tuple:
+    return tuple((k, type(run.factors[k]).__name__, run.factors[k]) for k in sorted(spec.knobs)
+                 if spec.knobs[k].cost_class in classes)
 
 
-def stretches(spec: Spec, runs: list[PlannedRun]) -> list[list[PlannedRun]]:
-    """Maximal stretches of consecutive runs of one host sharing every knob setting."""
+def cooling_key(spec: Spec, run: PlannedRun) -> tuple:
+    """What must stay the same for a cell to stay warm, by the spec's ``warmup_after``."""
+    after = spec.warmup_after
+    if after == "first_run":
+        return ()
+    return knob_key(spec, run, ("restart", "reboot") if after == "costly_change" else ("none", "restart", "reboot"))
+
+
+def stretches(spec: Spec, runs: list[PlannedRun], key_of=knob_key) -> list[list[PlannedRun]]:
+    """Maximal stretches of consecutive runs of one host sharing every knob setting
+    (or what ``key_of`` says they share)."""
     out: list[list[PlannedRun]] = []
     prev = None
     for r in runs:
-        key = (r.host, knob_key(spec, r))
+        key = (r.host, key_of(spec, r))
         if not out or key != prev:
             out.append([])
         out[-1].append(r)
@@ -81,7 +98,7 @@ def check_warmups_per_stretch(spec: Spec, runs: list[PlannedRun]) -> None:
     run is immediately preceded by exactly ``warmup`` warm-ups of that cell, and
     every warm-up sits in such a block."""
     n = spec.data["warmup"]
-    for stretch in stretches(spec, runs):
+    for stretch in stretches(spec, runs, cooling_key):
         seen: set[str] = set()
         warm_ok: set[int] = set()
         for i, r in enumerate(stretch):
@@ -489,6 +506,8 @@ def matrices(draw):
         "seed": draw(st.integers(0, 10_000)),
         "hosts": draw(st.sampled_from([["h1"], ["h1", "h2"]])),
         "max_runs": draw(st.integers(1, 20)),
+        "live": draw(st.sampled_from([None, True, False])),
+        "warmup_after": draw(st.sampled_from([None, "change", "costly_change", "first_run"])),
     }
 
 
@@ -497,9 +516,11 @@ def matrices(draw):
 def test_plan_properties(m):
     with tempfile.TemporaryDirectory() as d:
         spec = make_spec(d, m["factors"], knobs=m["knobs"], replicates=m["replicates"],
-                         warmup=m["warmup"], strategy=m["strategy"], seed=m["seed"])
+                         warmup=m["warmup"], strategy=m["strategy"], seed=m["seed"], live=m["live"],
+                         warmup_after=m["warmup_after"])
         again = make_spec(d, m["factors"], knobs=m["knobs"], replicates=m["replicates"],
-                          warmup=m["warmup"], strategy=m["strategy"], seed=m["seed"], name="again.yaml")
+                          warmup=m["warmup"], strategy=m["strategy"], seed=m["seed"], name="again.yaml",
+                          live=m["live"], warmup_after=m["warmup_after"])
     hosts = m["hosts"]
     runs = make_plan(spec, hosts, max_runs=m["max_runs"])
     check_each_cell_replicate_once(spec, runs, hosts)
@@ -509,8 +530,11 @@ def test_plan_properties(m):
     assert max(Counter(r.batch for r in runs).values()) <= m["max_runs"]
     for _, group in itertools.groupby(runs, key=lambda r: r.batch):
         group = list(group)
-        assert len({(r.host, knob_key(spec, r)) for r in group}) == 1
-    if not m["knobs"]:
+        # A batch shares every knob setting Ansible makes: all of them, or with live
+        # knobs (the default) those of cost restart or reboot.
+        shared = ("restart", "reboot") if m["live"] is not False else ("none", "restart", "reboot")
+        assert len({(r.host, knob_key(spec, r, shared)) for r in group}) == 1
+    if not m["knobs"] or m["warmup_after"] == "first_run":
         assert sum(r.warmup for r in runs) == m["warmup"] * len(spec.cells) * len(hosts)
     names = spec.factor_names
     assert plan_csv_text(runs, names) == plan_csv_text(make_plan(again, hosts, max_runs=m["max_runs"]), names)

@@ -52,9 +52,13 @@ ROOT = Path(__file__).resolve().parents[3]
 def make_spec(directory: Path | str, factors: dict[str, list[Any]], *, knobs: dict | None = None,
               replicates: int = 3, warmup: int = 1, strategy: str = "restricted", seed: int = 7,
               visits: int | None = None, control: dict | None = None, control_every: int | None = None,
-              estimate_s: float | None = None, name: str = "spec.yaml", **load: Any) -> Spec:
-    """Write a spec (every factor used by the workload or a knob) and load it."""
+              estimate_s: float | None = None, name: str = "spec.yaml", live: bool | None = None,
+              warmup_after: str | None = None, **load: Any) -> Spec:
+    """Write a spec (every factor used by the workload or a knob) and load it (``live``:
+    ``order.batch_live_knobs`` and ``warmup_after`` written only when given)."""
     order: dict[str, Any] = {"strategy": strategy, "seed": seed}
+    if live is not None:
+        order["batch_live_knobs"] = live
     for key, value in (("visits", visits), ("control", control), ("control_every", control_every)):
         if value is not None:
             order[key] = value
@@ -66,6 +70,8 @@ def make_spec(directory: Path | str, factors: dict[str, list[Any]], *, knobs: di
                            "replicates": replicates, "warmup": warmup, "order": order}
     if knobs:
         doc["knobs"] = knobs
+    if warmup_after is not None:
+        doc["warmup_after"] = warmup_after
     path = Path(directory) / name
     path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     return load_spec(path, **load)
@@ -279,11 +285,23 @@ def test_none_class_knob_is_cheap_inside_visits(tmp_path):
     for host in ("h1", "h2"):
         assert len(visit_settings(host_runs(runs, host), ["k"])) == 6
     check_warmups(spec, runs)
-    # Batches split at cheap-knob changes too, but never mix settings.
+    # Batches split at every change of the reboot knob; the batch runner sets the
+    # cheap one between runs, so its settings share batches.
+    mixed = 0
     for b in {r.batch for r in runs}:
         members = [r for r in runs if r.batch == b]
-        assert len({key_of(r, ["k", "ra"]) for r in members}) == 1
+        assert len({key_of(r, ["k"]) for r in members}) == 1
+        mixed += len({key_of(r, ["ra"]) for r in members}) > 1
+    assert mixed > 0
     assert reconfigurations(runs, spec)["reboot"] == 12
+    # Without live knobs, batches split at cheap-knob changes too and never mix settings.
+    plain = make_spec(tmp_path, {"k": ["a", "b"], "ra": [0, 128], "bs": ["4k", "64k"]},
+                      knobs={"k": {"role": "knob_k", "cost": "reboot"}, "ra": {"role": "knob_ra", "cost": "none"}},
+                      replicates=3, warmup=1, live=False, name="plain.yaml")
+    plain_runs = make_plan(plain, ["h1", "h2"], max_runs=50)
+    for b in {r.batch for r in plain_runs}:
+        members = [r for r in plain_runs if r.batch == b]
+        assert len({key_of(r, ["k", "ra"]) for r in members}) == 1
 
 
 def test_unequal_whole_plots_from_exclude_and_include(tmp_path):
@@ -441,11 +459,13 @@ def test_restricted_plan_properties(m):
                      if i == 0 or s != visit_settings(host_runs(runs, h), outer)[i - 1])
         assert rc["reboot"] == expect
 
-    # batches are consecutive, one host, one knob setting, capped
+    # batches are consecutive, one host, one setting of the knobs Ansible sets (live
+    # knobs, the default, leave the cost-none ones to the batch runner), capped
+    ansible_set = sorted(k for k in spec.knobs if spec.knobs[k].cost_class != "none")
     for b in {r.batch for r in runs}:
         members = [r for r in runs if r.batch == b]
         assert len(members) <= m["max_runs"]
-        assert len({(r.host, key_of(r, sorted(spec.knobs))) for r in members}) == 1
+        assert len({(r.host, key_of(r, ansible_set)) for r in members}) == 1
         seqs = [r.seq for r in members]
         assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
 
@@ -687,13 +707,14 @@ def test_bmx_plan_detect_errors(in_project, capsys, args, words):
 
 
 def test_plan_warns_when_orchestration_or_warmups_dominate(tmp_path):
-    """A cheap knob in random order: a batch (one Ansible call) per visit and a warm-up
-    per measured run. bmx plan says so, and what sequential order would cost."""
+    """A cheap knob in random order without live knobs: a batch (one Ansible call) per
+    visit and a warm-up per measured run. bmx plan says so, and what sequential order
+    would cost."""
     from benchmatrix.cli import plan_warnings
 
     spec = make_spec(tmp_path, {"k": ["a", "b"], "c": [1, 2]}, knobs={"k": {"role": "knob_sysctl", "cost": "none",
                      "vars": {"knob_sysctl_key": "vm.swappiness"}}}, strategy="random", replicates=5,
-                     estimate_s=1)
+                     estimate_s=1, live=False)
     runs = make_plan(spec, ["h1"], max_runs=50)
     chosen = plan_costs(spec, runs, per_run_s=1, batch_overhead_s=3)
     seq = plan_costs(spec, make_plan(with_strategy(spec, "sequential"), ["h1"], max_runs=50), per_run_s=1,
@@ -705,7 +726,33 @@ def test_plan_warns_when_orchestration_or_warmups_dominate(tmp_path):
                                   f"{seq['overhead_pct']:.0f} %")
     assert 2 * chosen["warmup"] >= chosen["measured"]
     assert warnings[1] == (f"bmx plan warning: {chosen['warmup']} warm-up runs for {chosen['measured']} measured "
-                           "runs (a warm-up after every reconfiguration)")
+                           "runs (warmup_after: change); warmup_after: costly_change or first_run warms a cell "
+                           "up less often")
     # Long runs: the orchestration is noise, no warning about it.
     long = plan_costs(spec, runs, per_run_s=600, batch_overhead_s=3)
     assert not any("orchestration" in w for w in plan_warnings(long, {"sequential": seq}, "random"))
+
+
+def test_live_knobs_by_default_make_a_random_cheap_plan_one_batch_and_warmup_after_prices_warmups(tmp_path):
+    """Issue 23: a cost-none knob in random order is one batch by default (the batch
+    runner sets it between runs), so the orchestration is no longer the plan's time;
+    ``warmup_after: costly_change`` warms each cell up once, since nothing costly changes."""
+    from benchmatrix.cli import plan_warnings
+
+    knobs = {"k": {"role": "knob_sysctl", "cost": "none", "vars": {"knob_sysctl_key": "vm.swappiness"}}}
+    factors = {"k": ["a", "b"], "c": [1, 2]}
+    spec = make_spec(tmp_path, factors, knobs=knobs, strategy="random", replicates=5, estimate_s=1)
+    runs = make_plan(spec, ["h1"], max_runs=50)
+    assert len({r.batch for r in runs}) == 1
+    assert reconfigurations(runs, spec)["none"] > 2  # the knob does change between runs
+    chosen = plan_costs(spec, runs, per_run_s=1, batch_overhead_s=3)
+    assert chosen["overhead_pct"] < 30
+    assert 2 * chosen["warmup"] >= chosen["measured"]  # warmup_after: change still cools every cell
+    cheap = make_spec(tmp_path, factors, knobs=knobs, strategy="random", replicates=5, estimate_s=1,
+                      warmup_after="costly_change", name="cheap.yaml")
+    cheap_runs = make_plan(cheap, ["h1"], max_runs=50)
+    assert [r.run_id for r in cheap_runs if not r.warmup] == [r.run_id for r in runs if not r.warmup]
+    assert sum(r.warmup for r in cheap_runs) == len(cheap.cells)
+    costs = plan_costs(cheap, cheap_runs, per_run_s=1, batch_overhead_s=3)
+    assert plan_warnings(costs, {}, "random", cheap.warmup_after) == []
+    assert costs["warmup_pct"] == pytest.approx(100 * 4 / 24)
