@@ -245,7 +245,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _orchestration_text(orch: Any) -> str:
     """What a batch and a measured reconfiguration cost in the estimates, and from where."""
-    text = f"batch overhead {orch.batch_s:g} s from {orch.batch_source}"
+    text = f"batch overhead {round(orch.batch_s, 1):g} s from {orch.batch_source}"
     if orch.class_seconds:
         each = ", ".join(f"{cls} {s:.0f} s" for cls, s in orch.class_seconds.items())
         text += f"; reconfiguration {each} ({orch.class_source}, instead of cost_seconds)"
