@@ -172,6 +172,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from benchmatrix.execute.hosts import resolve_hosts
     from benchmatrix.execute.planning import plan
     from benchmatrix.plan.design import per_run_estimate, plan_costs, run_estimates, visits_per_cell
+    from benchmatrix.plan.measured_costs import orchestration_costs
     from benchmatrix.spec.config import project_config
     from benchmatrix.spec.load import load_spec
 
@@ -193,9 +194,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     planned = [r for r in runs if getattr(r, "round", 0) == 0]
     hosts = resolve_hosts(spec.inventory_path(proj), spec.hosts)
     per_run, per_run_source = per_run_estimate(spec, exp / layout.RUNS)
-    overhead = cfg.batch_overhead_seconds
-    chosen = plan_costs(spec, planned, per_run, overhead)
-    alternatives = {k: plan_costs(spec, v, per_run, overhead)
+    orch = orchestration_costs(spec, exp, cfg.batch_overhead_seconds)
+    overhead = orch.batch_s
+    chosen = plan_costs(spec, planned, per_run, overhead, orch.class_seconds)
+    alternatives = {k: plan_costs(spec, v, per_run, overhead, orch.class_seconds)
                     for k, v in _alternative_plans(spec, hosts, max_runs, max_seconds, estimates).items()}
     replicates = None
     if detect is not None:
@@ -212,6 +214,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "visits_per_whole_plot": spec.visits if spec.order["strategy"] == "restricted" else None,
             "per_run_s": per_run, "per_run_source": per_run_source,
             "cost_seconds": cfg.cost_seconds, "batch_overhead_s": overhead,
+            "batch_overhead_source": orch.batch_source, "measured_cost_seconds": orch.class_seconds,
+            "measured_cost_source": orch.class_source,
             "this_plan": chosen, "alternatives": alternatives, "replicate_planning": replicates,
             "until_decided": _until_decided_figures(spec, exp, len(hosts), per_run, detect, args.alpha)}
     if args.json:
@@ -228,7 +232,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
               f"{spec.visits} visit(s) of each")
     print(_plan_table(chosen, alternatives, data["strategy"]))
     print(f"per-run estimate: {fmt_hms(per_run) + f' ({per_run:g} s)' if per_run is not None else '-'}"
-          f" from {per_run_source}; batch overhead {overhead:g} s")
+          f" from {per_run_source}; {_orchestration_text(orch)}")
     for w in plan_warnings(chosen, alternatives, data["strategy"], spec.warmup_after):
         print(w, file=sys.stderr)
     if replicates:
@@ -237,6 +241,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(_until_decided_text(data["until_decided"], chosen))
     print(f"wrote {out}")
     return 0
+
+
+def _orchestration_text(orch: Any) -> str:
+    """What a batch and a measured reconfiguration cost in the estimates, and from where."""
+    text = f"batch overhead {round(orch.batch_s, 1):g} s from {orch.batch_source}"
+    if orch.class_seconds:
+        each = ", ".join(f"{cls} {s:.0f} s" for cls, s in orch.class_seconds.items())
+        text += f"; reconfiguration {each} ({orch.class_source}, instead of cost_seconds)"
+    return text
 
 
 def _until_decided_figures(spec: Spec, exp: Path, hosts: int, per_run: float | None, detect: Any,
@@ -485,11 +498,15 @@ def _check_costs(spec: Spec, proj: Path, exp: Path, cfg: ProjectConfig) -> tuple
     """The plan bmx plan and bmx run would make (batches sized by time as configured), priced."""
     from benchmatrix.execute.hosts import resolve_hosts
     from benchmatrix.plan.design import make_plan, per_run_estimate, plan_costs, run_estimates
+    from benchmatrix.plan.measured_costs import orchestration_costs
 
     per_run, source = per_run_estimate(spec, exp / layout.RUNS)
     runs = make_plan(spec, resolve_hosts(spec.inventory_path(proj), spec.hosts),
                      cfg.batch_max_runs, cfg.batch_max_seconds, run_estimates(spec, exp))
-    return plan_costs(spec, runs, per_run, cfg.batch_overhead_seconds), source
+    orch = orchestration_costs(spec, exp, cfg.batch_overhead_seconds)
+    costs = plan_costs(spec, runs, per_run, orch.batch_s, orch.class_seconds)
+    return {**costs, "batch_overhead_s": orch.batch_s, "batch_overhead_source": orch.batch_source,
+            "orchestration_text": _orchestration_text(orch)}, source
 
 
 def _check_json(spec: Spec, proj: Path, exp: Path, cfg: ProjectConfig, checks: list[Any]) -> int:
@@ -501,7 +518,9 @@ def _check_json(spec: Spec, proj: Path, exp: Path, cfg: ProjectConfig, checks: l
     print(json.dumps({"experiment": spec.name, "ready": not blockers, "blockers": blockers,
                       "hosts": [asdict(c) for c in checks],
                       "estimate": {"campaign_s": costs["campaign_s"], "runs": costs["runs"],
-                                   "batches": costs["batches"], "per_run_source": source}},
+                                   "batches": costs["batches"], "per_run_source": source,
+                                   "batch_overhead_s": costs["batch_overhead_s"],
+                                   "batch_overhead_source": costs["batch_overhead_source"]}},
                      indent=2, default=str))
     return 1 if blockers else 0
 
@@ -534,7 +553,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"bmx check warning: {w}", file=sys.stderr)
     costs, source = _check_costs(spec, proj, exp, cfg)
     when = fmt_hms(costs["campaign_s"]) if costs["campaign_s"] is not None else "unknown (no per-run estimate)"
-    print(f"estimated campaign time: {when}: {costs['runs']} runs, {costs['batches']} batches (per run: {source})")
+    print(f"estimated campaign time: {when}: {costs['runs']} runs, {costs['batches']} batches (per run: {source}; "
+          f"{costs['orchestration_text']})")
     blockers = [b for c in checks for b in c.blockers]
     for b in blockers:
         print(f"bmx check: {b}", file=sys.stderr)

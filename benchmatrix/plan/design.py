@@ -469,14 +469,20 @@ def reconfigurations(runs: list[PlannedRun], spec: Spec) -> dict[str, int]:
     return out
 
 
-def reconfiguration_seconds(runs: list[PlannedRun], spec: Spec) -> dict[str, float]:
+def reconfiguration_seconds(runs: list[PlannedRun], spec: Spec,
+                            class_seconds: dict[str, float] | None = None) -> dict[str, float]:
     """Estimated reconfiguration seconds per host: each reconfiguration costs its most
-    expensive changed knob's seconds (the restart or reboot it needs serves every knob)."""
+    expensive changed knob's seconds (the restart or reboot it needs serves every knob).
+
+    ``class_seconds`` (cost class -> seconds, as earlier campaigns measured them:
+    :mod:`benchmatrix.plan.measured_costs`) replaces the seconds of every knob of its classes.
+    """
+    measured = class_seconds or {}
     out: dict[str, float] = {}
     for run in runs:
         out.setdefault(run.host, 0.0)
     for host, changed in _transitions(runs, spec):
-        out[host] += max(k.cost_seconds for k in changed)
+        out[host] += max(measured.get(k.cost_class, k.cost_seconds) for k in changed)
     return out
 
 
@@ -504,7 +510,7 @@ def costly_visits(runs: list[PlannedRun], spec: Spec) -> int:
 
 
 def plan_costs(spec: Spec, runs: list[PlannedRun], per_run_s: float | None = None,
-               batch_overhead_s: float = 0.0) -> dict[str, Any]:
+               batch_overhead_s: float = 0.0, class_seconds: dict[str, float] | None = None) -> dict[str, Any]:
     """What a plan costs: runs, batches, visits, reconfigurations and time estimates.
 
     Args:
@@ -512,6 +518,8 @@ def plan_costs(spec: Spec, runs: list[PlannedRun], per_run_s: float | None = Non
         runs: Every host's planned runs.
         per_run_s: Estimated seconds of one run of the workload; None when unknown.
         batch_overhead_s: Fixed seconds per batch (one Ansible call).
+        class_seconds: Seconds of a reconfiguration per cost class where measured,
+            instead of its knobs' (:func:`reconfiguration_seconds`).
 
     Returns:
         Counts over all hosts; ``campaign_s`` is the wall-clock estimate with hosts
@@ -520,7 +528,7 @@ def plan_costs(spec: Spec, runs: list[PlannedRun], per_run_s: float | None = Non
         ``overhead_pct`` its share of all the hosts' time (None while the workload's
         time is unknown), ``warmup_pct`` the warm-ups' share of the runs.
     """
-    reconf = reconfiguration_seconds(runs, spec)
+    reconf = reconfiguration_seconds(runs, spec, class_seconds)
     per_host: dict[str, dict[str, float]] = {}
     batches: dict[str, set[str]] = {}
     for r in runs:

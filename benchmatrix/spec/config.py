@@ -38,7 +38,8 @@ class ProjectConfig:
             slice after which a batch's results come back.
         runner_lease_seconds: The controller's lease on a running batch (0: no lease).
         cost_seconds: Default seconds of a knob change per cost class (estimates only).
-        batch_overhead_seconds: Fixed seconds each batch adds (estimates only).
+        batch_overhead_seconds: Fixed seconds each batch adds (estimates only; the
+            experiment's earlier campaigns' figure wins: :mod:`benchmatrix.plan.measured_costs`).
         given: The keys the file sets.
     """
 

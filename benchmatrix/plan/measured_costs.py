@@ -1,0 +1,159 @@
+"""The orchestration's seconds as this experiment's earlier campaigns measured them.
+
+``config.yaml``'s ``batch_overhead_seconds`` (one Ansible call) and ``cost_seconds``
+(a restart, a reboot) are guesses; on a loaded host a batch cost about 20 s, not 3,
+and a 24-run experiment estimated at 1 min took 5. Every earlier ``runs.csv`` of the
+experiment (``results/NAME/runs.csv`` and ``campaigns/*/runs.csv``) holds when each
+run started and ended on its host, which is enough to measure both:
+
+- A batch's fixed cost is the host's time outside runs from the end of the last run
+  before the batch to the end of the batch's last run: the Snakemake job, the
+  Ansible call, fetching and unpacking the previous batch, and the runner's gaps
+  between runs (``before_run`` actions, live knobs). Each host's first batch is left
+  out (the time before it is the campaign's start, not a batch's), and so is a batch
+  that waited more than :data:`MAX_GAP_S` (a campaign stopped and resumed later).
+- A batch whose first run has a restart- or reboot-class knob setting other than the
+  run before it also paid for that reconfiguration: the class costs the median of
+  such batches less the per-batch cost.
+
+Medians over every measured batch of every earlier campaign keep a slow outlier (a
+retried Ansible call) from moving the estimate.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from benchmatrix.layout import CAMPAIGNS_DIR, RUNS
+from benchmatrix.spec.load import COST_CLASSES, Spec
+
+#: A wait longer than this between two runs is a pause (stopped, resumed later), not overhead.
+MAX_GAP_S = 3600.0
+#: The classes whose reconfiguration happens in the batch's Ansible call, where it can be timed.
+MEASURED_CLASSES = ("restart", "reboot")
+CONFIG_SOURCE = "batch_overhead_seconds in config/config.yaml"
+
+
+@dataclass(frozen=True)
+class OrchestrationCosts:
+    """Seconds a batch and a reconfiguration cost, and where the figures come from.
+
+    Attributes:
+        batch_s: Fixed seconds per batch.
+        batch_source: Where ``batch_s`` comes from, for the user.
+        class_seconds: Measured seconds of a reconfiguration per cost class (only the
+            classes measured; the others keep their knobs' ``cost_seconds``).
+        class_source: Where ``class_seconds`` come from ("" when empty).
+    """
+
+    batch_s: float
+    batch_source: str
+    class_seconds: dict[str, float] = field(default_factory=dict)
+    class_source: str = ""
+
+
+def orchestration_costs(spec: Spec, exp_dir: str | Path, batch_overhead_s: float) -> OrchestrationCosts:
+    """The per-batch and per-reconfiguration seconds ``bmx plan`` and ``bmx check`` use.
+
+    Measured figures win over ``config.yaml``'s: the shipped config sets
+    ``batch_overhead_seconds`` itself, so an explicit value says nothing about the
+    host, while earlier campaigns of this experiment timed it.
+
+    Args:
+        spec: The experiment (its knobs classify the reconfigurations).
+        exp_dir: ``results/NAME`` of the experiment.
+        batch_overhead_s: ``batch_overhead_seconds`` of config.yaml, the fallback.
+
+    Returns:
+        The measured figures where earlier campaigns had at least one batch after
+        their first, else config's.
+    """
+    samples: list[tuple[str | None, float]] = []
+    campaigns = 0
+    for path in _runs_tables(Path(exp_dir)):
+        found = list(batch_samples(spec, _rows(path)))
+        campaigns += bool(found)
+        samples += found
+    plain = [s for cls, s in samples if cls is None]
+    batch_s, source = batch_overhead_s, CONFIG_SOURCE
+    if plain:
+        batch_s = statistics.median(plain)
+        source = f"median of {len(plain)} batch(es) in {campaigns} earlier campaign(s)"
+    measured: dict[str, float] = {}
+    notes = []
+    for cls in MEASURED_CLASSES:
+        with_cls = [s for c, s in samples if c == cls]
+        if with_cls:
+            measured[cls] = max(statistics.median(with_cls) - batch_s, 0.0)
+            notes.append(f"{cls}: median of {len(with_cls)} reconfiguration(s) in {campaigns} earlier campaign(s)")
+    return OrchestrationCosts(batch_s, source, measured, "; ".join(notes))
+
+
+def _runs_tables(exp: Path) -> list[Path]:
+    """This campaign's runs.csv and every kept campaign's, those that exist."""
+    return [p for p in [exp / RUNS, *sorted(exp.glob(f"{CAMPAIGNS_DIR}/*/{RUNS}"))] if p.is_file()]
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    """The rows of a runs.csv; none when it cannot be read (an old table only loses its figures)."""
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            return list(csv.DictReader(fh))
+    except (OSError, csv.Error, UnicodeDecodeError):
+        return []
+
+
+def _time(text: str | None) -> float | None:
+    try:
+        return datetime.fromisoformat(text).timestamp() if text else None
+    except ValueError:
+        return None
+
+
+def batch_samples(spec: Spec, rows: Iterable[dict[str, str]]) -> Iterator[tuple[str | None, float]]:
+    """(reconfiguration class or None, seconds outside runs) of each measurable batch of one campaign.
+
+    Args:
+        spec: The experiment; a knob whose column the table lacks is taken as unchanged.
+        rows: runs.csv rows with ``host``, ``batch``, ``started_at`` and ``ended_at``.
+            Re-run attempts (``attempt`` over 1) are left out: their batches ran in
+            another ``bmx rerun`` or ``bmx run``, the wait before them is the user's.
+    """
+    timed: dict[str, list[tuple[float, float, dict[str, str]]]] = {}
+    for row in rows:
+        start, end = _time(row.get("started_at")), _time(row.get("ended_at"))
+        if start is None or end is None or (row.get("attempt") or "1") != "1":
+            continue
+        timed.setdefault(row.get("host") or "", []).append((start, max(end, start), row))
+    for runs in timed.values():
+        runs.sort(key=lambda t: t[0])
+        yield from _host_samples(spec, runs)
+
+
+def _host_samples(spec: Spec, runs: list[tuple[float, float, dict[str, str]]]) -> Iterator[tuple[str | None, float]]:
+    """:func:`batch_samples` of one host's runs, in the order they started."""
+    current: list = []  # [class, seconds] of the batch being summed; [] before the first boundary
+    for (_, prev_end, prev), (start, _, row) in zip(runs, runs[1:]):
+        gap = max(start - prev_end, 0.0)
+        if row.get("batch") != prev.get("batch"):
+            if current:
+                yield current[0], current[1]
+            current = [_reconfiguration(spec, prev, row), gap]
+        elif current:
+            current[1] += gap
+        if gap > MAX_GAP_S:
+            current = []  # the host waited for the user, not for the orchestration
+    if current:
+        yield current[0], current[1]
+
+
+def _reconfiguration(spec: Spec, prev: dict[str, str], row: dict[str, str]) -> str | None:
+    """The most expensive measured class among the knobs that change from ``prev`` to ``row``."""
+    changed = [k.cost_class for f, k in spec.knobs.items()
+               if f in row and f in prev and row[f] != prev[f] and k.cost_class in MEASURED_CLASSES]
+    return max(changed, key=COST_CLASSES.index) if changed else None
