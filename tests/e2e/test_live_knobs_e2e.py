@@ -86,3 +86,60 @@ def test_a_setting_the_host_refuses_mid_batch_invalidates_only_its_runs(project,
     assert [r["status"] for r in by_level["bogus"]] == ["invalid", "invalid"]
     assert all("bogus" in r["reason"] for r in by_level["bogus"]), [r["reason"] for r in by_level["bogus"]]
     assert sched.read_text().split("[")[1].split("]")[0] == current, "the baseline scheduler is back"
+
+
+MIXED = """\
+name: {name}
+inventory: config/inventory/test.yml
+factors:
+  sched: [{sched}]
+  read_ahead_kb: [0, 512]
+knobs:
+  sched: {{role: knob_sysfs, cost: restart, vars: {{knob_sysfs_path: "{path}"}}}}
+  read_ahead_kb: {{role: knob_read_ahead, cost: none, vars: {{knob_read_ahead_path: "{mnt}/data"}}}}
+workload:
+  role: workload_fio
+  vars: {{filename: "{mnt}/fio.dat", rw: read, bs: 64k, ioengine: psync, size: 1m, runtime: 100ms, time_based: 1}}
+  timeout: 60
+replicates: 2
+warmup: 0
+order: {{strategy: random, seed: 3}}
+"""
+
+
+def test_a_costlier_knob_still_goes_through_ansible_while_live_ones_change_inside_its_batches(project, fs_loop):
+    # The default (no batch_live_knobs in the spec): a knob of cost restart cuts the
+    # batches and Ansible sets it; the live read-ahead changes between runs inside them.
+    sched = fs_loop.sysfs("scheduler")
+    current = sched.read_text().split("[")[1].split("]")[0]
+    other = "none" if current != "none" else "mq-deadline"
+    if other not in sched.read_text():
+        pytest.skip(f"this kernel offers no second I/O scheduler ({sched.read_text().strip()})")
+    ra = fs_loop.sysfs("read_ahead_kb")
+    ra.write_text("256\n")
+    spec = project.write_spec("live_mixed", MIXED.format(
+        name="live_mixed", sched=f"{current}, {other}", path=sched, mnt=fs_loop.mountpoint))
+    res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    records = _records(project.exp("live_mixed"))
+    assert len(records) == 8 and all(r["status"] == "ok" for r in records), [r["reason"] for r in records]
+    batches: dict[str, list] = {}
+    for r in records:
+        batches.setdefault(r["batch"], []).append(r)
+    assert all(len({r["factors"]["sched"] for r in b}) == 1 for b in batches.values()), "sched cuts batches"
+    assert any(len({r["factors"]["read_ahead_kb"] for r in b}) == 2 for b in batches.values()), \
+        "read-ahead changes inside a batch"
+    stretches = 1 + sum(a["factors"]["sched"] != b["factors"]["sched"] for a, b in zip(records, records[1:]))
+    assert len(batches) == stretches
+    previous = {"sched": current, "read_ahead_kb": "256"}
+    for i, r in enumerate(records):
+        first_of_batch = i == 0 or records[i - 1]["batch"] != r["batch"]
+        for factor in ("sched", "read_ahead_kb"):
+            k, level = r["knobs"][factor], str(r["factors"][factor])
+            assert k["intended"] == level == k["actual"] and k["ok"], (factor, k)
+            assert k["changed"] is (level != previous[factor]), (r["seq"], factor, k, previous)
+            if factor == "sched" and k["changed"]:
+                assert first_of_batch, "only Ansible, at a batch's start, changes the restart-class knob"
+            previous[factor] = level
+    assert sched.read_text().split("[")[1].split("]")[0] == current and ra.read_text().strip() == "256", \
+        "the campaign's end puts both baselines back"
