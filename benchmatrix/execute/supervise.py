@@ -99,6 +99,27 @@ def _collected_early(exp: Path) -> bool:
     return any(not (exp / layout.BATCHES_DIR / f"{b}.done").is_file() for b in order)
 
 
+def _plan_outdated(exp: Path, spec_path: Path) -> bool:
+    """plan.csv is older than the spec or reruns.csv.
+
+    Snakemake re-plans when the plan rule's params (the digest of the spec and of
+    reruns.csv) change, but it knows them only for a plan.csv it wrote itself: after
+    ``bmx plan`` (which writes plan.csv without Snakemake) a ``bmx rerun`` or an edited
+    spec was never planned, and the next ``bmx run`` ran nothing new.
+    """
+    try:
+        planned = (exp / layout.PLAN).stat().st_mtime_ns
+    except OSError:
+        return False
+    for path in (spec_path, exp / layout.RERUNS):
+        try:
+            if path.stat().st_mtime_ns > planned:
+                return True
+        except OSError:
+            pass
+    return False
+
+
 #: Seconds between the progress lines printed while a batch job runs (Snakemake itself
 #: prints one only when a job ends, and one batch may now take many minutes).
 TICK_SECONDS = 30.0
@@ -217,6 +238,7 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
            "--directory", str(proj), "--cores", str(max(args.cores, slots)), "--nolock",
            "--resources", f"host_slots={slots}",
            *(["--forcerun", "collect"] if _collected_early(exp) else []),
+           *(["--forcerun", "plan"] if _plan_outdated(exp, Path(args.spec)) else []),
            "--config", f"spec={_spec_arg(args.spec, proj)}"]
     if args.batch_max_runs:
         cmd.append(f"batch_max_runs={args.batch_max_runs}")

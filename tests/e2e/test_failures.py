@@ -194,3 +194,38 @@ def test_full_disk_leaves_no_truncated_file(tmp_path):
         assert [p.name for p in mnt.iterdir()] == ["record.json"], "no temporary file left behind"
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_rerun_and_spec_edits_after_bmx_plan_re_plan(project):
+    """`bmx plan` writes plan.csv itself, without Snakemake's record of the plan rule's
+    params (the spec's and reruns.csv's digest): `bmx rerun --failed` after it said
+    "re-run round 1" and ran nothing, and a level added to the spec was never planned."""
+    fails = project.root / "fails"
+    fails.write_text("")
+    text = """\
+name: plan_first
+inventory: config/inventory/test.yml
+factors:
+  x: [{levels}]
+workload:
+  role: workload_command
+  vars: {{argv: [sh, -c, "test ! -s {fails}"]}}
+  timeout: 60
+replicates: 1
+warmup: 0
+order: {{strategy: sequential}}
+"""
+    spec = project.write_spec("plan_first", text.format(levels="1", fails=fails))
+    assert project.bmx("plan", str(spec)).returncode == 0
+    fails.write_text("yes\n")
+    res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 1, res.stdout + res.stderr
+    fails.write_text("")
+    res = project.bmx("rerun", str(spec), "--failed", "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    exp = project.exp("plan_first")
+    assert [(r["attempt"], r["status"]) for r in read_csv(exp / "runs.csv")] == [("1", "failed"), ("2", "ok")]
+    project.write_spec("plan_first", text.format(levels="1, 2", fails=fails))
+    res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert sorted(r["x"] for r in read_csv(exp / "runs.csv") if r["status"] == "ok") == ["1", "2"]

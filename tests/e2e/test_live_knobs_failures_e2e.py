@@ -1,0 +1,167 @@
+"""Live knobs inside one batch (issue 23) when the batch is cut short: the batch runner
+killed on the host, or the user's Ctrl-C to `bmx run`, right after the runner changed
+the knob between two runs of the campaign's only batch. The host ends at its baseline,
+the runs finished before are kept, and the records say which setting each run had
+(real Snakemake, Ansible, fio and the read-ahead of a loop device).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from knobkit import LoopDevice
+
+pytestmark = pytest.mark.slow
+
+BASELINE = "256"  # neither level: every change and every restore shows
+
+# Two levels, two replicates, in plan order: 0, 0, 512, 512, all in one batch; the
+# runner sets 512 itself before the third run. Runs of 1 s leave time to cut in.
+SPEC = """\
+name: {name}
+inventory: config/inventory/test.yml
+factors:
+  read_ahead_kb: [0, 512]
+knobs:
+  read_ahead_kb: {{role: knob_read_ahead, cost: none, vars: {{knob_read_ahead_path: "{mnt}/data"}}}}
+workload:
+  role: workload_fio
+  vars: {{filename: "{mnt}/fio.dat", rw: read, bs: 64k, ioengine: psync, size: 1m, runtime: 1, time_based: 1}}
+  timeout: 60
+replicates: 2
+warmup: 0
+order: {{strategy: sequential, batch_live_knobs: true}}
+"""
+
+
+@pytest.fixture
+def fs_loop(tmp_path):
+    dev = LoopDevice(tmp_path / "loop", size_mb=64, mkfs=True)
+    dev.sysfs("read_ahead_kb").write_text(BASELINE + "\n")
+    yield dev
+    dev.close()
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def records(exp: Path) -> dict[tuple[str, int], dict]:
+    out = {}
+    for p in exp.glob("runs/*/*/record.json"):
+        rec = json.loads(p.read_text())
+        out[(rec["run_id"], rec["attempt"])] = rec
+    return out
+
+
+def start_and_cut_at_the_live_change(project, fs_loop, name):
+    """Start `bmx run` and return once the runner set the second level itself and that
+    level's first run is under way: (the process, plan rows in order, the run ids
+    finished on the host with their start times)."""
+    spec = project.write_spec(name, SPEC.format(name=name, mnt=fs_loop.mountpoint))
+    assert project.bmx("plan", str(spec)).returncode == 0
+    plan = sorted(read_csv(project.exp(name) / "plan.csv"), key=lambda p: int(p["seq"]))
+    assert [p["read_ahead_kb"] for p in plan] == ["0", "0", "512", "512"] and len({p["batch"] for p in plan}) == 1
+    changed_at = plan[2]["run_id"]
+    proc = project.popen_bmx("run", str(spec), "--cores", "1")
+    ra = fs_loop.sysfs("read_ahead_kb")
+    deadline = time.monotonic() + 240
+    while not (project.host_runs() / changed_at / "1.partial").is_dir():
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, "the campaign never reached its third run"
+        time.sleep(0.05)
+    assert ra.read_text().strip() == "512", "the runner did not set the knob between runs"
+    finished = {p.parent.parent.name: json.loads(p.read_text())["started_at"]
+                for p in project.host_runs().glob("*/1/result.json")}
+    assert sorted(finished) == sorted(p["run_id"] for p in plan[:2]), finished
+    return spec, proc, plan, finished
+
+
+def assert_finished_campaign(project, fs_loop, name, plan, kept):
+    """Every planned run ok exactly once, each ok record's knob state its own level (the
+    first ok run of each level changed the knob), the runs in ``kept`` (run id: start
+    time on the host) not measured again, the host at its baseline."""
+    exp = project.exp(name)
+    runs = read_csv(exp / "runs.csv")
+    ok = [r for r in runs if r["status"] == "ok"]
+    assert sorted(r["run_id"] for r in ok) == sorted(p["run_id"] for p in plan), \
+        [(r["run_id"], r["attempt"], r["status"]) for r in runs]
+    recs = records(exp)
+    level = {p["run_id"]: p["read_ahead_kb"] for p in plan}
+    seen = set()
+    for rec in sorted((r for r in recs.values() if r["status"] == "ok"), key=lambda r: ts(r["started_at"])):
+        k = rec["knobs"]["read_ahead_kb"]
+        want = level[rec["run_id"]]
+        assert (k["intended"], k["actual"], k["ok"]) == (want, want, True), (rec["run_id"], rec["attempt"], k)
+        if want not in seen:
+            assert k["changed"] is True, (rec["run_id"], k)
+            seen.add(want)
+    for run_id, started in kept.items():
+        rec = recs[(run_id, 1)]
+        assert rec["status"] == "ok" and ts(rec["started_at"]) == pytest.approx(started, abs=1e-5), \
+            f"{run_id} finished before the cut but was measured again"
+    assert fs_loop.sysfs("read_ahead_kb").read_text().strip() == BASELINE, "the host is not back at its baseline"
+    baseline = json.loads((exp / "hosts" / "localhost" / "baseline.json").read_text())
+    assert baseline["read_ahead_kb"]["value"] == BASELINE, baseline
+
+
+def ts(value) -> float:
+    return value if isinstance(value, (int, float)) else datetime.fromisoformat(value).timestamp()
+
+
+def test_interrupt_after_a_live_change_restores_the_baseline_and_keeps_finished_runs(project, fs_loop):
+    """Ctrl-C (SIGINT to bmx's process group) during the third run, which the runner
+    set to 512 itself: bmx exits 130 with how to resume, the host is at its baseline,
+    the two runs finished before are kept (fetched, not measured again), and the resume
+    ends every run ok with its own setting recorded and the host at its baseline."""
+    name = "live_sigint"
+    spec, proc, plan, finished = start_and_cut_at_the_live_change(project, fs_loop, name)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 130, out
+    assert "Resume with: bmx run" in out, out
+    assert fs_loop.sysfs("read_ahead_kb").read_text().strip() == BASELINE, "the interrupt left the host reconfigured"
+    assert not list(project.host_runs().glob("*/*.partial")), "the interrupted run left a partial directory"
+
+    res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert_finished_campaign(project, fs_loop, name, plan, finished)
+
+
+def test_a_runner_killed_after_a_live_change_restores_the_baseline(project, fs_loop):
+    """The batch runner SIGKILLed on the host during the third run (the host's side of
+    the batch dies; nothing of it can clean up, the knob stays at the runner's 512): the
+    batch's runs fail with the runner's task named, the campaign's end puts the baseline
+    the batch call read back, and `bmx rerun --failed` ends every run ok with its own
+    setting recorded and the host at its baseline.
+
+    The runs finished on the host before the kill are measured again: a failed batch
+    call fails all of its slice's runs (docs/failures.md)."""
+    name = "live_kill"
+    spec, proc, plan, _ = start_and_cut_at_the_live_change(project, fs_loop, name)
+    runner = int((project.host_runs().parent / "runner.pid").read_text())
+    os.kill(runner, signal.SIGKILL)
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 1, out
+    assert fs_loop.sysfs("read_ahead_kb").read_text().strip() == BASELINE, "the host was left reconfigured"
+    exp = project.exp(name)
+    failed = list(records(exp).values())
+    assert len(failed) == 4 and {r["status"] for r in failed} == {"failed"}, failed
+    # The run task's result is hidden (the manifest carries the knob settings): the next
+    # task says why, without the manifest.
+    assert all(r["failed_task"] == "Report why the batch runner failed" for r in failed), failed
+    assert all("the batch runner on localhost exited -9 (killed by signal 9)" in r["reason"] for r in failed), \
+        [r["reason"] for r in failed]
+    assert not any(r.get("knobs") for r in failed), "a run that never ran claims a knob setting"
+
+    res = project.bmx("rerun", str(spec), "--failed", "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert_finished_campaign(project, fs_loop, name, plan, kept={})
