@@ -6,13 +6,15 @@ Three campaigns of the same 40 no-op runs (`/bin/true`), a `cost: none` sysctl k
 factor, 10 replicates, no warm-up, measured side by side in one run (in a shuffled
 order, `--repeats` times):
 
-  sequential   order: sequential: one visit of each knob setting (the baseline)
-  random       order: random: a batch, one Ansible call, per knob setting visited
-  random live  order: random with batch_live_knobs: one batch, the batch runner sets
-               the knob between runs
+  sequential         order: sequential: one visit of each knob setting (the baseline)
+  random             order: random, live knobs (the default since issue 23): one
+                     batch, the batch runner sets the knob between runs
+  random, not live   order: random with batch_live_knobs: false: a batch, one Ansible
+                     call, per knob setting visited (the "before" figure)
 
 The cost of an extra reconfiguration is (wall − sequential's wall) / (its knob changes −
 sequential's), medians over the repeats. Target: ≤ 0.3 s (random, per batch: 3.5 s).
+bench/targets.py's row i runs the same campaigns (:func:`campaign`, :func:`summarize`).
 
     bench/interleave.py               # 3 repeats (about 4 minutes)
     bench/interleave.py --repeats 1   # smoke run
@@ -44,13 +46,13 @@ workload:
   role: workload_command
   vars: {{argv: [/bin/true, "{{{{ mode }}}}"]}}
   timeout: 30
-replicates: 10
+replicates: {replicates}
 warmup: 0
 order: {{strategy: {strategy}, seed: 3{live}}}
 """
 
 VARIANTS = {"sequential": ("sequential", ""), "random": ("random", ""),
-            "random live": ("random", ", batch_live_knobs: true")}
+            "random, not live": ("random", ", batch_live_knobs: false")}
 
 
 def knob_changes(exp: Path) -> int:
@@ -60,20 +62,34 @@ def knob_changes(exp: Path) -> int:
     return sum(1 for i, v in enumerate(levels) if i == 0 or v != levels[i - 1])
 
 
-def campaign(project: BenchProject, proc: Path, variant: str, rep: int) -> dict[str, Any]:
+def campaign(project: BenchProject, proc: Path, variant: str, rep: int, replicates: int = 10) -> dict[str, Any]:
+    """One campaign of ``2 x 2 x replicates`` runs in the variant's order: its wall time, batches, knob changes."""
     strategy, live = VARIANTS[variant]
-    name = f"il_{variant.replace(' ', '_')}_{rep}"
+    name = f"il_{variant.replace(' ', '_').replace(',', '')}_{rep}"
     (proc / "vm" / "swappiness").write_text("30\n")
-    spec = project.write_spec(name, SPEC.format(name=name, proc=proc, strategy=strategy, live=live))
+    spec = project.write_spec(name, SPEC.format(name=name, proc=proc, strategy=strategy, live=live,
+                                                replicates=replicates))
     res, wall = project.bmx("run", str(spec), "--cores", "1")
     if res.returncode != 0:
         raise SystemExit(f"{variant}: bmx run failed: {res.stdout[-2000:]}{res.stderr[-2000:]}")
     exp = project.exp(name)
     batches = len(list((exp / "batches").glob("*.done")))
     recs = [json.loads(p.read_text()) for p in exp.glob("runs/*/*/record.json")]
-    assert len(recs) == 40 and all(r["status"] == "ok" for r in recs), [r["reason"] for r in recs]
+    assert len(recs) == 4 * replicates and all(r["status"] == "ok" for r in recs), [r["reason"] for r in recs]
     assert all(r["knobs"]["swap"]["actual"] == str(r["factors"]["swap"]) for r in recs)
     return {"variant": variant, "wall_s": wall, "batches": batches, "knob_changes": knob_changes(exp)}
+
+
+def summarize(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per variant: median wall time, batches and knob changes over the repeats, and the
+    seconds per extra reconfiguration against sequential order (None: no extra change)."""
+    med = {v: {k: median(r[k] for r in results if r["variant"] == v) for k in ("wall_s", "batches", "knob_changes")}
+           for v in VARIANTS if any(r["variant"] == v for r in results)}
+    base = med["sequential"]
+    for m in med.values():
+        extra = m["knob_changes"] - base["knob_changes"]
+        m["per_extra_reconfiguration_s"] = (m["wall_s"] - base["wall_s"]) / extra if extra else None
+    return med
 
 
 def main() -> int:
@@ -93,15 +109,10 @@ def main() -> int:
             for variant in order:
                 results.append(campaign(project, proc, variant, rep) | {"repeat": rep})
                 print(json.dumps(results[-1]), file=sys.stderr)
-    med = {v: {k: median(r[k] for r in results if r["variant"] == v) for k in ("wall_s", "batches", "knob_changes")}
-           for v in VARIANTS}
-    base = med["sequential"]
-    rows = []
-    for v, m in med.items():
-        extra = m["knob_changes"] - base["knob_changes"]
-        per = (m["wall_s"] - base["wall_s"]) / extra if extra else None
-        m["per_extra_reconfiguration_s"] = per
-        rows.append([v, m["wall_s"], m["batches"], m["knob_changes"], "-" if per is None else per])
+    med = summarize(results)
+    rows = [[v, m["wall_s"], m["batches"], m["knob_changes"],
+             "-" if m["per_extra_reconfiguration_s"] is None else m["per_extra_reconfiguration_s"]]
+            for v, m in med.items()]
     print(table(["variant", "wall s", "batches", "knob changes", "s per extra reconfiguration"], rows))
     path = write_result("interleave", {"repeats": args.repeats, "runs": 40, "medians": med, "results": results})
     print(f"wrote {path}")

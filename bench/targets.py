@@ -22,7 +22,13 @@ Rows (the issue's "Targets" table), each from the other bench/ scripts' function
      own time, over its runs) against the same campaign on one host, and the
      controller's peak memory (every process of the controller's tree at once);
   h  the workload metric's coefficient of variation under bmx against bare, ReBench
-     and ReFrame (overhead.measure_rounds: a CPU loop, 3 rounds; fio, 1 round).
+     and ReFrame (overhead.measure_rounds: a CPU loop, 3 rounds; fio, 1 round);
+  i  a cheap live knob in random order (issue 23): seconds per extra reconfiguration
+     over the same runs in sequential order, live knobs (the default) and, as the
+     "before" figure, batch_live_knobs: false (interleave.campaign, 3 repeats);
+  j  the plan's estimate of issue 23's experiment (fio read-ahead 0/1024 on a loop
+     device x bs 4k/128k, 3 replicates, 5 s runs; root): campaign 1, then `bmx plan
+     --json`'s campaign_s, then campaign 2's measured wall time.
 
 bmx runs exactly as a user runs it: no timing callback (bench/overhead.py gives the
 per-phase breakdown). A row that fails is reported as an error and the others still
@@ -31,7 +37,7 @@ machine is shared.
 
     bench/targets.py           # every row (about 16 minutes on 2 busy cores)
     bench/targets.py --full    # and collect from 1M records
-    bench/targets.py --quick   # smoke run (< 90 s on an idle machine): rows a, d-g, tiny sizes, no peers
+    bench/targets.py --quick   # smoke run (< 90 s on an idle machine): rows a, d-g, i, j, tiny sizes, no peers
     bench/targets.py --only a,g
 
 Writes bench/results/targets.json (or targets_quick.json).
@@ -40,6 +46,7 @@ Writes bench/results/targets.json (or targets_quick.json).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -74,13 +81,16 @@ ROWS = {
     "f": "collect from 1M run records",
     "g": "16 hosts in parallel over SSH, 100 short runs each",
     "h": "workload metric CV under bmx",
+    "i": "cheap live knob, random order: s per extra reconfiguration vs sequential",
+    "j": "plan estimate of issue 23's experiment vs campaign 2's wall time",
 }
 # The issue's figures before the change, for the table.
 BEFORE = {"a": "73-87 ms", "b": "91 ms", "c": "12-16 s", "d": "1.0-1.9 s", "e": "change + 2.0-2.7 s",
-          "f": "~180 s, ~15 GiB (extrapolated)", "g": "not measured", "h": "0.84-0.93x bare"}
+          "f": "~180 s, ~15 GiB (extrapolated)", "g": "not measured", "h": "0.84-0.93x bare",
+          "i": "3.5 s (a batch per setting)", "j": "35 % under"}
 TARGET = {"a": "<= ReBench's, same run", "b": "<= 5 ms", "c": "< 5 s", "d": "<= 0.2 s",
           "e": "change + <= 0.5 s", "f": "< 60 s, < 2 GiB", "g": "<= 1.5x 1-host; peak < 2 GiB",
-          "h": "<= 1.1x bare"}
+          "h": "<= 1.1x bare", "i": "<= 0.3 s", "j": "within 25 %"}
 
 
 def ms(seconds: float | None) -> str:
@@ -203,6 +213,89 @@ def section_cv(bench: Bench, args: argparse.Namespace, rng: random.Random, ctx: 
     return data
 
 
+def section_interleave(bench: Bench, args: argparse.Namespace, rng: random.Random, ctx: dict) -> dict:
+    """Row i: interleave.py's campaigns (a sysctl knob on a scratch tree), every variant
+    in a shuffled order per repeat."""
+    import interleave
+
+    project = BenchProject(bench.tmp / "interleave-project")
+    proc = bench.tmp / "interleave-proc"
+    (proc / "vm").mkdir(parents=True, exist_ok=True)
+    results: list[dict[str, Any]] = []
+    try:
+        for rep in range(args.interleave_repeats):
+            order = list(interleave.VARIANTS)
+            rng.shuffle(order)
+            for variant in order:
+                results.append(interleave.campaign(project, proc, variant, rep, args.interleave_replicates)
+                               | {"repeat": rep})
+                print(f"interleave: {json.dumps(results[-1])} (load {load()})", flush=True)
+    finally:
+        project.cleanup()
+    return {"measured": True, "repeats": args.interleave_repeats, "runs": 4 * args.interleave_replicates,
+            "medians": interleave.summarize(results), "results": results}
+
+
+#: Issue 23's experiment: read-ahead of a loop device x block size, fio on the device's filesystem.
+ESTIMATE_SPEC = """\
+name: ra_bs
+inventory: config/inventory/bench.yml
+factors:
+  read_ahead_kb: [0, 1024]
+  bs: [4k, 128k]
+knobs:
+  read_ahead_kb: {{role: knob_read_ahead, cost: none, vars: {{knob_read_ahead_device: "{dev}"}}}}
+workload:
+  role: workload_fio
+  vars: {{filename: "{mnt}/fio.dat", rw: read, bs: "{{{{ bs }}}}", ioengine: psync, size: 32m,
+          runtime: {runtime}, time_based: 1}}
+  timeout: 120
+replicates: {replicates}
+order: {{strategy: random, seed: 23}}
+"""
+
+
+def section_estimate(bench: Bench, args: argparse.Namespace, rng: random.Random, ctx: dict) -> dict:
+    """Row j: campaign 1, `bmx plan --json`, campaign 2 (a new --campaign), each as a user runs it."""
+    if os.geteuid() != 0:
+        return {"measured": False, "why": "the loop device and its read_ahead_kb need root"}
+    import reconfigure  # noqa: F401  (puts tests/ on the path, for knobkit)
+    from knobkit import LoopDevice
+
+    loop = LoopDevice(bench.tmp / "estimate-loop", size_mb=128, mkfs=True)
+    project = BenchProject(bench.tmp / "estimate-project")
+    try:
+        spec = str(project.write_spec("ra_bs", ESTIMATE_SPEC.format(
+            dev=loop.name, mnt=loop.mountpoint, runtime=args.estimate_runtime, replicates=args.estimate_replicates)))
+        first, wall1 = project.bmx("run", spec)
+        if first.returncode != 0:
+            raise RuntimeError(f"campaign 1: bmx run failed: {first.stdout[-2000:]}{first.stderr[-2000:]}")
+        planned, _ = project.bmx("plan", spec, "--json")
+        if planned.returncode != 0:
+            raise RuntimeError(f"bmx plan failed: {planned.stderr[-2000:]}")
+        est = json.loads(planned.stdout)
+        second, wall2 = project.bmx("run", spec, "--campaign", "second")
+        if second.returncode != 0:
+            raise RuntimeError(f"campaign 2: bmx run failed: {second.stdout[-2000:]}{second.stderr[-2000:]}")
+        runs = len(list(project.exp("ra_bs").glob("runs/*/*/record.json")))
+    finally:
+        project.cleanup()
+        loop.close()
+    this = est["this_plan"]
+    without = this["campaign_s"] - this["campaign_overhead_s"]
+    out = {"measured": True, "runs": runs, "planned_runs": this["runs"], "batches": this["batches"],
+           "wall_first_s": wall1, "wall_s": wall2, "estimate_s": this["campaign_s"],
+           "estimate_without_campaign_overhead_s": without, "per_run_s": est["per_run_s"],
+           "batch_overhead_s": est["batch_overhead_s"], "campaign_overhead_s": est["campaign_overhead_s"],
+           "campaign_overhead_source": est["campaign_overhead_source"],
+           "error_pct": 100.0 * (this["campaign_s"] - wall2) / wall2,
+           "error_without_campaign_overhead_pct": 100.0 * (without - wall2) / wall2}
+    print(f"estimate: {this['runs']} runs, {this['batches']} batch(es): estimated {this['campaign_s']:.1f} s "
+          f"(without the campaign's start and end {without:.1f} s), campaign 2 took {wall2:.1f} s: "
+          f"{out['error_pct']:+.0f} % (load {load()})", flush=True)
+    return out
+
+
 SECTIONS: list[tuple[str, str, Callable[..., dict]]] = [
     ("a", "local_slope", section_local_slope),
     ("b", "ssh_slope", section_ssh_slope),
@@ -211,6 +304,8 @@ SECTIONS: list[tuple[str, str, Callable[..., dict]]] = [
     ("de", "knobs", section_knobs),
     ("f", "collect", section_collect),
     ("h", "cv", section_cv),
+    ("i", "interleave", section_interleave),
+    ("j", "estimate", section_estimate),
 ]
 
 
@@ -304,9 +399,39 @@ def evaluate(data: dict[str, Any], args: argparse.Namespace) -> list[dict[str, A
             fig.append(f"{w}: CV {fmt(summ['bmx']['metric_cv'])}, {'-' if r is None else f'{r:.2f}x'}")
             oks.append(None if r is None else r <= 1.1)
         row("h", "; ".join(base), "; ".join(fig), None if None in oks else all(oks))
+    if not failed("i", "interleave"):
+        row("i", *interleave_row(s["interleave"]))
+    if not failed("j", "estimate"):
+        row("j", *estimate_row(s["estimate"]))
     order = list(ROWS)
     rows.sort(key=lambda r: order.index(r["row"]))
     return rows
+
+
+def interleave_row(x: dict[str, Any]) -> tuple[str, str, bool | None, str]:
+    """Row i's (baseline, benchmatrix, met, note) from section_interleave's figures."""
+    med = x["medians"]
+    per = med.get("random", {}).get("per_extra_reconfiguration_s")
+    before = med.get("random, not live", {}).get("per_extra_reconfiguration_s")
+
+    def sec(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f} s"
+
+    base = (f"sequential {med['sequential']['wall_s']:.1f} s wall; batch_live_knobs false "
+            f"{sec(before)} per extra reconfiguration")
+    fig = (f"{sec(per)} per extra reconfiguration ({med['random']['knob_changes']:g} vs "
+           f"{med['sequential']['knob_changes']:g} knob changes)")
+    return base, fig, None if per is None else per <= 0.3, f"{x['runs']} runs, {x['repeats']} repeat(s)"
+
+
+def estimate_row(e: dict[str, Any]) -> tuple[str, str, bool | None, str]:
+    """Row j's (baseline, benchmatrix, met, note) from section_estimate's figures."""
+    base = (f"without the campaign's start and end {e['estimate_without_campaign_overhead_s']:.0f} s "
+            f"({e['error_without_campaign_overhead_pct']:+.0f} %)")
+    fig = f"estimate {e['estimate_s']:.0f} s vs {e['wall_s']:.0f} s measured ({e['error_pct']:+.0f} %)"
+    note = (f"{e['runs']} runs, {e['batches']} batch(es); campaign start and end {e['campaign_overhead_s']:.0f} s "
+            f"from {e['campaign_overhead_source']}")
+    return base, fig, abs(e["error_pct"]) <= 25, note
 
 
 # ---------------------------------------------------------------- main
@@ -329,14 +454,20 @@ def main() -> int:
     ap.add_argument("--loop", type=int, default=1_000_000, help="iterations of row h's CPU loop")
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--no-fio", action="store_true")
+    ap.add_argument("--interleave-repeats", type=int, default=3, help="repeats of row i's three campaigns")
+    ap.add_argument("--interleave-replicates", type=int, default=10, help="replicates per cell of row i (4 cells)")
+    ap.add_argument("--estimate-replicates", type=int, default=3, help="replicates per cell of row j (4 cells)")
+    ap.add_argument("--estimate-runtime", type=int, default=5, help="fio seconds per run of row j")
     ap.add_argument("--seed", type=int, default=15)
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = ap.parse_args()
-    only = set(args.only.replace(",", "")) if args.only else set("abcdefgh")
+    only = set(args.only.replace(",", "")) if args.only else set(ROWS)
     if args.quick:
         args.slope_sizes, args.slope_repeats, args.hosts, args.host_runs = "2,4", 1, 2, 3
         args.knob_reps, args.n, args.cpu_rounds, args.loop = 1, 3, 1, 200_000
         args.no_peers = args.no_fio = True
+        args.interleave_repeats, args.interleave_replicates = 1, 2
+        args.estimate_replicates, args.estimate_runtime = 1, 1
         # b and c time what a and g already exercise (measure_ssh, one bigger bmx run);
         # h's rounds are overhead.py --quick's (tests/e2e/test_bench_smoke.py).
         only -= {"b", "c", "h"}

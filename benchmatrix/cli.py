@@ -194,10 +194,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     planned = [r for r in runs if getattr(r, "round", 0) == 0]
     hosts = resolve_hosts(spec.inventory_path(proj), spec.hosts)
     per_run, per_run_source = per_run_estimate(spec, exp / layout.RUNS)
-    orch = orchestration_costs(spec, exp, cfg.batch_overhead_seconds)
+    orch = orchestration_costs(spec, exp, cfg.batch_overhead_seconds, cfg.campaign_overhead_seconds)
     overhead = orch.batch_s
-    chosen = plan_costs(spec, planned, per_run, overhead, orch.class_seconds)
-    alternatives = {k: plan_costs(spec, v, per_run, overhead, orch.class_seconds)
+    chosen = plan_costs(spec, planned, per_run, overhead, orch.class_seconds, orch.campaign_s)
+    alternatives = {k: plan_costs(spec, v, per_run, overhead, orch.class_seconds, orch.campaign_s)
                     for k, v in _alternative_plans(spec, hosts, max_runs, max_seconds, estimates).items()}
     replicates = None
     if detect is not None:
@@ -215,7 +215,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "per_run_s": per_run, "per_run_source": per_run_source,
             "cost_seconds": cfg.cost_seconds, "batch_overhead_s": overhead,
             "batch_overhead_source": orch.batch_source, "measured_cost_seconds": orch.class_seconds,
-            "measured_cost_source": orch.class_source,
+            "measured_cost_source": orch.class_source, "campaign_overhead_s": orch.campaign_s,
+            "campaign_overhead_source": orch.campaign_source,
             "this_plan": chosen, "alternatives": alternatives, "replicate_planning": replicates,
             "until_decided": _until_decided_figures(spec, exp, len(hosts), per_run, detect, args.alpha)}
     if args.json:
@@ -249,7 +250,7 @@ def _orchestration_text(orch: Any) -> str:
     if orch.class_seconds:
         each = ", ".join(f"{cls} {s:.0f} s" for cls, s in orch.class_seconds.items())
         text += f"; reconfiguration {each} ({orch.class_source}, instead of cost_seconds)"
-    return text
+    return text + f"; campaign start and end {orch.campaign_s:.0f} s from {orch.campaign_source}"
 
 
 def _until_decided_figures(spec: Spec, exp: Path, hosts: int, per_run: float | None, detect: Any,
@@ -337,6 +338,7 @@ def _plan_table(chosen: dict[str, Any], alternatives: dict[str, Any], strategy: 
         ("orchestration time", lambda c: hms(c["orchestration_s"])),
         ("overhead %", lambda c: "-" if c["overhead_pct"] is None else f"{c['overhead_pct']:.0f} %"),
         ("warm-up share of runs", lambda c: f"{c['warmup_pct']:.0f} %"),
+        ("campaign start and end", lambda c: hms(c["campaign_overhead_s"])),
         ("campaign time (estimate)", lambda c: hms(c["campaign_s"])),
     ]
     lines = [f"{'':28}" + "".join(f"{c[0]:>{width}}" for c in cols)]
@@ -503,9 +505,10 @@ def _check_costs(spec: Spec, proj: Path, exp: Path, cfg: ProjectConfig) -> tuple
     per_run, source = per_run_estimate(spec, exp / layout.RUNS)
     runs = make_plan(spec, resolve_hosts(spec.inventory_path(proj), spec.hosts),
                      cfg.batch_max_runs, cfg.batch_max_seconds, run_estimates(spec, exp))
-    orch = orchestration_costs(spec, exp, cfg.batch_overhead_seconds)
-    costs = plan_costs(spec, runs, per_run, orch.batch_s, orch.class_seconds)
+    orch = orchestration_costs(spec, exp, cfg.batch_overhead_seconds, cfg.campaign_overhead_seconds)
+    costs = plan_costs(spec, runs, per_run, orch.batch_s, orch.class_seconds, orch.campaign_s)
     return {**costs, "batch_overhead_s": orch.batch_s, "batch_overhead_source": orch.batch_source,
+            "campaign_overhead_source": orch.campaign_source,
             "orchestration_text": _orchestration_text(orch)}, source
 
 
@@ -520,7 +523,9 @@ def _check_json(spec: Spec, proj: Path, exp: Path, cfg: ProjectConfig, checks: l
                       "estimate": {"campaign_s": costs["campaign_s"], "runs": costs["runs"],
                                    "batches": costs["batches"], "per_run_source": source,
                                    "batch_overhead_s": costs["batch_overhead_s"],
-                                   "batch_overhead_source": costs["batch_overhead_source"]}},
+                                   "batch_overhead_source": costs["batch_overhead_source"],
+                                   "campaign_overhead_s": costs["campaign_overhead_s"],
+                                   "campaign_overhead_source": costs["campaign_overhead_source"]}},
                      indent=2, default=str))
     return 1 if blockers else 0
 

@@ -320,6 +320,29 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
     return rc, bool(interrupted), failed, stopped[0] if stopped else ""
 
 
+def _recorded_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: Any,
+                   t0: float) -> tuple[int, bool, list[tuple[str, str, str]], str]:
+    """:func:`_snakemake_pass`, its start and end recorded in campaign.json's ``passes``
+    (the estimates' measure of a campaign's fixed start and end). Recording is a
+    courtesy: a file system that refuses it does not stop the campaign."""
+    from benchmatrix.results.campaign import end_pass, start_pass
+
+    try:
+        index = start_pass(exp)
+    except OSError:
+        index = None
+    outcome = "interrupted"
+    try:
+        rc, interrupted, failed, stopped = _snakemake_pass(args, spec, proj, exp, lock, t0)
+        outcome = "interrupted" if interrupted or stopped else "ok" if rc == 0 else "failed"
+    finally:
+        try:
+            end_pass(exp, index, outcome)
+        except OSError:
+            pass
+    return rc, interrupted, failed, stopped
+
+
 def _next_round(spec: Spec, exp: Path, settings: Any, elapsed_s: float) -> bool:
     """Judge the comparisons after a pass and append the next adaptive round; say what
     was decided. Returns True when a round was added (another pass runs it)."""
@@ -375,7 +398,7 @@ def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: A
         # attempt): one more pass executes them. Bounded, in case runs keep ending that way.
         for _ in range(3):
             before = reruns_digest(exp)
-            rc, interrupted, failed, stopped = _snakemake_pass(args, spec, proj, exp, lock, t0)
+            rc, interrupted, failed, stopped = _recorded_pass(args, spec, proj, exp, lock, t0)
             if stopped:
                 for rule, log_file, msg in failed:
                     if stopped not in msg:  # the reason itself was printed when bmx stopped

@@ -510,7 +510,8 @@ def costly_visits(runs: list[PlannedRun], spec: Spec) -> int:
 
 
 def plan_costs(spec: Spec, runs: list[PlannedRun], per_run_s: float | None = None,
-               batch_overhead_s: float = 0.0, class_seconds: dict[str, float] | None = None) -> dict[str, Any]:
+               batch_overhead_s: float = 0.0, class_seconds: dict[str, float] | None = None,
+               campaign_overhead_s: float = 0.0) -> dict[str, Any]:
     """What a plan costs: runs, batches, visits, reconfigurations and time estimates.
 
     Args:
@@ -520,10 +521,13 @@ def plan_costs(spec: Spec, runs: list[PlannedRun], per_run_s: float | None = Non
         batch_overhead_s: Fixed seconds per batch (one Ansible call).
         class_seconds: Seconds of a reconfiguration per cost class where measured,
             instead of its knobs' (:func:`reconfiguration_seconds`).
+        campaign_overhead_s: Fixed seconds of the campaign's start and end (plan job,
+            preparing and restoring hosts, collect, report), once per campaign.
 
     Returns:
         Counts over all hosts; ``campaign_s`` is the wall-clock estimate with hosts
-        running in parallel (the slowest host), None when ``per_run_s`` is unknown;
+        running in parallel (the slowest host) plus ``campaign_overhead_s``, None
+        when ``per_run_s`` is unknown;
         ``orchestration_s`` the batches' fixed cost plus the reconfigurations,
         ``overhead_pct`` its share of all the hosts' time (None while the workload's
         time is unknown), ``warmup_pct`` the warm-ups' share of the runs.
@@ -538,8 +542,9 @@ def plan_costs(spec: Spec, runs: list[PlannedRun], per_run_s: float | None = Non
         batches.setdefault(r.host, set()).add(r.batch)
     campaign = None
     if per_run_s is not None:
-        campaign = max((h["runs"] * per_run_s + reconf[host] + len(batches[host]) * batch_overhead_s
-                        for host, h in per_host.items()), default=0.0)
+        campaign = campaign_overhead_s + max((h["runs"] * per_run_s + reconf[host]
+                                              + len(batches[host]) * batch_overhead_s
+                                              for host, h in per_host.items()), default=0.0)
     workload = per_run_s * len(runs) if per_run_s is not None else None
     # The orchestration's own time: an Ansible call per batch and every reconfiguration.
     orchestration = sum(len(b) for b in batches.values()) * batch_overhead_s + sum(reconf.values())
@@ -558,6 +563,7 @@ def plan_costs(spec: Spec, runs: list[PlannedRun], per_run_s: float | None = Non
         "reconfigurations": reconfigurations(runs, spec),
         "reconfiguration_s": sum(reconf.values()),
         "workload_s": workload,
+        "campaign_overhead_s": campaign_overhead_s,
         "campaign_s": campaign,
     }
 

@@ -18,18 +18,23 @@ run started and ended on its host, which is enough to measure both:
 
 Medians over every measured batch of every earlier campaign keep a slow outlier (a
 retried Ansible call) from moving the estimate.
+
+A campaign's fixed start and end (the plan job, preparing and restoring the hosts,
+collect, the report, Snakemake's own start) come from campaign.json's ``passes``,
+when each Snakemake pass of ``bmx run`` started and ended (:func:`campaign_overhead`).
 """
 
 from __future__ import annotations
 
 import csv
+import json
 import statistics
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from benchmatrix.layout import CAMPAIGNS_DIR, RUNS
+from benchmatrix.layout import CAMPAIGN, CAMPAIGNS_DIR, RUNS
 from benchmatrix.spec.load import COST_CLASSES, Spec
 
 #: A wait longer than this between two runs is a pause (stopped, resumed later), not overhead.
@@ -37,6 +42,7 @@ MAX_GAP_S = 3600.0
 #: The classes whose reconfiguration happens in the batch's Ansible call, where it can be timed.
 MEASURED_CLASSES = ("restart", "reboot")
 CONFIG_SOURCE = "batch_overhead_seconds in config/config.yaml"
+CAMPAIGN_CONFIG_SOURCE = "campaign_overhead_seconds in config/config.yaml"
 
 
 @dataclass(frozen=True)
@@ -49,16 +55,21 @@ class OrchestrationCosts:
         class_seconds: Measured seconds of a reconfiguration per cost class (only the
             classes measured; the others keep their knobs' ``cost_seconds``).
         class_source: Where ``class_seconds`` come from ("" when empty).
+        campaign_s: Fixed seconds of a campaign's start and end.
+        campaign_source: Where ``campaign_s`` comes from.
     """
 
     batch_s: float
     batch_source: str
     class_seconds: dict[str, float] = field(default_factory=dict)
     class_source: str = ""
+    campaign_s: float = 0.0
+    campaign_source: str = ""
 
 
-def orchestration_costs(spec: Spec, exp_dir: str | Path, batch_overhead_s: float) -> OrchestrationCosts:
-    """The per-batch and per-reconfiguration seconds ``bmx plan`` and ``bmx check`` use.
+def orchestration_costs(spec: Spec, exp_dir: str | Path, batch_overhead_s: float,
+                        campaign_overhead_s: float = 0.0) -> OrchestrationCosts:
+    """The per-batch, per-reconfiguration and per-campaign seconds ``bmx plan`` and ``bmx check`` use.
 
     Measured figures win over ``config.yaml``'s: the shipped config sets
     ``batch_overhead_seconds`` itself, so an explicit value says nothing about the
@@ -68,10 +79,12 @@ def orchestration_costs(spec: Spec, exp_dir: str | Path, batch_overhead_s: float
         spec: The experiment (its knobs classify the reconfigurations).
         exp_dir: ``results/NAME`` of the experiment.
         batch_overhead_s: ``batch_overhead_seconds`` of config.yaml, the fallback.
+        campaign_overhead_s: ``campaign_overhead_seconds`` of config.yaml, the fallback
+            of :func:`campaign_overhead`.
 
     Returns:
         The measured figures where earlier campaigns had at least one batch after
-        their first, else config's.
+        their first (a completed pass, for the campaign's), else config's.
     """
     samples: list[tuple[str | None, float]] = []
     campaigns = 0
@@ -91,7 +104,67 @@ def orchestration_costs(spec: Spec, exp_dir: str | Path, batch_overhead_s: float
         if with_cls:
             measured[cls] = max(statistics.median(with_cls) - batch_s, 0.0)
             notes.append(f"{cls}: median of {len(with_cls)} reconfiguration(s) in {campaigns} earlier campaign(s)")
-    return OrchestrationCosts(batch_s, source, measured, "; ".join(notes))
+    fixed, fixed_source = campaign_overhead(exp_dir, batch_s, campaign_overhead_s)
+    return OrchestrationCosts(batch_s, source, measured, "; ".join(notes), fixed, fixed_source)
+
+
+def campaign_overhead(exp_dir: str | Path, batch_s: float, default_s: float) -> tuple[float, str]:
+    """Seconds a campaign costs beyond its hosts' work, and where the figure comes from.
+
+    Each Snakemake pass that ``bmx run`` (or ``bmx rerun``) recorded in campaign.json's
+    ``passes`` and that finished the workflow (``outcome`` ``ok``) is a sample: its
+    wall time less the slowest host's time from the start of its first run in the pass
+    to the end of its last, less one ``batch_s`` (that first batch's own cost, which
+    the estimate counts per batch). The median over the experiment's campaigns
+    (each campaign's median over its passes) is the figure.
+
+    Args:
+        exp_dir: ``results/NAME``; its campaign and every kept one are read.
+        batch_s: The per-batch seconds the estimate uses.
+        default_s: ``campaign_overhead_seconds`` of config.yaml, without a sample.
+    """
+    exp = Path(exp_dir)
+    per_campaign = []
+    for camp in [exp, *sorted(p for p in exp.glob(f"{CAMPAIGNS_DIR}/*") if p.is_dir())]:
+        passes = _passes(camp)
+        rows = _rows(camp / RUNS) if passes else []
+        found = [s for s in (_pass_overhead(p, rows, batch_s) for p in passes) if s is not None]
+        if found:
+            per_campaign.append(statistics.median(found))
+    if not per_campaign:
+        return default_s, CAMPAIGN_CONFIG_SOURCE
+    return statistics.median(per_campaign), f"median of {len(per_campaign)} earlier campaign(s)"
+
+
+def _passes(camp: Path) -> list[tuple[float, float]]:
+    """(start, end) of every completed pass in a campaign's campaign.json."""
+    try:
+        passes = json.loads((camp / CAMPAIGN).read_text()).get("passes")
+    except (OSError, ValueError, AttributeError):
+        return []
+    out = []
+    for p in passes if isinstance(passes, list) else []:
+        if not isinstance(p, dict) or p.get("outcome") != "ok":
+            continue
+        start, end = _time(p.get("started_at")), _time(p.get("ended_at"))
+        if start is not None and end is not None and end >= start:
+            out.append((start, end))
+    return out
+
+
+def _pass_overhead(window: tuple[float, float], rows: list[dict[str, str]], batch_s: float) -> float | None:
+    """One pass's fixed seconds (None when no run started in it)."""
+    start, end = window
+    spans: dict[str, list[float]] = {}
+    for row in rows:
+        t0, t1 = _time(row.get("started_at")), _time(row.get("ended_at"))
+        if t0 is None or t1 is None or not start <= t0 <= end:
+            continue
+        span = spans.setdefault(row.get("host") or "", [t0, t1])
+        span[0], span[1] = min(span[0], t0), max(span[1], t1)
+    if not spans:
+        return None
+    return max(end - start - max(b - a for a, b in spans.values()) - batch_s, 0.0)
 
 
 def _runs_tables(exp: Path) -> list[Path]:

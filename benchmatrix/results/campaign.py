@@ -2,9 +2,10 @@
 
 ``results/NAME/campaign.json`` (and every kept campaign's, under ``campaigns/ID/``)
 holds ``id`` (always), ``created_at`` and, when known, ``label``, ``ended_at``,
-``spec_digest`` and ``hosts``. The plan job makes the id, collect records the hosts
-and the end (:func:`mark_progress_from_tables`); keeping and naming campaigns is
-:mod:`benchmatrix.campaigns.store`'s.
+``spec_digest``, ``hosts`` and ``passes``. The plan job makes the id, collect records
+the hosts and the end (:func:`mark_progress_from_tables`), ``bmx run`` and ``bmx
+rerun`` each Snakemake pass (:func:`start_pass`, :func:`end_pass`); keeping and naming
+campaigns is :mod:`benchmatrix.campaigns.store`'s.
 """
 
 from __future__ import annotations
@@ -113,3 +114,39 @@ def mark_progress_from_tables(exp_dir: str | Path, plan: Any, runs: Any) -> dict
         ends = ends[ends != ""]
         ended = ends.max() if len(ends) else None
     return update_meta(exp_dir, hosts=hosts or None, ended_at=ended)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def start_pass(exp_dir: str | Path) -> int | None:
+    """Record that a Snakemake pass of ``bmx run`` or ``bmx rerun`` starts now.
+
+    Appends ``{"started_at": ...}`` to campaign.json's ``passes`` (atomically, under
+    the experiment lock the caller holds; no job of the pass writes campaign.json yet).
+    A pass killed before :func:`end_pass` keeps no ``ended_at``, and a resume appends
+    its own: each entry is one Snakemake invocation. The estimates take a campaign's
+    fixed start and end from these (:func:`benchmatrix.plan.measured_costs.campaign_overhead`).
+
+    Returns:
+        The entry's index, for :func:`end_pass`; None without a campaign.json.
+    """
+    passes = read_meta(exp_dir).get("passes")
+    passes = list(passes) if isinstance(passes, list) else []
+    passes.append({"started_at": _now()})
+    if not update_meta(exp_dir, passes=passes).get("passes"):
+        return None
+    return len(passes) - 1
+
+
+def end_pass(exp_dir: str | Path, index: int | None, outcome: str) -> None:
+    """Record the end of the pass :func:`start_pass` began: ``ended_at`` and ``outcome``
+    (``ok``: Snakemake finished the workflow; ``failed``: it stopped on a failed job;
+    ``interrupted``: Ctrl-C, or bmx stopped it itself)."""
+    passes = read_meta(exp_dir).get("passes")
+    if index is None or not isinstance(passes, list) or not 0 <= index < len(passes):
+        return
+    entry = passes[index] if isinstance(passes[index], dict) else {}
+    passes = [*passes[:index], {**entry, "ended_at": _now(), "outcome": outcome}, *passes[index + 1:]]
+    update_meta(exp_dir, passes=passes)

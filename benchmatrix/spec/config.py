@@ -23,6 +23,10 @@ DEFAULT_BATCH_MAX_RUNS = 1000
 DEFAULT_BATCH_MAX_SECONDS = 300.0
 #: Default seconds one batch (one Ansible call) adds to a campaign, for estimates.
 DEFAULT_BATCH_OVERHEAD_SECONDS = 3.0
+#: Default seconds of a campaign's fixed start and end (plan job, preparing and
+#: restoring the hosts, collect, report, Snakemake's start), for estimates: measured
+#: on a 4-run local campaign (docs/spec.md "Costs").
+DEFAULT_CAMPAIGN_OVERHEAD_SECONDS = 16.0
 #: Default seconds the batch runner goes on without hearing from its controller.
 DEFAULT_LEASE_SECONDS = 300.0
 
@@ -40,6 +44,8 @@ class ProjectConfig:
         cost_seconds: Default seconds of a knob change per cost class (estimates only).
         batch_overhead_seconds: Fixed seconds each batch adds (estimates only; the
             experiment's earlier campaigns' figure wins: :mod:`benchmatrix.plan.measured_costs`).
+        campaign_overhead_seconds: Fixed seconds of a campaign's start and end
+            (estimates only; the earlier campaigns' figure wins, likewise).
         given: The keys the file sets.
     """
 
@@ -49,6 +55,7 @@ class ProjectConfig:
     runner_lease_seconds: float = DEFAULT_LEASE_SECONDS
     cost_seconds: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_COST_SECONDS))
     batch_overhead_seconds: float = DEFAULT_BATCH_OVERHEAD_SECONDS
+    campaign_overhead_seconds: float = DEFAULT_CAMPAIGN_OVERHEAD_SECONDS
     given: frozenset[str] = frozenset()
 
 
@@ -93,6 +100,7 @@ def read_config(config_path: str | Path) -> ProjectConfig:
     # key -> (is the value good, the message's requirement, the converter)
     checks = {
         "batch_overhead_seconds": (_seconds, "a number of seconds >= 0", float),
+        "campaign_overhead_seconds": (_seconds, "a number of seconds >= 0", float),
         "batch_max_runs": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
                            "a whole number >= 1", int),
         "batch_max_seconds": (lambda v: _seconds(v) and v > 0, "a number of seconds > 0", float),

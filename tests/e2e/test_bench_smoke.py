@@ -1,8 +1,8 @@
 """The benchmarks in bench/ still run: their --quick variants, results in tmp_path.
 
 Only the cheap ones (no peers to install): scale, report (also --fixed), publish, overhead's
-bare-versus-bmx smoke run and targets' rows a and d-g at tiny sizes (d, e and g
-need root). The published figures come from the full runs
+bare-versus-bmx smoke run and targets' rows a, d-g, i and j at tiny sizes (d, e, g
+and j need root). The published figures come from the full runs
 (bench/README.md).
 """
 
@@ -82,7 +82,7 @@ def test_targets_quick(tmp_path):
     # Under 90 s on an idle machine; the timeout leaves room for a shared, busy one.
     data = run_bench("targets.py", tmp_path, timeout=900)
     rows = {r["row"]: r for r in data["targets"]}
-    assert sorted(rows) == list("abcdefgh")  # every target has a row, measured or saying why not
+    assert sorted(rows) == list("abcdefghij")  # every target has a row, measured or saying why not
     assert {k for k, r in rows.items() if r["benchmatrix"] == "not run"} == {"b", "c", "h"}
     sl = data["sections"]["local_slope"]["variants"]
     # A slope from a smoke run's tiny campaigns is noise around a few ms (both sizes are
@@ -93,7 +93,14 @@ def test_targets_quick(tmp_path):
     assert col["runs"] >= 2000 and col["collect_s"] > 0 and col["peak_rss_mib"] > 0
     assert rows["f"]["met"] is None  # 1M records only with --full
     assert data["machine"]["loadavg_at_start"]
+    il = data["sections"]["interleave"]["medians"]
+    assert set(il) == {"sequential", "random", "random, not live"}
+    assert il["random"]["batches"] == 1 and il["random, not live"]["batches"] > 1
+    assert rows["i"]["met"] is not None
     if os.geteuid() == 0:
+        est = data["sections"]["estimate"]
+        assert est["runs"] == est["planned_runs"] == 4 and est["estimate_s"] > est["campaign_overhead_s"] > 0
+        assert est["wall_s"] > 0 and rows["j"]["met"] is not None
         g = data["sections"]["many_hosts"]
         assert (g["hosts"], g["runs_per_host"]) == (2, 3)
         assert g["many"]["peak_tree_rss_mib"] > 0 and g["many"]["peak_rss_mib"] > 0

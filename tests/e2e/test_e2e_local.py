@@ -177,3 +177,9 @@ def test_sigint_during_batch_then_resume(project):
     status = project.bmx("status", str(spec))
     assert status.returncode == 0, status.stdout + status.stderr
     assert_reports_name_cells(exp, plan)
+    # Each Snakemake pass is recorded (the estimates' fixed start and end): the one cut
+    # short, then the resume (a pass for the interrupted run's re-run round may follow).
+    passes = json.loads((exp / "campaign.json").read_text())["passes"]
+    assert [p["outcome"] for p in passes][:2] == ["interrupted", "ok"], passes
+    assert all(ts(p["started_at"]) <= ts(p["ended_at"]) for p in passes)
+    assert ts(passes[0]["ended_at"]) <= ts(passes[1]["started_at"])
