@@ -1,9 +1,11 @@
 """The benchmarks in bench/ still run: their --quick variants, results in tmp_path.
 
 Only the cheap ones (no peers to install): scale, report (also --fixed), publish, overhead's
-bare-versus-bmx smoke run and targets' rows a, d-g, i and j at tiny sizes (d, e, g
-and j need root). The published figures come from the full runs
-(bench/README.md).
+bare-versus-bmx smoke run and targets' rows a and d-g at tiny sizes (d, e and g need
+root). Rows i and j (issue 23) are left to `bench/targets.py --quick --only i,j`: five
+small campaigns would add about 3 minutes to the suite, and what they time has e2e tests
+of its own (test_live_knobs_e2e.py, the campaign passes in test_e2e_local.py). The
+published figures come from the full runs (bench/README.md).
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ pytestmark = pytest.mark.slow  # about 2 minutes together on an idle machine
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_bench(script: str, tmp_path: Path, timeout: float = 300) -> dict:
+def run_bench(script: str, tmp_path: Path, timeout: float = 300, *args: str) -> dict:
     env = {**os.environ, "BMX_BENCH_RESULTS": str(tmp_path)}
-    res = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--quick"], cwd=ROOT, env=env,
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--quick", *args], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=timeout)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     name = script.removesuffix(".py") + "_quick.json"
@@ -80,10 +82,10 @@ def test_publish_quick(tmp_path):
 
 def test_targets_quick(tmp_path):
     # Under 90 s on an idle machine; the timeout leaves room for a shared, busy one.
-    data = run_bench("targets.py", tmp_path, timeout=900)
+    data = run_bench("targets.py", tmp_path, 900, "--only", "a,b,c,d,e,f,g,h")
     rows = {r["row"]: r for r in data["targets"]}
     assert sorted(rows) == list("abcdefghij")  # every target has a row, measured or saying why not
-    assert {k for k, r in rows.items() if r["benchmatrix"] == "not run"} == {"b", "c", "h"}
+    assert {k for k, r in rows.items() if r["benchmatrix"] == "not run"} == {"b", "c", "h", "i", "j"}
     sl = data["sections"]["local_slope"]["variants"]
     # A slope from a smoke run's tiny campaigns is noise around a few ms (both sizes are
     # one batch now), so only its presence is checked, not its sign.
@@ -93,14 +95,7 @@ def test_targets_quick(tmp_path):
     assert col["runs"] >= 2000 and col["collect_s"] > 0 and col["peak_rss_mib"] > 0
     assert rows["f"]["met"] is None  # 1M records only with --full
     assert data["machine"]["loadavg_at_start"]
-    il = data["sections"]["interleave"]["medians"]
-    assert set(il) == {"sequential", "random", "random, not live"}
-    assert il["random"]["batches"] == 1 and il["random, not live"]["batches"] > 1
-    assert rows["i"]["met"] is not None
     if os.geteuid() == 0:
-        est = data["sections"]["estimate"]
-        assert est["runs"] == est["planned_runs"] == 4 and est["estimate_s"] > est["campaign_overhead_s"] > 0
-        assert est["wall_s"] > 0 and rows["j"]["met"] is not None
         g = data["sections"]["many_hosts"]
         assert (g["hosts"], g["runs_per_host"]) == (2, 3)
         assert g["many"]["peak_tree_rss_mib"] > 0 and g["many"]["peak_rss_mib"] > 0
