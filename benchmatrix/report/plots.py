@@ -273,10 +273,13 @@ def latency_beside_throughput(spec: Spec, summary: pd.DataFrame, metrics: list[s
     if tp is not None:
         tp_factor, tp_unit = _in_display_unit(tp["mean"], units.get(throughput, ""))
         mean = tp["mean"].to_numpy(dtype="float64") * tp_factor
-        err = np.vstack([mean - tp["ci_low"].to_numpy(dtype="float64") * tp_factor,
-                         tp["ci_high"].to_numpy(dtype="float64") * tp_factor - mean])
-        left.barh(y, mean, xerr=np.where(np.isfinite(err), err, 0), color="#4c78a8", alpha=0.85,
-                  error_kw={"elinewidth": 1, "capsize": 2})
+        low = tp["ci_low"].to_numpy(dtype="float64") * tp_factor
+        high = tp["ci_high"].to_numpy(dtype="float64") * tp_factor
+        left.barh(y, mean, color="#4c78a8", alpha=0.85)
+        # The interval as it is, not as error bars around the bar's end: of a skewed
+        # metric it is the geometric mean's and may lie beside the arithmetic mean.
+        known = np.isfinite(low) & np.isfinite(high)
+        left.hlines(y[known], low[known], high[known], color="black", linewidth=1)
     left.set_xlabel(throughput + _label(tp_unit if tp is not None else units.get(throughput, "")))
     _plain_axis(left.xaxis)
     # The levels alone, the factors' names once on the axis: the bars keep the narrow figure's width.
