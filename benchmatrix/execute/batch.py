@@ -211,6 +211,17 @@ def _manifest_entry(job: _Batch, r: PlannedRun) -> dict[str, Any]:
     return entry
 
 
+def batch_call_items(spec: Spec, factors: dict[str, Any]) -> list[dict[str, Any]]:
+    """The knob items of a slice's Ansible call: the slice's first run's. With live knobs
+    (``order.batch_live_knobs``) the cost-none ones are marked ``live``: the call only
+    reads them (their baselines, for the restore) and the runner checks and sets them
+    before each run, so a value the host refuses or misses makes only those runs invalid."""
+    items = knob_items(spec, factors)
+    if not spec.batch_live_knobs:
+        return items
+    return [{**k, "live": True} if k["cost"] == "none" else k for k in items]
+
+
 def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
     """The Ansible call of a slice: set the knobs, start the runner on ``todo`` and
     fetch its archive; the runner stops starting runs after ``batch_max_seconds``.
@@ -228,7 +239,7 @@ def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
             # One JSON text: Ansible neither checks nor templates it run by run (the
             # workload role's filter decodes it, the runner decodes the commands).
             data={"bmx_runs": json.dumps([job.manifest[r.run_id] for r in todo]),
-                  "bmx_knobs": knob_items(spec, job.cells[todo[0].cell_id])},
+                  "bmx_knobs": batch_call_items(spec, job.cells[todo[0].cell_id])},
             extravars={"bmx_host": host, "bmx_workload_role": spec.workload["role"], "bmx_experiment": spec.name,
                        "bmx_campaign": campaign_id(job.exp),
                        "batch_runner_source": str(RUNNER_PATH), "batch_runner_digest": runner_digest(),
@@ -279,7 +290,7 @@ def _run_slice(job: _Batch, todo: list[PlannedRun]) -> tuple[list[dict[str, Any]
         return records, left
     knob_states = result.payload("bmx_knobs")
     save_baseline(exp, job.host, job.spec, knob_states)
-    wrong = {f: k for f, k in knob_states.items() if not k.get("ok")}
+    wrong = {f: k for f, k in knob_states.items() if not k.get("ok") and not k.get("live")}
     if wrong:
         # The host is not in the configuration the runs would claim: nothing ran.
         reason = "; ".join(f"knob {f}: intended {k['intended']!r}, actual {k['actual']!r}"
@@ -349,12 +360,19 @@ def run_knobs(res: dict[str, Any], knob_states: dict[str, Any], first: bool) -> 
     set the run's knobs itself, intended vs actual of that run with ``changed`` where
     that run's apply changed something; else the slice's Ansible call's, ``changed``
     on the slice's first run only. A run the runner refused before reading any knob
-    (``invalid`` without states) claims none."""
+    (``invalid`` without states) claims none. The runner only reads the costly knobs
+    Ansible set: on the slice's first run, ``changed`` is the Ansible call's for them."""
     if res.get("outcome") == "invalid" and not res.get("knobs"):
         return {}
     if res.get("knobs"):
-        return {f: {**k, "changed": bool(k.get("changed"))} for f, k in res["knobs"].items()}
+        return {f: {**k, "changed": bool(k.get("changed")) or (first and _set_by_call(knob_states.get(f)))}
+                for f, k in res["knobs"].items()}
     return {f: {**k, "changed": bool(k.get("changed")) and first} for f, k in knob_states.items()}
+
+
+def _set_by_call(state: dict[str, Any] | None) -> bool:
+    """Whether the slice's Ansible call changed this knob (a live one it only read)."""
+    return bool(state and state.get("changed") and not state.get("live"))
 
 
 def save_run_baselines(exp: Path, host: str, spec: Spec, results: Iterable[dict[str, Any]]) -> None:

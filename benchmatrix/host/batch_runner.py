@@ -1369,8 +1369,9 @@ def knob_miss(states):
 class LiveKnobs:
     """The knobs of a batch's runs, set by the runner between runs (issue 23).
 
-    Ansible sets the knobs of the batch's first run before the runner starts (the
-    manifest's ``knobs``; reboots and service restarts stay there). Before each run
+    Ansible sets the costly knobs of the batch's first run before the runner starts (the
+    manifest's ``knobs``; reboots and service restarts stay there) and only reads the
+    cost-none ones (items marked ``live``, for their baselines). Before each run
     whose items differ from the last applied values, :meth:`prepare` calls the
     backends' ``apply`` in-process, as the bmx_knob module does: every knob of cost
     class ``none`` is read, written where it differs and read back; every costlier
@@ -1381,8 +1382,9 @@ class LiveKnobs:
     def __init__(self, manifest):
         self.settings = manifest.get("knob_settings") or {}
         self.host = manifest.get("host") or _host_name()
-        #: What Ansible set: the only values a costlier knob may have in this batch.
-        self.fixed = _knob_values(manifest.get("knobs"))
+        #: What Ansible set: the only values a costlier knob may have in this batch (the
+        #: ``live`` items it only read: the runner sets them, from the first run on).
+        self.fixed = _knob_values([k for k in manifest.get("knobs") or [] if not k.get("live")])
         #: The values the host holds as far as the runner knows (None: unknown, set them again).
         self.values = dict(self.fixed)
         #: The states of the runner's last apply (None before its first one) and their run settings.

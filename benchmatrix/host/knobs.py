@@ -50,7 +50,8 @@ description:
     reads it back.
 options:
   knobs:
-    description: The knobs, each C({factor, role, value, vars}) as benchmatrix's bmx_knobs items.
+    description: The knobs, each C({factor, role, value, vars}) as benchmatrix's bmx_knobs items; an item with
+      C(live) true is only read (its baseline and current value; the batch runner sets it before each run).
     type: list
     elements: dict
     required: true
@@ -1937,6 +1938,11 @@ def apply(knobs, settings=None, host="this host", check_mode=False, mode="apply"
     knob back, sets the others, and records each reboot-class knob as changed when the
     first call changed it, with the first call's baseline and rebooted mark.
 
+    An item with ``live`` true (a cost-none knob of a batch that spans its settings) is
+    only read: it is neither checked nor written, and its state carries ``live``: the
+    batch runner checks and sets it before each run, so a value the host refuses or
+    misses makes only those runs invalid, not the batch.
+
     Returns {factor: {role, intended, actual, changed, baseline, rebooted, seconds, ok, run_settings}}
     (main() returns run_settings apart, so the knob states recorded keep their keys).
     Raises KnobError before any write when one knob cannot be checked or read, or needs
@@ -1947,7 +1953,8 @@ def apply(knobs, settings=None, host="this host", check_mode=False, mode="apply"
     for knob in knobs:
         b = backend(knob, settings, host)
         value = knob.get("value")
-        b.check(value)
+        if not knob.get("live"):
+            b.check(value)
         actual, baseline = b.read(value)
         found.append((knob, b, value, actual, baseline))
     found.sort(key=lambda f: not f[1].reboot)  # reboot-class knobs first
@@ -1960,7 +1967,7 @@ def apply(knobs, settings=None, host="this host", check_mode=False, mode="apply"
     out = {}
     for knob, b, value, actual, baseline in found:
         t1 = time.monotonic()
-        changed = b.writes and b.differs(value, actual)
+        changed = b.writes and b.differs(value, actual) and not knob.get("live")
         if changed and mode == "apply" and not check_mode and (b.reboot or not reboot):
             b.write(value, baseline)
             actual, _ = b.read(value)
@@ -1968,6 +1975,8 @@ def apply(knobs, settings=None, host="this host", check_mode=False, mode="apply"
                  "baseline": baseline, "rebooted": not check_mode and any(knob is f[0] for f in reboot),
                  "seconds": round(read_s + time.monotonic() - t1, 4), "ok": actual == str(value),
                  "run_settings": b.run_settings(value)}
+        if knob.get("live"):
+            state["live"] = True
         was = (before or {}).get(knob["factor"]) if b.reboot else None
         if was:
             state.update(changed=changed or bool(was["changed"]), baseline=was["baseline"],

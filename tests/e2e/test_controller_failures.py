@@ -41,14 +41,17 @@ knobs:
 
 
 def write_spec(project, name, sleep=0, replicates=1):
-    """A two-level knob campaign; returns (spec path, knob file holding 'base')."""
+    """A two-level knob campaign, a batch per level (``batch_live_knobs: false``: these
+    tests fail a later batch); returns (spec path, knob file holding 'base')."""
     root = project.root / "knobs"
     root.mkdir(exist_ok=True)
     knob = root / "mode"
     knob.write_text("base\n")
     spec = project.write_spec(name, SPEC.format(name=name, factor="mode", levels="a, b",
                                                 knobs=KNOB.format(knob=knob, root=root), py=sys.executable,
-                                                sleep=sleep, replicates=replicates, tail=""))
+                                                sleep=sleep, replicates=replicates, tail="")
+                               .replace("order: {strategy: sequential}",
+                                        "order: {strategy: sequential, batch_live_knobs: false}"))
     return spec, knob
 
 

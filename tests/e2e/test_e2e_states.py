@@ -115,8 +115,11 @@ def test_invalid_knob_status_exit_1_and_bmx_restore(project, loop):
 
 def test_interrupt_restores_the_host_and_leaves_runs_pending(project, loop):
     ra = loop.sysfs("read_ahead_kb")
+    # A batch per level (batch_live_knobs: false), so the first batch's runs are recorded
+    # when the second is interrupted (live knobs: test_live_knobs_failures_e2e.py).
     spec = project.write_spec("st_interrupt", SPEC.format(name="st_interrupt", levels="0, 512", dev=loop.device,
-                                                          sleep="1", replicates=3))
+                                                          sleep="1", replicates=3).replace(
+        "order: {strategy: sequential}", "order: {strategy: sequential, batch_live_knobs: false}"))
     proc = project.popen_bmx("run", str(spec), "--cores", "1")
     host_runs = project.host_runs()
     deadline = time.monotonic() + 240

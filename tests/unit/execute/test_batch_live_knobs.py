@@ -11,6 +11,7 @@ batch runner (a subprocess, the manifest on stdin) on a scratch sysfs tree."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -221,3 +222,29 @@ def test_an_interrupted_batch_saves_the_baselines_before_it_restores(project, mo
     with pytest.raises(Interrupted):
         _batch(tmp_path, plan)
     assert seen == ["stop", "base"]
+
+
+def test_the_batch_call_only_reads_live_knobs_and_the_runner_sets_them_from_the_first_run(project):
+    """With live knobs, the slice's Ansible call reads the cost-none knobs (their
+    baselines) and sets only the costly ones: a live value the host refuses or misses
+    makes only its runs invalid, even on the batch's first run."""
+    tmp_path, sysfs, calls = project
+    spec = load_spec(tmp_path / "s.yaml")
+    items = {k["factor"]: k for k in batch_rule.batch_call_items(spec, {"ra": "a", "lay": "y"})}
+    assert items["ra"]["live"] is True and "live" not in items["lay"]
+    states = KNOBS.apply(list(items.values()), {}, "h1")
+    assert (sysfs / "ra").read_text() == "base\n" and (sysfs / "lay").read_text().strip() == "y"
+    assert states["ra"]["live"] is True and (states["ra"]["actual"], states["ra"]["changed"]) == ("base", False)
+    assert states["ra"]["baseline"] == "base" and states["lay"]["changed"] is True
+    off = dataclasses.replace(spec, data={**spec.data, "order": {**spec.order, "batch_live_knobs": False}})
+    assert not any("live" in k for k in batch_rule.batch_call_items(off, {"ra": "a", "lay": "y"}))
+
+
+def test_the_first_runs_record_keeps_the_calls_change_of_a_costly_knob():
+    runner = {"lay": {"role": "knob_sysfs", "intended": "y", "actual": "y", "changed": False, "ok": True},
+              "ra": {"role": "knob_sysfs", "intended": "a", "actual": "a", "changed": True, "ok": True}}
+    call = {"lay": {"changed": True}, "ra": {"changed": False, "live": True}}
+    first = batch_rule.run_knobs({"knobs": runner}, call, first=True)
+    assert first["lay"]["changed"] is True and first["ra"]["changed"] is True
+    later = batch_rule.run_knobs({"knobs": {**runner, "ra": {**runner["ra"], "changed": False}}}, call, first=False)
+    assert later["lay"]["changed"] is False and later["ra"]["changed"] is False
