@@ -503,12 +503,14 @@ def _history_plot(long: pd.DataFrame, steps: pd.DataFrame, metric: str, position
         base = first[cell_index[cell]]
         cx = xs[rows["#pos"].map(pos).to_numpy(dtype="int64")]
         y = (rows["mean"].to_numpy(dtype="float64") / base - 1) * 100
-        lo_e = y - (rows["ci_low"].to_numpy(dtype="float64") / base - 1) * 100
-        hi_e = (rows["ci_high"].to_numpy(dtype="float64") / base - 1) * 100 - y
-        err = np.nan_to_num(np.abs(np.vstack([lo_e, hi_e])))
+        lo = (rows["ci_low"].to_numpy(dtype="float64") / base - 1) * 100
+        hi = (rows["ci_high"].to_numpy(dtype="float64") / base - 1) * 100
         text = label_of.get(cell, cell)
-        ax.errorbar(cx, y, yerr=err, marker="o", ms=3, lw=1, capsize=2,
-                    label=text if len(text) <= 60 else text[:57] + "…")
+        (handle,) = ax.plot(cx, y, marker="o", ms=3, lw=1, label=text if len(text) <= 60 else text[:57] + "…")
+        # Each interval as it is: of a skewed metric it may lie beside the mean (error
+        # bars around the mean would mirror it).
+        known = np.isfinite(lo) & np.isfinite(hi)
+        ax.vlines(cx[known], lo[known], hi[known], color=handle.get_color(), lw=1)
     ax.axhline(0, color="0.3", lw=0.6)
     unit = str(sub["unit"].iloc[0]) if len(sub) else ""
     ax.set_ylabel(f"{metric}: % vs first campaign")

@@ -210,9 +210,10 @@ def factor_lines(spec: Spec, summary: pd.DataFrame, metrics: list[str], units: d
                     # The x levels as categories, each line's dots side by side.
                     pos = g["_x"].map({v: k for k, v in enumerate(sorted(factors[x]))}).to_numpy(dtype=float)
                     pos = pos + (i - (len(ordered_groups) - 1) / 2) * 0.12
-                    err = np.vstack([mean - lo, hi - mean])
-                    ax.errorbar(pos, mean, yerr=np.where(np.isfinite(err), err, 0), fmt="o", ms=4, capsize=3,
-                                label=lab)
+                    # The interval as it is (of a skewed metric it may lie beside the mean).
+                    (handle,) = ax.plot(pos, mean, "o", ms=4, label=lab)
+                    known = (np.isfinite(lo) & np.isfinite(hi)).to_numpy()
+                    ax.vlines(pos[known], lo[known], hi[known], color=handle.get_color(), linewidth=1)
                     continue
                 (handle,) = ax.plot(g["_x"], mean, marker="o", ms=4, label=lab)
                 ax.fill_between(g["_x"], lo, hi, alpha=0.2, color=handle.get_color(), linewidth=0)

@@ -100,3 +100,13 @@ def test_throughput_bars_draw_an_interval_that_does_not_hold_the_mean(tmp_path):
         for metric, mean in (("read_bw_kib", 1000.0), ("read_clat_mean_us", 50.0))])
     plotted = plots.latency_beside_throughput(spec, summary, ["read_bw_kib", "read_clat_mean_us"], UNITS, {}, [])
     assert [p.name for p in plotted] and all(p.svg for p in plotted)
+
+
+def test_dots_draw_an_interval_that_does_not_hold_the_mean(tmp_path):
+    # As above, for the dots of a two-level numeric factor ("'yerr' must not contain
+    # negative values" took collect down).
+    spec = _spec(tmp_path, "[1, 2]")
+    summary = summarize(make_runs(make_plan(spec)), spec.factor_names, UNITS)
+    summary = summary[summary["metric"] == "read_bw_kib"].assign(mean=1000.0, ci_low=1050.0, ci_high=1300.0)
+    (plot,) = plots.factor_lines(spec, summary, ["read_bw_kib"], UNITS, [])
+    assert plot.name == "dots_read_bw_kib" and plot.svg
