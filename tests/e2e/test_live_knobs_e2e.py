@@ -7,6 +7,7 @@ puts the baseline back (real Snakemake, Ansible, fio and sysfs on a loop device)
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from knobkit import LoopDevice
@@ -143,3 +144,42 @@ def test_a_costlier_knob_still_goes_through_ansible_while_live_ones_change_insid
             previous[factor] = level
     assert sched.read_text().split("[")[1].split("]")[0] == current and ra.read_text().strip() == "256", \
         "the campaign's end puts both baselines back"
+
+
+AFFINITY = """\
+name: live_cores
+inventory: config/inventory/test.yml
+factors:
+  cores: [1, 2]
+knobs:
+  cores: {{role: knob_cpu_affinity, cost: none}}
+workload:
+  role: workload_command
+  vars: {{argv: ["{python}", -c, "import os; print('cpus', len(os.sched_getaffinity(0)))"]}}
+  metrics:
+    cpus: {{regex: 'cpus (?P<value>[0-9]+)', unit: count, better: higher}}
+  timeout: 60
+replicates: 3
+warmup: 0
+order: {{strategy: random, seed: 2}}
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to pin runs to one or two")
+def test_cpu_affinity_changes_between_runs_inside_one_batch(project):
+    # knob_cpu_affinity's run settings (the CPUs a run is pinned to) come from the
+    # runner's own apply before each run, not from the batch call's.
+    import sys
+
+    spec = project.write_spec("live_cores", AFFINITY.format(python=sys.executable))
+    res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    records = _records(project.exp("live_cores"))
+    assert len(records) == 6 and len({r["batch"] for r in records}) == 1
+    levels = [r["factors"]["cores"] for r in records]
+    assert any(a != b for a, b in zip(levels, levels[1:])), "the order changes the setting inside the batch"
+    for r in records:
+        assert r["status"] == "ok" and r["metrics"]["cpus"]["value"] == r["factors"]["cores"], (r["run_id"], r["metrics"])
+        k = r["knobs"]["cores"]
+        assert k["intended"] == k["actual"] == str(r["factors"]["cores"]) and k["ok"], k
+        assert len(r["workload"]["affinity_applied"]) == r["factors"]["cores"], r["workload"]
