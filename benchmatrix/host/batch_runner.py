@@ -64,7 +64,8 @@ installs the current runner and starts it again) and ``knobs_digest`` (the same 
 
 Live knobs (see ``LiveKnobs``): a run may carry ``knobs``, the knob items of its cell
 (``{factor, role, value, vars, cost}``, as the playbooks' ``bmx_knobs``); the manifest's
-``knobs`` are the items Ansible set before the runner started, ``knob_settings`` the
+``knobs`` are the items of the batch's Ansible call (it set the costly ones and only
+read those marked ``live``), ``knob_settings`` the
 host's own role variables (what tasks/knobs.yml passes the module as ``settings``) and
 ``host`` its inventory name. Before a run whose items differ from the last applied
 values the runner sets them with the backends of knobs.py, in-process (the module's
@@ -1433,15 +1434,20 @@ class LiveKnobs:
                               % (_knobs_path(), self.host))
         live = [k for k in items if (k.get("cost") or "none") == "none"]
         fixed = [k for k in items if (k.get("cost") or "none") != "none"]
+        # A live knob never restarts a service between runs, whatever the host's own
+        # *_allow_restart says: a change that needs one is refused (its runs invalid).
+        no_restart = dict(self.settings, **{k["role"] + "_allow_restart": False for k in live})
         try:
             found = module.apply(fixed, self.settings, self.host, mode="read") if fixed else {}
             for state in found.values():
                 state["changed"] = False  # read only: Ansible set it
-            found.update(module.apply(live, self.settings, self.host) if live else {})
+            found.update(module.apply(live, no_restart, self.host) if live else {})
         except module.KnobError as exc:
             raise KnobRefused(str(exc)) from None
         except OSError as exc:
             raise KnobRefused("bmx_knob on %s: %s" % (self.host, exc)) from None
+        except Exception as exc:  # noqa: BLE001 - a backend's surprise fails its run, not the batch
+            raise KnobRefused("bmx_knob on %s: %s: %s" % (self.host, type(exc).__name__, exc)) from None
         states, run_settings = {}, {}
         for k in items:
             state = found[k["factor"]]

@@ -1939,9 +1939,10 @@ def apply(knobs, settings=None, host="this host", check_mode=False, mode="apply"
     first call changed it, with the first call's baseline and rebooted mark.
 
     An item with ``live`` true (a cost-none knob of a batch that spans its settings) is
-    only read: it is neither checked nor written, and its state carries ``live``: the
-    batch runner checks and sets it before each run, so a value the host refuses or
-    misses makes only those runs invalid, not the batch.
+    only read, never written, and its state carries ``live``: the batch runner sets it
+    before each run, so a value the host refuses or misses makes only those runs
+    invalid, not the batch. A live item the check refuses is not even read (its state
+    has empty ``actual`` and ``baseline``): the runner refuses its runs the same way.
 
     Returns {factor: {role, intended, actual, changed, baseline, rebooted, seconds, ok, run_settings}}
     (main() returns run_settings apart, so the knob states recorded keep their keys).
@@ -1949,12 +1950,19 @@ def apply(knobs, settings=None, host="this host", check_mode=False, mode="apply"
     a reboot that is not allowed.
     """
     t0 = time.monotonic()
-    found = []
+    found, refused = [], {}
     for knob in knobs:
         b = backend(knob, settings, host)
         value = knob.get("value")
-        if not knob.get("live"):
+        try:
             b.check(value)
+        except KnobError:
+            if not knob.get("live"):
+                raise
+            refused[knob["factor"]] = {"role": knob["role"], "intended": str(value), "actual": "",
+                                       "changed": False, "baseline": "", "rebooted": False, "seconds": 0.0,
+                                       "ok": False, "run_settings": {}, "live": True}
+            continue
         actual, baseline = b.read(value)
         found.append((knob, b, value, actual, baseline))
     found.sort(key=lambda f: not f[1].reboot)  # reboot-class knobs first
@@ -1983,7 +1991,7 @@ def apply(knobs, settings=None, host="this host", check_mode=False, mode="apply"
                          rebooted=bool(was["rebooted"]), seconds=round(state["seconds"] + float(was["seconds"])
                                                                        + float(reboot_seconds or 0), 4))
         out[knob["factor"]] = state
-    return out
+    return {**out, **refused}
 
 
 def reboot_request(knobs, states, settings=None, host="this host"):

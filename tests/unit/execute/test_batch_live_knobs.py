@@ -248,3 +248,15 @@ def test_the_first_runs_record_keeps_the_calls_change_of_a_costly_knob():
     assert first["lay"]["changed"] is True and first["ra"]["changed"] is True
     later = batch_rule.run_knobs({"knobs": {**runner, "ra": {**runner["ra"], "changed": False}}}, call, first=False)
     assert later["lay"]["changed"] is False and later["ra"]["changed"] is False
+
+
+def test_a_live_value_the_check_refuses_is_not_read_by_the_batch_call():
+    """The batch call checks a live item too (no SQL or path built from what was not
+    validated) but a refusal only marks it: the runner refuses its runs, the batch goes on."""
+    item = {"factor": "ra", "role": "knob_read_ahead", "value": "lots", "cost": "none",
+            "vars": {"knob_read_ahead_path": "/nonexistent/data"}}
+    with pytest.raises(KNOBS.KnobError, match="'lots' is not a read-ahead in KiB"):
+        KNOBS.apply([item], {}, "h1")
+    state = KNOBS.apply([{**item, "live": True}], {}, "h1")["ra"]
+    assert (state["ok"], state["live"], state["actual"], state["baseline"], state["changed"]) == (
+        False, True, "", "", False)

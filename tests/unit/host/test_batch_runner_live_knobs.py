@@ -210,3 +210,25 @@ def test_the_role_installs_knobs_py_beside_the_runner_and_hands_it_the_knobs():
 
     assert RUNNER_KNOBS_PATH == KNOBS and runner_knobs_digest() == batch_runner._file_digest(str(KNOBS))
     assert batch_runner._knobs_path() == str(KNOBS)
+
+
+def test_a_live_knob_never_restarts_and_a_backend_surprise_fails_only_its_run(monkeypatch):
+    """Between runs the runner forbids restarts whatever the host's *_allow_restart says,
+    and an unexpected error of a backend becomes that run's refusal, not the batch's end."""
+    seen = {}
+
+    class Module:
+        KnobError = RuntimeError
+
+        @staticmethod
+        def apply(items, settings, host, mode="apply"):
+            seen.update(settings)
+            raise ValueError("psql printed something unexpected")
+
+    monkeypatch.setattr(batch_runner, "_knob_backends", lambda: Module)
+    live = batch_runner.LiveKnobs({"knobs": [], "knob_settings": {"knob_postgresql_setting_allow_restart": True},
+                                   "host": "h1"})
+    item = {"factor": "wm", "role": "knob_postgresql_setting", "value": "64MB", "vars": {}, "cost": "none"}
+    run, note = live.prepare({"run_id": "r1", "knobs": [item]})
+    assert note == {"error": "bmx_knob on h1: ValueError: psql printed something unexpected"}
+    assert seen["knob_postgresql_setting_allow_restart"] is False
