@@ -179,7 +179,8 @@ def test_cpu_affinity_changes_between_runs_inside_one_batch(project):
     levels = [r["factors"]["cores"] for r in records]
     assert any(a != b for a, b in zip(levels, levels[1:])), "the order changes the setting inside the batch"
     for r in records:
-        assert r["status"] == "ok" and r["metrics"]["cpus"]["value"] == r["factors"]["cores"], (r["run_id"], r["metrics"])
+        assert r["status"] == "ok", r["reason"]
+        assert r["metrics"]["cpus"]["value"] == r["factors"]["cores"], (r["run_id"], r["metrics"])
         k = r["knobs"]["cores"]
         assert k["intended"] == k["actual"] == str(r["factors"]["cores"]) and k["ok"], k
         assert len(r["workload"]["affinity_applied"]) == r["factors"]["cores"], r["workload"]
