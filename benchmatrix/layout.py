@@ -78,6 +78,13 @@ def exp_dir_of(project_dir: str | Path, spec) -> Path:
     return exp_dir(project_dir, spec.name)
 
 
+def campaign_dirs(exp: str | Path) -> list[Path]:
+    """``results/NAME`` (the current campaign) and every kept campaign's directory
+    (``campaigns/ID``, in id order): where a file of each campaign lies."""
+    exp = Path(exp)
+    return [exp, *sorted(p for p in (exp / CAMPAIGNS_DIR).glob("*") if p.is_dir())]
+
+
 def host_file(exp: str | Path, host: str, name: str) -> Path:
     """``hosts/HOST/NAME`` (facts.json, baseline.json, restored.json)."""
     return Path(exp) / HOSTS_DIR / host / name

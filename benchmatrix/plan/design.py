@@ -32,7 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from benchmatrix.layout import PLAN_COLUMNS
+from benchmatrix.layout import PLAN_COLUMNS, RUNS, campaign_dirs
 from benchmatrix.spec.config import DEFAULT_BATCH_MAX_RUNS
 from benchmatrix.spec.load import COST_CLASSES, Spec
 from benchmatrix.spec.matrix import Cell
@@ -630,7 +630,7 @@ def run_estimates(spec: Spec, exp_dir: str | Path) -> dict[str, float]:
         return dict.fromkeys(cells, float(given))
     exp = Path(exp_dir)
     per_cell: dict[str, list[float]] = {}
-    for path in [exp / "runs.csv", *sorted(exp.glob("campaigns/*/runs.csv"))]:
+    for path in (camp / RUNS for camp in campaign_dirs(exp)):
         if path.is_file():
             try:
                 for cell, d in _ok_durations(path):

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from benchmatrix.layout import CAMPAIGN, CAMPAIGNS_DIR, RUNS
+from benchmatrix.layout import CAMPAIGN, RUNS, campaign_dirs
 from benchmatrix.spec.load import COST_CLASSES, Spec
 
 #: A wait longer than this between two runs is a pause (stopped, resumed later), not overhead.
@@ -86,10 +86,11 @@ def orchestration_costs(spec: Spec, exp_dir: str | Path, batch_overhead_s: float
         The measured figures where earlier campaigns had at least one batch after
         their first (a completed pass, for the campaign's), else config's.
     """
+    tables = _runs_tables(exp_dir)
     samples: list[tuple[str | None, float]] = []
     campaigns = 0
-    for path in _runs_tables(Path(exp_dir)):
-        found = list(batch_samples(spec, _rows(path)))
+    for rows in tables.values():
+        found = list(batch_samples(spec, rows))
         campaigns += bool(found)
         samples += found
     plain = [s for cls, s in samples if cls is None]
@@ -104,7 +105,7 @@ def orchestration_costs(spec: Spec, exp_dir: str | Path, batch_overhead_s: float
         if with_cls:
             measured[cls] = max(statistics.median(with_cls) - batch_s, 0.0)
             notes.append(f"{cls}: median of {len(with_cls)} reconfiguration(s) in {campaigns} earlier campaign(s)")
-    fixed, fixed_source = campaign_overhead(exp_dir, batch_s, campaign_overhead_s)
+    fixed, fixed_source = _campaign_overhead(tables, batch_s, campaign_overhead_s)
     return OrchestrationCosts(batch_s, source, measured, "; ".join(notes), fixed, fixed_source)
 
 
@@ -123,11 +124,15 @@ def campaign_overhead(exp_dir: str | Path, batch_s: float, default_s: float) -> 
         batch_s: The per-batch seconds the estimate uses.
         default_s: ``campaign_overhead_seconds`` of config.yaml, without a sample.
     """
-    exp = Path(exp_dir)
+    return _campaign_overhead(_runs_tables(exp_dir), batch_s, default_s)
+
+
+def _campaign_overhead(tables: dict[Path, list[dict[str, str]]], batch_s: float,
+                       default_s: float) -> tuple[float, str]:
+    """:func:`campaign_overhead` of the campaigns' runs.csv rows, read once by the caller."""
     per_campaign = []
-    for camp in [exp, *sorted(p for p in exp.glob(f"{CAMPAIGNS_DIR}/*") if p.is_dir())]:
+    for camp, rows in tables.items():
         passes = _passes(camp)
-        rows = _rows(camp / RUNS) if passes else []
         found = [s for s in (_pass_overhead(p, rows, batch_s) for p in passes) if s is not None]
         if found:
             per_campaign.append(statistics.median(found))
@@ -167,9 +172,10 @@ def _pass_overhead(window: tuple[float, float], rows: list[dict[str, str]], batc
     return max(end - start - max(b - a for a, b in spans.values()) - batch_s, 0.0)
 
 
-def _runs_tables(exp: Path) -> list[Path]:
-    """This campaign's runs.csv and every kept campaign's, those that exist."""
-    return [p for p in [exp / RUNS, *sorted(exp.glob(f"{CAMPAIGNS_DIR}/*/{RUNS}"))] if p.is_file()]
+def _runs_tables(exp_dir: str | Path) -> dict[Path, list[dict[str, str]]]:
+    """Each campaign directory (the current one, then the kept ones) -> its runs.csv rows
+    (none without a readable table)."""
+    return {camp: _rows(camp / RUNS) for camp in campaign_dirs(exp_dir)}
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
