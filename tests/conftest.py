@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import os
 import shutil
 import subprocess
@@ -107,6 +108,12 @@ class Project:
 def project(tmp_path: Path) -> Project:
     """A fresh copy of the project (no results) for one end-to-end test."""
     return copy_project(tmp_path)
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    """The rows of a result CSV (runs.csv, plan.csv, ...) as dicts of strings."""
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
 
 
 def copy_project(tmp_path: Path) -> Project:

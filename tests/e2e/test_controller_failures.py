@@ -6,7 +6,6 @@ localhost; the knob is knob_sysfs pointed at a plain file the test owns (its
 
 from __future__ import annotations
 
-import csv
 import os
 import signal
 import subprocess
@@ -15,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import read_csv
 
 pytestmark = pytest.mark.slow
 
@@ -53,11 +53,6 @@ def write_spec(project, name, sleep=0, replicates=1):
                                .replace("order: {strategy: sequential}",
                                         "order: {strategy: sequential, batch_live_knobs: false}"))
     return spec, knob
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
 
 
 def test_a_batch_job_that_dies_still_restores_its_host(project):

@@ -6,7 +6,6 @@ the batch runner and fio's scratch file into the test's temporary directory.
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import re
@@ -17,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from conftest import read_csv
 
 pytestmark = pytest.mark.slow
 
@@ -39,11 +39,6 @@ order: {{strategy: random, seed: 3}}
 
 def spec_text(name: str, levels: str = "4k, 64k", runtime: str = "300ms", extra: str = "") -> str:
     return SPEC.format(name=name, levels=levels, runtime=runtime, extra=extra)
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
 
 
 def ts(value: str) -> float:

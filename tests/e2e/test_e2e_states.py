@@ -13,7 +13,6 @@ knob (the read-ahead of a loop device the test creates), real Snakemake and Ansi
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import signal
@@ -22,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from conftest import read_csv
 from knobkit import LoopDevice
 
 pytestmark = pytest.mark.slow
@@ -51,11 +51,6 @@ def loop(tmp_path):
     dev.sysfs("read_ahead_kb").write_text(BASELINE + "\n")
     yield dev
     dev.close()
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
 
 
 def status_json(project, spec: Path) -> tuple[int, dict]:

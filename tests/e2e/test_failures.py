@@ -6,16 +6,15 @@ file (ENOTDIR) until the test replaces that file by a directory.
 
 from __future__ import annotations
 
-import csv
 import errno
 import json
 import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
+from conftest import read_csv
 
 from benchmatrix.files import atomic_write
 
@@ -43,11 +42,6 @@ def write_spec(project, name, runtime="200ms", timeout=60, replicates=2, warmup=
     (targets / "good").mkdir(parents=True, exist_ok=True)
     return project.write_spec(name, SPEC.format(name=name, targets=targets, runtime=runtime,
                                                 timeout=timeout, replicates=replicates, warmup=warmup))
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
 
 
 def test_failed_cells_status_rerun_failed_and_where(project):

@@ -7,7 +7,6 @@ this machine's file system, so each gets its own runner and scratch directories.
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 import shutil
@@ -15,9 +14,9 @@ import subprocess
 import sys
 import time
 from datetime import datetime
-from pathlib import Path
 
 import pytest
+from conftest import read_csv
 from netns import NamespaceHosts, available
 from unit.host.test_batch_runner_processes import cgroup_usable
 
@@ -37,11 +36,6 @@ workload:
 replicates: {replicates}
 order: {{strategy: random, seed: 11}}
 """
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
 
 
 def ts(value: str) -> float:

@@ -7,7 +7,6 @@ the runs finished before are kept, and the records say which setting each run ha
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import signal
@@ -16,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from conftest import read_csv
 from knobkit import LoopDevice
 
 pytestmark = pytest.mark.slow
@@ -47,11 +47,6 @@ def fs_loop(tmp_path):
     dev.sysfs("read_ahead_kb").write_text(BASELINE + "\n")
     yield dev
     dev.close()
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
 
 
 def records(exp: Path) -> dict[tuple[str, int], dict]:

@@ -14,13 +14,13 @@ file holds. A real reboot of this machine cannot be part of a test.
 
 from __future__ import annotations
 
-import csv
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import read_csv
 from knobkit import KnobRunner, knob
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -231,11 +231,6 @@ replicates: {replicates}
 warmup: 0
 order: {{strategy: restricted, seed: 1}}
 """
-
-
-def read_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(fh))
 
 
 class SshBoot:
