@@ -110,6 +110,15 @@ def project(tmp_path: Path) -> Project:
     return copy_project(tmp_path)
 
 
+@pytest.fixture
+def in_project(project: Project, monkeypatch: pytest.MonkeyPatch) -> Project:
+    """:func:`project` as the working directory and ``BMX_PROJECT_DIR``: bmx's commands
+    called in-process (``cli.main``) act on it as a user's would."""
+    monkeypatch.setenv("BMX_PROJECT_DIR", str(project.root))
+    monkeypatch.chdir(project.root)
+    return project
+
+
 def read_csv(path: Path) -> list[dict[str, str]]:
     """The rows of a result CSV (runs.csv, plan.csv, ...) as dicts of strings."""
     with open(path, newline="") as fh:

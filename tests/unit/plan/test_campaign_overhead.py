@@ -144,13 +144,6 @@ def test_config_campaign_overhead_seconds(tmp_path):
     assert str(info.value).startswith(f"{cfg}:2: ") and "campaign_overhead_seconds must be" in str(info.value)
 
 
-@pytest.fixture
-def in_project(project, monkeypatch):
-    monkeypatch.setenv("BMX_PROJECT_DIR", str(project.root))
-    monkeypatch.chdir(project.root)
-    return project
-
-
 def test_bmx_plan_and_check_show_the_campaign_overhead(in_project, capsys):
     spec = "config/experiments/quickstart.yaml"
     name = yaml.safe_load((in_project.root / spec).read_text())["name"]

@@ -593,13 +593,6 @@ def test_pilot_cvs_and_the_max_cv_rule(tmp_path):
 
 # ---------------------------------------------------------------- bmx plan
 
-@pytest.fixture
-def in_project(project, monkeypatch):
-    monkeypatch.setenv("BMX_PROJECT_DIR", str(project.root))
-    monkeypatch.chdir(project.root)
-    return project
-
-
 def plan_json(capsys, *args: str) -> dict[str, Any]:
     capsys.readouterr()
     assert main(["plan", *args, "--json"]) == 0

@@ -119,13 +119,6 @@ def test_the_measured_restart_replaces_cost_seconds_in_the_plan(tmp_path):
     assert measured["campaign_s"] == 12 * 2 + measured["batches"] * 20 + measured["reconfiguration_s"]
 
 
-@pytest.fixture
-def in_project(project, monkeypatch):
-    monkeypatch.setenv("BMX_PROJECT_DIR", str(project.root))
-    monkeypatch.chdir(project.root)
-    return project
-
-
 def test_bmx_plan_takes_the_measured_batch_cost(in_project, capsys):
     spec = "config/experiments/quickstart.yaml"
     name = yaml.safe_load((in_project.root / spec).read_text())["name"]
