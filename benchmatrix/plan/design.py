@@ -90,8 +90,13 @@ class Visit:
     runs: list[tuple[Cell, int]]
 
 
+def _setting(factors: dict[str, Any], names: Iterable[str]) -> tuple[Any, ...]:
+    """The settings of these knob factors, comparable (repr keeps 1, True and "1" apart)."""
+    return tuple((k, repr(factors[k])) for k in names)
+
+
 def _knob_state(spec: Spec, factors: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple((k, repr(factors[k])) for k in sorted(spec.knobs))
+    return _setting(factors, sorted(spec.knobs))
 
 
 def _batch_knob_state(spec: Spec, factors: dict[str, Any]) -> tuple[Any, ...]:
@@ -100,7 +105,7 @@ def _batch_knob_state(spec: Spec, factors: dict[str, Any]) -> tuple[Any, ...]:
     cost-none ones between runs; Ansible sets the others once per batch)."""
     if not spec.batch_live_knobs:
         return _knob_state(spec, factors)
-    return tuple((k, repr(factors[k])) for k in sorted(spec.knobs) if spec.knobs[k].cost_class != "none")
+    return _setting(factors, sorted(spec.whole_plot_factors()))
 
 
 def _plot_key(factors: dict[str, Any], names: list[str]) -> tuple[str, ...]:
@@ -295,7 +300,7 @@ class WarmUps:
 
     def host_in(self, factors: dict[str, Any]) -> None:
         """The host runs with these factors' knob settings from now on."""
-        state = tuple((k, repr(factors[k])) for k in self._cooling)
+        state = _setting(factors, self._cooling)
         if state != self._state:
             self._state, self._warm = state, set()
 

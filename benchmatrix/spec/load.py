@@ -317,8 +317,7 @@ class Spec:
         """The knob factors whose change cools every cell (by :attr:`warmup_after`), sorted."""
         if self.warmup_after == "first_run":
             return []
-        costly = self.warmup_after == "costly_change"
-        return sorted(k for k, knob in self.knobs.items() if not costly or knob.cost_class != "none")
+        return sorted(self.whole_plot_factors() if self.warmup_after == "costly_change" else self.knobs)
 
     @property
     def levels(self) -> dict[str, list[Level]]:
