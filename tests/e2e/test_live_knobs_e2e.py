@@ -67,12 +67,23 @@ def test_random_order_sets_live_knobs_between_runs_in_one_batch(project, fs_loop
     assert ra.read_text().strip() == "256", "the campaign's end puts the baseline back"
 
 
-def test_a_setting_the_host_refuses_mid_batch_invalidates_only_its_runs(project, fs_loop):
+def _selected(sched) -> str:
+    """The I/O scheduler a sysfs ``scheduler`` file selects (``none [mq-deadline]``)."""
+    return sched.read_text().split("[")[1].split("]")[0]
+
+
+def _schedulers(fs_loop):
+    """(the loop device's scheduler file, its current scheduler, another it offers); skips without one."""
     sched = fs_loop.sysfs("scheduler")
-    current = sched.read_text().split("[")[1].split("]")[0]
-    good = "none" if current != "none" else "mq-deadline"
-    if good not in sched.read_text():
+    current = _selected(sched)
+    other = "none" if current != "none" else "mq-deadline"
+    if other not in sched.read_text():
         pytest.skip(f"this kernel offers no second I/O scheduler ({sched.read_text().strip()})")
+    return sched, current, other
+
+
+def test_a_setting_the_host_refuses_mid_batch_invalidates_only_its_runs(project, fs_loop):
+    sched, current, good = _schedulers(fs_loop)
     spec = project.write_spec("live_refuse", SPEC.format(
         name="live_refuse", factor="sched", levels=f"[{good}, bogus]", role="knob_sysfs",
         vars=f'knob_sysfs_path: "{sched}"', mnt=fs_loop.mountpoint, replicates=2, strategy="sequential"))
@@ -86,7 +97,7 @@ def test_a_setting_the_host_refuses_mid_batch_invalidates_only_its_runs(project,
     assert [r["status"] for r in by_level[good]] == ["ok", "ok"], [r["reason"] for r in by_level[good]]
     assert [r["status"] for r in by_level["bogus"]] == ["invalid", "invalid"]
     assert all("bogus" in r["reason"] for r in by_level["bogus"]), [r["reason"] for r in by_level["bogus"]]
-    assert sched.read_text().split("[")[1].split("]")[0] == current, "the baseline scheduler is back"
+    assert _selected(sched) == current, "the baseline scheduler is back"
 
 
 MIXED = """\
@@ -111,11 +122,7 @@ order: {{strategy: random, seed: 3}}
 def test_a_costlier_knob_still_goes_through_ansible_while_live_ones_change_inside_its_batches(project, fs_loop):
     # The default (no batch_live_knobs in the spec): a knob of cost restart cuts the
     # batches and Ansible sets it; the live read-ahead changes between runs inside them.
-    sched = fs_loop.sysfs("scheduler")
-    current = sched.read_text().split("[")[1].split("]")[0]
-    other = "none" if current != "none" else "mq-deadline"
-    if other not in sched.read_text():
-        pytest.skip(f"this kernel offers no second I/O scheduler ({sched.read_text().strip()})")
+    sched, current, other = _schedulers(fs_loop)
     ra = fs_loop.sysfs("read_ahead_kb")
     ra.write_text("256\n")
     spec = project.write_spec("live_mixed", MIXED.format(
@@ -142,7 +149,7 @@ def test_a_costlier_knob_still_goes_through_ansible_while_live_ones_change_insid
             if factor == "sched" and k["changed"]:
                 assert first_of_batch, "only Ansible, at a batch's start, changes the restart-class knob"
             previous[factor] = level
-    assert sched.read_text().split("[")[1].split("]")[0] == current and ra.read_text().strip() == "256", \
+    assert _selected(sched) == current and ra.read_text().strip() == "256", \
         "the campaign's end puts both baselines back"
 
 
