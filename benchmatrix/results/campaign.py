@@ -20,6 +20,11 @@ from benchmatrix.files import atomic_write
 from benchmatrix.layout import CAMPAIGN, PLAN
 
 
+def _now() -> str:
+    """Now, as campaign.json writes its times (UTC, microseconds)."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
 def read_meta(exp_dir: str | Path) -> dict[str, Any]:
     """``campaign.json`` of a campaign directory ({} when missing or unreadable)."""
     try:
@@ -41,7 +46,7 @@ def campaign_id(exp: str | Path, label: str | None = None, spec_digest: str | No
     if path.is_file():
         return json.loads(path.read_text())["id"]
     cid = uuid.uuid4().hex[:12]
-    meta = {"id": cid, "created_at": datetime.now(UTC).isoformat(timespec="microseconds"),
+    meta = {"id": cid, "created_at": _now(),
             "label": label or None, "spec_digest": spec_digest}
     atomic_write(path, json.dumps({k: v for k, v in meta.items() if v is not None}) + "\n")
     return cid
@@ -114,10 +119,6 @@ def mark_progress_from_tables(exp_dir: str | Path, plan: Any, runs: Any) -> dict
         ends = ends[ends != ""]
         ended = ends.max() if len(ends) else None
     return update_meta(exp_dir, hosts=hosts or None, ended_at=ended)
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def start_pass(exp_dir: str | Path) -> int | None:
