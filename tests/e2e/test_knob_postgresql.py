@@ -3,9 +3,7 @@ as the postgres user in a private directory, a private port, a Unix socket only)
 
 from __future__ import annotations
 
-import glob
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -13,61 +11,14 @@ from pathlib import Path
 
 import pytest
 from knobkit import KnobRunner, knob
+from pgserver import Server, free_port, pg_bindir
 
 pytestmark = pytest.mark.slow
 
 
-def _bindir() -> Path | None:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[-3].split(".")[0]))
-    return Path(found[-1]).parent if found else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self, bindir: Path):
-        self.bindir = bindir
-        # /var/tmp, not pytest's tmp_path: the postgres user must be able to reach it.
-        self.base = Path(tempfile.mkdtemp(prefix="bmx-pg-", dir="/var/tmp"))
-        self.base.chmod(0o755)
-        self.data = self.base / "data"
-        self.socket = self.base / "socket"
-        self.log = self.base / "postgresql.log"
-        self.port = _free_port()
-        shutil.chown(self.base, "postgres")
-        self.socket.mkdir()
-        shutil.chown(self.socket, "postgres")
-        self.as_postgres(str(bindir / "initdb"), "--pgdata", str(self.data), "--username=postgres",
-                         "--auth-local=trust", "--auth-host=reject", "--no-sync")
-        with open(self.data / "postgresql.conf", "a") as fh:
-            fh.write(f"port = {self.port}\nlisten_addresses = ''\nunix_socket_directories = '{self.socket}'\n")
-        self.as_postgres(str(bindir / "pg_ctl"), "start", "--pgdata", str(self.data), "--log", str(self.log), "--wait")
-
-    def as_postgres(self, *argv: str) -> str:
-        return subprocess.run(["runuser", "-u", "postgres", "--", *argv], check=True, capture_output=True,
-                              text=True, timeout=120).stdout
-
-    def sql(self, query: str) -> str:
-        return subprocess.run([str(self.bindir / "psql"), "--no-psqlrc", "-At", f"--host={self.socket}",
-                               f"--port={self.port}", "--username=postgres", "--dbname=postgres", "-c", query],
-                              check=True, capture_output=True, text=True, timeout=60).stdout.strip()
-
-    def pid(self) -> str:
-        return (self.data / "postmaster.pid").read_text().splitlines()[0]
-
-    def stop(self) -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", str(self.bindir / "pg_ctl"), "stop", "--pgdata",
-                        str(self.data), "--mode", "immediate", "--wait"], capture_output=True, timeout=120)
-        shutil.rmtree(self.base, ignore_errors=True)
-
-
 @pytest.fixture(scope="module")
 def server():
-    bindir = _bindir()
+    bindir = pg_bindir()
     if bindir is None:
         pytest.skip("PostgreSQL is not installed (Debian package postgresql)")
     srv = Server(bindir)
@@ -132,7 +83,7 @@ def test_unknown_parameter_and_unreachable_server(runner, server):
     err = runner.fail([pg(server, "no_such_parameter", 1)])
     assert "has no parameter 'no_such_parameter'" in str(err), str(err)
     item = pg(server, "work_mem", "8MB")
-    item["vars"]["knob_postgresql_setting_port"] = _free_port()
+    item["vars"]["knob_postgresql_setting_port"] = free_port()
     err = runner.fail([item])
     assert "cannot query PostgreSQL" in str(err) and "localhost" in str(err), str(err)
 
@@ -174,12 +125,12 @@ def test_inspect_tells_the_current_value_and_which_levels_can_be_set(server):
 def test_provisioned_server_is_started_and_reached_through_its_connection(runner):
     """knob_postgresql_setting_provision (the default): tasks/knobs.yml runs service_postgresql
     first, and the module connects with the service_postgresql_conn it sets."""
-    bindir = _bindir()
+    bindir = pg_bindir()
     if bindir is None:
         pytest.skip("PostgreSQL is not installed (Debian package postgresql)")
     base = Path(tempfile.mkdtemp(prefix="bmx-pg-prov-", dir="/var/tmp"))
     base.chmod(0o755)
-    extravars = {"service_postgresql_dir": str(base / "cluster"), "service_postgresql_port": _free_port()}
+    extravars = {"service_postgresql_dir": str(base / "cluster"), "service_postgresql_port": free_port()}
     item = knob("work_mem", "knob_postgresql_setting", "48MB", knob_postgresql_setting_name="work_mem")
     try:
         states, _ = runner.run([item], extravars=extravars)

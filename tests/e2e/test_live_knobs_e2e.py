@@ -191,3 +191,61 @@ def test_cpu_affinity_changes_between_runs_inside_one_batch(project):
         k = r["knobs"]["cores"]
         assert k["intended"] == k["actual"] == str(r["factors"]["cores"]) and k["ok"], k
         assert len(r["workload"]["affinity_applied"]) == r["factors"]["cores"], r["workload"]
+
+
+PG_LIVE = """\
+name: live_pg
+inventory: config/inventory/test.yml
+factors:
+  work_mem: [4MB, 64MB]
+knobs:
+  work_mem:
+    role: knob_postgresql_setting
+    cost: none
+    vars: {{knob_postgresql_setting_name: work_mem, knob_postgresql_setting_provision: false,
+           knob_postgresql_setting_host: "{socket}",
+           knob_postgresql_setting_port: {port}, knob_postgresql_setting_psql: "{psql}"}}
+workload:
+  role: workload_command
+  # A new session per run: it sees what the server has after the runner's reload.
+  vars: {{argv: ["{psql}", --no-psqlrc, -At, "--host={socket}", "--port={port}", --username=postgres,
+                --dbname=postgres, -c, "SELECT 'kb ' || pg_size_bytes(current_setting('work_mem')) / 1024"]}}
+  metrics:
+    work_mem_kb: {{regex: 'kb (?P<value>[0-9]+)', unit: KiB, better: higher}}
+  timeout: 60
+replicates: 3
+warmup: 0
+order: {{strategy: random, seed: 4}}
+"""
+
+
+def test_a_postgresql_setting_changes_by_reload_between_runs_inside_one_batch(project):
+    # A cost-none PostgreSQL parameter (work_mem, set by ALTER SYSTEM and a reload) is
+    # set by the batch runner before each run; the run itself, a new session, sees it.
+    from pgserver import Server, pg_bindir
+
+    bindir = pg_bindir()
+    if bindir is None:
+        pytest.skip("PostgreSQL is not installed (Debian package postgresql)")
+    server = Server(bindir)
+    try:
+        default = server.sql("SHOW work_mem")
+        spec = project.write_spec("live_pg", PG_LIVE.format(socket=server.socket, port=server.port,
+                                                           psql=bindir / "psql"))
+        res = project.bmx("run", str(spec), "--cores", "1")
+        assert res.returncode == 0, res.stdout + res.stderr
+        records = _records(project.exp("live_pg"))
+        assert len(records) == 6 and len({r["batch"] for r in records}) == 1, [r["batch"] for r in records]
+        levels = [r["factors"]["work_mem"] for r in records]
+        assert any(a != b for a, b in zip(levels, levels[1:])), "the order changes the setting inside the batch"
+        for r in records:
+            assert r["status"] == "ok", r["reason"]
+            k = r["knobs"]["work_mem"]
+            assert k["intended"] == k["actual"] == r["factors"]["work_mem"] and k["ok"], k
+            assert r["metrics"]["work_mem_kb"]["value"] == {"4MB": 4096, "64MB": 65536}[r["factors"]["work_mem"]], \
+                (r["run_id"], r["factors"], r["metrics"])
+        assert server.sql("SHOW work_mem") == default, "the campaign's end puts the baseline back"
+        assert server.sql("SELECT count(*) FROM pg_file_settings WHERE name = 'work_mem' "
+                          "AND sourcefile LIKE '%postgresql.auto.conf'") == "0", "no ALTER SYSTEM entry is left"
+    finally:
+        server.stop()
