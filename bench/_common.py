@@ -144,7 +144,7 @@ def process_kind(cmdline: list[str], parent_kind: str = "") -> str:
     base = os.path.basename(cmdline[0])
     if base in ("sh", "bash", "dash"):
         return "shell"
-    for script in ("run_batch", "prepare_host", "restore_host", "plan", "collect", "report"):
+    for script in ("run_batch", "restore_host", "plan", "collect", "report"):
         if f"scripts/{script}.py" in text:
             return f"job {script}.py"
     if "ansible-playbook" in text:
@@ -460,7 +460,7 @@ def bmx_phases(exp: Path, recs: list[dict[str, Any]], events: list[dict[str, Any
             batches.append(r["batch"])
     hosts = sorted({r["host"] for r in recs})
     files = [logs / "snakemake.log", logs / "plan.log", logs / "collect.log"]
-    files += [logs / "hosts" / f"{h}.log" for h in hosts] + [logs / "hosts" / f"{h}.restore.log" for h in hosts]
+    files += [logs / "hosts" / f"{h}.restore.log" for h in hosts]
     files += [logs / "batches" / f"{b}.log" for b in batches]
     born = birth_times(files)
 
@@ -486,10 +486,6 @@ def bmx_phases(exp: Path, recs: list[dict[str, Any]], events: list[dict[str, Any
     add("Snakemake start (workflow, DAG)", plan0 - sm)
     add("plan job", plan1 - plan0)
     jobs.append((plan0, plan1))
-    for h in hosts:
-        p0, p1 = b(logs / "hosts" / f"{h}.log"), m(exp / "hosts" / h / "facts.json")
-        add("prepare_host job (facts, tool; once per host)", p1 - p0)
-        jobs.append((p0, p1))
     plays = [e for e in events if e["playbook"] == "run_batch.yml"]
     starts = [i for i, e in enumerate(plays) if e["event"] == "playbook_start"]
     for k, bid in enumerate(batches):
@@ -509,8 +505,10 @@ def bmx_phases(exp: Path, recs: list[dict[str, Any]], events: list[dict[str, Any
             return hits[-1] if last else hits[0]
 
         pb0 = at("playbook_start")
+        # A host's first batch prepares it first (tasks/prepare.yml): facts, tool, runner.
+        ensure0 = at("task_start", "Make sure the workload's environment is up")
         knobs_done = at("task_ok", published="bmx_knobs")
-        # Since the runner is installed by prepare_host, a batch has no setup tasks: 0 s.
+        # Since the runner is installed by the host's first batch, a batch has no setup tasks: 0 s.
         setup0 = min([at("task_start", "batch_runner : Run the batch")]
                      + [e["t"] for e in ev if e["event"] == "task_start"
                        and e.get("task") == "batch_runner : Install the batch runner"])
@@ -524,7 +522,8 @@ def bmx_phases(exp: Path, recs: list[dict[str, Any]], events: list[dict[str, Any
         ans_log = m(logs / "ansible" / f"{bid}.log")
         add("batch job start (Python, spec, plan)", t_batch - j0)
         add("Ansible start (ansible-runner, ansible-playbook)", pb0 - t_batch)
-        add("knob check (environment, knobs, report)", knobs_done - pb0)
+        add("prepare the host (its first batch: facts, tool, runner install)", ensure0 - pb0)
+        add("knob check (environment, knobs, report)", knobs_done - ensure0)
         add("build commands (workload role)", setup0 - knobs_done)
         add("runner setup (dirs, copy runner, manifest)", run0 - setup0)
         add("runner start (command task, Python)", first - run0)

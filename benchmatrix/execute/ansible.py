@@ -45,7 +45,8 @@ RESULT_SCHEMAS: dict[str, dict[str, Any]] = {
     "bmx_knobs": {"type": "object", "additionalProperties": _KNOB_STATE},
     # tests/knobkit.py's knob playbook: tasks/knobs.yml's merged bmx_run_settings.
     "bmx_run_settings": {"type": "object"},
-    # prepare_host.yml: the host's facts (gathered: all of them; else its state only).
+    # tasks/prepare.yml (in a host's first run_batch.yml call): the host's facts
+    # (gathered: all of them; else its state only).
     "bmx_facts": {"type": "object", "required": ["gathered", "fingerprint", "state_files", "facts"],
                   "properties": {"gathered": {"type": "boolean"}, "fingerprint": {"type": "string"},
                                  "state_files": _STR_LIST, "facts": {"type": "object"}}},
@@ -270,10 +271,6 @@ STARTS_ENV = "BMX_ANSIBLE_STARTS"
 #: Seconds a call holds its start slot at most (a knob that reboots the host waits
 #: minutes inside one task: it must not hold the other hosts' starts that long).
 START_SLOT_MAX_S = 15.0
-#: ``start_until`` of a playbook that is all setup (prepare_host): the slot is held to
-#: its end, up to :data:`SETUP_SLOT_MAX_S`.
-WHOLE_CALL = "*"
-SETUP_SLOT_MAX_S = 120.0
 
 
 def start_slots() -> int:
@@ -374,8 +371,6 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
             waits for a batch's runs); default: the playbook's first task. Until then,
             and for at most :data:`START_SLOT_MAX_S`, the call holds one of the
             controller's start slots (:func:`start_slot`, ``BMX_ANSIBLE_STARTS``).
-            :data:`WHOLE_CALL`: a playbook that is all setup and runs nothing (such as
-            prepare_host) holds it to its end, for at most :data:`SETUP_SLOT_MAX_S`.
 
     Raises:
         HostUnreachableError: Ansible could not connect to the host.
@@ -418,7 +413,7 @@ def _run(ansible_runner: Any, playbook: str, project_dir: Path, inventory: Path,
         "ANSIBLE_FORCE_COLOR": "0",
     }
     t0 = time.monotonic()
-    with start_slot(max_seconds=SETUP_SLOT_MAX_S if start_until == WHOLE_CALL else START_SLOT_MAX_S) as give_back:
+    with start_slot(max_seconds=START_SLOT_MAX_S) as give_back:
 
         def on_event(event: dict[str, Any]) -> bool:
             kind = event.get("event")

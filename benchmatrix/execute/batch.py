@@ -27,7 +27,14 @@ from benchmatrix.errors import (
 )
 from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.execute.lease import lease
-from benchmatrix.execute.prepare import RUNNER_PATH, runner_digest, runner_knobs_digest
+from benchmatrix.execute.prepare import (
+    RUNNER_PATH,
+    Preparation,
+    preparation,
+    runner_digest,
+    runner_knobs_digest,
+    write_facts,
+)
 from benchmatrix.execute.restore import knob_items, restore_quietly, save_baseline
 from benchmatrix.files import atomic_write
 from benchmatrix.layout import exp_dir_of, record_path, run_dir
@@ -73,11 +80,13 @@ def _rel(path: Path | str, base: Path) -> str:
 
 # shape: one parameter per command-line argument of the batch job (entry.py passes each)
 def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, marker: Path,
-              log: Path, facts_path: Path | None = None) -> dict[str, Any]:
+              log: Path) -> dict[str, Any]:
     """Execute one batch through Ansible and write a record.json per finished run.
 
     Runs that already have a record are left out; if none is left, no Ansible call
-    is made. The marker (the Snakemake output) is written last.
+    is made. The marker (the Snakemake output) is written last. The host's first batch
+    of a campaign (no ``hosts/HOST/facts.json`` yet) prepares the host in the same call:
+    its facts, the workload tool's install check and the batch runner's install.
 
     Whatever makes the job fail after Ansible touched the host (a template error, a
     missing archive, any OSError such as a full disk), the host's knobs are put back
@@ -90,7 +99,7 @@ def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, ma
     """
     touched: dict[str, Any] = {"partial": []}
     try:
-        return _execute_batch(spec_path, project_dir, plan_path, batch, marker, touched, facts_path)
+        return _execute_batch(spec_path, project_dir, plan_path, batch, marker, touched)
     except Interrupted:
         raise  # the interrupt path already stopped the runner and restored the host
     except Exception as exc:
@@ -136,6 +145,8 @@ class _Batch:
     facts: dict[str, Any]
     touched: dict[str, Any]
     summary: dict[str, Any]
+    #: The host's preparation while facts.json is missing: the first call does it.
+    prepare: Preparation | None = None
     #: run id -> its entry in the runner's manifest
     manifest: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -158,7 +169,7 @@ class _Batch:
 
 # shape: run_batch's arguments plus the touched dict it reads after an error to restore the host
 def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, marker: Path,
-                   touched: dict[str, Any], facts_path: Path | None = None) -> dict[str, Any]:
+                   touched: dict[str, Any]) -> dict[str, Any]:
     """The body of :func:`run_batch`; fills ``touched`` once Ansible may change the host."""
     spec = load_spec(spec_path)
     exp = exp_dir_of(project_dir, spec)
@@ -174,8 +185,10 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
                                "already_done": len(mine) - len(todo), "slices": 0}
     records: list[dict[str, Any]] = []
     if todo:
-        facts = json.loads(Path(facts_path).read_text()) if facts_path and Path(facts_path).is_file() else {}
-        job = _Batch(spec, Path(project_dir), exp, host, batch, _cells_by_id(spec), facts, touched, summary)
+        facts_path = layout.host_file(exp, host, layout.FACTS)
+        facts = json.loads(facts_path.read_text()) if facts_path.is_file() else {}
+        job = _Batch(spec, Path(project_dir), exp, host, batch, _cells_by_id(spec), facts, touched, summary,
+                     prepare=None if facts else preparation(spec, Path(project_dir), host))
         for r in todo:
             if r.cell_id not in job.cells:
                 raise PlanError(f"{plan_path}: cell {r.cell_id} of run {r.run_id} is not in the spec; re-plan")
@@ -232,6 +245,7 @@ def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
     """
     spec, host, batch, staging = job.spec, job.host, job.batch, job.touched["staging"]
     config = project_config(job.project_dir)
+    prep = job.prepare
     try:
         return run_playbook(
             "run_batch.yml", project_dir=job.project_dir / "playbooks",
@@ -239,8 +253,9 @@ def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
             # One JSON text: Ansible neither checks nor templates it run by run (the
             # workload role's filter decodes it, the runner decodes the commands).
             data={"bmx_runs": json.dumps([job.manifest[r.run_id] for r in todo]),
-                  "bmx_knobs": batch_call_items(spec, job.cells[todo[0].cell_id])},
-            extravars={"bmx_host": host, "bmx_workload_role": spec.workload["role"], "bmx_experiment": spec.name,
+                  "bmx_knobs": batch_call_items(spec, job.cells[todo[0].cell_id]), **(prep.data if prep else {})},
+            extravars={**(prep.extravars if prep else {}),
+                       "bmx_host": host, "bmx_workload_role": spec.workload["role"], "bmx_experiment": spec.name,
                        "bmx_campaign": campaign_id(job.exp),
                        "batch_runner_source": str(RUNNER_PATH), "batch_runner_digest": runner_digest(),
                        "batch_runner_knobs_digest": runner_knobs_digest(),
@@ -278,9 +293,11 @@ def _run_slice(job: _Batch, todo: list[PlannedRun]) -> tuple[list[dict[str, Any]
     try:
         result = _start_slice(job, todo, batch_log)
     except AnsibleError as exc:
+        published = exc.payloads.get(job.host) or {}
+        _prepared(job, published.get("bmx_facts"))
         # The knob call may have changed the host before the failure (the runner may
         # have set live knobs too): keep the baselines it read, for the restore.
-        save_baseline(exp, job.host, job.spec, (exc.payloads.get(job.host) or {}).get("bmx_knobs") or {})
+        save_baseline(exp, job.host, job.spec, published.get("bmx_knobs") or {})
         # Keep going: the batch's runs are recorded as failed (or unreachable) with the
         # reason and the log, and the other batches go on. `bmx rerun --failed` retries.
         status = "unreachable" if isinstance(exc, HostUnreachableError) else "failed"
@@ -288,6 +305,8 @@ def _run_slice(job: _Batch, todo: list[PlannedRun]) -> tuple[list[dict[str, Any]
                                   failed_task=exc.task)
         job.summary["error"] = str(exc)
         return records, left
+    if job.prepare is not None:
+        _prepared(job, result.payload("bmx_facts"))
     knob_states = result.payload("bmx_knobs")
     save_baseline(exp, job.host, job.spec, knob_states)
     wrong = {f: k for f, k in knob_states.items() if not k.get("ok") and not k.get("live")}
@@ -324,6 +343,16 @@ def _run_slice(job: _Batch, todo: list[PlannedRun]) -> tuple[list[dict[str, Any]
     # The runner stopped at the end of its time slice: the rest is the next slice.
     # (A slice that brought nothing back ends the loop: no endless retries.)
     return records, [r for r in todo if r.run_id not in results] if results else []
+
+
+def _prepared(job: _Batch, published: dict[str, Any] | None) -> None:
+    """After the call that prepared the host: facts.json (and the host cache) from its
+    ``bmx_facts`` payload; the batch's records carry these facts. A call that failed
+    before publishing them leaves the preparation to the host's next batch."""
+    if job.prepare is None or not published:
+        return
+    job.facts = write_facts(job.prepare, published, layout.host_file(job.exp, job.host, layout.FACTS))
+    job.prepare = None
 
 
 def _judged_record(job: _Batch, r: PlannedRun, res: dict[str, Any], parse: Callable[..., Any],

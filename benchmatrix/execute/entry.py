@@ -20,7 +20,6 @@ from benchmatrix.execute.batch import run_batch
 from benchmatrix.execute.collect import collect, report
 from benchmatrix.execute.lock import same_file
 from benchmatrix.execute.planning import plan
-from benchmatrix.execute.prepare import prepare_host
 from benchmatrix.execute.restore import restore_host
 from benchmatrix.spec.config import DEFAULT_BATCH_MAX_RUNS, DEFAULT_BATCH_MAX_SECONDS
 from benchmatrix.spec.load import load_spec
@@ -56,17 +55,10 @@ def _plan_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-max-seconds", type=float, default=DEFAULT_BATCH_MAX_SECONDS)
 
 
-def _prepare_host_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", required=True)
-    p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--log", required=True, type=Path)
-
-
 def _run_batch_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plan", required=True, type=Path)
     p.add_argument("--batch", required=True)
     p.add_argument("--marker", required=True, type=Path)
-    p.add_argument("--facts", type=Path)
     p.add_argument("--log", required=True, type=Path)
 
 
@@ -88,9 +80,8 @@ def _collect_options(p: argparse.ArgumentParser) -> None:
 #: calls the rule body with the parsed arguments).
 TASKS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], Any]]] = {
     "plan": (_plan_options, lambda a: plan(a.spec, a.project_dir, a.out, a.batch_max_runs, a.batch_max_seconds)),
-    "prepare_host": (_prepare_host_options, lambda a: prepare_host(a.spec, a.project_dir, a.host, a.out, a.log)),
     "run_batch": (_run_batch_options,
-                  lambda a: run_batch(a.spec, a.project_dir, a.plan, a.batch, a.marker, a.log, a.facts)),
+                  lambda a: run_batch(a.spec, a.project_dir, a.plan, a.batch, a.marker, a.log)),
     "restore_host": (_restore_host_options,
                      lambda a: restore_host(load_spec(a.spec), a.project_dir, a.host, a.out)),
     "collect": (_collect_options, lambda a: collect(a.spec, a.project_dir, a.plan, render=not a.no_render)),

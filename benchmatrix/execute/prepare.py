@@ -1,4 +1,5 @@
-"""The body of rule prepare_host: install the batch runner and report the host's facts (facts.json).
+"""A host's preparation, done by its first batch call of a campaign: the batch runner's
+install and the host's facts (facts.json).
 """
 
 from __future__ import annotations
@@ -7,23 +8,21 @@ import functools
 import hashlib
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import benchmatrix
 from benchmatrix import layout
-from benchmatrix.execute.ansible import WHOLE_CALL, run_playbook
 from benchmatrix.files import atomic_write
-from benchmatrix.layout import exp_dir_of
-from benchmatrix.results.campaign import campaign_id
 from benchmatrix.results.records import iso
-from benchmatrix.spec.load import load_spec
+from benchmatrix.spec.load import Spec
 from benchmatrix.workloads import WORKLOADS
 
 PACKAGE_DIR = Path(benchmatrix.__file__).resolve().parent
 
 
-#: The batch runner that prepare_host installs on every host (stdlib only).
+#: The batch runner the first batch call installs on every host (stdlib only).
 RUNNER_PATH = PACKAGE_DIR / "host" / "batch_runner.py"
 
 
@@ -43,8 +42,22 @@ def runner_knobs_digest() -> str:
     return hashlib.sha256(RUNNER_KNOBS_PATH.read_bytes()).hexdigest()
 
 
-def prepare_host(spec_path: str, project_dir: Path, host: str, out: Path, log: Path) -> dict[str, Any]:
-    """Install the batch runner, report the host's facts (write facts.json).
+@dataclass
+class Preparation:
+    """What the host's first batch call adds to prepare it (tasks/prepare.yml), and what
+    it needs to write facts.json from the call's ``bmx_facts`` payload."""
+
+    host: str
+    #: The host cache (``results/.hosts/HOST/ROLE.json``) and what it held.
+    cache_path: Path
+    known: dict[str, Any]
+    #: ansible-runner's data (the cached fingerprint and state files) and extra vars.
+    data: dict[str, Any]
+    extravars: dict[str, Any]
+
+
+def preparation(spec: Spec, project_dir: Path, host: str) -> Preparation:
+    """The variables of the prepare tasks for ``host`` (run_batch.yml, ``bmx_prepare``).
 
     A host seen before (``results/.hosts/HOST/ROLE.json``) whose fingerprint (boot
     id, kernel, CPUs, memory, package databases, the workload path's file system) is
@@ -53,8 +66,6 @@ def prepare_host(spec_path: str, project_dir: Path, host: str, out: Path, log: P
     workload tool, the install check (also run while the tool's version is unknown,
     and always for roles that start services).
     """
-    spec = load_spec(spec_path)
-    exp = exp_dir_of(project_dir, spec)
     role = spec.workload["role"]
     cache_path = layout.host_cache_path(project_dir, host, role)
     try:
@@ -63,13 +74,11 @@ def prepare_host(spec_path: str, project_dir: Path, host: str, out: Path, log: P
         cache = {}  # an unreadable cache only costs a full gathering
     known = cache.get("facts") or {}
     workload = WORKLOADS.get(role)
-    result = run_playbook(
-        "prepare_host.yml", project_dir=Path(project_dir) / "playbooks",
-        inventory=spec.inventory_path(project_dir), host=host,
+    return Preparation(
+        host=host, cache_path=cache_path, known=known,
         data={"bmx_cached_fingerprint": cache.get("fingerprint", "") if known else "",
               "bmx_cached_state_files": cache.get("state_files", []) if known else []},
-        extravars={"bmx_host": host, "bmx_workload_role": role, "bmx_experiment": spec.name,
-                   "bmx_campaign": campaign_id(exp), "batch_runner_source": str(RUNNER_PATH),
+        extravars={"bmx_prepare": True, "batch_runner_source": str(RUNNER_PATH),
                    # "" is a known version: a command that declares no version command. A role
                    # whose install.yml only installs the tool (install_once) is skipped on a known host.
                    "bmx_install_always": not getattr(workload, "install_once", False)
@@ -77,21 +86,22 @@ def prepare_host(spec_path: str, project_dir: Path, host: str, out: Path, log: P
                    # The host variables that hold the workload's directory and whether its
                    # finish.yml has work there (the descriptor's directory_var and cleanup_var).
                    "bmx_workload_directory_var": getattr(workload, "directory_var", ""),
-                   "bmx_workload_cleanup_var": getattr(workload, "cleanup_var", "")},
-        # All setup, no runs: its slot is held to its end, so that many hosts do not all
-        # gather facts at once (the controller's memory peak with 16 hosts).
-        log=layout.ansible_log(exp, f"prepare-{host}"), start_until=WHOLE_CALL)
-    published = result.payload("bmx_facts")
+                   "bmx_workload_cleanup_var": getattr(workload, "cleanup_var", "")})
+
+
+def write_facts(prep: Preparation, published: dict[str, Any], out: Path) -> dict[str, Any]:
+    """Write facts.json (``out``) from the call's ``bmx_facts`` payload, and the host
+    cache when the facts were gathered; returns the facts."""
     if published["gathered"]:
         facts = dict(published["facts"])
         entry = {"fingerprint": published["fingerprint"], "state_files": published["state_files"],
                  "facts": dict(facts)}
         if entry["fingerprint"]:
-            atomic_write(cache_path, json.dumps(entry, indent=1) + "\n")
+            atomic_write(prep.cache_path, json.dumps(entry, indent=1) + "\n")
         facts["facts_from"] = "gathered"
     else:
-        facts = {**known, **published["facts"], "facts_from": "cache"}
-    facts["inventory_name"] = host
+        facts = {**prep.known, **published["facts"], "facts_from": "cache"}
+    facts["inventory_name"] = prep.host
     facts["gathered_at"] = iso(time.time())
     atomic_write(out, json.dumps(facts, indent=1) + "\n")
     return facts

@@ -83,7 +83,7 @@ def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = No
 
 def _needs_cleanup(spec: Spec, facts_path: Path) -> bool:
     """Whether the workload role's finish.yml has work on the host: a role that cleans
-    up, unless prepare_host found nothing to undo (facts.json ``workload_cleanup``
+    up, unless the host's preparation found nothing to undo (facts.json ``workload_cleanup``
     false: the descriptor's ``cleanup_var`` is 0 on the host, fio without its loop file
     system). Without facts, clean up."""
     if not getattr(WORKLOADS.get(spec.workload["role"]), "cleanup", False):

@@ -77,11 +77,6 @@ class InputFunctions:
         i = mine.index(wildcards.batch)
         return [] if i == 0 else [f"results/{wildcards.experiment}/batches/{mine[i - 1]}.done"]
 
-    def facts(self, wildcards: Any) -> str:
-        """facts.json of the batch's host."""
-        _, host_of = batches(self._plan(wildcards))
-        return f"results/{wildcards.experiment}/hosts/{host_of[wildcards.batch]}/facts.json"
-
     def host_of(self, wildcards: Any) -> str:
         """The batch's host (a params function)."""
         _, host_of = batches(self._plan(wildcards))

@@ -1172,7 +1172,7 @@ def _stale(manifest):
     """Why the installed runner is not the one the controller expects, or ''."""
     want = manifest.get("runner_digest")
     if want and want != _own_digest():
-        # The controller's benchmatrix changed since prepare_host installed this copy.
+        # The controller's benchmatrix changed since the host's first batch call installed this copy.
         return "installed copy differs from the controller's"
     want = manifest.get("knobs_digest")
     if want and want != _file_digest(_knobs_path()):

@@ -121,15 +121,15 @@ class Workload:
         install_once: ``tasks/install.yml`` only installs the tool and reads its
             version, so a known host skips it (others also start services).
         cleanup: ``tasks/finish.yml`` has work to do at campaign end (restore_host
-            calls it; prepare_host's ``workload_cleanup`` fact may still say there is
+            calls it; the host's ``workload_cleanup`` fact (tasks/prepare.yml) may still say there is
             nothing to undo on a host: see ``cleanup_var``).
         cleanup_var: The host variable (a whole number, default 0) that says whether
             ``tasks/finish.yml`` has work on a host: only when it is above 0
             (``workload_fio_loopfs_mb``: a loop file system to unmount); "" when a role
-            with ``cleanup`` always has work. prepare_host.yml records the answer as the
+            with ``cleanup`` always has work. tasks/prepare.yml records the answer as the
             ``workload_cleanup`` fact.
         directory_var: The host variable holding the directory the workload's files go
-            to (``workload_fio_directory``), the workload path prepare_host.yml probes
+            to (``workload_fio_directory``), the workload path tasks/prepare.yml probes
             when the inventory sets no ``bmx_workload_path``; "" for the default scratch
             directory.
         seconds: How long one run takes by the tool's own time limit, from the run's

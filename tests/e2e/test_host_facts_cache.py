@@ -35,13 +35,14 @@ def _campaign(project, name: str) -> dict:
     spec = project.write_spec(name, SPEC.format(name=name))
     res = project.bmx("run", str(spec), "--cores", "1")
     assert res.returncode == 0, res.stdout + res.stderr
-    log = (project.exp(name) / "logs" / "ansible" / "prepare-localhost.log").read_text()
+    # The host's first batch call prepared it (one batch here).
+    log = next((project.exp(name) / "logs" / "ansible").glob("localhost-b*.log")).read_text()
     return {"facts": json.loads((project.exp(name) / "hosts" / "localhost" / "facts.json").read_text()), "log": log}
 
 
 def _device_facts(path: str) -> dict:
     """What the facts say of the workload path's file system and block device, found
-    here independently (findmnt, /sys/dev/block) of how prepare_host finds them."""
+    here independently (findmnt, /sys/dev/block) of how tasks/prepare.yml finds them."""
     p = Path(path)
     while not p.exists():
         p = p.parent

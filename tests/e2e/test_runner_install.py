@@ -1,4 +1,4 @@
-"""The batch runner is installed once per host per campaign (prepare_host), a batch
+"""The batch runner is installed once per host per campaign (by the host's first batch call), a batch
 replaces a copy on the host that is stale or missing, and each batch job writes its
 runs rows beside its marker (issue 15).
 

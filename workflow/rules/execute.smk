@@ -1,24 +1,11 @@
-# Execution: facts once per host, then one job per batch, chained per host in plan order.
-
-
-rule prepare_host:
-    output:
-        "results/{experiment}/hosts/{host}/facts.json",
-    log:
-        "results/{experiment}/logs/hosts/{host}.log",
-    params:
-        py=PY,
-        spec=config["spec"],
-    shell:
-        "{params.py} scripts/prepare_host.py --spec {params.spec:q} --host {wildcards.host:q}"
-        " --out {output:q} --log {log:q} 2>> {log:q}"
+# Execution: one job per batch, chained per host in plan order; the host's first batch
+# also prepares it (facts.json, the batch runner's install) in the same Ansible call.
 
 
 # plan.csv is a param, not an input: re-planning must not re-run unchanged batches
 # (their ids stay the same); the checkpoint still orders plan before every batch.
 rule run_batch:
     input:
-        facts=FN.facts,
         previous=FN.previous_marker,
     output:
         "results/{experiment}/batches/{batch}.done",
@@ -33,7 +20,7 @@ rule run_batch:
         plan="results/{experiment}/plan.csv",
     shell:
         "{params.py} scripts/run_batch.py --spec {params.spec:q} --plan {params.plan:q}"
-        " --batch {wildcards.batch:q} --facts {input.facts:q} --marker {output:q} --log {log:q} 2>> {log:q}"
+        " --batch {wildcards.batch:q} --marker {output:q} --log {log:q} 2>> {log:q}"
 
 
 # Campaign end: each host's knobs go back to their baseline after its last batch

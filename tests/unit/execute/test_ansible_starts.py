@@ -18,7 +18,7 @@ import time
 import pytest
 
 from benchmatrix.errors import AnsibleError
-from benchmatrix.execute.ansible import WHOLE_CALL, run_playbook, start_slot, start_slots
+from benchmatrix.execute.ansible import run_playbook, start_slot, start_slots
 
 PLAY = """\
 - name: Setup, then a long task
@@ -121,11 +121,3 @@ def test_a_playbook_holds_a_start_slot_until_the_named_task_starts(tmp_path, mon
     freed = [t for t, free in samples if free and held and t > held[-1]]
     assert held and held[-1] >= 4.5, f"the slot went back before the setup task ended: {samples}"
     assert freed and seconds - freed[0] >= 2, f"the slot was held into the long task: {samples}"
-
-
-@pytest.mark.slow
-def test_a_setup_playbook_holds_its_start_slot_to_its_end(tmp_path, monkeypatch):
-    """prepare_host's way (WHOLE_CALL): nothing of it runs without the slot."""
-    seconds, samples = _sample_slot(tmp_path, monkeypatch, WHOLE_CALL)
-    held = [t for t, free in samples if not free]
-    assert held and held[-1] >= seconds - 1.5, f"the slot went back before the playbook ended: {samples}"

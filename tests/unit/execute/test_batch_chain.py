@@ -96,7 +96,6 @@ def test_restore_and_collect_wait_for_the_right_markers(tmp_path: Path) -> None:
          "a-b0003-55": "a", "b-b0003-66": "b"})
     assert fn.last_marker(SimpleNamespace(experiment="exp", host="a")) == marker("a-b0003-55")
     assert fn.last_marker(SimpleNamespace(experiment="exp", host="b")) == marker("b-b0003-66")
-    assert fn.facts(SimpleNamespace(experiment="exp", batch="b-b0002-44")) == "results/exp/hosts/b/facts.json"
     assert fn.host_of(SimpleNamespace(experiment="exp", batch="a-b0003-55")) == "a"
     assert fn.all_markers(wc) == [marker(b) for b in dict.fromkeys(b for _, b in ROWS)]
     assert fn.restore_markers(wc) == ["results/exp/hosts/a/restored.json", "results/exp/hosts/b/restored.json"]

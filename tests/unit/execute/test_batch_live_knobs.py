@@ -49,6 +49,7 @@ def fake_ansible(host_work: Path, calls: list):
         calls.append(playbook)
         assert playbook == "run_batch.yml", f"no {playbook} expected"
         data, extra, host = kw["data"], kw["extravars"], kw["host"]
+        run_playbook.prepared.append(bool(extra.get("bmx_prepare")))
         states = KNOBS.apply(data["bmx_knobs"], {}, host)  # tasks/knobs.yml's one call
         run_settings = {f: s.pop("run_settings") for f, s in states.items()}
         commands = workload_command_argv(json.loads(data["bmx_runs"]))
@@ -61,9 +62,13 @@ def fake_ansible(host_work: Path, calls: list):
         res = subprocess.run([sys.executable, batch_runner.__file__, "-"], input=json.dumps(manifest),
                              capture_output=True, text=True, timeout=60)
         assert res.returncode == 0, res.stderr
+        # The host's first batch also prepares it (tasks/prepare.yml publishes its facts).
+        facts = {"bmx_facts": {"gathered": False, "fingerprint": "", "state_files": [], "facts": {}}} \
+            if extra.get("bmx_prepare") else {}
         return PlaybookResult(seconds=1.0, playbook=playbook, host=host,
-                              payloads={host: {"bmx_knobs": states,
+                              payloads={host: {"bmx_knobs": states, **facts,
                                                "bmx_archive": {"in_place": True, "path": str(archive)}}})
+    run_playbook.prepared = []  # per call: whether it was asked to prepare the host
     return run_playbook
 
 
@@ -97,6 +102,25 @@ def _batch(tmp_path: Path, plan: Path) -> dict[str, dict]:
     batch_rule.run_batch(str(tmp_path / "s.yaml"), tmp_path, plan, BATCH, exp / "batches" / f"{BATCH}.done",
                          tmp_path / "log")
     return {p.parent.parent.name: json.loads(p.read_text()) for p in (exp / "runs").glob("*/1/record.json")}
+
+
+def test_the_hosts_first_batch_prepares_it_in_the_same_call(project):
+    """No facts.json yet: the batch's one call also prepares the host, the job writes
+    facts.json from its bmx_facts and every record carries them; the next batch of the
+    host finds them and only runs."""
+    tmp_path, sysfs, calls = project
+    plan = _plan(tmp_path, [("a", "x"), ("b", "x")])
+    records = _batch(tmp_path, plan)
+    assert calls == ["run_batch.yml"] and batch_rule.run_playbook.prepared == [True]
+    facts = json.loads((tmp_path / "results" / "lk_t" / "hosts" / "h1" / "facts.json").read_text())
+    assert facts["inventory_name"] == "h1" and facts["facts_from"] == "cache", facts
+    assert all(rec["host_facts"] == facts for rec in records.values()), records
+
+    for p in (tmp_path / "results" / "lk_t" / "runs").glob("*/1/record.json"):
+        p.unlink()  # the same batch again: its runs have no record, the host has its facts
+    (tmp_path / "results" / "lk_t" / "batches" / f"{BATCH}.done").unlink()
+    _batch(tmp_path, plan)
+    assert batch_rule.run_playbook.prepared == [True, False]
 
 
 def test_each_record_has_the_knob_states_of_its_own_run(project):

@@ -1,5 +1,5 @@
 """restore_host calls Ansible only when there is something to put back: a knob's
-baseline, or a workload whose finish.yml has work (prepare_host reports
+baseline, or a workload whose finish.yml has work (the host's first batch reports
 ``workload_cleanup`` in facts.json: fio only with its loop file system).
 
 No Ansible runs here: the project has no playbooks, so a restore that called
@@ -55,23 +55,16 @@ def test_cleanup_or_unknown_cleanup_calls_the_finish_playbook(tmp_path, facts):
     ("workload_fio", "workload_fio_directory", "workload_fio_loopfs_mb"),
     ("workload_sysbench", "", ""),
 ])
-def test_prepare_host_names_the_descriptors_host_variables(tmp_path, monkeypatch, role, directory_var, cleanup_var):
-    """prepare_host.yml's workload path and ``workload_cleanup`` fact read the host
-    variables the workload's descriptor names, which the controller passes as extra vars."""
-    from benchmatrix.execute import prepare as rules
+def test_preparation_names_the_descriptors_host_variables(tmp_path, role, directory_var, cleanup_var):
+    """tasks/prepare.yml's workload path and ``workload_cleanup`` fact read the host
+    variables the workload's descriptor names, which the first batch call passes as extra vars."""
+    from benchmatrix.execute.prepare import preparation
+    from benchmatrix.spec.load import load_spec
 
-    spec, _ = _setup(tmp_path, None)
+    _setup(tmp_path, None)
     if role != "workload_fio":
         (tmp_path / "s.yaml").write_text(SPEC.replace("workload_fio", role).replace(
             'rw: read, bs: "{{ bs }}", size: 1m, runtime: 1, time_based: 1', 'test: cpu, threads: 1'))
-    seen = {}
-
-    def stop(playbook, **kwargs):
-        seen.update(kwargs["extravars"])
-        raise RuntimeError("stop")
-
-    monkeypatch.setattr(rules, "run_playbook", stop)
-    with pytest.raises(RuntimeError, match="stop"):
-        rules.prepare_host(str(tmp_path / "s.yaml"), tmp_path, "nowhere", tmp_path / "facts.json", tmp_path / "log")
-    assert seen["bmx_workload_role"] == role
+    seen = preparation(load_spec(tmp_path / "s.yaml"), tmp_path, "nowhere").extravars
+    assert seen["bmx_prepare"] is True
     assert (seen["bmx_workload_directory_var"], seen["bmx_workload_cleanup_var"]) == (directory_var, cleanup_var)

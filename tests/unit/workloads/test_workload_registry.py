@@ -45,7 +45,7 @@ def test_descriptor_matches_its_role(role):
     finish = yaml.safe_load((ROLES / role / "tasks" / "finish.yml").read_text())
     noop = [t for t in finish if t.get("ansible.builtin.meta") == "noop"]
     assert w.cleanup == (len(noop) != len(finish))
-    # The host variables the descriptor names for prepare_host.yml are the role's own.
+    # The host variables the descriptor names for tasks/prepare.yml are the role's own.
     assert all(not var or var in defaults for var in (w.directory_var, w.cleanup_var))
     assert w.cleanup or not w.cleanup_var
     for pattern, better in w.directions:
