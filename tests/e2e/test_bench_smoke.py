@@ -1,6 +1,6 @@
 """The benchmarks in bench/ still run: their --quick variants, results in tmp_path.
 
-Only the cheap ones (no peers to install): scale, report (also --fixed), publish, overhead's
+Only the cheap ones (no peers to install): floor, scale, report (also --fixed), publish, overhead's
 bare-versus-bmx smoke run and targets' rows a and d-g at tiny sizes (d, e and g need
 root). Rows i and j (issue 23) are left to `bench/targets.py --quick --only i,j`: five
 small campaigns would add about 3 minutes to the suite, and what they time has e2e tests
@@ -40,6 +40,15 @@ def test_scale_quick(tmp_path):
     assert all(r["plan_job_s"] > 0 and r["plan_job_peak_rss_mib"] > 0 for r in data["planning"])
     assert all(r["batch_jobs"] >= 20 for r in data["dry_run"])
     assert data["machine"]["nproc"] >= 1
+
+
+def test_floor_quick(tmp_path):
+    data = run_bench("floor.py", tmp_path)
+    parts = data["parts"]
+    assert set(parts) == {"python", "snakemake", "plan floor", "report floor", "ansible 0", "ansible 1"}
+    assert all(p["wall_s"] > 0 and p["rounds"] == 1 for p in parts.values())
+    q = data["quickstart_floor"]
+    assert math.isclose(q["wall_s"], sum(parts[k]["wall_s"] for k in q["parts"]))
 
 
 def test_report_quick(tmp_path):
