@@ -70,7 +70,10 @@ INVENTORY = ('all:\n  hosts:\n    localhost:\n      ansible_connection: local\n'
              '      ansible_python_interpreter: "{{ ansible_playbook_python }}"\n')
 
 RUNNER = """\
-import sys, ansible_runner
+import os, sys, ansible_runner
+# ansible-playbook sits beside this interpreter (benchmatrix.execute.ansible does the same).
+os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+os.makedirs(sys.argv[1], exist_ok=True)
 r = ansible_runner.run(private_data_dir=sys.argv[1], project_dir=sys.argv[2], playbook=sys.argv[3],
                        inventory=sys.argv[4], quiet=True, ident="call", rotate_artifacts=1)
 sys.exit(0 if r.status == "successful" and r.rc == 0 else 1)
