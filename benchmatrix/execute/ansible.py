@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -344,7 +344,8 @@ def start_slot(slots: int | None = None, directory: Path | None = None,
 # shape: one call's playbook, host, inventory, vars, log + optional data/timeout/slot, keyword-only
 def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str,
                  extravars: dict[str, Any], log: Path, data: dict[str, Any] | None = None,
-                 timeout: int | None = None, start_until: str = "") -> PlaybookResult:
+                 timeout: int | None = None, start_until: str = "",
+                 on_started: Callable[[], None] | None = None) -> PlaybookResult:
     """Run one playbook against one host through ansible-runner.
 
     Every call gets a private data directory in the system's temporary directory,
@@ -371,6 +372,9 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
             waits for a batch's runs); default: the playbook's first task. Until then,
             and for at most :data:`START_SLOT_MAX_S`, the call holds one of the
             controller's start slots (:func:`start_slot`, ``BMX_ANSIBLE_STARTS``).
+        on_started: Called (from ansible-runner's event thread) when that task starts:
+            a batch's lease is renewed from its runner's start, not while its call
+            still waits for a start slot or prepares the host.
 
     Raises:
         HostUnreachableError: Ansible could not connect to the host.
@@ -398,14 +402,15 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
             yaml.dump({**extravars, **{k: _Unsafe.wrap(v) for k, v in (data or {}).items()}},
                       Dumper=_Dumper, default_flow_style=False, sort_keys=False))
         return _run(ansible_runner, playbook, project_dir, inventory, host, data_dir, Path(log), timeout,
-                    start_until)
+                    start_until, on_started)
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
 # shape: run_playbook's body in its private data dir: the same inputs plus the runner and that dir
 def _run(ansible_runner: Any, playbook: str, project_dir: Path, inventory: Path, host: str,
-         data_dir: Path, log: Path, timeout: int | None, start_until: str = "") -> PlaybookResult:
+         data_dir: Path, log: Path, timeout: int | None, start_until: str = "",
+         on_started: Callable[[], None] | None = None) -> PlaybookResult:
     envvars = {
         "ANSIBLE_CONFIG": str(project_dir / "ansible.cfg"),
         "ANSIBLE_ROLES_PATH": str(project_dir / "roles"),
@@ -417,9 +422,12 @@ def _run(ansible_runner: Any, playbook: str, project_dir: Path, inventory: Path,
 
         def on_event(event: dict[str, Any]) -> bool:
             kind = event.get("event")
-            if kind == "playbook_on_stats" or kind == "playbook_on_task_start" and (
-                    not start_until or (event.get("event_data") or {}).get("task") == start_until):
+            started = kind == "playbook_on_task_start" and (
+                not start_until or (event.get("event_data") or {}).get("task") == start_until)
+            if started or kind == "playbook_on_stats":
                 give_back()  # started: the rest (a batch's runs) goes without a slot
+            if started and on_started is not None:
+                on_started()
             return True  # keep the event
 
         runner = ansible_runner.run(

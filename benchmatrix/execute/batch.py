@@ -147,6 +147,8 @@ class _Batch:
     summary: dict[str, Any]
     #: The host's preparation while facts.json is missing: the first call does it.
     prepare: Preparation | None = None
+    #: Called as the runner starts (the lease is renewed from then on).
+    on_started: Callable[[], None] | None = None
     #: run id -> its entry in the runner's manifest
     manifest: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -197,7 +199,8 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
         left = todo
         # One lease for the whole batch: its renewals (and progress reads) go on across
         # the slices.
-        with lease(spec, project_dir, host, batch):
+        with lease(spec, project_dir, host, batch) as runner_started:
+            job.on_started = runner_started.set
             while left:
                 new, left = _run_slice(job, left)
                 records += new
@@ -264,7 +267,7 @@ def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
                        "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),
                        "batch_runner_stop_after_s": config.batch_max_seconds,
                        "batch_runner_timeout": int(sum(spec.workload["timeout"] + 30 for _ in todo) + 60)},
-            log=batch_log, start_until=RUN_TASK)
+            log=batch_log, start_until=RUN_TASK, on_started=job.on_started)
     except (KeyboardInterrupt, Interrupted) as exc:
         stop_runner(spec, job.project_dir, host)
         # The knob call may have run (and the runner set live knobs): its baselines first.

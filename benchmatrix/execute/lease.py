@@ -26,7 +26,7 @@ from benchmatrix.spec.load import Spec
 
 
 @contextmanager
-def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[None]:
+def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[threading.Event]:
     """Renew the controller's lease on the batch while it runs on ``host``.
 
     The batch runner stops before its next run once the lease is older than
@@ -34,18 +34,27 @@ def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[None
     process killed), nothing is left measuring on the host for hours. A thread renews
     it every quarter lease through a small playbook; a failed renewal is retried. The
     runner takes the lease itself as it starts (the manifest's ``lease_seconds``), so
-    the first renewal comes a quarter lease in: a batch shorter than that costs no
-    second ansible-playbook at all (on many hosts at once, half the batches' Ansible
-    processes, memory and CPU).
+    the first renewal comes a quarter lease after the runner's start: a batch shorter
+    than that costs no second ansible-playbook at all (on many hosts at once, half the
+    batches' Ansible processes, memory and CPU), and neither does a call's wait for a
+    start slot nor the host's preparation in its first batch.
+
+    Yields:
+        The event to set when the runner starts (``run_playbook``'s ``on_started``);
+        until it is set, nothing is renewed.
     """
+    started = threading.Event()
     seconds = project_config(project_dir).runner_lease_seconds
     if not seconds:
-        yield
+        yield started
         return
     exp = exp_dir_of(project_dir, spec)
     stop = threading.Event()
 
     def renew() -> None:
+        while not started.wait(1.0):
+            if stop.is_set():
+                return
         while not stop.wait(seconds / 4):
             try:
                 result = run_playbook(
@@ -63,7 +72,7 @@ def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[None
     thread = threading.Thread(target=renew, name=f"lease-{batch}", daemon=True)
     thread.start()
     try:
-        yield
+        yield started
     finally:
         stop.set()
 
