@@ -43,7 +43,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, median, read_timing, split_playbooks, table, task_seconds, temp_dir, timing_env, write_result  # noqa: E402
 
-# knobkit.py lives in tests/, test_knob_postgresql.py (its PostgreSQL server) in tests/e2e/.
+# knobkit.py and pgserver.py (the PostgreSQL server) live in tests/, test_knob_postgresql.py
+# (its knob items) in tests/e2e/.
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "e2e")]
 
 
@@ -186,9 +187,9 @@ def measure_cases(runner: Any, tmp: Path, reps: int, rng: random.Random, timing:
     if not postgresql:
         skipped["postgresql"] = "not in a quick run"
         return results, skipped
-    from test_knob_postgresql import Server, _bindir
+    from pgserver import Server, pg_bindir
 
-    bindir = _bindir()
+    bindir = pg_bindir()
     if bindir is None:
         skipped["postgresql"] = "PostgreSQL is not installed (Debian package postgresql)"
         return results, skipped
