@@ -52,9 +52,7 @@ def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[thre
     stop = threading.Event()
 
     def renew() -> None:
-        while not started.wait(1.0):
-            if stop.is_set():
-                return
+        started.wait()  # also set as the batch ends, so a runner that never started frees the thread
         while not stop.wait(seconds / 4):
             try:
                 result = run_playbook(
@@ -75,6 +73,7 @@ def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[thre
         yield started
     finally:
         stop.set()
+        started.set()
 
 
 def save_progress(exp: Path, batch: str, host: str, slurped: dict[str, Any] | None) -> None:
