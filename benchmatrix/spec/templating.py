@@ -280,8 +280,10 @@ def _format_size(fmt: str, args: Any) -> int:
     if any(part == "*" for spec in specs for part in spec):
         return MAX_SIZE + 1
     widths = sum(int(w or 0) + int(p or 0) for w, p in specs)
-    # Each conversion prints at most one of the values (all of them, for a bound).
-    return len(fmt) + widths + len(specs) * printed_size(args)
+    # Each conversion prints at most one of the values (all of them, for a bound); the
+    # walk of the values stops once the bound is over the limit, as it is for many specs.
+    args_limit = MAX_SIZE // max(len(specs), 1) + 1
+    return len(fmt) + widths + len(specs) * printed_size(args, args_limit)
 
 
 def _bounded_filter(name: str, *checked: int) -> Any:
@@ -375,8 +377,9 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         elif operator == "%":
             if isinstance(left, str) and _format_too_wide(left):
                 raise SecurityError(f"a %-format's width or precision exceeds {MAX_SIZE}")
-            if isinstance(left, str) and _format_size(left, right) > MAX_SIZE:
-                raise _too_big("a %-format", _format_size(left, right))
+            size = _format_size(left, right) if isinstance(left, str) else 0
+            if size > MAX_SIZE:
+                raise _too_big("a %-format", size)
         elif operator == "**":
             if isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1:
                 if right * math.log2(abs(left)) > MAX_INT_BITS:
