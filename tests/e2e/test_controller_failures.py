@@ -82,11 +82,21 @@ def test_a_batch_job_that_dies_still_restores_its_host(project):
     assert sorted(r["status"] for r in read_csv(exp / "runs.csv")) == ["ok", "ok"]
 
 
+def pace_file(project, name) -> Path:
+    """The file holding how long each run of :func:`plain_spec`'s campaign ``name`` sleeps."""
+    return project.root / f"{name}.pace"
+
+
 def plain_spec(project, name, sleep, replicates, tail=""):
     """A knob-less campaign: one batch of 2 x replicates runs of ``sleep`` seconds each
-    (``tail``: more Python statements for the workload)."""
+    (``tail``: more Python statements for the workload). Each run reads its sleep from
+    :func:`pace_file`, so that :func:`assert_complete` finishes what a test cut short
+    without waiting out the slow runs it needed."""
+    pace = pace_file(project, name)
+    pace.write_text(f"{sleep}\n")
     return project.write_spec(name, SPEC.format(name=name, factor="x", levels="1, 2", knobs="", py=sys.executable,
-                                                sleep=sleep, replicates=replicates, tail=tail))
+                                                sleep=f"float(open({str(pace)!r}).read())",
+                                                replicates=replicates, tail=tail))
 
 
 def wait_for(pred, timeout, what, proc=None):
@@ -116,7 +126,10 @@ def snakemake_pid(project, name) -> int:
 
 
 def assert_complete(project, spec, name):
-    """A last `bmx run` succeeds and every planned run is ok exactly once."""
+    """A last `bmx run` (of runs that no longer sleep) succeeds and every planned run is
+    ok exactly once."""
+    if pace_file(project, name).is_file():
+        pace_file(project, name).write_text("0\n")
     res = project.bmx("run", str(spec), "--cores", "1")
     assert res.returncode == 0, res.stdout + res.stderr
     plan = read_csv(project.exp(name) / "plan.csv")
