@@ -91,8 +91,8 @@ def host_file(exp: str | Path, host: str, name: str) -> Path:
 
 
 def ansible_log(exp: str | Path, name: str) -> Path:
-    """``logs/ansible/NAME.log``: one Ansible call's log (BATCH, lease-BATCH, restore-HOST,
-    stop-HOST)."""
+    """``logs/ansible/NAME.log``: one Ansible call's log (BATCH, BATCH-collect, lease-BATCH,
+    restore-HOST, stop-HOST)."""
     return Path(exp) / LOGS_DIR / "ansible" / f"{name}.log"
 
 

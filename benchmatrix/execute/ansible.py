@@ -50,7 +50,7 @@ RESULT_SCHEMAS: dict[str, dict[str, Any]] = {
     "bmx_facts": {"type": "object", "required": ["gathered", "fingerprint", "state_files", "facts"],
                   "properties": {"gathered": {"type": "boolean"}, "fingerprint": {"type": "string"},
                                  "state_files": _STR_LIST, "facts": {"type": "object"}}},
-    # run_batch.yml (roles/batch_runner): where the batch's archive is; in place on a
+    # run_batch.yml, collect_batch.yml (roles/batch_runner): where the batch's archive is; in place on a
     # local-connection host, else fetched into the job's staging directory.
     "bmx_archive": {"type": "object", "required": ["in_place", "path"],
                     "properties": {"in_place": {"type": "boolean"}, "path": {"type": "string", "minLength": 1}}},

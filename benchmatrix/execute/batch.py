@@ -151,6 +151,8 @@ class _Batch:
     on_started: Callable[[], None] | None = None
     #: run id -> its entry in the runner's manifest
     manifest: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Whether the current slice's call reached the runner (its run task started).
+    runner_reached: bool = False
 
     def record(self, r: PlannedRun, **fields: Any) -> dict[str, Any]:
         """A run's record: the fields every record has, then ``fields``."""
@@ -249,6 +251,13 @@ def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
     spec, host, batch, staging = job.spec, job.host, job.batch, job.touched["staging"]
     config = project_config(job.project_dir)
     prep = job.prepare
+    job.runner_reached = False
+
+    def started() -> None:
+        job.runner_reached = True
+        if job.on_started is not None:
+            job.on_started()
+
     try:
         return run_playbook(
             "run_batch.yml", project_dir=job.project_dir / "playbooks",
@@ -267,7 +276,7 @@ def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
                        "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),
                        "batch_runner_stop_after_s": config.batch_max_seconds,
                        "batch_runner_timeout": int(sum(spec.workload["timeout"] + 30 for _ in todo) + 60)},
-            log=batch_log, start_until=RUN_TASK, on_started=job.on_started)
+            log=batch_log, start_until=RUN_TASK, on_started=started)
     except (KeyboardInterrupt, Interrupted) as exc:
         stop_runner(spec, job.project_dir, host)
         # The knob call may have run (and the runner set live knobs): its baselines first.
@@ -303,11 +312,16 @@ def _run_slice(job: _Batch, todo: list[PlannedRun]) -> tuple[list[dict[str, Any]
         save_baseline(exp, job.host, job.spec, published.get("bmx_knobs") or {})
         # Keep going: the batch's runs are recorded as failed (or unreachable) with the
         # reason and the log, and the other batches go on. `bmx rerun --failed` retries.
+        # The runs the runner finished before the call failed (it was killed on the
+        # host, the call timed out) are taken in first: nothing measured is thrown away.
+        collected = [] if isinstance(exc, HostUnreachableError) or not job.runner_reached else \
+            _collect_finished(job, todo, published.get("bmx_knobs") or {}, batch_log, t0)
+        done = {rec["run_id"] for rec in collected}
         status = "unreachable" if isinstance(exc, HostUnreachableError) else "failed"
-        records, left = job.unrun(todo, status, str(exc).splitlines()[0][:500], exc.log or batch_log, t0,
-                                  failed_task=exc.task)
+        records, left = job.unrun([r for r in todo if r.run_id not in done], status,
+                                  str(exc).splitlines()[0][:500], exc.log or batch_log, t0, failed_task=exc.task)
         job.summary["error"] = str(exc)
-        return records, left
+        return collected + records, left
     if job.prepare is not None:
         _prepared(job, result.payload("bmx_facts"))
     knob_states = result.payload("bmx_knobs")
@@ -318,6 +332,21 @@ def _run_slice(job: _Batch, todo: list[PlannedRun]) -> tuple[list[dict[str, Any]
         reason = "; ".join(f"knob {f}: intended {k['intended']!r}, actual {k['actual']!r}"
                            for f, k in wrong.items())
         return job.unrun(todo, "invalid", reason, batch_log, t0, knobs=knob_states)
+    records, results = _take_in(job, todo, result, knob_states, batch_log, t0)
+    # The runner stopped at the end of its time slice: the rest is the next slice.
+    # (A slice that brought nothing back ends the loop: no endless retries.)
+    return records, [r for r in todo if r.run_id not in results] if results else []
+
+
+# shape: a slice's call result and the facts each record takes (knob states, log, start)
+def _take_in(job: _Batch, todo: list[PlannedRun], result: Any, knob_states: dict[str, Any], batch_log: Path,
+             t0: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Record the runs of ``todo`` whose results came back in the call's archive.
+
+    Returns:
+        (the records written, the runner's result of each run id taken in).
+    """
+    exp = job.exp
     # A host reached with the local connection is the controller itself: the archive
     # is read where the runner left it (batch_runner's archive_in_place), else fetched.
     archive = Path(result.payload("bmx_archive")["path"])
@@ -342,10 +371,44 @@ def _run_slice(job: _Batch, todo: list[PlannedRun]) -> tuple[list[dict[str, Any]
     if resume:
         # An interrupted run is resumed as its next attempt by the next `bmx run`.
         append_round(exp, resume, "interrupted")
+    shutil.rmtree(job.touched["staging"], ignore_errors=True)
+    return records, results
+
+
+def _collect_finished(job: _Batch, todo: list[PlannedRun], knob_states: dict[str, Any], batch_log: Path,
+                      t0: float) -> list[dict[str, Any]]:
+    """After a slice's call failed once its runner had started: the records of the runs
+    the runner finished on the host before it (or the call) died, through one more call
+    (collect_batch.yml) that runs nothing; ``[]`` when that call fails too (the slice's
+    runs are then all recorded failed, as before).
+
+    Its log is ``logs/ansible/BATCH-collect.log``.
+    """
+    spec, staging = job.spec, job.touched["staging"]
     shutil.rmtree(staging, ignore_errors=True)
-    # The runner stopped at the end of its time slice: the rest is the next slice.
-    # (A slice that brought nothing back ends the loop: no endless retries.)
-    return records, [r for r in todo if r.run_id not in results] if results else []
+    staging.mkdir(parents=True)
+    try:
+        result = run_playbook(
+            "collect_batch.yml", project_dir=job.project_dir / "playbooks",
+            inventory=spec.inventory_path(job.project_dir), host=job.host,
+            data={"bmx_runs": json.dumps([{"run_id": r.run_id, "attempt": r.attempt} for r in todo])},
+            extravars={"bmx_host": job.host, "bmx_experiment": spec.name, "bmx_campaign": campaign_id(job.exp),
+                       "batch_runner_source": str(RUNNER_PATH), "batch_runner_digest": runner_digest(),
+                       "batch_runner_knobs_digest": runner_knobs_digest(),
+                       "batch_runner_batch": job.batch, "batch_runner_fetch_dir": str(staging),
+                       "batch_runner_timeout": 120},
+            log=layout.ansible_log(job.exp, f"{job.batch}-collect"))
+        result.payload("bmx_archive")  # a call that published no archive collected nothing
+    except (KeyboardInterrupt, Interrupted):
+        restore_quietly(spec, job.project_dir, job.host)
+        raise Interrupted(f"batch {job.batch} interrupted; its finished runs are kept on {job.host} "
+                          "for the next 'bmx run'") from None
+    except AnsibleError as exc:
+        print(f"benchmatrix: batch {job.batch}: the runs finished on {job.host} could not be collected: "
+              f"{str(exc).splitlines()[0]}", file=sys.stderr)
+        return []
+    records, _ = _take_in(job, todo, result, knob_states, batch_log, t0)
+    return records
 
 
 def _prepared(job: _Batch, published: dict[str, Any] | None) -> None:

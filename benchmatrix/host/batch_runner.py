@@ -55,7 +55,11 @@ possible, the default; "process_tree": never a cgroup), ``kill_grace_s`` (second
 between SIGTERM and SIGKILL, default 5) and ``stop_after_s`` (a time slice: once this
 many seconds have passed since the runner started, it starts no further run, archives
 the runs it finished and reports the rest as ``deferred``; the controller takes the
-slice's results in and starts the rest; 0 or absent: no limit).
+slice's results in and starts the rest; 0 or absent: no limit) and ``collect_only``
+(true: run nothing, take no lease, archive the manifest's runs that finished on the
+host and report the others as ``deferred``: after a batch call that failed once its
+runner had started, e.g. the runner killed on the host, the controller takes in what
+it finished instead of failing it).
 
 Optional keys of the manifest itself also include ``runner_digest`` (the SHA-256 the
 controller expects of this file: another one exits with status 3, and the playbook
@@ -1469,6 +1473,26 @@ def manifest_runs(manifest):
     return [dict(run, **settings) for run in runs] if settings else runs
 
 
+def _run_path(workdir, run):
+    """Where a run's finished directory is (runs/RUN_ID/ATTEMPT)."""
+    return os.path.join(workdir, "runs", run["run_id"], str(run["attempt"]))
+
+
+def _collect(manifest, workdir, summary, lock):
+    """``collect_only``: archive the manifest's runs that finished here, run none.
+
+    A run cut short (no complete result.json) is left to the batch's next execution,
+    which runs it again; the controller records it from the failed call.
+    """
+    done = [run for run in manifest["runs"] if finished(_run_path(workdir, run))]
+    summary["skipped"] = [run["run_id"] for run in done]
+    summary["deferred"] = [run["run_id"] for run in manifest["runs"] if run not in done]
+    summary["archive"] = _archive(dict(manifest, runs=done), workdir)
+    lock.close()
+    sys.stdout.write(json.dumps(summary) + "\n")
+    return 0
+
+
 # shape: the runner's entry: arguments, manifest, workdir, signals, run loop, in the order the host needs
 def main(argv):
     global _HOST_ENV
@@ -1514,6 +1538,7 @@ def main(argv):
         return 2
     grace_s = float(manifest.get("kill_grace_s", KILL_GRACE_S))
     stop_after_s = float(manifest.get("stop_after_s") or 0)
+    collect_only = str(manifest.get("collect_only")).lower() == "true"  # JSON true, or Ansible's text
     started = time.monotonic()
     _HOST_ENV = host_environment()
     summary = {"batch": manifest["batch"], "executed": [], "skipped": [], "interrupted": None}
@@ -1521,13 +1546,15 @@ def main(argv):
     try:
         lock = _acquire_lock(workdir)
         _remove_old_archives(workdir, manifest["batch"], manifest.get("archive"))
+        if collect_only:
+            return _collect(manifest, workdir, summary, lock)
         _lease_expired(workdir, manifest["batch"], restart=True)
         _take_lease(workdir, manifest["batch"], manifest.get("lease_seconds"))
         progress = _Progress(workdir, manifest["batch"])
         live = LiveKnobs(manifest)
         runs = manifest["runs"]
         for i, run in enumerate(runs):
-            done = os.path.join(workdir, "runs", run["run_id"], str(run["attempt"]))
+            done = _run_path(workdir, run)
             if os.path.isdir(done):
                 if finished(done):
                     summary["skipped"].append(run["run_id"])

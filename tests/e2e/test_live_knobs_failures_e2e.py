@@ -134,29 +134,32 @@ def test_interrupt_after_a_live_change_restores_the_baseline_and_keeps_finished_
 def test_a_runner_killed_after_a_live_change_restores_the_baseline(project, fs_loop):
     """The batch runner SIGKILLed on the host during the third run (the host's side of
     the batch dies; nothing of it can clean up, the knob stays at the runner's 512): the
-    batch's runs fail with the runner's task named, the campaign's end puts the baseline
-    the batch call read back, and `bmx rerun --failed` ends every run ok with its own
-    setting recorded and the host at its baseline.
-
-    The runs finished on the host before the kill are measured again: a failed batch
-    call fails all of its slice's runs (docs/failures.md)."""
+    two runs it finished before are taken in (collect_batch.yml), the others fail with
+    the runner's task named, the campaign's end puts the baseline the batch call read
+    back, and `bmx rerun --failed` ends every run ok with its own setting recorded, the
+    finished runs not measured again, and the host at its baseline."""
     name = "live_kill"
-    spec, proc, plan, _ = start_and_cut_at_the_live_change(project, fs_loop, name)
+    spec, proc, plan, finished = start_and_cut_at_the_live_change(project, fs_loop, name)
     runner = int((project.host_runs().parent / "runner.pid").read_text())
     os.kill(runner, signal.SIGKILL)
     out, _ = proc.communicate(timeout=180)
     assert proc.returncode == 1, out
     assert fs_loop.sysfs("read_ahead_kb").read_text().strip() == BASELINE, "the host was left reconfigured"
     exp = project.exp(name)
-    failed = list(records(exp).values())
-    assert len(failed) == 4 and {r["status"] for r in failed} == {"failed"}, failed
+    recs = records(exp)
+    assert sorted(recs) == sorted((p["run_id"], 1) for p in plan), recs
+    kept = [recs[(p["run_id"], 1)] for p in plan[:2]]
+    assert all(r["status"] == "ok" and r["knobs"]["read_ahead_kb"]["actual"] == "0" for r in kept), kept
+    failed = [recs[(p["run_id"], 1)] for p in plan[2:]]
+    assert {r["status"] for r in failed} == {"failed"}, failed
     # The run task's result is hidden (the manifest carries the knob settings): the next
     # task says why, without the manifest.
     assert all(r["failed_task"] == "Report why the batch runner failed" for r in failed), failed
     assert all("the batch runner on localhost exited -9 (killed by signal 9)" in r["reason"] for r in failed), \
         [r["reason"] for r in failed]
     assert not any(r.get("knobs") for r in failed), "a run that never ran claims a knob setting"
+    assert (exp / "logs" / "ansible" / f"{plan[0]['batch']}-collect.log").is_file()
 
     res = project.bmx("rerun", str(spec), "--failed", "--cores", "1")
     assert res.returncode == 0, res.stdout + res.stderr
-    assert_finished_campaign(project, fs_loop, name, plan, kept={})
+    assert_finished_campaign(project, fs_loop, name, plan, kept=finished)

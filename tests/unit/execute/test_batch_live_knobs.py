@@ -284,3 +284,64 @@ def test_a_live_value_the_check_refuses_is_not_read_by_the_batch_call():
     state = KNOBS.apply([{**item, "live": True}], {}, "h1")["ra"]
     assert (state["ok"], state["live"], state["actual"], state["baseline"], state["changed"]) == (
         False, True, "", "", False)
+
+
+def runner_dies_after(finished: int, host_work: Path, calls: list, *, started: bool = True):
+    """run_playbook as run_batch.yml and collect_batch.yml answer it when the batch runner
+    dies on the host after ``finished`` runs (here: it is given only those), and as
+    collect_batch.yml answers it (the real runner in collect mode)."""
+    from benchmatrix.errors import PlaybookFailedError
+
+    def run_playbook(playbook, **kw):
+        calls.append(playbook)
+        data, extra, host = kw["data"], kw["extravars"], kw["host"]
+        batch = extra["batch_runner_batch"]
+        archive = host_work / "batches" / f"{batch}.tar.gz"
+        manifest = {"experiment": "lk_t", "batch": batch, "workdir": str(host_work), "archive": str(archive),
+                    "host": host, "knob_settings": {}}
+        if playbook == "collect_batch.yml":
+            res = subprocess.run([sys.executable, batch_runner.__file__, "-"], capture_output=True, text=True,
+                                 input=json.dumps({**manifest, "runs": data["bmx_runs"], "collect_only": True}),
+                                 timeout=60)
+            assert res.returncode == 0, res.stderr
+            return PlaybookResult(seconds=1.0, playbook=playbook, host=host,
+                                  payloads={host: {"bmx_archive": {"in_place": True, "path": str(archive)}}})
+        assert playbook == "run_batch.yml"
+        states = KNOBS.apply(data["bmx_knobs"], {}, host)
+        for state in states.values():
+            state.pop("run_settings")
+        if started:
+            kw["on_started"]()
+            commands = workload_command_argv(json.loads(data["bmx_runs"]))
+            commands = (json.loads(commands) if isinstance(commands, str) else commands)[:finished]
+            res = subprocess.run([sys.executable, batch_runner.__file__, "-"], capture_output=True, text=True,
+                                 input=json.dumps({**manifest, "runs": commands, "knobs": data["bmx_knobs"]}),
+                                 timeout=60)
+            assert res.returncode == 0, res.stderr
+            (host_work / "batches" / f"{batch}.tar.gz").unlink()  # a killed runner archives nothing
+        exc = PlaybookFailedError("the batch runner on h1 exited -9 (killed by signal 9)", host="h1",
+                                  task="Report why the batch runner failed")
+        exc.payloads = {"h1": {"bmx_knobs": states}}
+        raise exc
+    return run_playbook
+
+
+def test_the_runs_a_killed_runner_finished_are_taken_in_and_only_the_rest_fail(project, monkeypatch):
+    tmp_path, sysfs, calls = project
+    plan = _plan(tmp_path, [("a", "x"), ("a", "x"), ("b", "x")])
+    monkeypatch.setattr(batch_rule, "run_playbook", runner_dies_after(2, tmp_path / "hostwork", calls))
+    records = _batch(tmp_path, plan)
+    assert calls == ["run_batch.yml", "collect_batch.yml"]
+    assert {k: r["status"] for k, r in records.items()} == {"r1": "ok", "r2": "ok", "r3": "failed"}
+    assert records["r1"]["knobs"]["ra"]["actual"] == "a" and records["r2"]["exit_code"] == 0
+    assert "killed by signal 9" in records["r3"]["reason"] and not records["r3"].get("knobs")
+
+
+def test_a_call_that_failed_before_its_runner_started_collects_nothing(project, monkeypatch):
+    tmp_path, sysfs, calls = project
+    plan = _plan(tmp_path, [("a", "x"), ("b", "x")])
+    monkeypatch.setattr(batch_rule, "run_playbook",
+                        runner_dies_after(0, tmp_path / "hostwork", calls, started=False))
+    records = _batch(tmp_path, plan)
+    assert calls == ["run_batch.yml"]
+    assert {r["status"] for r in records.values()} == {"failed"} and len(records) == 2

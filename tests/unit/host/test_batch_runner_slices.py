@@ -75,3 +75,25 @@ def test_result_records_output_sizes_and_a_run_cut_short_runs_again(tmp_path):
     assert summary["executed"] == ["a", "b"] and summary["skipped"] == ["c"]
     assert (runs / "a" / "1" / "stdout").read_text() == "run a\n"
     assert batch_runner.finished(str(runs / "b" / "1"))
+
+
+def test_collect_only_archives_the_finished_runs_and_runs_none(tmp_path):
+    """After a batch call that failed once its runner had started (the runner killed on
+    the host): the controller starts the runner in collect mode, which archives what
+    finished, runs nothing, takes no lease, and defers the rest (also a run cut short)."""
+    workdir = tmp_path / "work"
+    rc, _ = _start(_manifest(workdir, ["a", "b"]))
+    assert rc == 0
+    runs = workdir / "runs"
+    (runs / "b" / "1" / "stdout").write_text("")  # b cut short (its sizes do not match)
+    (runs / "c" / "1.partial").mkdir(parents=True)  # c in flight when the runner died
+    (workdir / "batches" / "b1.tar.gz").unlink()
+    leases = sorted(p.name for p in (workdir / "batches").glob("*.lease"))
+    rc, summary = _start(_manifest(workdir, ["a", "b", "c", "d"], collect_only=True, lease_seconds=300))
+    assert rc == 0, summary
+    assert summary["executed"] == [] and summary["skipped"] == ["a"] and summary["deferred"] == ["b", "c", "d"]
+    assert _archived(workdir) == ["a"]
+    assert not (runs / "d").exists() and sorted(p.name for p in (workdir / "batches").glob("*.lease")) == leases
+    # The batch's next execution runs what was not collected and skips what was.
+    rc, summary = _start(_manifest(workdir, ["a", "b", "c", "d"]))
+    assert rc == 0 and summary["skipped"] == ["a"] and summary["executed"] == ["b", "c", "d"]
