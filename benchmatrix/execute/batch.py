@@ -240,6 +240,19 @@ def batch_call_items(spec: Spec, factors: dict[str, Any]) -> list[dict[str, Any]
     return [{**k, "live": True} if k["cost"] == "none" else k for k in items]
 
 
+def _runner_vars(job: _Batch) -> dict[str, Any]:
+    """The extra variables every call that starts the batch runner passes (run_batch.yml,
+    collect_batch.yml): the host, the campaign's work directory, the runner to install
+    or check, the batch and where its archive is fetched to (an emptied staging directory)."""
+    staging = job.touched["staging"]
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    return {"bmx_host": job.host, "bmx_experiment": job.spec.name, "bmx_campaign": campaign_id(job.exp),
+            "batch_runner_source": str(RUNNER_PATH), "batch_runner_digest": runner_digest(),
+            "batch_runner_knobs_digest": runner_knobs_digest(),
+            "batch_runner_batch": job.batch, "batch_runner_fetch_dir": str(staging)}
+
+
 def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
     """The Ansible call of a slice: set the knobs, start the runner on ``todo`` and
     fetch its archive; the runner stops starting runs after ``batch_max_seconds``.
@@ -248,7 +261,7 @@ def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
         Interrupted: Ctrl-C or SIGTERM; the runner was stopped and the host restored.
         AnsibleError: the call failed (the caller records the runs).
     """
-    spec, host, batch, staging = job.spec, job.host, job.batch, job.touched["staging"]
+    spec, host, batch = job.spec, job.host, job.batch
     config = project_config(job.project_dir)
     prep = job.prepare
     job.runner_reached = False
@@ -266,14 +279,10 @@ def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
             # workload role's filter decodes it, the runner decodes the commands).
             data={"bmx_runs": json.dumps([job.manifest[r.run_id] for r in todo]),
                   "bmx_knobs": batch_call_items(spec, job.cells[todo[0].cell_id]), **(prep.data if prep else {})},
-            extravars={**(prep.extravars if prep else {}),
-                       "bmx_host": host, "bmx_workload_role": spec.workload["role"], "bmx_experiment": spec.name,
-                       "bmx_campaign": campaign_id(job.exp),
-                       "batch_runner_source": str(RUNNER_PATH), "batch_runner_digest": runner_digest(),
-                       "batch_runner_knobs_digest": runner_knobs_digest(),
+            extravars={**(prep.extravars if prep else {}), **_runner_vars(job),
+                       "bmx_workload_role": spec.workload["role"],
                        "batch_runner_lease_seconds": int(config.runner_lease_seconds),
                        "bmx_allow_reboot": spec.allow_reboot,
-                       "batch_runner_batch": batch, "batch_runner_fetch_dir": str(staging),
                        "batch_runner_stop_after_s": config.batch_max_seconds,
                        "batch_runner_timeout": int(sum(spec.workload["timeout"] + 30 for _ in todo) + 60)},
             log=batch_log, start_until=RUN_TASK, on_started=started)
@@ -296,10 +305,8 @@ def _run_slice(job: _Batch, todo: list[PlannedRun]) -> tuple[list[dict[str, Any]
     """
     exp = job.exp
     job.summary["slices"] += 1
-    staging = layout.staging_dir(exp, job.batch)  # the fetched archive, unpacked; removed after
-    job.touched["staging"] = staging
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    # The fetched archive, unpacked; emptied by each call (_runner_vars), removed after.
+    job.touched["staging"] = layout.staging_dir(exp, job.batch)
     t0 = time.time()
     batch_log = layout.ansible_log(exp, job.batch)
     try:
@@ -314,10 +321,11 @@ def _run_slice(job: _Batch, todo: list[PlannedRun]) -> tuple[list[dict[str, Any]
         # reason and the log, and the other batches go on. `bmx rerun --failed` retries.
         # The runs the runner finished before the call failed (it was killed on the
         # host, the call timed out) are taken in first: nothing measured is thrown away.
-        collected = [] if isinstance(exc, HostUnreachableError) or not job.runner_reached else \
+        unreachable = isinstance(exc, HostUnreachableError)
+        collected = [] if unreachable or not job.runner_reached else \
             _collect_finished(job, todo, published.get("bmx_knobs") or {}, batch_log, t0)
         done = {rec["run_id"] for rec in collected}
-        status = "unreachable" if isinstance(exc, HostUnreachableError) else "failed"
+        status = "unreachable" if unreachable else "failed"
         records, left = job.unrun([r for r in todo if r.run_id not in done], status,
                                   str(exc).splitlines()[0][:500], exc.log or batch_log, t0, failed_task=exc.task)
         job.summary["error"] = str(exc)
@@ -384,19 +392,13 @@ def _collect_finished(job: _Batch, todo: list[PlannedRun], knob_states: dict[str
 
     Its log is ``logs/ansible/BATCH-collect.log``.
     """
-    spec, staging = job.spec, job.touched["staging"]
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    spec = job.spec
     try:
         result = run_playbook(
             "collect_batch.yml", project_dir=job.project_dir / "playbooks",
             inventory=spec.inventory_path(job.project_dir), host=job.host,
             data={"bmx_runs": json.dumps([{"run_id": r.run_id, "attempt": r.attempt} for r in todo])},
-            extravars={"bmx_host": job.host, "bmx_experiment": spec.name, "bmx_campaign": campaign_id(job.exp),
-                       "batch_runner_source": str(RUNNER_PATH), "batch_runner_digest": runner_digest(),
-                       "batch_runner_knobs_digest": runner_knobs_digest(),
-                       "batch_runner_batch": job.batch, "batch_runner_fetch_dir": str(staging),
-                       "batch_runner_timeout": 120},
+            extravars={**_runner_vars(job), "batch_runner_timeout": 120},
             log=layout.ansible_log(job.exp, f"{job.batch}-collect"))
         result.payload("bmx_archive")  # a call that published no archive collected nothing
     except (KeyboardInterrupt, Interrupted):

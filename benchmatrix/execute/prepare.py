@@ -78,7 +78,7 @@ def preparation(spec: Spec, project_dir: Path, host: str) -> Preparation:
         host=host, cache_path=cache_path, known=known,
         data={"bmx_cached_fingerprint": cache.get("fingerprint", "") if known else "",
               "bmx_cached_state_files": cache.get("state_files", []) if known else []},
-        extravars={"bmx_prepare": True, "batch_runner_source": str(RUNNER_PATH),
+        extravars={"bmx_prepare": True,
                    # "" is a known version: a command that declares no version command. A role
                    # whose install.yml only installs the tool (install_once) is skipped on a known host.
                    "bmx_install_always": not getattr(workload, "install_once", False)
