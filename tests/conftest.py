@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -14,50 +15,34 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT_PARTS = ["Snakefile", "workflow", "playbooks", "config", "scripts", "profiles"]
 
-# Seconds each of the slowest test files took on one xdist worker of `make test` (2
-# workers on a busy 2-core machine; junit times). `make test` hands out whole files (--dist loadfile);
-# pytest-xdist would hand them out most tests first, so these files, few tests each but
-# minutes of real campaigns, came last and one worker ran them long after the other had
-# finished. pytest_collection_modifyitems puts the files in this order, longest first,
-# and pytest_configure keeps xdist from reordering them. A file not named here comes
-# after these (an end-to-end one first); only the order changes, never what runs.
-FILE_SECONDS = {
-    "tests/e2e/test_controller_failures.py": 640,
-    "tests/e2e/test_bench_smoke.py": 470,
-    "tests/e2e/test_workloads_e2e.py": 465,
-    "tests/e2e/test_hosts_ssh.py": 325,
-    "tests/e2e/test_reboot.py": 320,
-    "tests/unit/report/test_report.py": 305,
-    "tests/e2e/test_failures.py": 310,
-    "tests/e2e/test_runner_install.py": 260,
-    "tests/unit/campaigns/test_campaigns.py": 220,
-    "tests/e2e/test_e2e_states.py": 200,
-    "tests/e2e/test_e2e_local.py": 200,
-    "tests/unit/analyze/test_verdict_calibration.py": 190,
-    "tests/unit/plan/test_order.py": 185,
-    "tests/unit/campaigns/test_publish.py": 175,
-    "tests/e2e/test_host_facts_cache.py": 165,
-    "tests/e2e/test_live_knobs_failures_e2e.py": 125,
-    "tests/e2e/test_check.py": 150,
-    "tests/unit/results/test_export.py": 140,
-    "tests/e2e/test_adaptive_e2e.py": 115,
-    "tests/e2e/test_secrets.py": 110,
-    "tests/e2e/test_progress.py": 110,
-    "tests/e2e/test_e2e_knobs.py": 105,
-    "tests/e2e/test_verdicts_e2e.py": 105,
-    "tests/e2e/test_workloads_examples.py": 105,
-    "tests/lint/test_lint.py": 100,
-    "tests/e2e/test_knob_cpu.py": 100,
-    "tests/e2e/test_knob_postgresql.py": 95,
-    "tests/e2e/test_e2e_processes.py": 80,
-    "tests/unit/analyze/test_analysis.py": 75,
-    "tests/unit/execute/test_ansible_errors.py": 60,
-    "tests/e2e/test_knob_file_layout.py": 45,
-    "tests/e2e/test_knob_sysfs.py": 45,
-    "tests/e2e/test_terminal_e2e.py": 35,
-    "tests/unit/analyze/test_adaptive.py": 35,
-    "tests/unit/execute/test_ansible_starts.py": 35,
-}
+# The order of the test files, slowest first, from measurement. `make test` hands out
+# whole files (--dist loadfile); pytest-xdist would hand them out most tests first, so
+# the files of few tests but minutes of real campaigns came last and one worker ran them
+# long after the other had finished. Every run records each file's seconds (the sum of
+# its tests' phases, as the xdist controller receives them) in LAST_SECONDS (git-ignored);
+# the next run orders by those, falling back to FILE_SECONDS_JSON (committed: the seconds
+# of the last full run on a 2-core machine, copied from LAST_SECONDS when the suite
+# changes much; a clean clone has only this). pytest_configure keeps xdist from
+# reordering them. A file measured nowhere comes after the measured ones (an end-to-end
+# one first); only the order changes, never what runs.
+FILE_SECONDS_JSON = ROOT / "tests" / "file_seconds.json"
+LAST_SECONDS = ROOT / ".test-file-seconds.json"
+
+
+def _read_seconds(path: Path) -> dict[str, float]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def file_seconds() -> dict[str, float]:
+    """Seconds per test file: the committed figures, overridden by the last run's."""
+    return {**_read_seconds(FILE_SECONDS_JSON), **_read_seconds(LAST_SECONDS)}
+
+
+FILE_SECONDS = file_seconds()
 
 
 class Project:
@@ -151,7 +136,7 @@ def _file_weight(item: pytest.Item) -> tuple[float, bool]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The slowest files first (FILE_SECONDS), then the other end-to-end ones, then the
+    """The slowest files first (file_seconds()), then the other end-to-end ones, then the
     rest; within a file the tests keep their order (sorted() is stable)."""
     weight: dict[str, tuple[float, bool]] = {}
     for item in items:
@@ -160,3 +145,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         old = weight.get(path, (0.0, False))
         weight[path] = (max(old[0], seconds), old[1] or slow)
     items.sort(key=lambda item: tuple(-w for w in weight[item.nodeid.split("::", 1)[0]]))
+
+
+_MEASURED: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # Runs in the xdist controller too (for every worker's report): the files' seconds.
+    path = report.nodeid.split("::", 1)[0]
+    _MEASURED[path] = _MEASURED.get(path, 0.0) + float(report.duration or 0.0)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Record this run's seconds per file in LAST_SECONDS (merged: files not run keep theirs)."""
+    if hasattr(session.config, "workerinput") or not _MEASURED:
+        return  # an xdist worker: its controller records the whole run
+    merged = {**_read_seconds(LAST_SECONDS), **{k: round(v, 1) for k, v in _MEASURED.items()}}
+    try:
+        LAST_SECONDS.write_text(json.dumps(dict(sorted(merged.items(), key=lambda kv: -kv[1])), indent=1) + "\n")
+    except OSError:
+        pass  # a read-only checkout: the order is only an optimisation
