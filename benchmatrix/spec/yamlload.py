@@ -271,20 +271,38 @@ class _Converter:
             tag = node.tag.rsplit(":", 1)[-1]
             raise self.error(node, f"value {node.value[:40]!r} is not a valid !!{tag}: "
                                    f"{type(exc).__name__}: {str(exc)[:80]}") from None
-        if node.tag == _INT_TAG and isinstance(value, int) and not isinstance(value, bool):
-            # YAML 1.1 reads 017 as octal 15 and 1:30 as 90: almost never what was meant.
-            text = node.value.replace("_", "")
-            base = "octal" if _OCTAL.fullmatch(text) else "base-60" if ":" in text else ""
-            if base:
-                raise self.error(node, f"value {node.value[:40]!r} is read by YAML as the {base} number {value}; "
-                                       f"write {value} if that is meant, the number without leading zeros "
-                                       "otherwise, or quote it for text")
+        if node.tag in (_INT_TAG, _FLOAT_TAG) and isinstance(value, (int, float)) and not isinstance(value, bool):
+            # YAML 1.1 reads 017 as octal 15, 0x1F as 31, 1:30 as 90 and 1_0 as 10: almost
+            # never what was meant, and a reader of the spec sees another number.
+            form = _number_form(node.value)
+            if form is not None:
+                raise self.error(node, f"value {node.value[:40]!r} is read by YAML as the {form}number {value}; "
+                                       f"numbers in a spec are plain decimals: write {value} if that is meant, "
+                                       "or quote it for text")
         return value
 
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
 _OCTAL = re.compile(r"[-+]?0[0-7]+")
+
+
+def _number_form(text: str) -> str | None:
+    """The YAML 1.1 form a number is written in when it is not a plain decimal
+    (``"hexadecimal "``, ``""`` for digits grouped with ``_``), else None."""
+    digits = text.lstrip("+-")[:2].lower()
+    if digits == "0x":
+        return "hexadecimal "
+    if digits == "0b":
+        return "binary "
+    if ":" in text:
+        return "base-60 "
+    if _OCTAL.fullmatch(text.replace("_", "")):
+        return "octal "
+    if "_" in text:
+        return ""
+    return None
 
 
 def _flatten_merges(node: yaml.MappingNode, path: str) -> int:

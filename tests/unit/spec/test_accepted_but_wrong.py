@@ -1,0 +1,37 @@
+"""Specs and options that were accepted and then meant something else (issue 35, item 8).
+
+Each case here validated (or was taken by the command line) and silently changed what
+was asked: a number in another base, a threshold under a misspelt metric, a budget
+that never ends. Each must be refused with one line naming ``FILE:LINE`` (a spec) or
+the option (the command line).
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_spec import BASE, assert_one_error, write
+
+from benchmatrix.spec.load import load_spec
+
+# ---------------------------------------------------------------- numbers in other YAML 1.1 forms
+
+@pytest.mark.parametrize("value, line, fragment", [
+    ("replicates: 0x1F\n", 9, "'0x1F' is read by YAML as the hexadecimal number 31"),
+    ("replicates: 0b101\n", 9, "'0b101' is read by YAML as the binary number 5"),
+    ("replicates: 1_0\n", 9, "'1_0' is read by YAML as the number 10"),
+    ("warmup: -0x1\n", 9, "'-0x1' is read by YAML as the hexadecimal number -1"),
+    ("report: {alpha: 0.0_5}\n", 9, "'0.0_5' is read by YAML as the number 0.05"),
+])
+def test_integers_must_be_plain_decimals(tmp_path, value, line, fragment):
+    assert_one_error(write(tmp_path, BASE + value), line, fragment, "plain decimal")
+
+
+def test_level_in_another_base_is_refused_and_quoted_one_kept(tmp_path):
+    assert_one_error(write(tmp_path, BASE.replace("a: [1, 2]", "a: [1, 0x1F]")), 3,
+                     "'0x1F' is read by YAML as the hexadecimal number 31", "quote it")
+    assert_one_error(write(tmp_path, BASE.replace("a: [1, 2]", "a: [1, 1_000]")), 3,
+                     "'1_000' is read by YAML as the number 1000")
+    assert_one_error(write(tmp_path, BASE.replace("a: [1, 2]", "a: [1, 1:30.5]")), 3,
+                     "'1:30.5' is read by YAML as the base-60 number 90.5")
+    spec = load_spec(write(tmp_path, BASE.replace("a: [1, 2]", "a: [1, '0x1F', +3, -4, 1.5e3]"), "ok.yaml"))
+    assert spec.data["factors"]["a"] == [1, "0x1F", 3, -4, "1.5e3"]
