@@ -577,12 +577,33 @@ def _name_errors(doc: LocatedDocument) -> list[SpecError]:
         if not levels:
             errs.append(doc.error(("factors", name), f"factor '{name}' has an empty level list"))
         seen: set[tuple[str, Any]] = set()
+        as_float: dict[float, Level] = {}
         for i, lvl in enumerate(levels):
             key = level_key(lvl)  # linear: a factor may list many levels
             if key in seen:
                 errs.append(doc.error(("factors", name, i), f"factor '{name}' lists level '{lvl}' twice"))
+                continue
             seen.add(key)
+            number = _float_of(lvl)
+            if number is not None and as_float.setdefault(number, lvl) is not lvl:
+                # runs.csv and the analysis read a column of numbers as floats: 2**53 + 1 and
+                # 2**53.0 would become one level there, their runs mixed in one cell.
+                errs.append(doc.error(("factors", name, i),
+                                      f"factor '{name}' lists level {lvl!r} and {as_float[number]!r}, one number "
+                                      "once read as floating-point (as runs.csv and the analysis read them): "
+                                      "list one of them, or quote both to make them text"))
     return errs
+
+
+def _float_of(level: Any) -> float | None:
+    """A numeric level as the float it becomes in a column of numbers; None for text,
+    booleans and integers too large for any float (which no float can equal)."""
+    if isinstance(level, bool) or not isinstance(level, (int, float)):
+        return None
+    try:
+        return float(level)
+    except OverflowError:
+        return None
 
 
 def _zip_errors(doc: LocatedDocument, unknown: _Unknown) -> tuple[dict[str, int], list[SpecError]]:

@@ -35,3 +35,24 @@ def test_level_in_another_base_is_refused_and_quoted_one_kept(tmp_path):
                      "'1:30.5' is read by YAML as the base-60 number 90.5")
     spec = load_spec(write(tmp_path, BASE.replace("a: [1, 2]", "a: [1, '0x1F', +3, -4, 1.5e3]"), "ok.yaml"))
     assert spec.data["factors"]["a"] == [1, "0x1F", 3, -4, "1.5e3"]
+
+
+# ---------------------------------------------------------------- levels that are one number as floats
+
+@pytest.mark.parametrize("levels", [
+    "[9007199254740993, 9007199254740992.0]",  # 2^53 + 1 beside 2^53.0: distinct, yet one float
+    "[9007199254740992.0, 9007199254740993]",
+    "[9007199254740993, 9007199254740992, 0.5]",  # with a float beside them runs.csv reads floats
+    "[1, 100000000000000000001, 100000000000000000000.0]",
+])
+def test_levels_that_are_one_floating_point_number_are_refused(tmp_path, levels):
+    assert_one_error(write(tmp_path, BASE.replace("a: [1, 2]", f"a: {levels}")), 3,
+                     "factor 'a' lists level", "floating-point")
+
+
+def test_large_distinct_levels_stay_exact(tmp_path):
+    huge = "1" + "0" * 400  # no float can hold it, nor equal it
+    text = BASE.replace("a: [1, 2]", f"a: [9007199254740992, 9007199254740994, {huge}, '9007199254740993']")
+    spec = load_spec(write(tmp_path, text))
+    assert spec.data["factors"]["a"] == [2**53, 2**53 + 2, 10**400, "9007199254740993"]
+    assert len({c.cell_id for c in spec.cells}) == 8
