@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchmatrix import __version__, layout
 from benchmatrix.errors import BenchmatrixError, PlanError, SpecErrors
-from benchmatrix.execute.lock import experiment_lock
+from benchmatrix.execute.lock import experiment_lock, refuse_if_held
 from benchmatrix.execute.supervise import execute, fmt_hms
 
 if TYPE_CHECKING:
@@ -464,6 +464,13 @@ def _status_table(status: dict[str, Any], factor_names: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _no_plan(exp: Path, spec: str, alternative: str = "") -> BenchmatrixError:
+    """The error of a command that finds no plan.csv: while a ``bmx run`` holds the
+    experiment (it has not written its plan yet), the lock's refusal (exit 4)."""
+    refuse_if_held(exp, f"'bmx run {spec} --stop-orphan'")
+    return BenchmatrixError(f"{exp / layout.PLAN}: no plan yet; run 'bmx run {spec}'{alternative} first")
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     from benchmatrix.results.status import campaign_status, exit_code
     from benchmatrix.spec.load import load_spec
@@ -472,7 +479,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     exp = layout.exp_dir_of(proj, spec)
     if not (exp / layout.PLAN).is_file():
-        raise BenchmatrixError(f"{exp / 'plan.csv'}: no plan yet; run 'bmx run {args.spec}' first")
+        raise _no_plan(exp, args.spec)
     status = campaign_status(exp, spec.factor_names)
     code = exit_code(status)
     if args.json:
@@ -604,9 +611,12 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     proj = project_dir()
     spec = load_spec(args.spec)
     exp = layout.exp_dir_of(proj, spec)
-    if not (exp / layout.PLAN).is_file():
-        raise BenchmatrixError(f"{exp / 'plan.csv'}: no plan yet; run 'bmx run {args.spec}' first")
+    if not exp.is_dir():
+        raise _no_plan(exp, args.spec)  # and no lock to take: the experiment's directory stays unmade
+    # The lock first: a bmx run that holds it may not have written plan.csv yet.
     with experiment_lock(exp, "bmx rerun", args.spec, args.stop_orphan) as lock:
+        if not (exp / layout.PLAN).is_file():
+            raise _no_plan(exp, args.spec)
         picks = select_reruns(exp, spec.factor_names, args.failed, args.where)
         if not picks:
             print("bmx: no run matches; nothing to re-run")
@@ -628,7 +638,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     exp = layout.exp_dir_of(proj, spec)
     plan_path = exp / layout.PLAN
     if not plan_path.is_file():
-        raise BenchmatrixError(f"{plan_path}: no plan yet; run 'bmx run {args.spec}' (or 'bmx plan') first")
+        raise _no_plan(exp, args.spec, " (or 'bmx plan')")
     # Whatever runs exist now: the tables from the records, the reports from the tables.
     collect(args.spec, proj, plan_path, template_dir=args.templates)
     from benchmatrix.report.terminal import print_findings, read_findings

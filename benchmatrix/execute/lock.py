@@ -109,21 +109,44 @@ def acquire(exp_dir: Path, what: str, hint: str = "") -> IO[str]:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         fh.seek(0)
-        other = fh.read().strip() or "unknown"
+        other = fh.read().strip()
         fh.close()
-        dead, left = orphans(path)
-        if dead is not None and left:
-            procs = ", ".join(f"pid {p} ({_cmdline(p)})" for p in left)
-            raise LockError(f"experiment {exp_dir.name} is locked by an orphan: {procs}, left running by "
-                            f"pid {dead} which is gone; stop it with {hint or 'kill -INT -PGID'} "
-                            "(finished runs are kept)") from None
-        raise LockError(f"experiment {exp_dir.name} is in use by another bmx or snakemake process ({other}); "
-                        f"wait for it or stop it first") from None
+        raise _refusal(exp_dir, other, hint) from None
     fh.seek(0)
     fh.truncate()
     fh.write(f"pid {os.getpid()} ({what}) on {os.uname().nodename} since {time.strftime('%Y-%m-%d %H:%M:%S')}")
     fh.flush()
     return fh
+
+
+def _refusal(exp_dir: Path, holder: str, hint: str) -> LockError:
+    """The refusal of a held lock: its orphan, or the holder named by the lock's text."""
+    dead, left = orphans(exp_dir / layout.LOCK)
+    if dead is not None and left:
+        procs = ", ".join(f"pid {p} ({_cmdline(p)})" for p in left)
+        return LockError(f"experiment {exp_dir.name} is locked by an orphan: {procs}, left running by "
+                         f"pid {dead} which is gone; stop it with {hint or 'kill -INT -PGID'} "
+                         "(finished runs are kept)")
+    return LockError(f"experiment {exp_dir.name} is in use by another bmx or snakemake process "
+                     f"({holder or 'unknown'}); wait for it or stop it first")
+
+
+def refuse_if_held(exp_dir: Path, hint: str = "") -> None:
+    """Raise the :class:`LockError` (exit 4) that :func:`acquire` would, while another
+    process holds the experiment's lock, without taking it.
+
+    For a command that finds no plan.csv: a ``bmx run`` that holds the lock may not have
+    written it yet. Taking the lock, even for a moment, could refuse that run; this only
+    looks at who has the lock file open (an flock lives as long as its open file).
+    """
+    path = exp_dir / layout.LOCK
+    if not holders(path):
+        return
+    try:
+        holder = path.read_text().strip()
+    except OSError:
+        holder = ""
+    raise _refusal(exp_dir, holder, hint)
 
 
 def note_child(fh: IO[str], pid: int) -> None:
