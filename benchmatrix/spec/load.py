@@ -7,6 +7,7 @@ lines read ``FILE:LINE: message`` (the line of the offending key).
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import json
 import math
@@ -533,6 +534,7 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
     errs += _report_errors(doc, unknown)
     errs += _replicates_errors(doc)
     errs += _threshold_errors(doc)
+    errs += _threshold_key_errors(doc)
     errs += _table_errors(doc, unknown)
     errs += _metric_errors(doc)
     template_errs, used = _template_errors(doc, factor_list)
@@ -744,6 +746,38 @@ def _threshold_errors(doc: LocatedDocument) -> list[SpecError]:
             threshold_fraction(value)
         except ValueError as exc:
             errs.append(doc.error(path, f"report.{'.'.join(map(str, path[1:]))}: {exc}"))
+    return errs
+
+
+def _threshold_key_errors(doc: LocatedDocument) -> list[SpecError]:
+    """report.threshold's metric keys name metrics of the report: a misspelt key would
+    silently leave its metric at the default threshold.
+
+    The metrics are known when the spec lists them (``report.metrics``), or when the
+    workload declares its own and no counters are collected; a built-in workload's
+    come from its parser, unknown here, so its keys are not checked.
+    """
+    report = doc.data["report"]
+    given = report.get("threshold")
+    if not isinstance(given, dict):
+        return []
+    declared = doc.data["workload"].get("metrics") or {}
+    if report.get("metrics"):
+        known = set(report["metrics"]) | set(report.get("primary") or ())
+    elif declared and not doc.data.get("collect"):
+        known = set(declared)
+    else:
+        return []
+    errs: list[SpecError] = []
+    for key in given:
+        if key == "default" or key in known:
+            continue
+        close = difflib.get_close_matches(key, sorted(known), n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        listed = ", ".join(sorted(known)[:20]) + (", ..." if len(known) > 20 else "")
+        errs.append(doc.error(("report", "threshold", key),
+                              f"report.threshold names {shown_name(key)}, which is no metric of the report "
+                              f"(metrics: {listed}){hint}"))
     return errs
 
 

@@ -56,3 +56,33 @@ def test_large_distinct_levels_stay_exact(tmp_path):
     spec = load_spec(write(tmp_path, text))
     assert spec.data["factors"]["a"] == [2**53, 2**53 + 2, 10**400, "9007199254740993"]
     assert len({c.cell_id for c in spec.cells}) == 8
+
+
+# ---------------------------------------------------------------- report.threshold's metric keys
+
+DECLARED = BASE.replace("  vars:", "  metrics:\n    tps: {regex: 't=(?P<value>[0-9]+)', unit: tx/s}\n"
+                                   "    p99_ms: {regex: 'p=(?P<value>[0-9]+)', unit: ms}\n  vars:")
+
+
+@pytest.mark.parametrize("text, line, fragments", [
+    (BASE + "report:\n  metrics: [read_bw_kib, read_clat_p99_us]\n  threshold: {default: 5%, read_bw_kb: 10%}\n",
+     11, ("report.threshold names 'read_bw_kb', which is no metric of the report",
+          "did you mean 'read_bw_kib'?")),
+    (DECLARED + "report:\n  threshold:\n    default: 5%\n    p99ms: 20%\n", 15, ("'p99ms'", "did you mean 'p99_ms'?")),
+    (DECLARED + "report:\n  threshold: {zzz: 20%}\n", 13, ("'zzz'", "(metrics: p99_ms, tps)")),
+])
+def test_threshold_for_a_metric_the_report_does_not_have_is_refused(tmp_path, text, line, fragments):
+    assert_one_error(write(tmp_path, text), line, *fragments)
+
+
+def test_threshold_keys_of_the_report_metrics_are_taken(tmp_path):
+    text = (DECLARED + "report:\n  metrics: [tps, p99_ms]\n  primary: [tps]\n"
+            "  threshold: {default: 4%, p99_ms: 20%, tps: 0.1}\n")
+    report = load_spec(write(tmp_path, text)).report
+    assert (report.threshold, report.threshold_for("p99_ms"), report.threshold_for("tps")) == (0.04, 0.2, 0.1)
+
+
+def test_threshold_keys_are_left_to_the_runs_when_the_spec_names_no_metric(tmp_path):
+    # fio's metrics come from its parser, which validation does not know: nothing to check against.
+    text = BASE.replace("workload_command", "workload_fio") + "report:\n  threshold: {read_clat_p99_us: 20%}\n"
+    assert load_spec(write(tmp_path, text)).report.threshold_for("read_clat_p99_us") == 0.2
