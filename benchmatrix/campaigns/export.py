@@ -27,6 +27,7 @@ import io
 import json
 import math
 import os
+import secrets
 import stat
 import sys
 from pathlib import Path
@@ -390,23 +391,92 @@ def _units(exp: Path, summary: pd.DataFrame, runs: pd.DataFrame, factor_names: l
 
 _KINDS = {stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
           stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFLNK: "a symbolic link"}
+#: Files directly under results/NAME (and a kept campaign's directory) that bmx writes and reads back.
+_OWN_FILES = frozenset({layout.PLAN, layout.RERUNS, layout.CAMPAIGN, layout.SPEC, layout.RUNS, layout.SUMMARY,
+                        layout.SUMMARY_BY_HOST, layout.COMPARISONS, layout.ANALYSIS, layout.RECORD_NOTES,
+                        layout.RUNS_LONG, layout.REPORT_HTML, layout.REPORT_MD, layout.FINDINGS, layout.LOCK})
+#: Directories under results/NAME whose whole content is the experiment's (compare/: bmx compare's pages).
+_OWN_DIRS = frozenset({layout.HOSTS_DIR, layout.BATCHES_DIR, layout.RUNS_DIR, layout.LOGS_DIR, layout.PLOTS_DIR,
+                       layout.STAGING_DIR, layout.CAMPAIGNS_DIR, "compare"})
 
 
-def check_out_path(out: Path, make_parents: bool = False) -> None:
+def _own(parts: tuple[str, ...], fmt: str) -> bool:
+    """Whether the file at ``parts`` under an experiment's (or a kept campaign's) directory
+    is one the experiment owns; the export's own default file for ``fmt`` is not."""
+    if len(parts) == 1:
+        if parts[0] == DEFAULT_NAMES.get(fmt):
+            return False  # what the export writes without --out (Parquet: the same long table collect wrote)
+        return parts[0] in _OWN_FILES or parts[0].startswith(".")
+    if parts[0] == layout.CAMPAIGNS_DIR and len(parts) > 2:
+        return _own(parts[2:], fmt)
+    return parts[0] in _OWN_DIRS
+
+
+def _refuse_own(out: Path, real_dir: str, results: Path | None, fmt: str) -> None:
+    """Refuse an ``out`` (in the directory whose real path is ``real_dir``) that would
+    replace a file of the project's results: bmx run and bmx status read them back, and
+    a CSV over plan.csv ended both in a traceback."""
+    if results is None:
+        return
+    top = os.path.realpath(results)
+    where = os.path.join(real_dir, out.name)
+    if os.path.commonpath([top, where]) != top or where == top:
+        return
+    parts = Path(os.path.relpath(where, top)).parts
+    if len(parts) == 1 and not parts[0].startswith("."):
+        return  # a file beside the experiments, none of theirs
+    if parts[0].startswith("."):  # .hosts/: the host cache every experiment shares
+        raise BenchmatrixError(f"--out {out}: {Path(*parts)} is a file of the project's own results "
+                               "(bmx run and bmx status read them); choose another file")
+    if _own(parts[1:], fmt):
+        raise BenchmatrixError(f"--out {out}: {Path(*parts[1:])} is a file of the experiment {parts[0]}'s own "
+                               "results (bmx run and bmx status read them); choose another file")
+
+
+def _refuse_kind(out: Path, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "no regular file")
+        raise BenchmatrixError(f"--out {out}: is {kind}, not a regular file; give a new or regular file's "
+                               "path, or - for stdout")
+
+
+def _refuse_dir(out: Path) -> None:
+    """Why ``out``'s directory cannot be written in, as one line (it is no directory one may open)."""
+    parent = out.parent
+    try:
+        mode = os.lstat(parent).st_mode
+    except FileNotFoundError:
+        raise BenchmatrixError(f"--out {out}: the directory {parent} does not exist (--mkdir creates it)") from None
+    except OSError as exc:  # e.g. a parent that is a file: one line naming it
+        raise BenchmatrixError(f"--out {out}: {exc.strerror}") from None
+    if stat.S_ISLNK(mode):
+        # A link may be swapped after any check: the write never goes through one.
+        raise BenchmatrixError(f"--out {out}: its directory {parent} is a symbolic link; give the directory "
+                               "it points to")
+    if not stat.S_ISDIR(mode):
+        raise BenchmatrixError(f"--out {out}: {parent} is not a directory")
+
+
+def check_out_path(out: Path, make_parents: bool = False, results: Path | None = None, fmt: str = "") -> None:
     """Refuse an ``--out`` the export's rename must not go over, before any work is done.
 
     The export is written beside ``out`` and renamed onto it, which replaces whatever
     name is there: a device node (as root, ``--out /dev/null`` would have turned the
     machine's /dev/null into a JSON file), a symbolic link (instead of the file it points
-    to), a FIFO. Only a missing name or a regular file is taken; ``-`` is the way to
-    write to stdout.
+    to), a FIFO. Only a missing name or a regular file is taken, in a directory that is
+    no symbolic link, and never a file of the project's results (``plan.csv``,
+    ``hosts/``, ...); ``-`` is the way to write to stdout. :func:`write_out` checks all of
+    it again where it writes, so a change between the two is refused too.
 
     Args:
         out: The file asked for.
         make_parents: Create missing parent directories (``--mkdir``) instead of refusing.
+        results: The project's results directory, whose own files are refused.
+        fmt: The export's format: its own default file under results/NAME is taken.
 
     Raises:
-        BenchmatrixError: ``out`` exists and is not a regular file, or its directory is missing.
+        BenchmatrixError: ``out`` exists and is not a regular file, its directory is missing
+            or a symbolic link, or it is a file of the results.
     """
     try:
         mode = os.lstat(out).st_mode
@@ -414,15 +484,76 @@ def check_out_path(out: Path, make_parents: bool = False) -> None:
         mode = None
     except OSError as exc:  # e.g. a parent that is a file: one line naming it
         raise BenchmatrixError(f"--out {out}: {exc.strerror}") from None
-    if mode is not None and not stat.S_ISREG(mode):
-        kind = _KINDS.get(stat.S_IFMT(mode), "no regular file")
-        raise BenchmatrixError(f"--out {out}: is {kind}, not a regular file; give a new or regular file's "
-                               "path, or - for stdout")
-    parent = out.parent
-    if not parent.is_dir():
-        if not make_parents:
-            raise BenchmatrixError(f"--out {out}: the directory {parent} does not exist (--mkdir creates it)")
-        parent.mkdir(parents=True, exist_ok=True)
+    if mode is not None:
+        _refuse_kind(out, mode)
+    if make_parents and not os.path.lexists(out.parent):
+        out.parent.mkdir(parents=True, exist_ok=True)
+    if not out.parent.is_dir() or out.parent.is_symlink():
+        _refuse_dir(out)
+    _refuse_own(out, os.path.realpath(out.parent), results, fmt)
+
+
+def write_out(out: Path, data: str | bytes, results: Path | None = None, fmt: str = "") -> None:
+    """Write ``data`` to ``out`` through a synced temporary file and a rename, both
+    relative to ``out``'s directory opened once.
+
+    The directory is opened without following a link (``O_NOFOLLOW``): a directory
+    swapped for a link after :func:`check_out_path` is refused, not followed. In the
+    opened directory the target is checked again (a missing name or a regular file), the
+    temporary file is created there and renamed onto the target there: what was checked
+    is where the file goes. Whatever fails, the temporary file is removed and the old
+    file stays. The file gets the permissions of any new file under the umask; text is
+    UTF-8 with ``\n`` line ends.
+
+    Args:
+        out: The file to create or replace.
+        data: The whole content.
+        results: The project's results directory, whose own files are refused.
+        fmt: The export's format (:func:`check_out_path`).
+
+    Raises:
+        BenchmatrixError: As :func:`check_out_path`, checked on the opened directory.
+    """
+    out = Path(out)
+    try:
+        dfd = os.open(out.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        _refuse_dir(out)
+        raise BenchmatrixError(f"--out {out}: {exc.strerror}") from None
+    try:
+        try:
+            real_dir = os.readlink(f"/proc/self/fd/{dfd}")  # the directory opened, whatever its path is now
+        except OSError:
+            real_dir = os.path.realpath(out.parent)
+        _refuse_own(out, real_dir, results, fmt)
+        name = out.name
+
+        def check_target() -> None:
+            try:
+                _refuse_kind(out, os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode)
+            except FileNotFoundError:
+                pass
+
+        check_target()
+        tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666, dir_fd=dfd)
+        try:
+            fh = os.fdopen(fd, "wb") if isinstance(data, bytes) else \
+                os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+            with fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            check_target()  # once more after the write, the longest wait
+            os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=dfd)
+            except FileNotFoundError:
+                pass
+            raise
+    finally:
+        os.close(dfd)
 
 
 def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None = None,
@@ -456,8 +587,9 @@ def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None =
     to_stdout = str(out) == "-"
     if to_stdout and fmt == "parquet" and sys.stdout.isatty():
         raise BenchmatrixError("parquet is binary; give --out FILE, or send - to a file or a pipe")
+    results = layout.exp_dir(project_dir, "_").parent
     if out and not to_stdout:
-        check_out_path(Path(out), make_parents)
+        check_out_path(Path(out), make_parents, results, fmt)
     spec = load_spec(spec_path)
     exp = layout.exp_dir(project_dir, spec.name)
     if campaign_ref is not None:
@@ -489,5 +621,5 @@ def export(spec_path: str, project_dir: Path, fmt: str, out: str | Path | None =
             sys.stdout.write(data)
         return None
     path = Path(out) if out else exp / DEFAULT_NAMES[fmt]
-    atomic_write(path, data)
+    write_out(path, data, results, fmt)
     return path
