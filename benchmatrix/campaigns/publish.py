@@ -128,30 +128,74 @@ def _read_csv(path: Path, **kwargs: Any) -> pd.DataFrame:
         raise BenchmatrixError(f"{path}: not a readable CSV table: {str(exc).splitlines()[0]}") from None
 
 
-def _refusal(path: Path, root: Path) -> str:
+class _Names:
+    """How many names of each multiply-linked regular file lie under ``root``.
+
+    A hard link is a second name of one file: a ``runs.csv`` linked to ``/etc/shadow``
+    is a regular file inside the results by every other test. The file's link count
+    says how many names it has; the names found under ``root`` say how many of them are
+    there. The directory is walked once, and only when a file with several names is met
+    (the project writes none).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._count: dict[tuple[int, int], int] | None = None
+
+    def inside(self, st: os.stat_result) -> int:
+        """How many of the names of the file ``st`` describes lie under the root."""
+        if self._count is None:
+            count: dict[tuple[int, int], int] = {}
+            for top, _dirs, files in os.walk(self.root):  # links to directories are not followed
+                for name in files:
+                    try:
+                        found = os.lstat(os.path.join(top, name))
+                    except OSError:
+                        continue
+                    if found.st_nlink > 1 and stat.S_ISREG(found.st_mode):
+                        key = (found.st_dev, found.st_ino)
+                        count[key] = count.get(key, 0) + 1
+            self._count = count
+        return self._count.get((st.st_dev, st.st_ino), 0)
+
+
+_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+          stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device", stat.S_IFLNK: "a symbolic link"}
+
+
+def _why_not(st: os.stat_result, names: _Names) -> str:
+    """Why the file ``st`` describes may not be published ("" when it may): it must be a
+    regular file whose every name lies under the root of ``names``."""
+    if not stat.S_ISREG(st.st_mode):
+        return _KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+    if st.st_nlink > 1 and names.inside(st) < st.st_nlink:
+        return f"a hard link to a file with a name outside {names.root}"
+    return ""
+
+
+def _refusal(path: Path, root: Path, names: _Names | None = None) -> str:
     """Why ``path`` may not be published ("" when it may): it must be a regular file
     (no link, FIFO, device) whose real path lies inside ``root``, the experiment's
-    results directory, so that a link planted among the results cannot copy a file
-    of the machine (``runs.csv -> /etc/shadow``) into a public site."""
+    results directory, and which has no other name outside it, so that a link planted
+    among the results cannot copy a file of the machine (``runs.csv -> /etc/shadow``,
+    symbolic or hard) into a public site. ``names``: the hard links under ``root``,
+    shared by the calls of one publish."""
     try:
-        mode = os.lstat(path).st_mode
+        st = os.lstat(path)
     except FileNotFoundError:
         return "gone"
     except OSError as exc:
         return exc.strerror or "unreadable"
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if not stat.S_ISREG(mode):
-        kinds = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
-                 stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}
-        return kinds.get(stat.S_IFMT(mode), "not a regular file")
+    if not stat.S_ISREG(st.st_mode):
+        return _why_not(st, names or _Names(root))
     real, top = Path(os.path.realpath(path)), Path(os.path.realpath(root))
     if top not in real.parents:
         return f"outside {root} (through a linked directory)"
-    return ""
+    return _why_not(st, names or _Names(root))
 
 
-def campaign_page(campaign: Campaign, slug: str, root: Path | None = None) -> CampaignPage:
+def campaign_page(campaign: Campaign, slug: str, root: Path | None = None,
+                  names: _Names | None = None) -> CampaignPage:
     """Read what the index shows of one campaign from its directory (no copying).
 
     Args:
@@ -160,12 +204,14 @@ def campaign_page(campaign: Campaign, slug: str, root: Path | None = None) -> Ca
         root: The experiment's results directory (default: the campaign's own): only
             regular files inside it are read and listed for copying; the others are
             in :attr:`CampaignPage.skipped`.
+        names: The hard links under ``root`` (one walk shared by an experiment's pages).
     """
     path = campaign.path
     root = root or path
+    names = names or _Names(root)
     page = CampaignPage(campaign, slug, date=_date(campaign.started_at) if campaign.started_at else "")
     for name in (layout.REPORT_HTML, *DOWNLOADS):
-        why = _refusal(path / name, root)
+        why = _refusal(path / name, root, names)
         if not why:
             page.files.append(name)
         elif why != "gone":
@@ -189,7 +235,7 @@ def campaign_page(campaign: Campaign, slug: str, root: Path | None = None) -> Ca
         # The one run-state rule, as `bmx status` counts: plan.csv (when readable) knows the
         # re-runs still waiting; an ok run stays ok after a failed re-run.
         plan = (_read_csv(path / layout.PLAN, dtype={"run_id": str}, usecols=lambda c: c in {"run_id", "attempt"})
-                if not _refusal(path / layout.PLAN, root) else pd.DataFrame())
+                if not _refusal(path / layout.PLAN, root, names) else pd.DataFrame())
         if "attempt" not in runs.columns:
             runs = runs.assign(attempt=1)
         states = decide(plan if {"run_id", "attempt"} <= set(plan.columns) else None, runs)["state"]
@@ -198,7 +244,7 @@ def campaign_page(campaign: Campaign, slug: str, root: Path | None = None) -> Ca
         page.hosts = sorted(runs["host"].dropna().astype(str).unique())
     elif (path / "hosts").is_dir():
         page.hosts = sorted(p.name for p in (path / "hosts").iterdir() if p.is_dir())
-    if not _refusal(path / layout.ANALYSIS, root):
+    if not _refusal(path / layout.ANALYSIS, root, names):
         checks = read_analysis(path).get("checks")
         if isinstance(checks, dict):
             page.warnings = sum(1 for w in checks.get("warnings") or []
@@ -261,7 +307,8 @@ def _cell_labels(long: pd.DataFrame, stats_cols: set[str]) -> pd.Series:
 def experiment_history(exp_dir: Path) -> tuple[list[CampaignPage], History | None]:
     """The experiment's campaigns and their history as ``bmx history`` shows it (no plots)."""
     campaigns = experiment_campaigns(exp_dir)
-    pages = [campaign_page(c, s, exp_dir) for c, s in zip(campaigns, _slugs(campaigns))]
+    names = _Names(exp_dir)
+    pages = [campaign_page(c, s, exp_dir, names) for c, s in zip(campaigns, _slugs(campaigns))]
     return pages, build_history(pages, plots=False)
 
 
@@ -590,6 +637,13 @@ def _check_target(to: Path, results: Path, replace: bool) -> list[str]:
         written = _written_before(to) if (to / SITE_MARKER).is_file() else None
         if written is not None:
             foreign = [f for f in _site_files(to) if f not in written and f != SITE_MARKER]
+        elif (to / SITE_MARKER).is_file() and not replace:
+            # A marker of a bmx publish from before the file list: its files cannot be told
+            # from ones a user added, and the new site drops what it does not have.
+            held = [f for f in _site_files(to) if f != SITE_MARKER]
+            if held:
+                raise BenchmatrixError(f"{to}: a site of an older bmx publish that does not list its files "
+                                       f"({len(held)} file(s)); publish with --replace to replace it as a whole")
         if foreign and not replace:
             shown = ", ".join(foreign[:5]) + (f", ... ({len(foreign)} in all)" if len(foreign) > 5 else "")
             raise BenchmatrixError(f"{to}: holds {len(foreign)} file(s) bmx publish did not write ({shown}); "
@@ -605,17 +659,21 @@ def publish(results: str | Path, to: str | Path, replace: bool = False,
     """Write the static site of every experiment under ``results`` into ``to``.
 
     Only regular files that lie inside an experiment's results directory are copied;
-    links, FIFOs, devices and files reached through a linked directory are skipped
-    (``say`` names each). A ``to`` that is a symbolic link is
-    followed: the site replaces the directory it points to, the link stays.
+    links, FIFOs, devices, files reached through a linked directory and files with a
+    hard link outside the directory are skipped (``say`` names each). A copy keeps its
+    source's permission bits under the umask (never more readable than its source). A
+    ``to`` that is a symbolic link is followed: the site replaces the directory it
+    points to, the link stays; the new site directory keeps the owner, group and mode
+    of the one it replaces.
 
     Args:
         results: The results directory (``results/``): one directory per experiment.
         to: The site directory; replaced as a whole when it holds an earlier site.
-        replace: Also delete files in ``to`` that no earlier publish wrote (without it
-            such files stop the publish).
+        replace: Also delete files in ``to`` that no earlier publish wrote, and replace a
+            site whose marker lists no files (without it either stops the publish).
         say: Called with one line per file left out (``skipped PATH (why): ...``) and
-            one for the files ``replace`` deleted (``removed N file(s) ...``).
+            one for the files ``replace`` deleted (``removed N file(s) ...``), and one when
+            the site directory's owner could not be kept (not root).
 
     Returns:
         Counts: ``experiments``, ``campaigns``, ``steps`` (cell-metric series with a step).
@@ -641,6 +699,7 @@ def publish(results: str | Path, to: str | Path, replace: bool = False,
     if not experiments:
         raise BenchmatrixError(f"{results}: no experiment with a campaign (results/NAME/campaign.json or "
                                "summary.csv); run 'bmx run SPEC' first")
+    say = say or (lambda line: None)
     to.parent.mkdir(parents=True, exist_ok=True)
     build = to.parent / f".{to.name}.{uuid.uuid4().hex[:8]}.tmp"
     build.mkdir()
@@ -657,6 +716,7 @@ def publish(results: str | Path, to: str | Path, replace: bool = False,
             unlisted = [f for f in _site_files(to) if f not in files and f != SITE_MARKER]
         old = None
         if to.exists():
+            _keep_owner(build, to, os.stat(to), say)
             old = to.parent / f".{to.name}.{uuid.uuid4().hex[:8]}.old"
             os.replace(to, old)
         os.replace(build, to)
@@ -665,7 +725,6 @@ def publish(results: str | Path, to: str | Path, replace: bool = False,
     except BaseException:
         shutil.rmtree(build, ignore_errors=True)
         raise
-    say = say or (lambda line: None)
     for path, why in skipped:
         say(f"skipped {path} ({why}): only regular files inside the experiment's results are published")
     if foreign:
@@ -674,6 +733,35 @@ def publish(results: str | Path, to: str | Path, replace: bool = False,
         say(f"removed {len(unlisted)} file(s) of the earlier site that the new one does not have: "
             f"{', '.join(unlisted)}")
     return counts
+
+
+def _keep_owner(build: Path, to: Path, was: os.stat_result, say: Callable[[str], None]) -> None:
+    """Give the new site directory ``build`` the owner, group and mode of ``to``, the one
+    it replaces (``was``: its stat): a web root shared as ``nobody:nogroup 2775`` stays so. Under a
+    set-group-ID directory, what the site holds gets the directory's group too, as it
+    would have had it been made there."""
+    try:
+        os.chown(build, was.st_uid, was.st_gid)
+    except PermissionError:
+        # Only root gives a directory another owner: keep the group where we may.
+        say(f"{to}: owned by uid {os.geteuid()} now (was {was.st_uid}): "
+            "only root can keep another user's directory")
+        try:
+            os.chown(build, -1, was.st_gid)
+        except PermissionError:
+            pass
+    if was.st_mode & stat.S_ISGID:
+        for top, dirs, files in os.walk(build):
+            for name in dirs + files:
+                path = os.path.join(top, name)
+                try:
+                    os.chown(path, -1, was.st_gid, follow_symlinks=False)
+                    if name in dirs:
+                        os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) | stat.S_ISGID)
+                except PermissionError:
+                    pass
+    # After the chown, which may clear the set-group-ID bit.
+    os.chmod(build, stat.S_IMODE(was.st_mode))
 
 
 _HEAD = re.compile(r"<head\b[^>]*>", re.IGNORECASE)
@@ -696,16 +784,36 @@ def with_csp(page: str) -> str:
     return page[:at] + "\n<head>" + meta + "</head>\n" + page[at:]
 
 
-def _copy(src: Path, dst: Path) -> None:
+def _copy(src: Path, dst: Path, names: _Names) -> None:
+    """Copy ``src`` (checked by :func:`_refusal`) to the new file ``dst``, an HTML page
+    with the site's CSP.
+
+    The file checked is the file copied: it is opened without following a link (and
+    without waiting on a FIFO) and checked again on the open descriptor. The copy gets
+    the source's permission bits as far as the umask lets it (``0600`` stays ``0600``):
+    a file is never published more widely than it was readable.
+    """
     dst.parent.mkdir(parents=True, exist_ok=True)
-    if dst.suffix == ".html":
-        dst.write_text(with_csp(src.read_text(encoding="utf-8", errors="replace")), encoding="utf-8")
-        return
-    # A copy, not a hard link: editing the published file must never change the results.
-    shutil.copyfile(src, dst)
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BenchmatrixError(f"{src}: changed while it was published ({exc.strerror}); publish again") from None
+    with os.fdopen(fd, "rb") as fin:
+        st = os.fstat(fd)
+        why = _why_not(st, names)
+        if why:
+            raise BenchmatrixError(f"{src}: changed while it was published (now {why}); publish again")
+        # O_EXCL: the site is built in a new directory, so a name already there is not ours.
+        out = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, stat.S_IMODE(st.st_mode) & 0o666)
+        with os.fdopen(out, "wb") as fout:
+            if dst.suffix == ".html":
+                fout.write(with_csp(fin.read().decode("utf-8", errors="replace")).encode("utf-8"))
+            else:
+                # A copy, not a hard link: editing the published file must never change the results.
+                shutil.copyfileobj(fin, fout)
 
 
-def _copy_tree(src: Path, dst: Path, root: Path, skipped: list[tuple[Path, str]]) -> None:
+def _copy_tree(src: Path, dst: Path, root: Path, skipped: list[tuple[Path, str]], names: _Names) -> None:
     """Copy the publishable files under ``src`` (see :func:`_refusal`) to ``dst``."""
     for top, dirs, files in os.walk(src):
         here = Path(top)
@@ -713,11 +821,11 @@ def _copy_tree(src: Path, dst: Path, root: Path, skipped: list[tuple[Path, str]]
             if os.path.islink(here / name):
                 skipped.append((here / name, "a symbolic link"))
         for name in sorted(files):
-            why = _refusal(here / name, root)
+            why = _refusal(here / name, root, names)
             if why:
                 skipped.append((here / name, why))
             else:
-                _copy(here / name, dst / here.relative_to(src) / name)
+                _copy(here / name, dst / here.relative_to(src) / name, names)
 
 
 def _build(experiments: list[tuple[Path, list[Campaign]]], site: Path,
@@ -728,11 +836,12 @@ def _build(experiments: list[tuple[Path, list[Campaign]]], site: Path,
     for exp_dir, campaigns in experiments:
         name = exp_dir.name
         slug = safe_file_stem(name)
-        pages = [campaign_page(c, s, exp_dir) for c, s in zip(campaigns, _slugs(campaigns))]
+        names = _Names(exp_dir)
+        pages = [campaign_page(c, s, exp_dir, names) for c, s in zip(campaigns, _slugs(campaigns))]
         for page in pages:
             skipped += page.skipped
             for f in page.files:
-                _copy(page.campaign.path / f, site / slug / "campaigns" / page.slug / f)
+                _copy(page.campaign.path / f, site / slug / "campaigns" / page.slug / f, names)
         compares = []
         cdir = exp_dir / "compare"
         if cdir.is_dir() and not cdir.is_symlink():
@@ -740,10 +849,10 @@ def _build(experiments: list[tuple[Path, list[Campaign]]], site: Path,
                 if sub.is_symlink():  # links are left out: one could point anywhere on this machine
                     skipped.append((sub, "a symbolic link"))
                     continue
-                if _refusal(sub / "compare.html", exp_dir):
+                if _refusal(sub / "compare.html", exp_dir, names):
                     continue
                 cslug = safe_file_stem(sub.name)
-                _copy_tree(sub, site / slug / "compare" / cslug, exp_dir, skipped)
+                _copy_tree(sub, site / slug / "compare" / cslug, exp_dir, skipped, names)
                 compares.append({"name": sub.name, "href": f"compare/{cslug}/compare.html",
                                  "csv": f"compare/{cslug}/compare.csv" if (sub / "compare.csv").is_file() else ""})
         history = build_history(pages)

@@ -130,8 +130,9 @@ def test_a_site_of_another_tool_is_still_refused(tmp_path):
 
 
 def test_a_site_from_before_the_file_list_says_what_it_loses(tmp_path):
-    """A marker that lists no files (bmx publish before issue 25): the files the new site
-    does not have are removed, each named, none silently."""
+    """A marker that lists no files (bmx publish before issue 25): with --replace (issue 35
+    item 7; without it the publish stops), the files the new site does not have are removed,
+    each named, none silently."""
     results = _results(tmp_path)
     site = tmp_path / "site"
     site.mkdir()
@@ -140,6 +141,6 @@ def test_a_site_from_before_the_file_list_says_what_it_loses(tmp_path):
     (site / "gone").mkdir()
     (site / "gone" / "index.html").write_text("old experiment")
     said: list[str] = []
-    publish(results, site, say=said.append)
+    publish(results, site, replace=True, say=said.append)
     assert said == ["removed 1 file(s) of the earlier site that the new one does not have: gone/index.html"]
     assert (site / "index.html").read_text() != "old" and not (site / "gone").exists()
