@@ -381,6 +381,11 @@ def _replicates_text(rp: dict[str, Any]) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     from benchmatrix.spec.load import load_spec
 
+    budget_s = None
+    if args.budget is not None:  # an empty --budget '' used to mean no budget at all
+        from benchmatrix.analyze.adaptive import parse_budget
+
+        budget_s = parse_budget(args.budget)
     if args.campaign is not None:  # refused where it enters, before the results directory is touched
         from benchmatrix.campaigns.store import check_label
 
@@ -391,15 +396,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(w, file=sys.stderr)
     exp = layout.exp_dir_of(proj, spec)
     until = None
-    if args.until_decided or args.budget:
-        from benchmatrix.analyze.adaptive import flag_settings, parse_budget, settings_of
+    if args.until_decided or budget_s is not None:
+        from benchmatrix.analyze.adaptive import flag_settings, settings_of
 
         if not args.until_decided and settings_of(spec) is None:
             raise PlanError("--budget needs --until-decided (or replicates: {min, max, until: decided} in the spec)")
         if spec.report.compare is None:
             raise PlanError(f"{args.spec}: --until-decided needs report.compare: the comparisons whose verdicts "
                             "decide when to stop")
-        until = flag_settings(spec, parse_budget(args.budget) if args.budget else 0.0)
+        until = flag_settings(spec, budget_s or 0.0)
     if args.json:
         return _run_json(args, spec, proj, exp, until)
     with experiment_lock(exp, "bmx run", args.spec, args.stop_orphan) as lock:
@@ -668,8 +673,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
         try:
             threshold = threshold_fraction(args.threshold)
-        except ValueError as exc:
-            raise BenchmatrixError(f"--threshold: {exc}") from None
+        except ValueError as exc:  # a usage error (exit 2), like a bad --budget
+            raise PlanError(f"--threshold {str(exc).removeprefix('threshold ')}") from None
     try:
         return compare_main(args.a, args.b, project_dir(), args.spec, args.out, args.json, threshold,
                             args.fail_on_inconclusive, color=args.color)

@@ -114,38 +114,59 @@ DEFAULT_CV_THRESHOLD: float = _report_default("cv_threshold")
 DEFAULT_DRIFT_THRESHOLD: float = _report_default("drift_threshold")
 
 
+#: A threshold written as text: ASCII digits, an optional point, an optional '%' (the
+#: schema's pattern). ``float()`` alone also takes '1e-320', '1_0' and other scripts' digits.
+_THRESHOLD_TEXT = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*(%?)\s*", re.ASCII)
+#: Smallest practical threshold (0.0001 %): below it no benchmark measures a difference.
+MIN_THRESHOLD = 1e-6
+
+
 def threshold_fraction(value: Any) -> float:
     """A practical threshold as a fraction: ``"5%"`` or ``0.05`` -> 0.05.
 
+    The one parser of ``report.threshold``, ``replicates.detect`` and ``bmx compare
+    --threshold``, so that each takes exactly what the others take.
+
     Raises:
-        ValueError: not a percentage or a fraction strictly between 0 and 1.
+        ValueError: not a percentage or a fraction from :data:`MIN_THRESHOLD` to below 1.
     """
-    text = str(value).strip()
-    percent = text.endswith("%")
-    number = float(text.rstrip("%").strip())
-    fraction = number / 100.0 if percent else number
-    if not 0 < fraction < 1 or (not percent and isinstance(value, str) and number >= 1):
-        raise ValueError(f"threshold {value!r}: write a percentage such as 5% or a fraction such as 0.05")
+    fraction = math.nan
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        fraction = float(value)
+    elif isinstance(value, str):
+        m = _THRESHOLD_TEXT.fullmatch(value)
+        number = float(m.group(1)) if m else math.nan
+        fraction = number / 100.0 if m and m.group(2) else number
+    if not MIN_THRESHOLD <= fraction < 1:  # also false for nan
+        raise ValueError(f"threshold {value!r}: write a percentage such as 5% or a fraction such as 0.05 "
+                         f"(from {MIN_THRESHOLD:.0e} to below 1)")
     return fraction
+
+
+#: A duration: numbers of ASCII digits, each with its unit (``\\d`` would take other
+#: scripts' digits, which float() reads too).
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([hms])", re.ASCII)
+#: Bounds of a duration (a time budget): a second, and a leap year.
+MIN_DURATION_SECONDS = 1.0
+MAX_DURATION_SECONDS = 366 * 86400.0
 
 
 def parse_duration(text: str) -> float:
     """``2h``, ``90m``, ``45s`` or ``1h30m`` -> seconds.
 
     Raises:
-        ValueError: not such a duration, or not above zero.
+        ValueError: not such a duration, or outside :data:`MIN_DURATION_SECONDS` to
+            :data:`MAX_DURATION_SECONDS` (an empty, zero, infinite or endless budget
+            would silently mean no budget).
     """
-    import re
-
     unit = {"h": 3600.0, "m": 60.0, "s": 1.0}
-    pattern = r"(\d+(?:\.\d+)?)\s*([hms])"
     low = str(text).strip().lower()
-    parts = re.findall(pattern, low)
-    if not parts or re.sub(pattern, "", low).strip():
+    parts = _DURATION_PART.findall(low)
+    if not parts or _DURATION_PART.sub("", low).strip():
         raise ValueError(f"{text!r}: write a duration such as 2h, 90m or 1h30m")
     seconds = sum(float(v) * unit[u] for v, u in parts)
-    if seconds <= 0:
-        raise ValueError(f"{text!r}: must be above zero")
+    if not MIN_DURATION_SECONDS <= seconds <= MAX_DURATION_SECONDS:  # also false for inf
+        raise ValueError(f"{text!r}: write a duration from 1s to 8784h (a year), such as 2h, 90m or 1h30m")
     return seconds
 
 
@@ -391,7 +412,7 @@ def _apply_defaults(data: dict[str, Any]) -> dict[str, Any]:
         until = {"min": given["min"], "max": given["max"], "until": given["until"]}
         if given.get("detect") is not None:
             until["detect"] = given["detect"]  # checked (and made a fraction) by the semantic checks
-        if given.get("budget"):
+        if given.get("budget") is not None:  # an empty one is refused by the semantic checks
             until["budget"] = str(given["budget"])
         out["replicates_until"] = until
         out["replicates"] = int(given["min"])
@@ -723,7 +744,7 @@ def _replicates_errors(doc: LocatedDocument) -> list[SpecError]:
         if not d["report"].get("compare"):
             errs.append(doc.error(("replicates", "until"), "replicates until decided needs report.compare: the "
                                                            "comparisons whose verdicts decide when to stop"))
-        if until.get("budget"):
+        if until.get("budget") is not None:
             try:
                 parse_duration(until["budget"])
             except ValueError as exc:

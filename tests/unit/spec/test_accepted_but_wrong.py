@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 from test_spec import BASE, assert_one_error, write
 
-from benchmatrix.spec.load import load_spec
+from benchmatrix.cli import main
+from benchmatrix.spec.load import load_spec, parse_duration, threshold_fraction
 
 # ---------------------------------------------------------------- numbers in other YAML 1.1 forms
 
@@ -86,3 +87,82 @@ def test_threshold_keys_are_left_to_the_runs_when_the_spec_names_no_metric(tmp_p
     # fio's metrics come from its parser, which validation does not know: nothing to check against.
     text = BASE.replace("workload_command", "workload_fio") + "report:\n  threshold: {read_clat_p99_us: 20%}\n"
     assert load_spec(write(tmp_path, text)).report.threshold_for("read_clat_p99_us") == 0.2
+
+
+# ---------------------------------------------------------------- thresholds: one parser for the spec and --threshold
+
+#: Accepted by ``float()`` but not what the spec's threshold is: a subnormal, another
+#: script's digits, digits grouped with '_', infinity, no number at all.
+BAD_THRESHOLDS = ["1e-320", "\u0665%", "1_0%", "inf", "nan%", "", " % ", "0%", "100%", "1", "-5%",
+                  "0.00001%", "5 %%", "\uff15%"]
+
+
+@pytest.mark.parametrize("value", BAD_THRESHOLDS)
+def test_bad_thresholds_are_refused_by_the_parser(value):
+    with pytest.raises(ValueError, match="write a percentage such as 5% or a fraction such as 0.05"):
+        threshold_fraction(value)
+
+
+@pytest.mark.parametrize("value", [1e-300, 1e-7, float("inf"), float("nan"), 1.0, True])
+def test_bad_threshold_numbers_are_refused_by_the_parser(value):
+    with pytest.raises(ValueError):
+        threshold_fraction(value)
+
+
+def test_thresholds_the_spec_takes():
+    assert [threshold_fraction(v) for v in ("5%", " 2.5 % ", ".5%", "0.05", 0.05, "0.0001%")] == \
+        pytest.approx([0.05, 0.025, 0.005, 0.05, 0.05, 1e-6])
+
+
+@pytest.mark.parametrize("value", ["1e-320", "\u0665%", "1_0%"])
+def test_compare_threshold_refuses_what_the_spec_refuses(tmp_path, monkeypatch, capsys, value):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BMX_PROJECT_DIR", str(tmp_path))
+    assert main(["compare", "a", "b", "--threshold", value]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"bmx: --threshold {value!r}: write a percentage"), err
+
+
+def test_spec_threshold_in_a_number_form_float_takes_is_refused(tmp_path):
+    assert_one_error(write(tmp_path, BASE + "report:\n  threshold: 0.0000000001\n"), 10, "report.threshold")
+
+
+# ---------------------------------------------------------------- budgets
+
+BAD_BUDGETS = ["", " ", "inf", "nan", "0h", "0s", "-1h", "\u0663h", "1_0m", "0.1s", "9999h", "1" * 400 + "s",
+               "2 days", "1e3s"]
+
+
+@pytest.mark.parametrize("value", BAD_BUDGETS)
+def test_bad_budgets_are_refused_by_the_parser(value):
+    with pytest.raises(ValueError, match="duration"):
+        parse_duration(value)
+
+
+def test_budgets_that_are_taken():
+    assert [parse_duration(v) for v in ("2h", "90m", "1h30m", "45s", "1s", "8784h")] == \
+        [7200, 5400, 5400, 45, 1, 8784 * 3600]
+
+
+UNTIL = ("report:\n  compare: {factor: b, baseline: x}\n"
+         "replicates: {min: 2, max: 4, until: decided, budget: BUDGET}\n")
+
+
+@pytest.mark.parametrize("budget", ["''", "inf", "0h", "9999h", "'\u0663h'"])
+def test_bad_spec_budgets_are_refused(tmp_path, budget):
+    assert_one_error(write(tmp_path, BASE + UNTIL.replace("BUDGET", budget)), 11, "replicates.budget",
+                     "duration")
+
+
+def test_spec_budget_is_taken(tmp_path):
+    spec = load_spec(write(tmp_path, BASE + UNTIL.replace("BUDGET", "90m")))
+    assert spec.data["replicates_until"]["budget"] == "90m"
+
+
+@pytest.mark.parametrize("value", ["", "inf", "0s"])
+def test_run_budget_option_is_refused_before_anything(tmp_path, monkeypatch, capsys, value):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BMX_PROJECT_DIR", str(tmp_path))
+    assert main(["run", "missing.yaml", "--until-decided", "--budget", value]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"bmx: --budget {value!r}: "), err
