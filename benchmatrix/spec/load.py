@@ -26,7 +26,7 @@ import jsonschema
 
 from benchmatrix.errors import SpecError, SpecErrors
 from benchmatrix.host.knobs import BACKENDS as KNOB_BACKENDS
-from benchmatrix.names import name_problem
+from benchmatrix.names import BIDI_CONTROLS, name_problem
 from benchmatrix.names import shown as shown_name
 from benchmatrix.spec import templating
 from benchmatrix.spec.declared import check_declarations
@@ -540,6 +540,7 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
         return doc.error(at, f"{what} names unknown factor '{name}' (factors: {factor_list})")
 
     errs = _name_errors(doc)
+    errs += _level_text_errors(doc)
     zipped, zip_errs = _zip_errors(doc, unknown)
     errs += zip_errs
     size_error = _size_error(doc, factors, zipped)
@@ -627,6 +628,30 @@ def _float_of(level: Any) -> float | None:
         return float(level)
     except OverflowError:
         return None
+
+
+def _level_text_errors(doc: LocatedDocument) -> list[SpecError]:
+    """Levels (of the factors, include entries and order.control) are printed in tables,
+    plan.csv, cell labels and on terminals: a control character (ESC starts a terminal
+    command, a newline breaks a line) or a bidirectional control (U+202E shows text in
+    another order) in one would garble or forge what the user reads. Refused, as in names."""
+    d = doc.data
+    places = [(("factors", name, i), f"factor '{name}'", lvl)
+              for name, levels in d["factors"].items() for i, lvl in enumerate(levels or ())]
+    places += [(("include", ii, k), "include entry", v)
+               for ii, entry in enumerate(d["include"]) for k, v in entry.items()]
+    control = d["order"].get("control") or {}
+    places += [(("order", "control", k), "order.control", v) for k, v in control.items()]
+    errs = []
+    for at, what, level in places:
+        bad = next((ch for ch in level if not ch.isprintable() or ch in BIDI_CONTROLS), None) \
+            if isinstance(level, str) else None
+        if bad is not None:
+            kind = "bidirectional control" if bad in BIDI_CONTROLS else "unprintable"
+            errs.append(doc.error(at, f"{what}: level {shown_name(level)} holds the {kind} character "
+                                      f"U+{ord(bad):04X}; levels are printed in tables, plan.csv and on "
+                                      "terminals: leave it out"))
+    return errs
 
 
 def _zip_errors(doc: LocatedDocument, unknown: _Unknown) -> tuple[dict[str, int], list[SpecError]]:

@@ -166,3 +166,24 @@ def test_run_budget_option_is_refused_before_anything(tmp_path, monkeypatch, cap
     assert main(["run", "missing.yaml", "--until-decided", "--budget", value]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"bmx: --budget {value!r}: "), err
+
+
+# ---------------------------------------------------------------- control and bidi characters in levels
+
+@pytest.mark.parametrize("level, code", [('"x\\e[2J"', "U+001B"), ('"\\u202eevil"', "U+202E"),
+                                         ('"a\\tb"', "U+0009"), ('"x\\u2066"', "U+2066"), ('"x\\n"', "U+000A")])
+def test_levels_with_control_or_bidi_characters_are_refused(tmp_path, level, code):
+    assert_one_error(write(tmp_path, BASE.replace("b: [x, y]", f"b: [x, {level}]")), 4,
+                     "factor 'b': level", code)
+
+
+def test_include_and_control_values_with_control_characters_are_refused(tmp_path):
+    text = BASE + 'include:\n  - {a: 3, b: "z\\e[31m"}\n'
+    assert_one_error(write(tmp_path, text), 10, "include entry: level", "U+001B")
+    text = BASE + 'order:\n  control: {a: 1, b: "\\u202ey"}\n'
+    assert_one_error(write(tmp_path, text, "c.yaml"), 10, "order.control: level", "U+202E")
+
+
+def test_levels_of_any_script_and_spaces_are_taken(tmp_path):
+    spec = load_spec(write(tmp_path, BASE.replace("b: [x, y]", "b: [x, 'read ahead', é, 日本, 'עברית']")))
+    assert spec.data["factors"]["b"] == ["x", "read ahead", "é", "日本", "עברית"]
