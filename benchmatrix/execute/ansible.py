@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -216,10 +218,21 @@ def _represent_unsafe(dumper: Any, value: _Unsafe) -> yaml.Node:
 _Dumper.add_representer(_Unsafe, _represent_unsafe)
 
 
+#: "killed by signal N" not yet followed by the signal's name.
+_SIGNALLED = re.compile(r"\bkilled by signal (\d+)\b(?! \()")
+
+
 def _first_line(text: Any, limit: int = 300) -> str:
     text = str(text or "").strip()
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     return line[:limit] + ("..." if len(line) > limit else "")
+
+
+def _signal_named(signum: int) -> str:
+    try:
+        return f"signal {signum} ({signal.Signals(signum).name})"
+    except ValueError:
+        return f"signal {signum}"
 
 
 def _failure_message(res: dict[str, Any]) -> str:
@@ -227,12 +240,19 @@ def _failure_message(res: dict[str, Any]) -> str:
 
     Ansible puts it in ``msg`` for most modules, in ``reason`` when a role or file
     cannot be loaded ("the role 'x' was not found in ..."), in the output of a command,
-    or in the failed items of a loop.
+    or in the failed items of a loop. A command killed by a signal (a negative ``rc``,
+    which the command module words only "non-zero return code") is named with the
+    signal and its last stderr line; so is "killed by signal N" in a message (the
+    batch_runner role's for a hidden result).
     """
+    rc = res.get("rc")
+    if isinstance(rc, int) and not isinstance(rc, bool) and rc < 0:
+        lines = [ln.strip() for ln in str(res.get("stderr") or "").splitlines() if ln.strip()]
+        return _first_line(f"the command was killed by {_signal_named(-rc)}" + (f": {lines[-1]}" if lines else ""))
     parts = [res.get("msg"), res.get("reason"), res.get("stderr"), res.get("module_stderr"), res.get("stdout")]
     for part in parts:
         if part:
-            return _first_line(part)
+            return _SIGNALLED.sub(lambda m: f"killed by {_signal_named(int(m.group(1)))}", _first_line(part))
     for item in res.get("results") or []:
         if isinstance(item, dict) and item.get("failed"):
             why = _failure_message(item)

@@ -286,11 +286,25 @@ def test_a_live_value_the_check_refuses_is_not_read_by_the_batch_call():
         False, True, "", "", False)
 
 
-def runner_dies_after(finished: int, host_work: Path, calls: list, *, started: bool = True):
+#: The run task's result when its runner was SIGKILLed on the host (as ansible-core's
+#: command module reports it; a hidden result fails the next task instead, HIDDEN_KILL).
+PLAIN_KILL = {"event": "runner_on_failed", "event_data": {"host": "h1", "task": "Run the batch", "res": {
+    "changed": True, "failed": True, "rc": -9, "msg": "non-zero return code", "stdout": "", "stderr": "",
+    "cmd": ["python3", "/var/tmp/benchmatrix/batch_runner.py", "-"]}}}
+HIDDEN_KILL = {"event": "runner_on_failed", "event_data": {
+    "host": "h1", "task": "Report why the batch runner failed",
+    "res": {"changed": False, "failed": True, "msg": "the batch runner on h1 was killed by signal 9"}}}
+
+
+def runner_dies_after(finished: int, host_work: Path, calls: list, *, started: bool = True,
+                      failed: dict = HIDDEN_KILL):
     """run_playbook as run_batch.yml and collect_batch.yml answer it when the batch runner
     dies on the host after ``finished`` runs (here: it is given only those), and as
-    collect_batch.yml answers it (the real runner in collect mode)."""
-    from benchmatrix.errors import PlaybookFailedError
+    collect_batch.yml answers it (the real runner in collect mode). The run_batch.yml
+    call fails as run_playbook makes the error of its ``failed`` event."""
+    from types import SimpleNamespace
+
+    from benchmatrix.execute.ansible import _failure
 
     def run_playbook(playbook, **kw):
         calls.append(playbook)
@@ -319,8 +333,8 @@ def runner_dies_after(finished: int, host_work: Path, calls: list, *, started: b
                                  timeout=60)
             assert res.returncode == 0, res.stderr
             (host_work / "batches" / f"{batch}.tar.gz").unlink()  # a killed runner archives nothing
-        exc = PlaybookFailedError("the batch runner on h1 exited -9 (killed by signal 9)", host="h1",
-                                  task="Report why the batch runner failed")
+        exc = _failure([failed], SimpleNamespace(status="failed", rc=2), playbook, host,
+                       host_work / "no-stdout", "")
         exc.payloads = {"h1": {"bmx_knobs": states}}
         raise exc
     return run_playbook
@@ -334,7 +348,21 @@ def test_the_runs_a_killed_runner_finished_are_taken_in_and_only_the_rest_fail(p
     assert calls == ["run_batch.yml", "collect_batch.yml"]
     assert {k: r["status"] for k, r in records.items()} == {"r1": "ok", "r2": "ok", "r3": "failed"}
     assert records["r1"]["knobs"]["ra"]["actual"] == "a" and records["r2"]["exit_code"] == 0
-    assert "killed by signal 9" in records["r3"]["reason"] and not records["r3"].get("knobs")
+    assert "the batch runner on h1 was killed by signal 9 (SIGKILL)" in records["r3"]["reason"], records["r3"]
+    assert not records["r3"].get("knobs")
+
+
+def test_the_runs_of_a_runner_killed_by_a_signal_name_it(project, monkeypatch):
+    """The run task's result not hidden: Ansible says only "non-zero return code"."""
+    tmp_path, sysfs, calls = project
+    plan = _plan(tmp_path, [("a", "x"), ("b", "x")])
+    monkeypatch.setattr(batch_rule, "run_playbook",
+                        runner_dies_after(1, tmp_path / "hostwork", calls, failed=PLAIN_KILL))
+    records = _batch(tmp_path, plan)
+    assert (records["r1"]["status"], records["r2"]["status"]) == ("ok", "failed")
+    reason = records["r2"]["reason"]
+    assert "task 'Run the batch' failed: the command was killed by signal 9 (SIGKILL)" in reason, reason
+    assert "non-zero return code" not in reason and records["r2"]["failed_task"] == "Run the batch"
 
 
 def test_a_call_that_failed_before_its_runner_started_collects_nothing(project, monkeypatch):
