@@ -18,6 +18,7 @@ from benchmatrix import __version__, layout
 from benchmatrix.errors import BenchmatrixError, PlanError, SpecErrors
 from benchmatrix.execute.lock import experiment_lock, refuse_if_held
 from benchmatrix.execute.supervise import execute, fmt_hms
+from benchmatrix.names import printable
 
 if TYPE_CHECKING:
     from benchmatrix.spec.config import ProjectConfig
@@ -226,7 +227,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
         return 0
     print(f"experiment {spec.name}: {len(spec.cells)} cells x {spec.replicates} replicates "
-          f"on {len(hosts)} host(s) ({', '.join(hosts)}); strategy {data['strategy']}, seed {data['seed']}")
+          f"on {len(hosts)} host(s) ({printable(', '.join(hosts))}); strategy {data['strategy']}, seed {data['seed']}")
     if data["visits_per_whole_plot"]:
         wp = spec.whole_plot_factors()
         print(f"whole plots: {', '.join(wp) if wp else 'none (no restart or reboot knob)'}; "
@@ -461,7 +462,8 @@ def _start_campaign(exp: Path, spec: Spec, label: str | None, out: Any = None) -
 def _status_table(status: dict[str, Any], factor_names: list[str]) -> str:
     cols = factor_names + ["cell_id", "planned", "ok", "failed", "timeout", "unreachable", "invalid",
                            "pending", "reruns"]
-    rows = [[str(c["factors"].get(f)) for f in factor_names] + [c["cell_id"]] +
+    # Levels of plan.csv (an older version's may hold ESC or U+202E): shown escaped.
+    rows = [[printable(str(c["factors"].get(f))) for f in factor_names] + [printable(c["cell_id"])] +
             [str(c[k]) for k in cols[len(factor_names) + 1:]] for c in status["cells"]]
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(cols)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(cols, widths))]
@@ -490,22 +492,29 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**status, "exit_code": code}, indent=2, default=str))
         return code
-    t = status["totals"]
-    print(f"experiment {spec.name}: {t['planned']} runs planned (warm-ups and controls included), "
-          f"{t['ok']} ok, {t['pending']} pending, "
-          + ", ".join(f"{t[k]} {k}" for k in ("failed", "timeout", "unreachable", "invalid"))
-          + (f"; {t['finished_on_host']} of the pending finished on their host, results come back with "
-             "their batch" if t.get("finished_on_host") else ""))
-    print(_status_table(status, spec.factor_names))
-    if status["failed"]:
-        print("\nfailed runs:")
-        for f in status["failed"]:
-            print(f"  {f['run_id']} attempt {f['attempt']} on {f['host']}: {f['status']}: {f['reason']}"
-                  + (f" (log: results/{spec.name}/{f['log']})" if f["log"] else ""))
-    remaining = status["remaining_s"]
-    print(f"\nelapsed {fmt_hms(status['elapsed_s'])}"
-          + (f", estimated remaining {fmt_hms(remaining)}" if remaining is not None and t["pending"] else ""))
+    print(_status_text(spec.name, status, spec.factor_names))
     return code
+
+
+def _status_text(name: str, status: dict[str, Any], factor_names: list[str]) -> str:
+    """What ``bmx status`` prints: the totals, the table of cells, the failed runs, the time."""
+    t = status["totals"]
+    lines = [f"experiment {name}: {t['planned']} runs planned (warm-ups and controls included), "
+             f"{t['ok']} ok, {t['pending']} pending, "
+             + ", ".join(f"{t[k]} {k}" for k in ("failed", "timeout", "unreachable", "invalid"))
+             + (f"; {t['finished_on_host']} of the pending finished on their host, results come back with "
+                "their batch" if t.get("finished_on_host") else ""),
+             _status_table(status, factor_names)]
+    if status["failed"]:
+        lines.append("\nfailed runs:")
+        for f in status["failed"]:
+            # A reason quotes the tool's output, which may hold terminal escapes: shown escaped.
+            lines.append(printable(f"  {f['run_id']} attempt {f['attempt']} on {f['host']}: {f['status']}: "
+                                   f"{f['reason']}" + (f" (log: results/{name}/{f['log']})" if f["log"] else "")))
+    remaining = status["remaining_s"]
+    lines.append(f"\nelapsed {fmt_hms(status['elapsed_s'])}"
+                 + (f", estimated remaining {fmt_hms(remaining)}" if remaining is not None and t["pending"] else ""))
+    return "\n".join(lines)
 
 
 def _check_costs(spec: Spec, proj: Path, exp: Path, cfg: ProjectConfig) -> tuple[dict[str, Any], str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from benchmatrix import layout
+from benchmatrix.names import printable
 from benchmatrix.report.units import display_unit, format_number, quantity
 
 #: Findings and warnings printed after a run or a report; the report has them all.
@@ -49,8 +50,14 @@ def paint(text: str, key: str, color: bool) -> str:
 def text_table(headers: Sequence[str], rows: Iterable[Sequence[str]], right: Iterable[int] = (),
                keys: Sequence[str] | None = None, color: bool = False) -> str:
     """Columns aligned with two spaces between them; ``right`` are right-aligned
-    column indexes; ``keys`` colours each row's last cell by its verdict."""
-    rows = [list(r) for r in rows]
+    column indexes; ``keys`` colours each row's last cell by its verdict.
+
+    Control and bidirectional characters in a cell (a level, a host, a campaign) are
+    shown escaped (``\\x1b``, ``\\u202e``): raw, they would run as terminal commands or
+    reorder the line.
+    """
+    headers = [printable(h) for h in headers]
+    rows = [[printable(c) for c in r] for r in rows]
     right = set(right)
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
 
@@ -78,7 +85,7 @@ def _interval(low: Any, high: Any) -> str:
 
 def _one_line(text: str) -> str:
     text = " ".join(str(text).split())
-    return text if len(text) <= WARNING_WIDTH else text[:WARNING_WIDTH - 1] + "…"
+    return printable(text if len(text) <= WARNING_WIDTH else text[:WARNING_WIDTH - 1] + "…")
 
 
 # ---------------------------------------------------------------- run and report
@@ -101,7 +108,7 @@ def findings_text(digest: dict[str, Any], color: bool = False) -> str:
         lines.append("findings: none configured (report.compare in the spec names the factor to compare)")
     elif found:
         lines.append(f"findings ({len(found)} of {digest['total']} comparisons decided, largest effects first):")
-        lines += [f"  {paint(f['sentence'], f['verdict'], color)}" for f in found[:FINDINGS_SHOWN]]
+        lines += [f"  {paint(printable(f['sentence']), f['verdict'], color)}" for f in found[:FINDINGS_SHOWN]]
         if len(found) > FINDINGS_SHOWN:
             lines.append(f"  ... {len(found) - FINDINGS_SHOWN} more in the report")
     else:
@@ -113,11 +120,11 @@ def findings_text(digest: dict[str, Any], color: bool = False) -> str:
     warnings = digest["warnings"]
     if warnings:
         lines.append(f"warnings ({len(warnings)}):")
-        lines += [f"  {paint(w['check'], 'warning', color)}: {_one_line(w['title'] + ': ' + w['message'])}"
+        lines += [f"  {paint(printable(w['check']), 'warning', color)}: {_one_line(w['title'] + ': ' + w['message'])}"
                   for w in warnings[:WARNINGS_SHOWN]]
         if len(warnings) > WARNINGS_SHOWN:
             lines.append(f"  ... {len(warnings) - WARNINGS_SHOWN} more in the report")
-    lines += [f"report: {digest['report']['html']}", f"report: {digest['report']['md']}"]
+    lines += [f"report: {printable(digest['report']['html'])}", f"report: {printable(digest['report']['md'])}"]
     return "\n".join(lines)
 
 
@@ -179,7 +186,7 @@ def compare_table(records: list[dict[str, Any]], factor_names: list[str], color:
 def history_text(campaigns: list[str], steps: list[dict[str, Any]], color: bool = False) -> str:
     """The history's steps (steps.csv rows of :func:`benchmatrix.campaigns.publish.build_history`):
     the detected ones as a table, largest first, then the other series counted by verdict."""
-    lines = [f"history: {len(campaigns)} campaigns, oldest first: {', '.join(campaigns)}"]
+    lines = [f"history: {len(campaigns)} campaigns, oldest first: {printable(', '.join(campaigns))}"]
     if not steps:
         return "\n".join([*lines, "no steps: the history needs two or more campaigns with a summary"])
     found = [s for s in steps if s.get("detected")]
