@@ -24,6 +24,7 @@ empty, or a site an earlier ``bmx publish`` wrote (it holds :data:`SITE_MARKER`)
 
 from __future__ import annotations
 
+import errno
 import html
 import json
 import math
@@ -797,7 +798,8 @@ def _copy(src: Path, dst: Path, names: _Names) -> None:
     try:
         fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        raise BenchmatrixError(f"{src}: changed while it was published ({exc.strerror}); publish again") from None
+        why = "now a symbolic link" if exc.errno == errno.ELOOP else exc.strerror
+        raise BenchmatrixError(f"{src}: changed while it was published ({why}); publish again") from None
     with os.fdopen(fd, "rb") as fin:
         st = os.fstat(fd)
         why = _why_not(st, names)

@@ -159,3 +159,36 @@ def test_a_refused_site_is_not_touched(tmp_path):
     with pytest.raises(BenchmatrixError, match="bmx publish did not write"):
         publish(results, site)
     assert stat.S_IMODE(site.stat().st_mode) == 0o700 and (site / "notes.html").read_text() == "mine"
+
+
+@pytest.mark.parametrize("link", ["symbolic", "hard"])
+def test_a_file_swapped_for_a_link_after_its_check_is_not_copied(tmp_path, monkeypatch, link):
+    """The file checked is the file copied: a runs.csv swapped for a link to a private file
+    between the check (reading the campaign's page) and the copy stops the publish, and the
+    earlier site stays. The swap happens in a wrapper of the real campaign_page."""
+    from benchmatrix.campaigns import publish as publish_mod
+
+    results = _results(tmp_path)
+    site = tmp_path / "site"
+    publish(results, site)
+    before = {p: p.read_bytes() for p in site.rglob("*") if p.is_file()}
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$secret:19000::::::\n")
+    runs = results / "scan" / "campaigns" / "c00" / "runs.csv"
+    real = publish_mod.campaign_page
+
+    def page_then_swap(campaign, *args, **kwargs):
+        page = real(campaign, *args, **kwargs)
+        if campaign.path == runs.parent:
+            runs.unlink()
+            runs.symlink_to(secret) if link == "symbolic" else os.link(secret, runs)
+        return page
+
+    monkeypatch.setattr(publish_mod, "campaign_page", page_then_swap)
+    now = ("now a symbolic link" if link == "symbolic"
+           else f"now a hard link to a file with a name outside {results / 'scan'}")
+    with pytest.raises(BenchmatrixError) as refused:
+        publish(results, site)
+    assert str(refused.value) == f"{runs}: changed while it was published ({now}); publish again"
+    assert {p: p.read_bytes() for p in site.rglob("*") if p.is_file()} == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".site")]
