@@ -459,6 +459,10 @@ def _schema_errors(doc: LocatedDocument) -> list[SpecError]:
             # A number or a mapping: say what is wrong with the form that was written
             # (a whole number's bounds, a mapping's keys), not "not valid under any".
             err = _form_error(err)
+        if err.validator == "anyOf" and tuple(err.absolute_path) in _THRESHOLD_PATHS:
+            # "not valid under any of the given schemas" says nothing: the parser says why.
+            errors += _threshold_form_errors(doc, tuple(err.absolute_path), err.instance)
+            continue
         where = ".".join(str(p) for p in err.absolute_path) or "spec"
         if err.validator == "additionalProperties":
             extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
@@ -478,6 +482,24 @@ def _schema_errors(doc: LocatedDocument) -> list[SpecError]:
             msg = err.message
         errors.append(doc.error(tuple(err.absolute_path), f"{where}: {msg}"))
     return errors
+
+
+#: Spec keys whose values :func:`threshold_fraction` parses.
+_THRESHOLD_PATHS = (("report", "threshold"), ("replicates", "detect"))
+
+
+def _threshold_form_errors(doc: LocatedDocument, at: tuple[Any, ...], value: Any) -> list[SpecError]:
+    """A threshold (or a mapping of them) the schema refused, each bad value with the
+    parser's reason at its own line."""
+    items = [(at + (k,), v) for k, v in value.items()] if isinstance(value, dict) else [(at, value)]
+    errs = []
+    for path, v in items:
+        try:
+            threshold_fraction(v)
+        except ValueError as exc:
+            errs.append(doc.error(path, f"{'.'.join(map(str, path))}: {exc}"))
+    return errs or [doc.error(at, f"{'.'.join(map(str, at))}: write a percentage such as 5%, a fraction such as "
+                                  "0.05, or a mapping of them per metric")]
 
 
 def _form_error(err: Any) -> Any:
@@ -613,7 +635,7 @@ def _name_errors(doc: LocatedDocument) -> list[SpecError]:
                 # runs.csv and the analysis read a column of numbers as floats: 2**53 + 1 and
                 # 2**53.0 would become one level there, their runs mixed in one cell.
                 errs.append(doc.error(("factors", name, i),
-                                      f"factor '{name}' lists level {lvl!r} and {as_float[number]!r}, one number "
+                                      f"factor '{name}' lists levels {as_float[number]!r} and {lvl!r}, one number "
                                       "once read as floating-point (as runs.csv and the analysis read them): "
                                       "list one of them, or quote both to make them text"))
     return errs

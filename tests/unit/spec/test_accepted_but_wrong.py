@@ -187,3 +187,13 @@ def test_include_and_control_values_with_control_characters_are_refused(tmp_path
 def test_levels_of_any_script_and_spaces_are_taken(tmp_path):
     spec = load_spec(write(tmp_path, BASE.replace("b: [x, y]", "b: [x, 'read ahead', é, 日本, 'עברית']")))
     assert spec.data["factors"]["b"] == ["x", "read ahead", "é", "日本", "עברית"]
+
+
+@pytest.mark.parametrize("text, line, where", [
+    ("report:\n  threshold: '1_0%'\n", 10, "report.threshold: threshold '1_0%'"),
+    ("report:\n  threshold: {default: 5%, m: '\u0665%'}\n", 10, "report.threshold.m: threshold '\u0665%'"),
+    ("report:\n  compare: {factor: b, baseline: x}\n"
+     "replicates: {min: 2, max: 4, until: decided, detect: '1e-320'}\n", 11, "replicates.detect: threshold '1e-320'"),
+])
+def test_spec_thresholds_say_what_the_parser_says(tmp_path, text, line, where):
+    assert_one_error(write(tmp_path, BASE + text), line, where, "write a percentage such as 5%")
