@@ -245,6 +245,38 @@ def generated(rng: random.Random, scale: int = 1) -> dict[str, str]:
         sink = rng.choice(["{{ X }}", "{{ X|tojson }}", "{{ X|string|length }}", "{{ 'a' ~ X }}",
                            "{{ X == X }}", "{{ X|length }}", "{% for v in [X] %}{{ v }}{% endfor %}"])
         add("huge_template", _templ(sink.replace("X", f"({expr})")))
+    # Issue 35 item 8: accepted, and then meant something else. Drawn last, so that the
+    # draws of the categories above stay as they were.
+    for _ in times(10):
+        number = rng.choice(["0x1F", "0b101", "1_000", "-0x1", "1_0", "0x0", "1:30.5", "0.0_5"])
+        add("not_decimal", rng.choice([BASE + f"replicates: {number}\n", BASE + f"warmup: {number}\n",
+                                       BASE.replace("a: [1, 2]", f"a: [1, {number}]")]))
+    for _ in times(10):
+        metric = rng.choice(["read_bw_kib", "p99_ms", "tps"])
+        typo = rng.choice([metric[:-1], metric + "s", metric.replace("_", ""), "zzz", metric.upper()])
+        add("threshold_key", BASE + f"report:\n  metrics: [{metric}]\n  threshold: {{default: 5%, {typo}: 10%}}\n")
+    for _ in times(10):
+        value = rng.choice(["'1e-320'", "'\u0665%'", "'1_0%'", "0.0000000001", "'0%'", "'100%'", "''", "'inf'",
+                            "'\uff15%'", "'5 %%'"])
+        add("bad_threshold", BASE + rng.choice([f"report:\n  threshold: {value}\n",
+                                                f"report:\n  threshold: {{default: {value}}}\n"]))
+    for _ in times(10):
+        budget = rng.choice(["''", "' '", "inf", "nan", "0h", "0s", "-1h", "9999h", "'\u0663h'", "1_0m",
+                             "'" + "9" * 400 + "s'"])
+        add("bad_budget", BASE + "report:\n  compare: {factor: b, baseline: x}\n"
+                                 f"replicates: {{min: 2, max: 4, until: decided, budget: {budget}}}\n")
+    for _ in times(10):
+        bit = rng.choice(["\\e[2J", "\\x1b]0;t\\x07", "\\u202e", "\\u2066", "\\t", "\\n", "\\x9b", "\\u200f"])
+        add("control_level", rng.choice([
+            BASE.replace("b: [x, y]", f'b: [x, "y{bit}"]'),
+            BASE + f'include:\n  - {{a: 3, b: "z{bit}"}}\n',
+            BASE + f'order:\n  control: {{a: 1, b: "{bit}y"}}\n',
+        ]))
+    for _ in times(10):
+        twins = rng.choice(["9007199254740993, 9007199254740992.0", "9007199254740992.0, 9007199254740993",
+                            "100000000000000000001, 100000000000000000000.0", "4097, 4097.0",
+                            "9007199254740993, 9007199254740992, 0.5"])
+        add("float_twin_level", BASE.replace("a: [1, 2]", f"a: [{twins}]"))
     return out
 
 
@@ -293,6 +325,14 @@ HAND_WRITTEN = {
     "template_percent_widths": _templ("{{ '%1000000s' * 1000 % ((1,) * 1000) }}"),
     "template_indent_lines": _templ("{{ ('x\\n' * 500000)|indent(1000000) }}"),
     "template_wordwrap_indent": _templ("{{ ('x ' * 500000)|wordwrap(1)|indent(1000) }}"),
+    # Issue 35 item 8: each validated and then meant something else.
+    "replicates_hex": BASE + "replicates: 0x1F\n",
+    "threshold_typo": BASE + "report:\n  metrics: [read_bw_kib]\n  threshold: {default: 5%, read_bw_kb: 10%}\n",
+    "threshold_subnormal": BASE + "report:\n  threshold: '1e-320'\n",
+    "budget_empty": BASE + "report:\n  compare: {factor: b, baseline: x}\n"
+                           "replicates: {min: 2, max: 4, until: decided, budget: ''}\n",
+    "level_esc": BASE.replace("b: [x, y]", 'b: [x, "\\e[2J\\u202ey"]'),
+    "level_2p53": BASE.replace("a: [1, 2]", "a: [9007199254740993, 9007199254740992.0]"),
 }
 
 CASES = {f"hand_{k}": v for k, v in HAND_WRITTEN.items()}
