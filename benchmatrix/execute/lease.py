@@ -5,9 +5,10 @@ what the runner reported finished for bmx status.
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,61 @@ from benchmatrix.results.records import iso
 from benchmatrix.spec.config import project_config
 from benchmatrix.spec.load import Spec
 
+#: Renewal calls of one batch that may run at once: one that takes long (a busy
+#: controller, a slow connection) does not hold back the next, which starts on time
+#: beside it; more would only add Ansible processes to a controller already slow.
+MAX_IN_FLIGHT = 2
+
+
+def renewal_timeout(seconds: float) -> int:
+    """Seconds a renewal call may take (ansible-runner's timeout, whole seconds): one
+    lease; a call older than that can no longer save it, the later ones take over."""
+    return max(1, math.ceil(seconds))
+
+
+def _in_thread(renew: Callable[[], None]) -> Callable[[], bool]:
+    thread = threading.Thread(target=renew, name="lease-renewal", daemon=True)
+    thread.start()
+    return thread.is_alive
+
+
+# shape: the renewal and its interval, then the waiting, clock and start it uses (tests give fakes)
+def renew_on_time(renew: Callable[[], None], interval: float, stop: Any, *,
+                  clock: Callable[[], float] = time.monotonic,
+                  start: Callable[[Callable[[], None]], Callable[[], bool]] = _in_thread) -> int:
+    """Start ``renew`` at ``t0 + k * interval`` (k = 1, 2, ...) until ``stop`` is set.
+
+    The due times are fixed on the monotonic clock as the loop starts, so neither a
+    call's own duration nor a late wake-up shifts the later ones (waiting an interval
+    after each call renewed every interval plus the call's time: calls of a few seconds
+    on a busy controller let a 20 s lease run out). Each call runs beside the schedule
+    (``start``: a thread; it returns whether the call still runs), so a slow or hung one
+    does not delay the next; with :data:`MAX_IN_FLIGHT` calls running, a due time is
+    skipped. A loop that wakes up late (a suspended controller) renews once at once, then
+    at the next due time: no burst of the missed ones.
+
+    Args:
+        renew: One renewal; it handles its own errors.
+        interval: Seconds between due times (a quarter lease).
+        stop: Its ``wait(timeout)`` returns True once the batch ended (a ``threading.Event``).
+        clock: The monotonic clock.
+        start: Starts a call; returns a function that says whether it still runs.
+
+    Returns:
+        The number of calls started.
+    """
+    t0 = clock()
+    k = 1
+    running: list[Callable[[], bool]] = []
+    started = 0
+    while not stop.wait(max(0.0, t0 + k * interval - clock())):
+        running = [alive for alive in running if alive()]
+        if len(running) < MAX_IN_FLIGHT:
+            running.append(start(renew))
+            started += 1
+        k = max(k + 1, math.floor((clock() - t0) / interval) + 1)
+    return started
+
 
 @contextmanager
 def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[threading.Event]:
@@ -31,8 +87,9 @@ def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[thre
 
     The batch runner stops before its next run once the lease is older than
     ``runner_lease_seconds``: when the whole controller is gone (machine lost, every
-    process killed), nothing is left measuring on the host for hours. A thread renews
-    it every quarter lease through a small playbook; a failed renewal is retried. The
+    process killed), nothing is left measuring on the host for hours. A renewal (a
+    small playbook) is due every quarter lease, on a fixed schedule whatever the calls
+    take (:func:`renew_on_time`); a failed renewal is retried at the next due time. The
     runner takes the lease itself as it starts (the manifest's ``lease_seconds``), so
     the first renewal comes a quarter lease after the runner's start: a batch shorter
     than that costs no second ansible-playbook at all (on many hosts at once, half the
@@ -50,24 +107,33 @@ def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[thre
         return
     exp = exp_dir_of(project_dir, spec)
     stop = threading.Event()
+    saved = threading.Lock()
+    newest = [0.0]  # the start of the call whose progress was saved last
 
     def renew() -> None:
-        started.wait()  # also set as the batch ends, so a runner that never started frees the thread
-        while not stop.wait(seconds / 4):
-            try:
-                result = run_playbook(
-                    "renew_lease.yml", project_dir=Path(project_dir) / "playbooks",
-                    inventory=spec.inventory_path(project_dir), host=host,
-                    extravars={"bmx_host": host, "bmx_experiment": spec.name,
-                               "bmx_campaign": campaign_id(exp), "batch_runner_batch": batch,
-                               "batch_runner_lease_seconds": int(max(seconds, 1))},
-                    log=layout.ansible_log(exp, f"lease-{batch}"), timeout=int(seconds) + 60)
-                if not stop.is_set():  # the batch's own results may be in already
+        began = time.monotonic()
+        try:
+            result = run_playbook(
+                "renew_lease.yml", project_dir=Path(project_dir) / "playbooks",
+                inventory=spec.inventory_path(project_dir), host=host,
+                extravars={"bmx_host": host, "bmx_experiment": spec.name,
+                           "bmx_campaign": campaign_id(exp), "batch_runner_batch": batch,
+                           "batch_runner_lease_seconds": int(max(seconds, 1))},
+                log=layout.ansible_log(exp, f"lease-{batch}"), timeout=renewal_timeout(seconds))
+            with saved:
+                # The batch's own results may be in already; a slow call's older reading
+                # never replaces a newer one.
+                if not stop.is_set() and began > newest[0]:
+                    newest[0] = began
                     save_progress(exp, batch, host, result.payload("bmx_progress"))
-            except (BenchmatrixError, OSError):
-                pass  # e.g. the batch's directory is not made yet: the next renewal comes soon
+        except (BenchmatrixError, OSError):
+            pass  # e.g. the batch's directory is not made yet: the next renewal comes soon
 
-    thread = threading.Thread(target=renew, name=f"lease-{batch}", daemon=True)
+    def schedule() -> None:
+        started.wait()  # also set as the batch ends, so a runner that never started frees the thread
+        renew_on_time(renew, seconds / 4, stop)
+
+    thread = threading.Thread(target=schedule, name=f"lease-{batch}", daemon=True)
     thread.start()
     try:
         yield started
