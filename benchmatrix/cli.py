@@ -590,14 +590,13 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_restore(args: argparse.Namespace) -> int:
     from benchmatrix.execute.hosts import resolve_hosts
-    from benchmatrix.execute.restore import restore_host
+    from benchmatrix.execute.restore import may_be_reconfigured, restore_host
     from benchmatrix.spec.load import load_spec
 
     proj = project_dir()
     spec = load_spec(args.spec)
     exp = layout.exp_dir_of(proj, spec)
-    hosts = [h for h in resolve_hosts(spec.inventory_path(proj), spec.hosts)
-             if (exp / layout.HOSTS_DIR / h / layout.BASELINE).is_file()]
+    hosts = [h for h in resolve_hosts(spec.inventory_path(proj), spec.hosts) if may_be_reconfigured(spec, exp, h)]
     if not hosts:
         print(f"bmx: no baseline recorded for {spec.name}: no host was reconfigured")
         return 0

@@ -59,7 +59,9 @@ class KnobRunner:
         self.inventory = self.dir / "inventory.yml"
         self.inventory.write_text(
             "all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
-            "      ansible_python_interpreter: \"{{ ansible_playbook_python }}\"\n")
+            "      ansible_python_interpreter: \"{{ ansible_playbook_python }}\"\n"
+            # The baselines the module keeps before a change stay in this test's directory.
+            f"      batch_runner_root: {self.dir / 'hostwork'}\n")
         self.calls = 0
 
     def run(self, knobs: list[dict[str, Any]], check: bool = False,

@@ -16,6 +16,7 @@ from benchmatrix.errors import (
 )
 from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.files import atomic_write
+from benchmatrix.host.knobs import BACKENDS
 from benchmatrix.layout import exp_dir_of
 from benchmatrix.results.records import iso
 from benchmatrix.spec.load import REBOOT_ROLES, Spec
@@ -51,6 +52,10 @@ def save_baseline(exp: Path, host: str, spec: Spec, knob_states: dict[str, Any])
 def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = None) -> dict[str, Any]:
     """Put the host's knobs back to their baseline and read them back.
 
+    The baseline a host keeps itself (the value before the knob's first change, kept by
+    the bmx_knob module and the batch runner before they write) wins over baseline.json;
+    without baseline.json the spec's knobs are restored where the host keeps one.
+
     Raises:
         AnsibleError: the host is unreachable or a knob role failed.
         BenchmatrixError: a knob did not return to its baseline.
@@ -59,10 +64,17 @@ def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = No
     path = exp / layout.HOSTS_DIR / host / layout.BASELINE
     baseline = json.loads(path.read_text()) if path.is_file() else {}
     states: dict[str, Any] = {}
+    knobs = [{"factor": f, "role": b["role"], "value": b["value"], "vars": b.get("vars", {}),
+              "cost": b.get("cost", "none")} for f, b in baseline.items()]
+    if not baseline:
+        # No baseline recorded (the controller died during the host's first batch): the
+        # host may still keep one for a knob the runner changed; without a value the
+        # module restores only such a knob.
+        knobs = [{"factor": f, "role": k.role, "value": None, "vars": k.vars, "cost": k.cost_class}
+                 for f, k in spec.knobs.items() if getattr(BACKENDS.get(k.role), "writes", True)]
     # A workload without anything to clean up and no knob to restore needs no Ansible call.
-    if baseline or _needs_cleanup(spec, exp / layout.HOSTS_DIR / host / layout.FACTS):
-        knobs = reboots_first([{"factor": f, "role": b["role"], "value": b["value"], "vars": b.get("vars", {}),
-                                 "cost": b.get("cost", "none")} for f, b in baseline.items()])
+    if knobs or _needs_cleanup(spec, exp / layout.HOSTS_DIR / host / layout.FACTS):
+        knobs = reboots_first(knobs)
         result = run_playbook(
             "restore_host.yml", project_dir=Path(project_dir) / "playbooks",
             inventory=spec.inventory_path(project_dir), host=host,
@@ -79,6 +91,22 @@ def restore_host(spec: Spec, project_dir: Path, host: str, out: Path | None = No
     if wrong:
         raise BenchmatrixError(f"host {host}: knobs not back at their baseline: {'; '.join(wrong)}")
     return summary
+
+
+def may_be_reconfigured(spec: Spec, exp: Path, host: str) -> bool:
+    """Whether ``host`` may hold a knob this experiment changed: it has a recorded
+    baseline, or one of its batches started (a controller killed during the host's
+    first batch recorded none, and the host keeps the baseline itself)."""
+    from benchmatrix.plan.design import batches
+
+    if (exp / layout.HOSTS_DIR / host / layout.BASELINE).is_file():
+        return True
+    if not any(getattr(BACKENDS.get(k.role), "writes", True) for k in spec.knobs.values()):
+        return False
+    if not (exp / layout.PLAN).is_file():
+        return False
+    order, host_of = batches(exp / layout.PLAN)
+    return any(host_of[b] == host and layout.batch_log(exp, b).is_file() for b in order)
 
 
 def _needs_cleanup(spec: Spec, facts_path: Path) -> bool:

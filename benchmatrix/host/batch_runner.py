@@ -71,7 +71,8 @@ Live knobs (see ``LiveKnobs``): a run may carry ``knobs``, the knob items of its
 ``knobs`` are the items of the batch's Ansible call (it set the costly ones and only
 read those marked ``live``), ``knob_settings`` the
 host's own role variables (what tasks/knobs.yml passes the module as ``settings``) and
-``host`` its inventory name. Before a run whose items differ from the last applied
+``host`` its inventory name, ``knob_baseline_dir`` where each knob's value before its
+first change is kept on the host before the runner writes it. Before a run whose items differ from the last applied
 values the runner sets them with the backends of knobs.py, in-process (the module's
 own code: read all, write what differs, read back), and writes the per-knob states
 into the run's result.json (``knobs``); a knob that missed its value makes the run
@@ -1387,6 +1388,10 @@ class LiveKnobs:
     def __init__(self, manifest):
         self.settings = manifest.get("knob_settings") or {}
         self.host = manifest.get("host") or _host_name()
+        #: Where each knob's value before its first change is kept on the host, before
+        #: the runner writes it (knobs.keep_baseline): the next campaign finds it even
+        #: when the controller died before it recorded the baseline.
+        self.baseline_dir = manifest.get("knob_baseline_dir") or ""
         #: What Ansible set: the only values a costlier knob may have in this batch (the
         #: ``live`` items it only read: the runner sets them, from the first run on).
         self.fixed = _knob_values([k for k in manifest.get("knobs") or [] if not k.get("live")])
@@ -1442,10 +1447,11 @@ class LiveKnobs:
         # *_allow_restart says: a change that needs one is refused (its runs invalid).
         no_restart = dict(self.settings, **{k["role"] + "_allow_restart": False for k in live})
         try:
-            found = module.apply(fixed, self.settings, self.host, mode="read") if fixed else {}
+            found = (module.apply(fixed, self.settings, self.host, mode="read", baseline_dir=self.baseline_dir)
+                     if fixed else {})
             for state in found.values():
                 state["changed"] = False  # read only: Ansible set it
-            found.update(module.apply(live, no_restart, self.host) if live else {})
+            found.update(module.apply(live, no_restart, self.host, baseline_dir=self.baseline_dir) if live else {})
         except module.KnobError as exc:
             raise KnobRefused(str(exc)) from None
         except OSError as exc:

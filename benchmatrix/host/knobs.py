@@ -85,6 +85,16 @@ options:
     description: After a reboot, the seconds it took (added to the rebooted knobs' C(seconds)).
     type: float
     default: 0
+  baseline_dir:
+    description: A directory on the host where each knob's value before its first change is kept before anything
+      is written; a kept value is the C(baseline) returned until a restore put it back. Empty keeps nothing.
+    type: str
+    default: ""
+  restore:
+    description: Set each knob to its kept baseline where one is kept (else its C(value); an item without a value
+      and with none kept is left out), and remove the kept baselines it put back.
+    type: bool
+    default: false
 """
 
 RETURN = r"""
@@ -212,6 +222,11 @@ class Backend:
     writes = True
     #: True for ``mode: inspect`` (bmx check): require() loads, installs and starts nothing.
     dry = False
+    #: The role variables that name what a change touches (a file, a device, a database
+    #: setting): the key of the baseline kept on the host (:func:`kept_baseline`); every
+    #: option when empty. Timeouts and restart permissions are left out: the batch runner
+    #: passes other ones than the module for the same knob.
+    target = ()
 
     def __init__(self, knob, settings, host):
         self.knob, self.host = knob, host
@@ -293,6 +308,7 @@ class FileBackend(Backend):
 @register
 class Sysctl(FileBackend):
     role = "knob_sysctl"
+    target = ("knob_sysctl_key", "knob_sysctl_proc_root")
     options = (
         Option("knob_sysctl_key", "str", "The sysctl key, e.g. vm.swappiness.", required=True),
         Option("knob_sysctl_proc_root", "path", "Root of the sysctl tree.", default="/proc/sys"),
@@ -317,6 +333,7 @@ class Sysctl(FileBackend):
 @register
 class Sysfs(FileBackend):
     role = "knob_sysfs"
+    target = ("knob_sysfs_path", "knob_sysfs_root")
     options = (
         Option("knob_sysfs_path", "str", "Absolute path of the sysfs file, under C(knob_sysfs_root).", required=True),
         Option("knob_sysfs_root", "path", "The tree the path must lie in.", default="/sys"),
@@ -343,6 +360,7 @@ class Sysfs(FileBackend):
 @register
 class ReadAhead(Backend):
     role = "knob_read_ahead"
+    target = ("knob_read_ahead_path", "knob_read_ahead_device")
     options = (
         Option("knob_read_ahead_path", "str",
                "A path on the filesystem whose device is tuned (its nearest existing parent is used).",
@@ -412,6 +430,7 @@ OFF_WORDS = ("off", "false", "0", "no", "disabled")
 @register
 class Smt(Backend):
     role = "knob_smt"
+    target = ("knob_smt_sysfs_root",)
     options = (
         Option("knob_smt_sysfs_root", "path", "The kernel's CPU directory.", default="/sys/devices/system/cpu"),
     )
@@ -464,6 +483,7 @@ def cpu_list(text, role="knob_cpu_online"):
 @register
 class CpuOnline(Backend):
     role = "knob_cpu_online"
+    target = ("knob_cpu_online_sysfs_root",)
     options = (
         Option("knob_cpu_online_sysfs_root", "path", "The kernel's CPU directory.", default="/sys/devices/system/cpu"),
     )
@@ -531,6 +551,7 @@ class CpuGovernor(Backend):
     ``N:GOVERNOR`` pairs (``0:performance,1:powersave``), a level this backend sets back."""
 
     role = "knob_cpu_governor"
+    target = ("knob_cpu_governor_cpus", "knob_cpu_governor_sysfs_root")
     options = (
         Option("knob_cpu_governor_cpus", "str",
                "CPU list whose governor is set (e.g. 0-3,6); empty for every online CPU.", default=""),
@@ -729,6 +750,8 @@ class PostgresqlSetting(Backend):
     ``service_postgresql_conn`` (tasks/knobs.yml provisions it before the call)."""
 
     role = "knob_postgresql_setting"
+    target = ("knob_postgresql_setting_name", "knob_postgresql_setting_host", "knob_postgresql_setting_port",
+              "knob_postgresql_setting_database")
     options = (
         Option("knob_postgresql_setting_name", "str", "The parameter (pg_settings name).", required=True),
         Option("knob_postgresql_setting_provision", "bool",
@@ -1016,6 +1039,7 @@ class FileLayout(Backend):
     read back as filefrag's extent count, classified (README of the role)."""
 
     role = "knob_file_layout"
+    target = ("knob_file_layout_path",)
     options = (
         Option("knob_file_layout_path", "path",
                "The workload file.", default="/var/tmp/benchmatrix/scratch/benchmatrix-fio.dat", derived=True),
@@ -1296,6 +1320,7 @@ class MssqlSetting(ClientBackend):
     server (and waits for it) when the option is not dynamic."""
 
     role = "knob_mssql_setting"
+    target = ("knob_mssql_setting_name", "knob_mssql_setting_server")
     options = (
         Option("knob_mssql_setting_name", "str", "The sp_configure option.", required=True),
         Option("knob_mssql_setting_server", "str", "Server (sqlcmd -S).", default="localhost"),
@@ -1419,6 +1444,8 @@ class OracleParameter(ClientBackend):
     a restart of the instance for a static parameter."""
 
     role = "knob_oracle_parameter"
+    target = ("knob_oracle_parameter_name", "knob_oracle_parameter_oracle_home", "knob_oracle_parameter_oracle_sid",
+              "knob_oracle_parameter_connect")
     options = (
         Option("knob_oracle_parameter_name", "str", "The parameter.", required=True),
         Option("knob_oracle_parameter_oracle_home", "str", "ORACLE_HOME.", default="/opt/oracle/product/19c/dbhome_1"),
@@ -1562,6 +1589,7 @@ class RaidLevel(ClientBackend):
     resync, makes and mounts a filesystem; ``absent`` takes it down."""
 
     role = "knob_raid_level"
+    target = ("knob_raid_level_name", "knob_raid_level_devices")
     options = (
         Option("knob_raid_level_devices", "list",
                "Member devices; everything on them is destroyed.", default=[], elements="str"),
@@ -1789,6 +1817,8 @@ class KernelCmdline(Backend):
     tasks/knobs.yml makes (``reboot``). ``actual`` is the running kernel's state."""
 
     role = "knob_kernel_cmdline"
+    target = ("knob_kernel_cmdline_parameter", "knob_kernel_cmdline_grub_file",
+              "knob_kernel_cmdline_grub_variable")
     reboot = True
     cost = "reboot"
     options = (
@@ -1914,6 +1944,81 @@ class KernelCmdline(Backend):
 
 # == end of backends ==
 
+# == baselines kept on the host ==
+#
+# The controller writes results/NAME/hosts/HOST/baseline.json from what a batch call
+# returns; when the whole controller dies during a host's first batch it never does, and
+# the runner may go on changing live knobs until its lease ends. So the value before a
+# knob's first change is kept on the host itself, before anything is written, and wins
+# over the value read until a restore has put it back (then it is removed).
+
+
+def _baseline_path(b, baseline_dir):
+    """The file of ``b``'s kept baseline: named by a digest of its role and target, so a
+    password among the variables never reaches the file system."""
+    import hashlib
+
+    names = b.target or tuple(o.name for o in b.options)
+    key = json.dumps([b.role, [str(b.var(n)) for n in names]], sort_keys=True, default=str)
+    return os.path.join(baseline_dir, f"{b.role}-{hashlib.sha256(key.encode()).hexdigest()[:32]}.json")
+
+
+def kept_baseline(b, baseline_dir):
+    """The baseline kept on the host for ``b``'s knob, or None (none kept, or no ``baseline_dir``)."""
+    if not baseline_dir:
+        return None
+    try:
+        with open(_baseline_path(b, baseline_dir), encoding="utf-8") as fh:
+            record = json.load(fh)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, ValueError) as exc:
+        raise KnobError(f"knob {b.knob.get('factor')} ({b.role}) on {b.host}: cannot read its kept baseline "
+                        f"{_baseline_path(b, baseline_dir)}: {getattr(exc, 'strerror', None) or exc}") from None
+    return record.get("baseline") if isinstance(record, dict) else None
+
+
+def keep_baseline(b, baseline_dir, baseline):
+    """Keep ``baseline`` on the host for ``b``'s knob (durably: written, synced, renamed)
+    unless one is kept already. Raises KnobError when it cannot: the caller writes nothing."""
+    if not baseline_dir or kept_baseline(b, baseline_dir) is not None:
+        return
+    path = _baseline_path(b, baseline_dir)
+    record = {"role": b.role, "factor": b.knob.get("factor"), "baseline": baseline,
+              "kept_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(baseline_dir, mode=0o700, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        fd = os.open(baseline_dir, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise KnobError(f"knob {b.knob.get('factor')} ({b.role}) on {b.host}: cannot keep its baseline in "
+                        f"{baseline_dir}: {exc.strerror or exc}; nothing was changed") from None
+
+
+def forget_baseline(b, baseline_dir):
+    """Remove ``b``'s kept baseline: a restore put the knob back to it."""
+    if baseline_dir:
+        try:
+            os.unlink(_baseline_path(b, baseline_dir))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise KnobError(f"knob {b.knob.get('factor')} ({b.role}) on {b.host}: back at its baseline, but "
+                            f"cannot remove the kept one in {baseline_dir}: {exc.strerror or exc}") from None
+
 
 def backend(knob, settings, host):
     """The backend object of one ``bmx_knobs`` item."""
@@ -1927,7 +2032,7 @@ def backend(knob, settings, host):
 
 # shape: the module's options (knobs, settings, host, modes, reboot, first call's result), each defaulted
 def apply(knobs, settings=None, host="this host", check_mode=False, mode="apply", allow_reboot=False, before=None,
-          reboot_seconds=0.0):
+          reboot_seconds=0.0, baseline_dir="", restore=False):
     """Check and read every knob, then write those that differ and read them back.
 
     A knob of a backend whose changes take a reboot (``reboot``) needs one when its value
@@ -1944,15 +2049,29 @@ def apply(knobs, settings=None, host="this host", check_mode=False, mode="apply"
     invalid, not the batch. A live item the check refuses is not even read (its state
     has empty ``actual`` and ``baseline``): the runner refuses its runs the same way.
 
+    With ``baseline_dir`` (a directory on the host) each knob's value before its first
+    change is kept there before anything is written (:func:`keep_baseline`; a knob whose
+    baseline cannot be kept refuses the call before any write), and a kept one is the
+    ``baseline`` returned, whatever the knob holds now: a controller that died before it
+    recorded the baseline loses nothing. ``restore`` (restore_host.yml) sets each knob
+    to its kept baseline where one is kept (its ``value`` otherwise; an item whose
+    value is None and that has none kept is left out) and removes what it put back.
+
     Returns {factor: {role, intended, actual, changed, baseline, rebooted, seconds, ok, run_settings}}
     (main() returns run_settings apart, so the knob states recorded keep their keys).
     Raises KnobError before any write when one knob cannot be checked or read, or needs
     a reboot that is not allowed.
     """
     t0 = time.monotonic()
-    found, refused = [], {}
+    found, refused, kept = [], {}, {}
     for knob in knobs:
         b = backend(knob, settings, host)
+        kept[knob["factor"]] = kept_baseline(b, baseline_dir) if b.writes else None
+        if restore and kept[knob["factor"]] is not None:
+            knob = dict(knob, value=kept[knob["factor"]])
+            b.knob = knob
+        elif restore and knob.get("value") is None:
+            continue  # bmx restore without the controller's baseline: nothing kept, nothing to undo
         value = knob.get("value")
         try:
             b.check(value)
@@ -1972,13 +2091,26 @@ def apply(knobs, settings=None, host="this host", check_mode=False, mode="apply"
         raise KnobError(f"knob {knob['factor']} ({knob['role']}) needs a reboot of {host}{b.reboot_why(value)}; "
                         "set allow_reboot: true for this host in the inventory, or in the spec, to allow it")
     read_s = (time.monotonic() - t0) / max(len(found), 1)
+
+    def writes(knob, b, value, actual):
+        return b.writes and b.differs(value, actual) and not knob.get("live")
+
+    if mode == "apply" and not check_mode and not restore:
+        # Every baseline is kept before the first write: a refusal here changes nothing.
+        for knob, b, value, actual, baseline in found:
+            if writes(knob, b, value, actual) and (b.reboot or not reboot):
+                keep_baseline(b, baseline_dir, baseline)
     out = {}
     for knob, b, value, actual, baseline in found:
         t1 = time.monotonic()
-        changed = b.writes and b.differs(value, actual) and not knob.get("live")
+        changed = writes(knob, b, value, actual)
         if changed and mode == "apply" and not check_mode and (b.reboot or not reboot):
             b.write(value, baseline)
             actual, _ = b.read(value)
+        if kept[knob["factor"]] is not None:
+            baseline = kept[knob["factor"]]
+            if restore and mode == "apply" and not check_mode and actual == str(value):
+                forget_baseline(b, baseline_dir)
         state = {"role": knob["role"], "intended": str(value), "actual": actual, "changed": changed,
                  "baseline": baseline, "rebooted": not check_mode and any(knob is f[0] for f in reboot),
                  "seconds": round(read_s + time.monotonic() - t1, 4), "ok": actual == str(value),
@@ -1997,7 +2129,7 @@ def apply(knobs, settings=None, host="this host", check_mode=False, mode="apply"
 def reboot_request(knobs, states, settings=None, host="this host"):
     """{factors, command, boot_time_command, timeout}: the knobs marked ``rebooted`` and how
     the host reboots for them (the last one's role variables); factors [] for no reboot."""
-    marked = [k for k in knobs if states[k["factor"]]["rebooted"]]
+    marked = [k for k in knobs if (states.get(k["factor"]) or {}).get("rebooted")]  # a restore may leave some out
     return {"factors": [k["factor"] for k in marked],
             **(backend(marked[-1], settings, host).reboot_how() if marked else {})}
 
@@ -2051,7 +2183,8 @@ def main():
         else:
             states = apply(knobs, settings, host, bool(p.get("_ansible_check_mode")), mode,
                            ansible_bool(p.get("allow_reboot")), p.get("before"),
-                           p.get("reboot_seconds") or 0)
+                           p.get("reboot_seconds") or 0, str(p.get("baseline_dir") or ""),
+                           ansible_bool(p.get("restore")))
             run_settings = {factor: state.pop("run_settings") for factor, state in states.items()}
             out = {"changed": mode == "apply" and any(s["changed"] for s in states.values()), "knobs": states,
                    "run_settings": run_settings,

@@ -221,7 +221,7 @@ def test_a_live_knob_never_restarts_and_a_backend_surprise_fails_only_its_run(mo
         KnobError = RuntimeError
 
         @staticmethod
-        def apply(items, settings, host, mode="apply"):
+        def apply(items, settings, host, mode="apply", baseline_dir=""):
             seen.update(settings)
             raise ValueError("psql printed something unexpected")
 
