@@ -53,6 +53,7 @@ from benchmatrix.analyze.tables import (
 )
 from benchmatrix.files import atomic_write
 from benchmatrix.layout import STATES
+from benchmatrix.names import name_problem, printable
 from benchmatrix.report import plots, sandbox, units
 from benchmatrix.report.diff import grouped
 from benchmatrix.report.units import display_unit
@@ -195,6 +196,10 @@ def _environment(template_dir: str | Path | None = None) -> jinja2.Environment:
     return env
 
 
+#: Longest name of a user template's output file.
+MAX_OUTPUT_NAME = 200
+
+
 def _owned_names() -> frozenset[str]:
     """Every file and directory name :mod:`benchmatrix.layout` gives the experiment."""
     return frozenset(value for key, value in vars(layout).items()
@@ -216,10 +221,15 @@ def _user_outputs(user_dir: Path) -> dict[str, str]:
         out = extra.name[:-3]
         if extra.name in TEMPLATES:
             continue
-        if out in owned or out.startswith(".") or "\\" in out or not out:
+        if out in owned or out.startswith(".") or not out:
             raise sandbox.ReportTemplateError(
                 f"{extra}: would render to {out!r}, a name the experiment owns (its tables, lock, "
                 "directories, or a hidden file); rename the template")
+        # A line break, an escape or a right-to-left override in a file name garbles
+        # every listing of results/ (ls, bmx publish).
+        problem = name_problem(out, "report template output", max_chars=MAX_OUTPUT_NAME)
+        if problem:
+            raise sandbox.ReportTemplateError(f"{user_dir}/{printable(extra.name)}: {problem}")
         outputs[out] = extra.name
     return outputs
 

@@ -180,3 +180,12 @@ def test_the_builtin_report_without_a_user_directory_is_not_forked(spec, tables,
     monkeypatch.setattr(os, "fork", no_fork)
     plan, runs, summary = tables
     assert render_report(spec, plan, runs, summary, HOST_FACTS, tmp_path)[1].is_file()
+
+
+@pytest.mark.parametrize("name", ["new\nline.txt", "esc\x1b[31m.txt", "rtl\u202etxt.exe", " padded.txt"])
+def test_an_output_name_that_breaks_the_name_rule_is_refused(spec, tables, tmp_path, name):
+    tdir = user_dir(tmp_path)
+    (tdir / f"{name}.j2").write_text("text\n")
+    message = refused(spec, tables, tmp_path, tdir)
+    assert "report template output" in message and message.isprintable(), message
+    assert not (tmp_path / "out" / name).exists()
