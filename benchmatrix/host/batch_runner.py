@@ -16,6 +16,8 @@ Host layout under the manifest's ``workdir``::
                                  attempt, outcome, exit_code, ended_at)
     runner.lock, runner.pid      one runner at a time per workdir
     workload.json                the workload in flight: its PID, its cgroup and marker
+                                 (a runner that starts, and --stop, end what a runner
+                                 killed outright left running there)
 
 Every run is contained (see ``Containment``): in a cgroup v2 of its own where the host
 has a writable one, else found through the runner's descendants (the runner is a child
@@ -1240,11 +1242,18 @@ def _kill_leftover_workload(workdir):
             pass
     pids |= _marked(info.get("token"), _proc_table())
     pids.discard(os.getpid())
+    killed = len(pids)
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+    # Gone before the caller goes on: the next run must not share the host with them.
+    deadline = time.monotonic() + 10
+    while pids and time.monotonic() < deadline:
+        pids = set(p for p in pids if (_stat(p) or (0, 0, 0, "X"))[3] not in ("Z", "X"))
+        if pids:
+            time.sleep(0.02)
     if cgroup:
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
@@ -1255,14 +1264,53 @@ def _kill_leftover_workload(workdir):
                 break
             except OSError:
                 time.sleep(0.05)
-    return len(pids)
+    return killed
+
+
+def _remove_stale_run_cgroups(workdir):
+    """Remove the empty run cgroups (``benchmatrix-run-PID-ID``) whose runner is dead,
+    under this runner's cgroup and the one workload.json names; returns how many.
+
+    A runner killed outright leaves the cgroup of its run in flight. A cgroup of a live
+    PID (another runner's run) is left alone, and one with a process in it cannot be
+    removed (rmdir fails), so nothing in use is touched.
+    """
+    homes = set([_own_cgroup_v2()])
+    try:
+        with open(os.path.join(workdir, "workload.json")) as fh:
+            homes.add(os.path.dirname(json.load(fh).get("cgroup") or ""))
+    except (OSError, ValueError, AttributeError):
+        pass
+    removed = 0
+    for home in homes - set([None, ""]):
+        try:
+            names = os.listdir(home)
+        except OSError:
+            continue
+        for name in names:
+            if not name.startswith(CGROUP_PREFIX):
+                continue
+            try:
+                owner = int(name[len(CGROUP_PREFIX):].split("-", 1)[0])
+            except ValueError:
+                continue
+            if owner == os.getpid() or os.path.exists("/proc/%d" % owner):
+                continue
+            try:
+                os.rmdir(os.path.join(home, name))
+                removed += 1
+            except OSError:
+                pass  # a process is still inside
+    return removed
 
 
 def stop(workdir, wait_s=30.0):
     """End the runner working in ``workdir`` (SIGTERM, then SIGKILL) and its workload."""
     if _lock_is_free(workdir):
         # No runner, but a runner killed outright may have left its workload running.
-        return {"stopped": False, "killed": _kill_leftover_workload(workdir)}
+        killed = _kill_leftover_workload(workdir)
+        _remove_stale_run_cgroups(workdir)
+        return {"stopped": False, "killed": killed}
     pid = _read_pid(os.path.join(workdir, "runner.pid"))
     if pid:
         try:
@@ -1285,6 +1333,7 @@ def stop(workdir, wait_s=30.0):
             except (ProcessLookupError, PermissionError):
                 pass
     killed = _kill_leftover_workload(workdir)
+    _remove_stale_run_cgroups(workdir)
     return {"stopped": True, "pid": pid, "forced": forced, "killed": killed}
 
 
@@ -1551,6 +1600,10 @@ def main(argv):
     progress = None
     try:
         lock = _acquire_lock(workdir)
+        # A runner killed outright (SIGKILL, OOM) left its workload running and its run's
+        # cgroup behind; holding the lock, no live runner of this workdir owns them.
+        _kill_leftover_workload(workdir)
+        _remove_stale_run_cgroups(workdir)
         _remove_old_archives(workdir, manifest["batch"], manifest.get("archive"))
         if collect_only:
             return _collect(manifest, workdir, summary, lock)

@@ -205,3 +205,61 @@ def test_record_notes_say_what_was_killed():
                                                                       "the workload ended): sleep [7] by SIGKILL"}]
     (warn,) = sanity.note_warnings(notes)
     assert warn["check"] == "killed" and "r1" in warn["runs"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_next_runner_stops_the_workload_of_a_runner_killed_outright(tmp_path, mode):
+    # Issue 35, item 4: the runner SIGKILLed mid-run left its workload running beside the
+    # next batch on the host, and its empty run cgroups behind.
+    pids = tmp_path / "pids"
+    pids.write_text("")
+    workdir = tmp_path / "work"
+
+    def manifest(batch: str, runs: list[dict]) -> Path:
+        path = tmp_path / f"{batch}.json"
+        path.write_text(json.dumps({"experiment": "t", "batch": batch, "workdir": str(workdir),
+                                    "archive": str(workdir / f"{batch}.tar.gz"), "containment": mode,
+                                    "kill_grace_s": 0.5, "runs": runs}))
+        return path
+
+    first = manifest("b1", [_run("r1", 1, [sys.executable, "-c", SETSID, str(pids), "300"], timeout=300)])
+    runner = subprocess.Popen([sys.executable, str(RUNNER), str(first)], stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while len(pids.read_text().split()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    parent, child = map(int, pids.read_text().split())
+    cgroup = json.loads((workdir / "workload.json").read_text())["cgroup"]
+    assert (cgroup is not None) == (mode == "auto")
+    home = Path(cgroup).parent if cgroup else None
+    # Another dead runner's empty run cgroup, and a live one's (this process: never touched).
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = home / f"{batch_runner.CGROUP_PREFIX}{dead.pid}-0000" if home else None
+    live = home / f"{batch_runner.CGROUP_PREFIX}{os.getpid()}-0000" if home else None
+    for path in (stale, live):
+        if path:
+            path.mkdir()
+    try:
+        os.kill(runner.pid, 9)
+        runner.wait()
+        assert _alive(parent) and _alive(child)
+        # The next batch's runner on the same work directory ends them before its first run.
+        second = manifest("b2", [_run("r2", 1, [sys.executable, "-c", NONE_ALIVE, str(pids)])])
+        proc = subprocess.run([sys.executable, str(RUNNER), str(second)], capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        result = json.loads((workdir / "runs" / "r2" / "1" / "result.json").read_text())
+        assert result["exit_code"] == 0, result  # none of them was alive when r2 ran
+        assert not _alive(parent) and not _alive(child)
+        if home:
+            assert not Path(cgroup).exists(), "the killed runner's run cgroup was left"
+            assert not stale.exists(), "a dead runner's empty run cgroup was left"
+            assert live.is_dir(), "a live runner's run cgroup was removed"
+    finally:
+        for pid in (parent, child):
+            if _alive(pid):
+                os.kill(pid, 9)
+        if live and live.is_dir():
+            live.rmdir()
+        if stale and stale.is_dir():
+            stale.rmdir()
