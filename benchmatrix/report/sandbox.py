@@ -163,7 +163,8 @@ def _message(exc: BaseException, cpu_seconds: float, memory_mb: int, output_mb: 
     if isinstance(exc, _OutputExceeded):
         return f"the rendered output is larger than {output_mb} MB"
     if isinstance(exc, RecursionError):
-        return "the template's macros or includes nest too deeply (recursion)"
+        return ("the template nests too deeply (recursion: a macro or include that calls itself, or "
+                "brackets and blocks nested hundreds deep)")
     if isinstance(exc, jinja2.TemplateSyntaxError):
         return f"template syntax error: {exc.message}"
     if isinstance(exc, jinja2.TemplateNotFound):
@@ -297,9 +298,17 @@ def render_bounded(env: jinja2.Environment, names: dict[str, str], context: dict
     Raises:
         ReportTemplateError: a template failed or broke a bound (one line).
     """
-    read_fd, write_fd = os.pipe()
     parent = os.getpid()
-    pid = os.fork()
+    try:
+        read_fd, write_fd = os.pipe()
+    except OSError as exc:  # out of file descriptors
+        raise ReportTemplateError(f"cannot start the render of the report templates: {exc.strerror}") from None
+    try:
+        pid = os.fork()
+    except OSError as exc:  # out of processes
+        os.close(read_fd)
+        os.close(write_fd)
+        raise ReportTemplateError(f"cannot start the render of the report templates: {exc.strerror}") from None
     if pid == 0:  # the child: never returns into the caller
         try:
             _detach(parent, write_fd)

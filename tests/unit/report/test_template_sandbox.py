@@ -127,6 +127,10 @@ def test_deep_macro_recursion_is_one_line(spec, tables, tmp_path):
     tdir = user_dir(tmp_path, deep_txt="{% macro down(n) %}{{ down(n + 1) }}{% endmacro %}\n{{ down(0) }}\n")
     message = refused(spec, tables, tmp_path, tdir)
     assert "deep.txt.j2" in message and "recursion" in message, message
+    # Brackets nested past Python's recursion limit, which Jinja2's parser recurses on.
+    (tdir / "deep.txt.j2").write_text("{{ " + "(" * 3000 + "1" + ")" * 3000 + " }}\n")
+    message = refused(spec, tables, tmp_path, tdir)
+    assert "deep.txt.j2" in message and "recursion" in message, message
 
 
 def test_template_errors_name_the_file_and_line(spec, tables, tmp_path):
