@@ -23,6 +23,7 @@ and line.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import resource
 import select
@@ -240,9 +241,9 @@ def _child(fd: int, env: jinja2.Environment, names: dict[str, str], context: dic
         signal.signal(signal.SIGXCPU, over_time)
         used = resource.getrusage(resource.RUSAGE_SELF)
         spent = used.ru_utime + used.ru_stime
-        soft = int(spent + cpu_seconds) + 1
+        soft = math.ceil(spent + cpu_seconds)
         # The soft limit raises in Python; the hard one ends a C call that never returns.
-        _lower(resource.RLIMIT_CPU, soft, soft + 2)
+        _lower(resource.RLIMIT_CPU, soft, soft + 1)
         limit = _vm_bytes() + memory_mb * 1024 * 1024
         _lower(resource.RLIMIT_AS, limit, limit)
         left = output_mb * 1024 * 1024
@@ -316,7 +317,7 @@ def render_bounded(env: jinja2.Environment, names: dict[str, str], context: dict
         finally:
             os._exit(0)
     os.close(write_fd)
-    first = next(iter(names.values()), "")
+    first = _shown(env, next(iter(names.values()), ""))
     # Wall time: CPU time plus room for a machine busy with other work.
     deadline = time.monotonic() + 3 * cpu_seconds + 10
     limit = output_mb * 1024 * 1024 + 64 * 1024 + _HEADER.size * (len(names) + 2) * 2
@@ -350,7 +351,8 @@ def render_bounded(env: jinja2.Environment, names: dict[str, str], context: dict
     if error is None and isinstance(done, str):
         error = done
     if error is None and done is not True:
-        error = _died(current or first, status, usage, cpu_seconds, memory_mb)
+        error = _died(_shown(env, names[current]) if current in names else first, status, usage, cpu_seconds,
+                      memory_mb)
     if error is not None:
         raise ReportTemplateError(error)
     return texts

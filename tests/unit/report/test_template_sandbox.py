@@ -6,6 +6,7 @@ line naming the template (issue 35, items 2 and 3)."""
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from benchmatrix import layout
 from benchmatrix.analyze.stats import summarize
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.report import render as report
+from benchmatrix.report import sandbox
 from benchmatrix.report.render import render_report
 from benchmatrix.spec.load import load_spec
 
@@ -193,3 +195,75 @@ def test_an_output_name_that_breaks_the_name_rule_is_refused(spec, tables, tmp_p
     message = refused(spec, tables, tmp_path, tdir)
     assert "report template output" in message and message.isprintable(), message
     assert not (tmp_path / "out" / name).exists()
+
+
+# ----------------------------------------------------------------- a seeded corpus
+
+SEED = 35
+#: Hand-written attacks of the kinds the drill of issue 35 found, ``{marker}`` a file
+#: the attack would create and ``{secret}`` one it would read.
+ATTACKS = [
+    "{{ cycler.__init__.__globals__.os.popen('touch {marker}').read() }}",
+    "{{ joiner.__init__.__globals__['os'].system('touch {marker}') }}",
+    "{{ namespace.__init__.__globals__.__builtins__.open('{secret}').read() }}",
+    "{{ lipsum.__globals__.__builtins__.__import__('os').system('touch {marker}') }}",
+    "{{ ''.__class__.__mro__[1].__subclasses__() }}",
+    "{{ self.__dict__ }}",
+    "{{ '{0.__class__.__init__.__globals__}'.format(cycler) }}",
+    "{{ [].append(1) }}{{ {}.update(a=1) }}{{ progress.clear() }}",
+    "{% include '{secret}' %}",
+    "{% include ['missing.j2', '{secret}'] %}",
+    "{% import '../secret.txt' as s %}",
+    "{% from '/proc/self/environ' import x %}",
+    "{% extends 'builtin/../../../../etc/passwd' %}",
+    "{% include 'link.txt' %}",
+    "{{ 'x' * 10**9 }}",
+    "{{ range(10**9)|list|length }}",
+    "{{ 'x'|center(10**9) }}",
+    "{% for i in range(10**9) %}{% endfor %}",
+    "{{ 9 ** 99999999 }}",
+    "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+    "{% for i in range(200) %}{{ 'y' * 100000 }}{% endfor %}",
+    "{% include 'corpus.txt.j2' %}",
+    "{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}",
+    "{{ " + "[" * 2000 + "]" * 2000 + " }}",
+    "{% if %}", "{{ }}", "{% endfor %}", "{{ 1 / 0 }}", "{{ none.x.y }}", "{{ 'a' + 1 }}",
+    "{{ no_such_name }}", "{{ '\\udcff' }}", "{{ name|no_such_filter }}", "{% set x = 1 %}{{ x.y.z }}",
+]
+#: Pieces the generator combines: text, a harmless expression, and one attack above.
+_HARMLESS = ["plain text\n", "{{ name }}\n", "{% for i in range(3) %}{{ i }}{% endfor %}\n",
+             "{{ progress.ok_measured|string|length }}\n", "{% raw %}{{ x }}{% endraw %}\n"]
+
+
+def _corpus() -> list[str]:
+    rng = random.Random(SEED)
+    cases = list(ATTACKS)
+    for _ in range(30):
+        parts = rng.sample(_HARMLESS, rng.randint(0, 3)) + [rng.choice(ATTACKS)]
+        rng.shuffle(parts)
+        cases.append("".join(parts))
+    return cases
+
+
+@pytest.mark.parametrize("text", _corpus())
+def test_the_corpus_of_hostile_templates_renders_or_fails_in_one_line(tmp_path, small_bounds, text):
+    marker, secret = tmp_path / "ran", tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET\n")
+    tdir = user_dir(tmp_path)
+    (tdir / "link.txt").symlink_to(secret)
+    (tdir / "corpus.txt.j2").write_text(text.replace("{marker}", str(marker)).replace("{secret}", str(secret)))
+    env = report._environment(tdir)
+    context = {"name": "quickstart", "progress": {"ok_measured": 24}}
+    try:
+        texts = sandbox.render_bounded(env, {"corpus.txt": "corpus.txt.j2"}, context,
+                                       cpu_seconds=report.TEMPLATE_CPU_SECONDS,
+                                       memory_mb=report.TEMPLATE_MEMORY_MB, output_mb=report.TEMPLATE_OUTPUT_MB)
+    except sandbox.ReportTemplateError as exc:
+        message = str(exc)
+        assert "\n" not in message and message.isprintable(), message
+        assert message.startswith(str(tdir / "corpus.txt.j2")), message
+        assert "TOP-SECRET" not in message
+    else:
+        assert len(texts["corpus.txt"].encode()) <= report.TEMPLATE_OUTPUT_MB * 2**20
+        assert "TOP-SECRET" not in texts["corpus.txt"]
+    assert not marker.exists()
