@@ -391,13 +391,6 @@ def _units(exp: Path, summary: pd.DataFrame, runs: pd.DataFrame, factor_names: l
 
 _KINDS = {stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
           stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFLNK: "a symbolic link"}
-#: Files directly under results/NAME (and a kept campaign's directory) that bmx writes and reads back.
-_OWN_FILES = frozenset({layout.PLAN, layout.RERUNS, layout.CAMPAIGN, layout.SPEC, layout.RUNS, layout.SUMMARY,
-                        layout.SUMMARY_BY_HOST, layout.COMPARISONS, layout.ANALYSIS, layout.RECORD_NOTES,
-                        layout.RUNS_LONG, layout.REPORT_HTML, layout.REPORT_MD, layout.FINDINGS, layout.LOCK})
-#: Directories under results/NAME whose whole content is the experiment's (compare/: bmx compare's pages).
-_OWN_DIRS = frozenset({layout.HOSTS_DIR, layout.BATCHES_DIR, layout.RUNS_DIR, layout.LOGS_DIR, layout.PLOTS_DIR,
-                       layout.STAGING_DIR, layout.CAMPAIGNS_DIR, "compare"})
 
 
 def _own(parts: tuple[str, ...], fmt: str) -> bool:
@@ -406,10 +399,10 @@ def _own(parts: tuple[str, ...], fmt: str) -> bool:
     if len(parts) == 1:
         if parts[0] == DEFAULT_NAMES.get(fmt):
             return False  # what the export writes without --out (Parquet: the same long table collect wrote)
-        return parts[0] in _OWN_FILES or parts[0].startswith(".")
+        return parts[0] in layout.OWNED_FILES or parts[0].startswith(".")
     if parts[0] == layout.CAMPAIGNS_DIR and len(parts) > 2:
         return _own(parts[2:], fmt)
-    return parts[0] in _OWN_DIRS
+    return parts[0] in layout.OWNED_DIRS
 
 
 def _refuse_own(out: Path, real_dir: str, results: Path | None, fmt: str) -> None:

@@ -200,13 +200,6 @@ def _environment(template_dir: str | Path | None = None) -> jinja2.Environment:
 MAX_OUTPUT_NAME = 200
 
 
-def _owned_names() -> frozenset[str]:
-    """Every file and directory name :mod:`benchmatrix.layout` gives the experiment."""
-    return frozenset(value for key, value in vars(layout).items()
-                     if key.isupper() and isinstance(value, str) and value and "/" not in value
-                     and key not in ("MISSING", "HOST_COLUMN", "ALL_HOSTS"))
-
-
 def _user_outputs(user_dir: Path) -> dict[str, str]:
     """Output name -> template name of a user directory's templates: the two reports,
     then every other ``NAME.j2`` (sorted).
@@ -216,7 +209,7 @@ def _user_outputs(user_dir: Path) -> dict[str, str]:
             (plan.csv, the lock, ...), a hidden file, or a directory.
     """
     outputs = {name[:-3]: name for name in TEMPLATES}
-    owned = _owned_names() - {layout.REPORT_HTML, layout.REPORT_MD}
+    owned = (layout.OWNED_FILES | layout.OWNED_DIRS) - {layout.REPORT_HTML, layout.REPORT_MD}
     for extra in sorted(user_dir.glob("*.j2")):
         out = extra.name[:-3]
         if extra.name in TEMPLATES:
