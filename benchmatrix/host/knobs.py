@@ -228,6 +228,10 @@ class Backend:
     #: passes other ones than the module for the same knob.
     target = ()
 
+    def identity(self):
+        """What a change of this knob touches, as a list of texts (:attr:`target`'s values)."""
+        return [str(self.var(n)) for n in self.target or tuple(o.name for o in self.options)]
+
     def __init__(self, knob, settings, host):
         self.knob, self.host = knob, host
         self.vars = dict(knob.get("vars") or {})
@@ -381,6 +385,13 @@ class ReadAhead(Backend):
     def check(self, value):
         if not re.match(r"^[0-9]+$", str(value)):
             self.fail(f"'{value}' is not a read-ahead in KiB (a whole number)")
+
+    def identity(self):
+        # The disk itself: another path on it, or its name instead of a path, is the same knob.
+        try:
+            return [self.device()]
+        except KnobError:
+            return super().identity()
 
     def device(self):
         """The read_ahead_kb file of the disk holding the path (a partition tunes its disk)."""
@@ -1958,8 +1969,7 @@ def _baseline_path(b, baseline_dir):
     password among the variables never reaches the file system."""
     import hashlib
 
-    names = b.target or tuple(o.name for o in b.options)
-    key = json.dumps([b.role, [str(b.var(n)) for n in names]], sort_keys=True, default=str)
+    key = json.dumps([b.role, b.identity()], sort_keys=True, default=str)
     return os.path.join(baseline_dir, f"{b.role}-{hashlib.sha256(key.encode()).hexdigest()[:32]}.json")
 
 

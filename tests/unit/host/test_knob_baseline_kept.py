@@ -14,6 +14,7 @@ The module's functions and the runner run here as on a host, on a scratch file t
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -141,3 +142,25 @@ def test_a_runner_that_cannot_keep_the_baseline_changes_nothing(tmp_path, knob_f
     r1 = json.loads((work / "runs" / "r1" / "1" / "result.json").read_text())
     assert r1["outcome"] == "invalid" and "cannot keep" in r1["error"], r1
     assert knob_file.read_text() == "2560\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a loop device needs root")
+def test_a_read_ahead_knob_is_one_record_per_disk_however_it_is_named(tmp_path):
+    from knobkit import LoopDevice
+
+    dev = LoopDevice(tmp_path / "loop", size_mb=16, mkfs=True)
+    try:
+        ra = dev.sysfs("read_ahead_kb")
+        ra.write_text("2560\n")
+        kept = tmp_path / "kept"
+        by_path = {"factor": "ra", "role": "knob_read_ahead", "value": "512",
+                   "vars": {"knob_read_ahead_path": str(dev.mountpoint / "data")}}
+        bmx_knob.apply([by_path], baseline_dir=str(kept))
+        assert ra.read_text().strip() == "512"
+        # The same disk named as a device (another experiment's vars) finds the same record.
+        by_name = dict(by_path, value="1024", vars={"knob_read_ahead_device": dev.name})
+        assert bmx_knob.apply([by_name], baseline_dir=str(kept))["ra"]["baseline"] == "2560"
+        bmx_knob.apply([dict(by_name, value=None)], baseline_dir=str(kept), restore=True)
+        assert ra.read_text().strip() == "2560" and not list(kept.iterdir())
+    finally:
+        dev.close()
