@@ -90,6 +90,8 @@ class Campaign:
         facts: Facts that differ from :data:`FACTS` on every host (a new kernel).
         host_env: Noise settings that differ from :data:`HOST_ENV`.
         seconds: Each run's duration in seconds (before a small random spread).
+        before_run_s: What each run's before_run actions took in all, in seconds (before
+            a random spread: 0.5 to 2 times).
     """
 
     label: str | None = None
@@ -99,6 +101,7 @@ class Campaign:
     facts: dict[str, Any] = field(default_factory=dict)
     host_env: dict[str, Any] = field(default_factory=dict)
     seconds: float = 1.0
+    before_run_s: float = 0.005
 
 
 @dataclass
@@ -236,7 +239,7 @@ def _argv(spec: Spec, run: PlannedRun, host: str, factors: dict[str, Any], root:
 
 def _knob_states(spec: Spec, factors: dict[str, Any], first: bool) -> dict[str, Any]:
     """Every knob at its intended value, as the runner reads it back."""
-    return {f: {"role": k["role"], "intended": str(factors.get(f)), "actual": str(factors.get(f)),
+    return {f: {"role": k.role, "intended": str(factors.get(f)), "actual": str(factors.get(f)),
                 "changed": first, "baseline": "DEFAULT", "rebooted": False, "seconds": 0.01, "ok": True}
             for f, k in (spec.knobs or {}).items()}
 
@@ -270,7 +273,7 @@ def _record_runs(spec: Spec, exp: Path, runs: list[PlannedRun], campaign: Campai
         for i, r in enumerate(mine):
             factors = cells[r.cell_id]
             took = round(campaign.seconds * rng.uniform(0.9, 1.1), 6)
-            before = round(rng.uniform(0.001, 0.01), 6)
+            before = round(campaign.before_run_s * rng.uniform(0.5, 2.0), 6)
             started, t = t + timedelta(seconds=before), t + timedelta(seconds=before + took + 0.05)
             rec = base_record(spec, r, host, batch, factors, facts[host])
             rec.update(
