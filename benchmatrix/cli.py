@@ -90,8 +90,9 @@ def _roles(spec_path: str) -> set[str]:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from benchmatrix.spec.load import load_spec
+    from benchmatrix.workloads import metric_names
 
-    spec = load_spec(args.spec, roles=_roles(args.spec))
+    spec = load_spec(args.spec, roles=_roles(args.spec), metric_names=metric_names)
     for w in spec.warnings:
         print(w, file=sys.stderr)
     runs_per_host = len(spec.cells) * (spec.replicates + spec.warmup)
@@ -176,10 +177,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from benchmatrix.plan.measured_costs import orchestration_costs
     from benchmatrix.spec.config import project_config
     from benchmatrix.spec.load import load_spec
+    from benchmatrix.workloads import metric_names
 
     proj = project_dir()
     cfg = project_config(proj)
-    spec = load_spec(args.spec, cost_seconds=cfg.cost_seconds)
+    spec = load_spec(args.spec, cost_seconds=cfg.cost_seconds, metric_names=metric_names)
     for w in spec.warnings:
         print(w, file=sys.stderr)
     max_runs = args.batch_max_runs or cfg.batch_max_runs
@@ -556,10 +558,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     from benchmatrix.execute.check import check_spec, check_table, dry_run_line, planned_levels
     from benchmatrix.spec.config import project_config
     from benchmatrix.spec.load import load_spec
+    from benchmatrix.workloads import metric_names
 
     proj = project_dir()
     cfg = project_config(proj)
-    spec = load_spec(args.spec, cost_seconds=cfg.cost_seconds, roles=_roles(args.spec))
+    spec = load_spec(args.spec, cost_seconds=cfg.cost_seconds, roles=_roles(args.spec), metric_names=metric_names)
     exp = layout.exp_dir_of(proj, spec)
     checks = check_spec(spec, proj, exp / layout.LOGS_DIR / "ansible")
     if args.json:

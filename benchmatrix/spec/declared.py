@@ -3,14 +3,17 @@
 The grammar of a declaration (a regex with a ``value`` group, or a JSON path; ``pick``)
 is checked here for ``bmx validate`` (:func:`benchmatrix.spec.load.load_spec`), and the
 parser (:mod:`benchmatrix.workloads.command.parse`) reads the same JSON paths with
-:func:`compile_path`.
+:func:`compile_path`. :class:`MetricNames` holds the names a campaign's runs can hold
+(the spec's, the workload descriptors' and the counters'), which ``report.threshold``'s
+keys must match.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from benchmatrix.errors import ParseError
@@ -80,3 +83,39 @@ def compile_path(path: str) -> list[Any]:
                 tokens.append(int(inner))
         pos = m.end()
     return tokens
+
+
+@dataclass(frozen=True)
+class MetricNames:
+    """The metric names a campaign's runs can hold, to check the names a spec gives
+    (``report.threshold``'s keys) before anything runs.
+
+    :func:`benchmatrix.workloads.metric_names` makes them from the workload descriptors
+    (each parser's catalogue and patterns) and the collected counters.
+
+    Attributes:
+        names: The fixed names (also what "did you mean" offers).
+        patterns: ``(regex, shown)`` pairs for the names that follow a pattern (a
+            sysbench percentile, a disk's counters): the regex matches a whole name,
+            ``shown`` stands for them in a message (``disk_DEV_util_pct``).
+        complete: The names are all there can be; False when the workload also has
+            names that only its output or the spec says (workload_command).
+    """
+
+    names: frozenset[str] = frozenset()
+    patterns: tuple[tuple[str, str], ...] = ()
+    complete: bool = False
+
+    def matches(self, name: str) -> bool:
+        """Whether a run can hold a metric called ``name``."""
+        return name in self.names or any(re.fullmatch(regex, name) for regex, _ in self.patterns)
+
+    def __or__(self, other: MetricNames) -> MetricNames:
+        """Both sets of names; complete only when both are."""
+        return MetricNames(self.names | other.names, self.patterns + other.patterns,
+                           self.complete and other.complete)
+
+
+#: What gives the metric names of a workload role with the counters of ``collect``
+#: (:func:`benchmatrix.workloads.metric_names`).
+MetricNamesOf = Callable[[str, list[str]], MetricNames]

@@ -29,7 +29,7 @@ from benchmatrix.host.knobs import BACKENDS as KNOB_BACKENDS
 from benchmatrix.names import BIDI_CONTROLS, name_problem
 from benchmatrix.names import shown as shown_name
 from benchmatrix.spec import templating
-from benchmatrix.spec.declared import check_declarations
+from benchmatrix.spec.declared import MetricNames, MetricNamesOf, check_declarations
 from benchmatrix.spec.matrix import (
     Cell,
     Level,
@@ -578,7 +578,6 @@ def _semantic_errors(doc: LocatedDocument) -> tuple[list[SpecError], list[str]]:
     errs += _report_errors(doc, unknown)
     errs += _replicates_errors(doc)
     errs += _threshold_errors(doc)
-    errs += _threshold_key_errors(doc)
     errs += _table_errors(doc, unknown)
     errs += _metric_errors(doc)
     template_errs, used = _template_errors(doc, factor_list)
@@ -817,35 +816,52 @@ def _threshold_errors(doc: LocatedDocument) -> list[SpecError]:
     return errs
 
 
-def _threshold_key_errors(doc: LocatedDocument) -> list[SpecError]:
-    """report.threshold's metric keys name metrics of the report: a misspelt key would
-    silently leave its metric at the default threshold.
+def _known_metrics(doc: LocatedDocument, metric_names: MetricNamesOf | None) -> tuple[MetricNames, str] | None:
+    """The metrics report.threshold's keys may name and how a message calls them, or
+    None when they are not known before the runs."""
+    report, workload = doc.data["report"], doc.data["workload"]
+    if report.get("metrics"):
+        listed = frozenset(report["metrics"]) | frozenset(report.get("primary") or ())
+        return MetricNames(listed, complete=True), "which is no metric of the report"
+    collect = list(doc.data.get("collect") or [])
+    produced = metric_names(str(workload["role"]), collect) if metric_names is not None else None
+    declared = frozenset(workload.get("metrics") or {})
+    if declared:
+        if produced is None and collect:
+            return None  # the counters' names are the workloads' to say
+        return MetricNames(declared, complete=True) | (produced or MetricNames(complete=True)), \
+            "which is no metric of the report"
+    if produced is None or not produced.complete:
+        return None  # a built-in workload's names need the descriptors; workload_command's come from its output
+    return produced, f"which no metric of {workload['role']} can be"
 
-    The metrics are known when the spec lists them (``report.metrics``), or when the
-    workload declares its own and no counters are collected; a built-in workload's
-    come from its parser, unknown here, so its keys are not checked.
+
+def _threshold_key_errors(doc: LocatedDocument, metric_names: MetricNamesOf | None) -> list[SpecError]:
+    """report.threshold's metric keys name metrics the runs can hold: a misspelt key
+    would silently leave its metric at the default threshold.
+
+    The metrics are known when the spec lists them (``report.metrics``), when the
+    workload declares its own, or from the workload descriptors (``metric_names``) for a
+    built-in workload; a workload whose names come from its output alone is not checked
+    here.
     """
-    report = doc.data["report"]
-    given = report.get("threshold")
+    given = doc.data["report"].get("threshold")
     if not isinstance(given, dict):
         return []
-    declared = doc.data["workload"].get("metrics") or {}
-    if report.get("metrics"):
-        known = set(report["metrics"]) | set(report.get("primary") or ())
-    elif declared and not doc.data.get("collect"):
-        known = set(declared)
-    else:
+    known_as = _known_metrics(doc, metric_names)
+    if known_as is None:
         return []
+    known, what = known_as
     errs: list[SpecError] = []
     for key in given:
-        if key == "default" or key in known:
+        if key == "default" or known.matches(str(key)):
             continue
-        close = difflib.get_close_matches(key, sorted(known), n=1)
+        close = difflib.get_close_matches(str(key), sorted(known.names), n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
-        listed = ", ".join(sorted(known)[:20]) + (", ..." if len(known) > 20 else "")
+        shown = sorted(known.names) + [form for _, form in known.patterns]
+        listed = ", ".join(shown[:20]) + (", ..." if len(shown) > 20 else "")
         errs.append(doc.error(("report", "threshold", key),
-                              f"report.threshold names {shown_name(key)}, which is no metric of the report "
-                              f"(metrics: {listed}){hint}"))
+                              f"report.threshold names {shown_name(key)}, {what} (metrics: {listed}){hint}"))
     return errs
 
 
@@ -1111,7 +1127,7 @@ def _role_errors(doc: LocatedDocument, roles: set[str]) -> list[SpecError]:
 
 
 def load_spec(path: str | Path, cost_seconds: dict[str, float] | None = None,
-              roles: set[str] | None = None) -> Spec:
+              roles: set[str] | None = None, metric_names: MetricNamesOf | None = None) -> Spec:
     """Load, validate and normalize an experiment spec.
 
     Args:
@@ -1121,6 +1137,10 @@ def load_spec(path: str | Path, cost_seconds: dict[str, float] | None = None,
             :data:`DEFAULT_COST_SECONDS`. They feed estimates only, never the plan.
         roles: The roles that exist (:func:`shipped_roles`); when given, a knob or
             workload role outside them is an error. None: not checked.
+        metric_names: The metric names of a workload role and its counters
+            (:func:`benchmatrix.workloads.metric_names`); when given, ``report.threshold``'s
+            keys of a built-in workload are checked against them. None: only against the
+            names the spec gives (``report.metrics``, declared ``metrics``).
 
     Raises:
         SpecErrors: every problem found, each ``FILE:LINE: message``.
@@ -1136,6 +1156,7 @@ def load_spec(path: str | Path, cost_seconds: dict[str, float] | None = None,
     doc.data = _apply_defaults(doc.data)
     errors, warnings = _semantic_errors(doc)
     errors += _role_errors(doc, roles) if roles is not None else []
+    errors += _threshold_key_errors(doc, metric_names)
     if errors:
         raise SpecErrors(errors)
     d = doc.data

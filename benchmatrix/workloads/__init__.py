@@ -19,10 +19,11 @@ applies a spec's ``workload.success`` criteria.
 
 from __future__ import annotations
 
+from benchmatrix.spec.declared import MetricNames
 from benchmatrix.workloads import command, fio, pgbench, stress_ng, sysbench
 from benchmatrix.workloads.base import Parsed, Parser, Workload
 from benchmatrix.workloads.command import check_declarations, parse_command
-from benchmatrix.workloads.counters import load_counters, parse_counters
+from benchmatrix.workloads.counters import counter_metric_names, load_counters, parse_counters
 from benchmatrix.workloads.fio import FIO_METRICS, parse_fio
 from benchmatrix.workloads.pgbench import PGBENCH_METRICS, parse_pgbench
 from benchmatrix.workloads.stress_ng import STRESS_NG_METRICS, parse_stress_ng
@@ -38,6 +39,17 @@ WORKLOADS: dict[str, Workload] = {w.role: w for w in (
 PARSERS: dict[str, Parser] = {role: w.parse for role, w in WORKLOADS.items()}
 
 
+def metric_names(role: str, collect: list[str]) -> MetricNames:
+    """The metric names runs of ``role`` can hold with the counters of ``collect``: the
+    descriptor's (:meth:`Workload.names`) and the counters'. Not complete for a role
+    whose names come from its output or the spec (workload_command, a project's own
+    role): only the spec's names can be checked then (``bmx validate`` passes this to
+    :func:`benchmatrix.spec.load.load_spec`).
+    """
+    workload = WORKLOADS.get(role)
+    return (workload.names() if workload is not None else MetricNames()) | counter_metric_names(collect)
+
+
 def metric_direction(metric: str) -> str:
     """Which way a built-in workload's metric is better (``higher``, ``lower``, or "" when
     no workload's ``directions`` name it): the first descriptor that knows it says."""
@@ -46,6 +58,6 @@ def metric_direction(metric: str) -> str:
 
 __all__ = [
     "FIO_METRICS", "PARSERS", "PGBENCH_METRICS", "STRESS_NG_METRICS", "WORKLOADS", "Parsed", "Parser", "Workload",
-    "check_declarations", "check_success", "load_counters", "metric_direction", "parse_command", "parse_counters",
-    "parse_fio", "parse_pgbench", "parse_stress_ng", "parse_sysbench",
+    "check_declarations", "check_success", "load_counters", "metric_direction", "metric_names", "parse_command",
+    "parse_counters", "parse_fio", "parse_pgbench", "parse_stress_ng", "parse_sysbench",
 ]

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from benchmatrix.spec.declared import MetricNames
+
 
 @dataclass
 class Parsed:
@@ -116,6 +118,11 @@ class Workload:
             (workload_command).
         metrics: The metric catalogue, name -> unit; empty when the units come with
             each run (sysbench) or from the spec (workload_command).
+        metric_names: The names the parser gives beyond ``metrics`` (sysbench's, whose
+            units come with each run).
+        metric_patterns: ``(regex, shown)`` pairs for the names the parser makes from
+            the run (sysbench's ``latency_pN_ms`` after ``--percentile``): the regex
+            matches a whole name, ``shown`` stands for them in messages.
         directions: ``(regex, "higher" | "lower")`` pairs: a metric whose name the
             regex finds is better that way (verdicts say better/worse); first match wins.
         install_once: ``tasks/install.yml`` only installs the tool and reads its
@@ -152,6 +159,8 @@ class Workload:
     argv: str
     binary: str = ""
     metrics: Mapping[str, str] = field(default_factory=dict)
+    metric_names: tuple[str, ...] = ()
+    metric_patterns: tuple[tuple[str, str], ...] = ()
     directions: tuple[tuple[str, str], ...] = ()
     install_once: bool = False
     cleanup: bool = False
@@ -160,6 +169,13 @@ class Workload:
     seconds: Callable[[Mapping[str, Any]], float | None] | None = None
     command: Callable[[dict[str, Any], str, str], dict[str, Any]] | None = None
     dry_run: Callable[[list[str], str | None], DryRunCommand | None] | None = None
+
+    def names(self) -> MetricNames:
+        """Every metric name the parser can give (``report.threshold``'s keys are checked
+        against them); not complete when the names come from the output or the spec
+        (workload_command: none here)."""
+        fixed = frozenset(self.metrics) | frozenset(self.metric_names)
+        return MetricNames(fixed, self.metric_patterns, complete=bool(fixed or self.metric_patterns))
 
     def direction(self, metric: str) -> str:
         """``higher``, ``lower`` or "" (not known) for one of this workload's metrics."""

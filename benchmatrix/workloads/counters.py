@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmatrix.errors import ParseError
+from benchmatrix.spec.declared import MetricNames
 from benchmatrix.workloads.base import Parsed
 
 COUNTERS_FILE = "counters.json"
@@ -71,6 +72,20 @@ DISK_UNITS = {
 }
 CPU_METRICS = ("cpu_user_pct", "cpu_system_pct", "cpu_iowait_pct", "cpu_idle_pct", "cpu_steal_pct",
                "cpu_busy_pct")
+
+
+def counter_metric_names(collect: list[str]) -> MetricNames:
+    """The metric names the counters of ``collect`` (``cpu``, ``disk``) give a run: the
+    cpu shares, the disk figures summed over devices, and per device as a pattern
+    (``disk_DEV_util_pct``: the devices are the host's)."""
+    names: set[str] = set()
+    patterns: list[tuple[str, str]] = []
+    if "cpu" in collect:
+        names.update(CPU_METRICS)
+    if "disk" in collect:
+        names.update(f"disk_{suffix}" for suffix in DISK_UNITS)
+        patterns += [(rf"disk_[A-Za-z0-9_]+_{suffix}", f"disk_DEV_{suffix}") for suffix in DISK_UNITS]
+    return MetricNames(frozenset(names), tuple(patterns), complete=True)
 
 
 def device_key(name: str) -> str:

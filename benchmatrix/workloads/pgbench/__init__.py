@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmatrix.workloads.base import DryRunCommand, Workload, long_options, whole_seconds
-from benchmatrix.workloads.pgbench.parse import PGBENCH_METRICS, parse_pgbench
+from benchmatrix.workloads.pgbench.parse import PGBENCH_METRIC_PATTERNS, PGBENCH_METRICS, parse_pgbench
 
 
 def _seconds(v: Any) -> float | None:
@@ -29,6 +29,6 @@ def _dry_run(argv: list[str], job: str | None) -> DryRunCommand:
 WORKLOAD = Workload(
     role="workload_pgbench", summary="pgbench (builtin or custom scripts) against a private PostgreSQL",
     parse=parse_pgbench, argv="benchmatrix.workloads.pgbench.argv", binary="pgbench", metrics=PGBENCH_METRICS,
-    cleanup=True, seconds=_seconds, command=_command, dry_run=_dry_run)
+    metric_patterns=PGBENCH_METRIC_PATTERNS, cleanup=True, seconds=_seconds, command=_command, dry_run=_dry_run)
 
 __all__ = ["PGBENCH_METRICS", "WORKLOAD", "parse_pgbench"]

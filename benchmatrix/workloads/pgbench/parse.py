@@ -110,6 +110,14 @@ PGBENCH_METRICS: dict[str, str] = {
     "lag_avg_ms": "ms", "lag_max_ms": "ms", "initial_connection_ms": "ms",
     "average_connection_ms": "ms",
 }
+#: A script's figures that the run's metrics repeat as ``script{k}_NAME`` (several scripts).
+_SCRIPT_KEYS = ("tps", "transactions", "failed_transactions", "latency_avg_ms", "latency_stddev_ms")
+#: The names the parser makes from the run: a statement's latency (``-r``) and, with
+#: several scripts, each script's figures; ``(regex, shown)`` for the workload descriptor.
+PGBENCH_METRIC_PATTERNS: tuple[tuple[str, str], ...] = (
+    (r"stmt[0-9]+_latency_ms", "stmtN_latency_ms"),
+    (rf"script[0-9]+_(?:{'|'.join(_SCRIPT_KEYS)}|stmt[0-9]+_latency_ms)", "scriptK_METRIC"),
+)
 
 
 def _num(text: str, what: str) -> float:
@@ -292,7 +300,7 @@ def parse_pgbench(stdout: str, workload: Mapping[str, Any] | None = None,
     if scripts:
         for s in scripts:
             jobs[unique_name(s.name, jobs)] = dict(s.metrics)
-            for key in ("tps", "transactions", "failed_transactions", "latency_avg_ms", "latency_stddev_ms"):
+            for key in _SCRIPT_KEYS:
                 if key in s.metrics:
                     metrics[f"script{s.index}_{key}"] = s.metrics[key]
             for key, value in s.metrics.items():

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmatrix.workloads.base import DryRunCommand, Workload, long_options, whole_seconds
-from benchmatrix.workloads.sysbench.parse import parse_sysbench
+from benchmatrix.workloads.sysbench.parse import SYSBENCH_METRIC_NAMES, SYSBENCH_METRIC_PATTERNS, parse_sysbench
 
 
 def _seconds(v: Any) -> float | None:
@@ -33,6 +33,7 @@ def _dry_run(argv: list[str], job: str | None) -> DryRunCommand:
 WORKLOAD = Workload(
     role="workload_sysbench", summary="sysbench 1.0: cpu, memory, fileio, threads, mutex and the OLTP tests",
     parse=parse_sysbench, argv="benchmatrix.workloads.sysbench.argv", binary="sysbench", cleanup=True,
+    metric_names=SYSBENCH_METRIC_NAMES, metric_patterns=SYSBENCH_METRIC_PATTERNS,
     seconds=_seconds, command=_command, dry_run=_dry_run)
 
 __all__ = ["WORKLOAD", "parse_sysbench"]

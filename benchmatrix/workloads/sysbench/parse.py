@@ -68,8 +68,11 @@ _LINES: list[tuple[re.Pattern[str], list[tuple[str, str]]]] = [
     (re.compile(rf"^read, MiB/s:\s+{_NUM}$"), [("read_mib_per_s", "MiB/s")]),
     (re.compile(rf"^written, MiB/s:\s+{_NUM}$"), [("written_mib_per_s", "MiB/s")]),
 ]
+#: ``queries performed``' lines -> metric (``total`` is their sum: left out).
+_QUERY_NAMES = {"read": "reads", "write": "writes", "other": "other_queries"}
 _QUERIES = re.compile(rf"^(read|write|other|total):\s+{_NUM}$")
-_LATENCY = re.compile(rf"^(min|avg|max|sum|([0-9.]+)th percentile):\s+{_NUM}$")
+_LATENCY_STATS = ("min", "avg", "max", "sum")
+_LATENCY = re.compile(rf"^({'|'.join(_LATENCY_STATS)}|([0-9.]+)th percentile):\s+{_NUM}$")
 _FAIRNESS = re.compile(rf"^(events|execution time) \(avg/stddev\):\s+{_NUM}/{_NUM}$")
 _VERSION = re.compile(r"^sysbench (\S+)")
 _THREADS = re.compile(r"^Number of threads: (\d+)$")
@@ -80,6 +83,17 @@ def _percentile_name(rank: str) -> str:
     value = float(rank)
     text = f"{value:g}".replace(".", "_")
     return f"latency_p{text}_ms"
+
+
+#: Every fixed name :func:`parse_sysbench` can give (``latency_p95_ms`` at sysbench's
+#: default ``--percentile``); the workload descriptor offers them to spec checks.
+SYSBENCH_METRIC_NAMES: tuple[str, ...] = tuple(dict.fromkeys(
+    [name for _, names in _LINES for name, _ in names] + [f"latency_{s}_ms" for s in _LATENCY_STATS]
+    + list(_QUERY_NAMES.values()) + [_percentile_name("95")]))
+#: The name of another ``--percentile``'s latency (``latency_p99_ms``, ``latency_p99_9_ms``), as
+#: :func:`_percentile_name` makes it, and how a message shows it.
+SYSBENCH_METRIC_PATTERNS: tuple[tuple[str, str], ...] = ((r"latency_p[0-9]+(?:_[0-9]+)?(?:e[-+][0-9]+)?_ms",
+                                                          "latency_pN_ms"),)
 
 
 def parse_sysbench(stdout: str, workload: Mapping[str, Any] | None = None,
@@ -130,7 +144,7 @@ def parse_sysbench(stdout: str, workload: Mapping[str, Any] | None = None,
             m = _QUERIES.match(line)
             if m:
                 if m.group(1) != "total":
-                    name = {"read": "reads", "write": "writes", "other": "other_queries"}[m.group(1)]
+                    name = _QUERY_NAMES[m.group(1)]
                     metrics[name] = (float(m.group(2)), "q")
                 continue
         m = _FAIRNESS.match(line)
