@@ -3,6 +3,12 @@
 Two hosts (both this machine, reached without SSH, each with its own runner
 directory) run 24 short runs each in batches of 7; the records' host-clock start
 times must follow plan.csv exactly per host.
+
+A real campaign, not synthetic results (docs/contributing.md, "Which grade a test
+should use"): it tests how the controller made the results (Snakemake's per-host
+chaining of batches, the runner's order), and it is the only real test of the order
+across several batches of a host (tests/e2e/test_hosts_ssh.py and test_e2e_local.py
+check a host's plan order too, not across this many batches).
 """
 
 from __future__ import annotations
