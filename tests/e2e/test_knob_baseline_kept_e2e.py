@@ -72,22 +72,26 @@ def ancestors(pid: int) -> list[int]:
     return out
 
 
-def kill_the_controller_after_the_live_change(project, name: str) -> tuple[Path, Path, Path]:
+def kill_the_controller_after_the_live_change(project, name: str, live: bool = True) -> tuple[Path, Path, Path]:
     """Start the campaign, SIGKILL every controller process once the runner set 1024
-    and its third run is under way, and wait for the orphaned runner to finish the
-    batch: (spec, knob file, pace file)."""
+    and its third run is under way (``live`` false: a batch per level, the first set
+    to 512 by the batch call, cut in its second run), and wait for the orphaned runner
+    to finish the batch: (spec, knob file, pace file)."""
     root = project.root / "knobs"
     root.mkdir()
     knob, pace = root / "ra", project.root / f"{name}.pace"
     knob.write_text(ORIGINAL + "\n")
     pace.write_text("1\n")
-    spec = project.write_spec(name, SPEC.format(name=name, knob=knob, root=root, py=sys.executable, pace=pace))
+    text = SPEC.format(name=name, knob=knob, root=root, py=sys.executable, pace=pace)
+    spec = project.write_spec(name, text if live else text.replace("batch_live_knobs: true", "batch_live_knobs: false"))
     assert project.bmx("plan", str(spec)).returncode == 0
     plan = sorted(read_csv(project.exp(name) / "plan.csv"), key=lambda p: int(p["seq"]))
-    assert [p["ra"] for p in plan] == ["512", "512", "1024", "1024"] and len({p["batch"] for p in plan}) == 1
+    assert [p["ra"] for p in plan] == ["512", "512", "1024", "1024"]
+    assert len({p["batch"] for p in plan}) == (1 if live else 2)
+    cut, value = (plan[2], "1024") if live else (plan[1], "512")
     proc = project.popen_bmx("run", str(spec), "--cores", "1")
-    wait_for(lambda: (project.host_runs() / plan[2]["run_id"] / "1.partial").is_dir(), 240, "the third run", proc)
-    assert knob.read_text().strip() == "1024", "the runner did not set the knob between runs"
+    wait_for(lambda: (project.host_runs() / cut["run_id"] / "1.partial").is_dir(), 240, "the run to cut", proc)
+    assert knob.read_text().strip() == value, "the knob is not at the cut run's level"
     workdir = project.host_runs().parent
     runner = int((workdir / "runner.pid").read_text())
     chain = ancestors(runner)[1:]
@@ -102,23 +106,25 @@ def kill_the_controller_after_the_live_change(project, name: str) -> tuple[Path,
     proc.wait()
     # The runner, alone on the host, ends its batch (its lease is still valid).
     wait_for(lambda: not alive(runner), 60, "the orphaned runner to finish its batch")
-    assert knob.read_text().strip() == "1024", "the premise: the host is left modified"
+    assert knob.read_text().strip() == value, "the premise: the host is left modified"
     assert not (project.exp(name) / "hosts" / "localhost" / "baseline.json").exists(), \
         "the premise: the controller died before it recorded the baseline"
     pace.write_text("0\n")
     return spec, knob, pace
 
 
-def test_the_next_run_restores_the_original_value_after_the_whole_controller_died(project):
-    spec, knob, _ = kill_the_controller_after_the_live_change(project, "kept_run")
+@pytest.mark.parametrize("live", [True, False], ids=["set_by_the_runner", "set_by_ansible"])
+def test_the_next_run_restores_the_original_value_after_the_whole_controller_died(project, live):
+    name = "kept_run" if live else "kept_run_ansible"
+    spec, knob, _ = kill_the_controller_after_the_live_change(project, name, live)
     res = project.bmx("run", str(spec), "--cores", "1")
     assert res.returncode == 0, res.stdout + res.stderr
     assert knob.read_text().strip() == ORIGINAL, "the campaign 'restored' to the leftover value"
-    baseline = json.loads((project.exp("kept_run") / "hosts" / "localhost" / "baseline.json").read_text())
+    baseline = json.loads((project.exp(name) / "hosts" / "localhost" / "baseline.json").read_text())
     assert baseline["ra"]["value"] == ORIGINAL, baseline
     # Back at its baseline: the host keeps no record of it any more.
     assert not list((project.hostwork / "knob_baselines").iterdir())
-    runs = read_csv(project.exp("kept_run") / "runs.csv")
+    runs = read_csv(project.exp(name) / "runs.csv")
     assert sorted(r["status"] for r in runs) == ["ok"] * 4, runs
 
 
