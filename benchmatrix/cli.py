@@ -378,7 +378,9 @@ def _replicates_text(rp: dict[str, Any]) -> str:
                      f"separate visits needed, the plan gives {w['planned']}")
     lines += [f"  note: {x}" for x in rp.get("notes", [])]
     lines += [f"  {x}" for x in rp["warnings"]]
-    return "\n".join(lines)
+    # Metric names come from a pilot's runs.csv, the source from the command line: a
+    # control or bidirectional character among them is shown escaped, not run.
+    return "\n".join(printable(line) for line in lines)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -555,7 +557,7 @@ def _check_json(spec: Spec, proj: Path, exp: Path, cfg: ProjectConfig, checks: l
 
 def cmd_check(args: argparse.Namespace) -> int:
     """``bmx check SPEC``: every host's knobs, planned levels and tool, and the campaign's time; exit 1 on a blocker."""
-    from benchmatrix.execute.check import check_spec, check_table, dry_run_line, planned_levels
+    from benchmatrix.execute.check import check_lines, check_spec, planned_levels
     from benchmatrix.spec.config import project_config
     from benchmatrix.spec.load import load_spec
     from benchmatrix.workloads import metric_names
@@ -567,26 +569,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     checks = check_spec(spec, proj, exp / layout.LOGS_DIR / "ansible")
     if args.json:
         return _check_json(spec, proj, exp, cfg, checks)
-    print(check_table(checks, planned_levels(spec)))
-    for c in checks:
-        print(f"{c.host}: workload tool {c.tool or '-'}")
-        print(dry_run_line(c))
-        for st in c.storage:
-            print(f"{c.host}: files in {st['path']}: {st['note']}")
-        if c.host_env:
-            from benchmatrix.results.host_env import env_line
-
-            print(f"{c.host}: host {env_line(c.host_env)}")
-        for w in c.warnings:
-            # Not "bmx check: HOST: ...": that prefix is a blocker's, which scripts count.
-            print(f"bmx check warning: {w}", file=sys.stderr)
+    out, warnings, blockers = check_lines(checks, planned_levels(spec))
+    print("\n".join(out))
+    for line in warnings:
+        print(line, file=sys.stderr)
     costs, source = _check_costs(spec, proj, exp, cfg)
     when = fmt_hms(costs["campaign_s"]) if costs["campaign_s"] is not None else "unknown (no per-run estimate)"
-    print(f"estimated campaign time: {when}: {costs['runs']} runs, {costs['batches']} batches (per run: {source}; "
-          f"{costs['orchestration_text']})")
-    blockers = [b for c in checks for b in c.blockers]
-    for b in blockers:
-        print(f"bmx check: {b}", file=sys.stderr)
+    print(printable(f"estimated campaign time: {when}: {costs['runs']} runs, {costs['batches']} batches "
+                    f"(per run: {source}; {costs['orchestration_text']})"))
+    for line in blockers:
+        print(line, file=sys.stderr)
     print(f"{spec.name}: {'cannot run: ' + str(len(blockers)) + ' blocker(s)' if blockers else 'ready to run'}")
     return 1 if blockers else 0
 

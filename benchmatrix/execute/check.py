@@ -27,6 +27,7 @@ from benchmatrix.errors import AnsibleError
 from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.execute.hosts import resolve_hosts
 from benchmatrix.execute.prepare import RUNNER_PATH
+from benchmatrix.names import printable
 from benchmatrix.spec.load import Spec
 
 #: Most distinct commands dry-run per host (each is a process start on the host).
@@ -354,6 +355,27 @@ def dry_run_line(check: HostCheck) -> str:
             + (f", {len(check.dry_runs) - ok} failed" if ok < len(check.dry_runs) else ""))
 
 
+def check_lines(checks: list[HostCheck],
+                levels: dict[str, list[Any]]) -> tuple[list[str], list[str], list[str]]:
+    """What ``bmx check`` prints of its hosts: (stdout's lines: the knob table, then per
+    host its tool, dry runs, storage and settings; the warnings and the blockers, for
+    stderr), control and bidirectional characters escaped: hosts come from the
+    inventory, notes and blockers quote what the host and the tool said."""
+    from benchmatrix.results.host_env import env_line
+
+    out = check_table(checks, levels).splitlines()
+    err: list[str] = []
+    for c in checks:
+        out.append(printable(f"{c.host}: workload tool {c.tool or '-'}"))
+        out.append(printable(dry_run_line(c)))
+        out += [printable(f"{c.host}: files in {st['path']}: {st['note']}") for st in c.storage]
+        if c.host_env:
+            out.append(printable(f"{c.host}: host {env_line(c.host_env)}"))
+        # Not "bmx check: HOST: ...": that prefix is a blocker's, which scripts count.
+        err += [printable(f"bmx check warning: {w}") for w in c.warnings]
+    return out, err, [printable(f"bmx check: {b}") for c in checks for b in c.blockers]
+
+
 def check_spec(spec: Spec, project_dir: Path, log_dir: Path) -> list[HostCheck]:
     """Check every host of the spec, one after the other."""
     levels = planned_levels(spec)
@@ -362,13 +384,17 @@ def check_spec(spec: Spec, project_dir: Path, log_dir: Path) -> list[HostCheck]:
 
 
 def check_table(checks: list[HostCheck], levels: dict[str, list[Any]]) -> str:
-    """The host × knob table: current value, and each planned level as ok or blocked."""
+    """The host × knob table: current value, and each planned level as ok or blocked.
+
+    Control and bidirectional characters of a cell (a host, a level, a value the host
+    read) are shown escaped (``\\x1b``, ``\\u202e``), as every table bmx prints.
+    """
     rows = [("host", "knob", "role", "current", "planned levels")]
     for c in checks:
         for f, k in c.knobs.items():
             marks = ", ".join(f"{lvl} {'ok' if not why else 'BLOCKED'}" for lvl, why in k["levels"].items())
-            rows.append((c.host, f, k["role"], str(k["current"]), marks))
+            rows.append(tuple(printable(str(x)) for x in (c.host, f, k["role"], k["current"], marks)))
         if not c.knobs:
-            rows.append((c.host, "-", "-", "-", "no knobs" if not levels else "not checked"))
+            rows.append((printable(c.host), "-", "-", "-", "no knobs" if not levels else "not checked"))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r[:4], widths)) + "  " + r[4] for r in rows)

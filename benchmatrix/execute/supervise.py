@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmatrix import layout
+from benchmatrix.names import printable
 
 if TYPE_CHECKING:
     from benchmatrix.spec.load import Spec
@@ -58,6 +59,37 @@ def fmt_hms(seconds: float) -> str:
     """Seconds as H:MM:SS."""
     seconds = int(seconds)
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def say(text: str, file: Any = None, flush: bool = False) -> None:
+    """Print one line of ``bmx run``/``rerun`` with control and bidirectional characters
+    escaped (``\\x1b``, ``\\u202e``): reasons quote tools' output and paths, and raw they
+    would run as terminal commands or reorder the line."""
+    print(printable(text), file=file if file is not None else sys.stdout, flush=flush)
+
+
+def job_failed_line(rule: str, msg: str, log_file: str) -> str:
+    """``bmx: job RULE failed: MSG (log: FILE)``, escaped as :func:`say` prints."""
+    return printable(f"bmx: job {rule} failed: {msg} (log: {log_file})")
+
+
+def done_lines(status: dict[str, Any], elapsed_s: float, spec_arg: str) -> tuple[list[str], list[str]]:
+    """What ``bmx run`` prints when its passes end: (the summary for stdout, the failed
+    runs and how to retry them for stderr), escaped as :func:`say` prints.
+
+    Args:
+        status: :func:`benchmatrix.results.status.campaign_status` of the experiment.
+        elapsed_s: Seconds since bmx run started.
+        spec_arg: The spec as the user named it.
+    """
+    t = status["totals"]
+    bad = sum(t[k] for k in ("failed", "timeout", "unreachable", "invalid"))
+    out = [f"bmx: done in {fmt_hms(elapsed_s)}: {t['ok']} of {t['planned']} runs ok, {bad} failed, "
+           f"{t['pending']} pending"]
+    err = [f"bmx: {f['status']}: {f['run_id']} (attempt {f['attempt']}): {f['reason']}" for f in status["failed"][:10]]
+    if bad:
+        err.append(f"bmx: details with 'bmx status {spec_arg}'; retry with 'bmx rerun {spec_arg} --failed'")
+    return [printable(x) for x in out], [printable(x) for x in err]
 
 
 def _disk_hint(exp: Path) -> str:
@@ -213,7 +245,7 @@ def _ticker(progress: RunProgress, stop: threading.Event) -> None:
         except OSError:
             continue  # progress is a courtesy
         if line:
-            print(line, flush=True)
+            say(line, flush=True)
 
 
 # shape: one Snakemake process: its signal handler and output loop fill the same failed/stopped lists
@@ -271,7 +303,7 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
             # Like Ctrl-C: each batch job stops its runner and restores its host.
             if not stopped and not interrupted:
                 stopped.append(reason)
-                print(f"bmx: {reason}; stopping the campaign", file=sys.stderr, flush=True)
+                say(f"bmx: {reason}; stopping the campaign", file=sys.stderr, flush=True)
                 try:
                     os.killpg(proc.pid, signal.SIGINT)
                 except ProcessLookupError:
@@ -297,7 +329,7 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
                 m = _PROGRESS.match(line)
                 if m and not interrupted:
                     jobs = (int(m.group(1)), int(m.group(2)))
-                    print(progress.line(time.monotonic(), progress.records(), jobs), flush=True)
+                    say(progress.line(time.monotonic(), progress.records(), jobs), flush=True)
                 m = _ERROR_RULE.match(line)
                 if m:
                     pending_rule = m.group(1)
@@ -368,12 +400,12 @@ def _next_round(spec: Spec, exp: Path, settings: Any, elapsed_s: float) -> bool:
     said = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items()))
     if rnd:
         runs = len(judged.extend)
-        print(f"bmx: look {judged.look}: {said or 'no comparison'}; round {rnd} adds runs to {runs} cell(s) "
-              f"(replicates until decided)", flush=True)
+        say(f"bmx: look {judged.look}: {said or 'no comparison'}; round {rnd} adds runs to {runs} cell(s) "
+            f"(replicates until decided)", flush=True)
         return True
     if reasons.get("budget"):
         update_meta(exp, until_decided_stop="budget")
-    print(f"bmx: look {judged.look}: {said or 'no comparison'}; replicates until decided: stopped", flush=True)
+    say(f"bmx: look {judged.look}: {said or 'no comparison'}; replicates until decided: stopped", flush=True)
     return False
 
 
@@ -387,8 +419,8 @@ def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: A
 
     log_path = exp / layout.LOGS_DIR / "snakemake.log"
     args.hosts = resolve_hosts(spec.inventory_path(proj), spec.hosts)
-    print(f"bmx: running {spec.name} ({len(spec.cells)} cells) on {len(args.hosts)} host(s); log {log_path}",
-          flush=True)
+    say(f"bmx: running {spec.name} ({len(spec.cells)} cells) on {len(args.hosts)} host(s); log {log_path}",
+        flush=True)
     t0 = time.monotonic()
     adaptive = settings_of(spec, read_meta(exp))
     # Adaptive replication: after each pass the comparisons are judged and the cells of
@@ -402,13 +434,13 @@ def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: A
             if stopped:
                 for rule, log_file, msg in failed:
                     if stopped not in msg:  # the reason itself was printed when bmx stopped
-                        print(f"bmx: job {rule} failed: {msg} (log: {log_file})", file=sys.stderr)
-                print(f"bmx: stopped; every finished run is kept (on its host until fetched). "
-                      f"Free some space, then resume with: bmx run {args.spec}", file=sys.stderr)
+                        print(job_failed_line(rule, msg, log_file), file=sys.stderr)
+                say(f"bmx: stopped; every finished run is kept (on its host until fetched). "
+                    f"Free some space, then resume with: bmx run {args.spec}", file=sys.stderr)
                 return 1
             if interrupted:
-                print(f"bmx: interrupted; every finished run is kept. Resume with: bmx run {args.spec}",
-                      file=sys.stderr)
+                say(f"bmx: interrupted; every finished run is kept. Resume with: bmx run {args.spec}",
+                    file=sys.stderr)
                 return 130
             if rc != 0 or reruns_digest(exp) == before:
                 break
@@ -417,20 +449,17 @@ def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: A
             break
     if rc != 0:
         for rule, log_file, msg in failed:
-            print(f"bmx: job {rule} failed: {msg or _disk_hint(exp)} (log: {log_file})", file=sys.stderr)
+            print(job_failed_line(rule, msg or _disk_hint(exp), log_file), file=sys.stderr)
         if not failed:
-            print(f"bmx: snakemake failed (exit {rc}); see {log_path}", file=sys.stderr)
+            say(f"bmx: snakemake failed (exit {rc}); see {log_path}", file=sys.stderr)
         return 1
     status = campaign_status(exp, spec.factor_names)
     t = status["totals"]
     bad = sum(t[k] for k in ("failed", "timeout", "unreachable", "invalid"))
-    print(f"bmx: done in {fmt_hms(time.monotonic() - t0)}: {t['ok']} of {t['planned']} runs ok, "
-          f"{bad} failed, {t['pending']} pending")
-    for f in status["failed"][:10]:
-        print(f"bmx: {f['status']}: {f['run_id']} (attempt {f['attempt']}): {f['reason']}", file=sys.stderr)
-    if bad:
-        print(f"bmx: details with 'bmx status {args.spec}'; retry with 'bmx rerun {args.spec} --failed'",
-              file=sys.stderr)
+    out, err = done_lines(status, time.monotonic() - t0, args.spec)
+    print("\n".join(out))
+    for line in err:
+        print(line, file=sys.stderr)
     from benchmatrix.report.terminal import print_findings
 
     print_findings(exp, sys.stdout, getattr(args, "color", "auto"))
