@@ -138,10 +138,11 @@ def restore_quietly(spec: Spec, project_dir: Path, host: str) -> bool:
 def restore_touched_hosts(spec: Spec, project_dir: Path) -> list[str]:
     """After a failed workflow: restore every host a batch touched since its last restore.
 
-    A host counts as touched when it has a recorded baseline (some knob was changed)
-    and one of its batch jobs started (its Snakemake log) after its last restore
-    (``restored.json``). Called from the Snakefile's ``onerror``, so that both
-    ``bmx run`` and a plain ``snakemake`` leave no host reconfigured, whatever failed.
+    A host counts as touched when it may hold a changed knob (:func:`may_be_reconfigured`:
+    a recorded baseline, or a baseline the host keeps itself) and one of its batch jobs
+    started (its Snakemake log) after its last restore (``restored.json``). Called from
+    the Snakefile's ``onerror``, so that both ``bmx run`` and a plain ``snakemake`` leave
+    no host reconfigured, whatever failed.
 
     Returns:
         The hosts it restored.
@@ -155,7 +156,7 @@ def restore_touched_hosts(spec: Spec, project_dir: Path) -> list[str]:
     order, host_of = batches(plan_path)
     done = []
     for host in sorted(set(host_of.values())):
-        if not (exp / layout.HOSTS_DIR / host / layout.BASELINE).is_file():
+        if not may_be_reconfigured(spec, exp, host):
             continue
         started = [p.stat().st_mtime for b in order if host_of[b] == host
                    for p in [layout.batch_log(exp, b)] if p.is_file()]

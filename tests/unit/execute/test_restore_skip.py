@@ -68,3 +68,40 @@ def test_preparation_names_the_descriptors_host_variables(tmp_path, role, direct
     seen = preparation(load_spec(tmp_path / "s.yaml"), tmp_path, "nowhere").extravars
     assert seen["bmx_prepare"] is True
     assert (seen["bmx_workload_directory_var"], seen["bmx_workload_cleanup_var"]) == (directory_var, cleanup_var)
+
+
+KNOB_SPEC = SPEC + "knobs: {ra: {role: knob_read_ahead, cost: none}}\n"
+
+
+def _touched(tmp_path, monkeypatch, baseline: bool, restored_after: bool) -> list[str]:
+    """restore_touched_hosts on a plan whose one batch on 'nowhere' started (its log exists)."""
+    from benchmatrix.execute import restore
+
+    (tmp_path / "inv.yml").write_text("all:\n  hosts:\n    nowhere:\n      ansible_connection: local\n")
+    (tmp_path / "s.yaml").write_text(KNOB_SPEC.replace("factors: {bs: [4k]}", "factors: {bs: [4k], ra: [0, 128]}"))
+    exp = tmp_path / "results" / "rs_t"
+    (exp / "hosts" / "nowhere").mkdir(parents=True)
+    (exp / "plan.csv").write_text("seq,host,run_id,batch\n1,nowhere,r1,b0001\n")
+    log = exp / "logs" / "batches" / "b0001.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("started\n")
+    if baseline:
+        (exp / "hosts" / "nowhere" / "baseline.json").write_text(json.dumps(
+            {"ra": {"role": "knob_read_ahead", "value": "128", "vars": {}, "cost": "none"}}))
+    if restored_after:
+        (exp / "hosts" / "nowhere" / "restored.json").write_text("{}")
+    seen: list[str] = []
+    monkeypatch.setattr(restore, "restore_quietly", lambda spec, proj, host: seen.append(host) or True)
+    assert restore.restore_touched_hosts(load_spec(tmp_path / "s.yaml"), tmp_path) == seen
+    return seen
+
+
+@pytest.mark.parametrize("baseline", [True, False])
+def test_a_failed_workflow_restores_a_host_whose_batch_started(tmp_path, monkeypatch, baseline):
+    # Without baseline.json too: a controller killed in the host's first batch recorded
+    # none, and the host keeps the value before the first change itself (issue 35, item 1).
+    assert _touched(tmp_path, monkeypatch, baseline, restored_after=False) == ["nowhere"]
+
+
+def test_a_host_restored_since_its_last_batch_is_not_restored_again(tmp_path, monkeypatch):
+    assert _touched(tmp_path, monkeypatch, baseline=False, restored_after=True) == []
