@@ -385,6 +385,7 @@ def _replicates_text(rp: dict[str, Any]) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from benchmatrix.spec.load import load_spec
+    from benchmatrix.workloads import metric_names
 
     budget_s = None
     if args.budget is not None:  # an empty --budget '' used to mean no budget at all
@@ -396,7 +397,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         args.campaign = check_label(args.campaign)
     proj = project_dir()
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec, metric_names=metric_names)
     for w in spec.warnings:
         print(w, file=sys.stderr)
     exp = layout.exp_dir_of(proj, spec)

@@ -19,6 +19,7 @@ from benchmatrix.analyze import sanity
 from benchmatrix.analyze.comparisons import Comparisons, compare
 from benchmatrix.analyze.stats import effective_runs, run_hosts, summarize, summarize_by_host, with_start_ns
 from benchmatrix.layout import summary_by_host_columns
+from benchmatrix.names import shown
 from benchmatrix.results.tables import Checks, Tables, metric_units
 
 if TYPE_CHECKING:
@@ -86,6 +87,30 @@ def cell_labels(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.
     return known
 
 
+def threshold_key_warnings(spec: Spec, measured: set[str]) -> list[dict[str, Any]]:
+    """A report warning for each ``report.threshold`` key that names no metric of the
+    runs, where ``bmx validate`` could not check the keys: the spec names no metrics
+    (``report.metrics``, declared ``metrics``) and the workload's names come from its
+    output (workload_command, a project's own role; :func:`benchmatrix.workloads.metric_names`).
+    A misspelt key would leave its metric at the default threshold without a word.
+
+    Args:
+        spec: The loaded spec.
+        measured: Every metric name the runs hold.
+    """
+    from benchmatrix.workloads import metric_names
+
+    report = spec.report
+    keys = [key for key, _ in report.thresholds if key not in measured]
+    if not keys or report.metrics or spec.declared_metrics \
+            or metric_names(str(spec.workload.get("role") or ""), spec.collect).complete:
+        return []
+    return [sanity.warning("threshold_key", f"report.threshold names {shown(key)}, which no run's metrics hold",
+                           f"If it means a metric of the runs, the default threshold ({report.threshold * 100:g}%) "
+                           "applies to it: check the spelling against runs.csv's metrics.")
+            for key in keys]
+
+
 # shape: a campaign's tables and comparisons, keyword-only after the first four
 def derive_checks(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame, *,
                   comparisons: Comparisons, summary_by_host: pd.DataFrame | None = None,
@@ -119,6 +144,7 @@ def derive_checks(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
                                                    comparisons=comparisons.table)
     # Comparisons that rest on too few visits or runs to decide.
     warnings += [sanity.warning(w["check"], w["title"], w["message"]) for w in comparisons.warnings]
+    warnings += threshold_key_warnings(spec, set(summary["metric"].dropna()) if len(summary) else set())
     # The drift test's own control runs, so that the report draws a flagged shift where it was found.
     controls = sanity.control_runs(runs, spec.cooling_knobs, spec.warmup)
     keys = [(str(r), int(a)) for r, a in zip(controls["run_id"], pd.to_numeric(controls["attempt"]).fillna(0))]

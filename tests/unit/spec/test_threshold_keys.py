@@ -141,3 +141,14 @@ def test_every_counter_metric_is_one_the_counters_name():
     known = metric_names("workload_command", ["cpu", "disk"])
     assert not known.complete
     assert sorted(n for n in names if not known.matches(n)) == []
+
+
+def test_bmx_run_refuses_the_key_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    # bmx run validates too: a campaign started without bmx validate must not run hours on the default.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("BMX_PROJECT_DIR", str(tmp_path))
+    path = spec_of(tmp_path, "workload_fio", "{read_clat_p99: 20%}")
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{path}:10: report.threshold names 'read_clat_p99', which no metric of workload_fio"), err
+    assert err.count("\n") == 1 and not (tmp_path / "results").exists()
