@@ -87,6 +87,8 @@ class Campaign:
             (an edited workload); None keeps the file as it is.
         failed: Measured runs (by their position in plan order, 0-based) recorded
             ``failed`` with a reason and no metrics.
+        failed_cells: Cells whose every run fails, each given by some of its levels
+            (``{"loops": 0}``), compared as text.
         facts: Facts that differ from :data:`FACTS` on every host (a new kernel).
         host_env: Noise settings that differ from :data:`HOST_ENV`.
         seconds: Each run's duration in seconds (before a small random spread).
@@ -98,6 +100,7 @@ class Campaign:
     shift: float | dict[str, float] = 0.0
     spec: str | None = None
     failed: Iterable[int] = ()
+    failed_cells: Iterable[dict[str, Any]] = ()
     facts: dict[str, Any] = field(default_factory=dict)
     host_env: dict[str, Any] = field(default_factory=dict)
     seconds: float = 1.0
@@ -292,7 +295,8 @@ def _record_runs(spec: Spec, exp: Path, runs: list[PlannedRun], campaign: Campai
                 log=f"{layout.LOGS_DIR}/ansible/{batch}.log",
                 host_env={**HOST_ENV, **campaign.host_env, "load_before": round(rng.uniform(0, 0.3), 2),
                           "load_after": round(rng.uniform(0, 0.3), 2)})
-            if r.run_id in fails:
+            if r.run_id in fails or any(all(str(factors.get(k)) == str(v) for k, v in cell.items())
+                                        for cell in campaign.failed_cells):
                 rec.update(status="failed", exit_code=1, reason="exit status 1 (expected 0): synthetic failure")
             else:
                 rec["metrics"] = {m: {"value": _value(mean(factors, m), campaign.shift, m, cv, rng), "unit": u}

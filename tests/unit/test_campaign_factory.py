@@ -107,3 +107,19 @@ def test_an_edited_workload_starts_a_new_campaign_without_a_label(tmp_path):
     # The record holds the command the role built for its cell, rendered.
     assert rec["workload"]["argv"][2] in ("print('v=%.4f' % (101 * 1))", "print('v=%.4f' % (101 * 2))")
     assert rec["host_facts"]["kernel"] == "6.1.0-synthetic" and rec["spec_digest"] == second.meta["spec_digest"]
+
+
+def test_two_hosts_and_a_cell_that_always_fails(tmp_path):
+    made = make_experiment(tmp_path / "p", campaigns=[Campaign(failed_cells=[{"size": 2}])], hosts=("h1", "h2"))
+    runs = pd.read_csv(made.exp / layout.RUNS)
+    assert sorted(runs["host"].unique()) == ["h1", "h2"] and len(runs) == 12
+    assert set(runs.loc[runs["size"] == 2, "status"]) == {"failed"}
+    assert set(runs.loc[runs["size"] == 1, "status"]) == {"ok"}
+    assert runs.loc[runs["size"] == 2, "v"].isna().all()
+    by_host = pd.read_csv(made.exp / layout.SUMMARY_BY_HOST)
+    assert sorted(by_host["host"].unique()) == ["h1", "h2"]
+    assert {p.parent.name for p in made.exp.glob("hosts/*/facts.json")} == {"h1", "h2"}
+    # Each host's runs follow one another on its own clock, in plan order.
+    for host in ("h1", "h2"):
+        mine = runs[runs["host"] == host].sort_values("seq")
+        assert mine["started_at"].is_monotonic_increasing
