@@ -76,12 +76,14 @@ def test_compare_sees_the_shift_and_names_the_new_kernel(made, bmx, tmp_path):
 
 def test_history_export_and_report_read_every_campaign(made, bmx, tmp_path):
     rc, out, err = bmx("history", str(made.spec_path))
-    assert rc == 0 and "v" in out, out + err
+    assert rc == 0 and out.startswith("history: 3 campaigns, oldest first: before, after, kernel\n"), out + err
     rc, out, err = bmx("export", str(made.spec_path), "--campaign", "before", "--format", "csv", "--out", "-")
     table = pd.read_csv(io.StringIO(out))
     assert rc == 0 and set(table["campaign"]) == {made.ids[0]} and len(table) == 6, err
     rc, out, err = bmx("report", str(made.spec_path))
     assert rc == 0 and (made.exp / layout.REPORT_HTML).is_file(), out + err
+    # The terminal's findings: each cell's mean and interval, the report's paths.
+    assert "  v (lower is better, best first):" in out and f"report: {made.exp / layout.REPORT_MD}" in out
     assert "size=2" in (made.exp / layout.REPORT_MD).read_text()
 
 
