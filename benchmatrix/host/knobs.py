@@ -198,7 +198,15 @@ BACKENDS = {}
 
 def register(cls):
     """Class decorator: make ``cls`` the backend of the knob role ``cls.role``; its
-    ``defaults`` (what ``var()`` falls back to) come from its declared ``options``."""
+    ``defaults`` (what ``var()`` falls back to) come from its declared ``options``.
+
+    Raises:
+        ValueError: another backend already registered ``cls.role`` (the second would
+            silently replace the first).
+    """
+    if cls.role in BACKENDS:
+        raise ValueError(f"knob backend {cls.role!r} registered twice: {BACKENDS[cls.role].__name__} "
+                         f"and {cls.__name__}")
     cls.defaults = {o.name: "" if o.required else o.default for o in cls.options if not o.derived}
     BACKENDS[cls.role] = cls
     return cls

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from benchmatrix.spec.declared import MetricNames
 from benchmatrix.workloads import command, fio, pgbench, stress_ng, sysbench
-from benchmatrix.workloads.base import Parsed, Parser, Workload
+from benchmatrix.workloads.base import Parsed, Parser, Workload, registry
 from benchmatrix.workloads.command import check_declarations, parse_command
 from benchmatrix.workloads.counters import counter_metric_names, load_counters, parse_counters
 from benchmatrix.workloads.fio import FIO_METRICS, parse_fio
@@ -31,9 +31,9 @@ from benchmatrix.workloads.success import check_success
 from benchmatrix.workloads.sysbench import parse_sysbench
 
 #: workload role -> its descriptor.
-WORKLOADS: dict[str, Workload] = {w.role: w for w in (
+WORKLOADS: dict[str, Workload] = registry((
     fio.WORKLOAD, pgbench.WORKLOAD, sysbench.WORKLOAD, command.WORKLOAD, stress_ng.WORKLOAD,
-)}
+))
 
 #: workload role -> its parser.
 PARSERS: dict[str, Parser] = {role: w.parse for role, w in WORKLOADS.items()}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -180,6 +180,20 @@ class Workload:
     def direction(self, metric: str) -> str:
         """``higher``, ``lower`` or "" (not known) for one of this workload's metrics."""
         return next((better for pattern, better in self.directions if re.search(pattern, metric)), "")
+
+
+def registry(workloads: Iterable[Workload]) -> dict[str, Workload]:
+    """``{role: descriptor}`` of ``workloads``.
+
+    Raises:
+        ValueError: two descriptors name the same role (a dict would keep only the last).
+    """
+    out: dict[str, Workload] = {}
+    for w in workloads:
+        if w.role in out:
+            raise ValueError(f"workload {w.role!r} registered twice: {out[w.role].summary!r} and {w.summary!r}")
+        out[w.role] = w
+    return out
 
 
 def as_text(stdout: Any, tool: str) -> str:

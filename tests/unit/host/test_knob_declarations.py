@@ -99,3 +99,17 @@ def test_option_types(type_, good, bad):
     assert [o.type_problem(v) for v in good] == [""] * len(good)
     problems = [o.type_problem(v) for v in bad]
     assert all(p.startswith(("v must be a ", "v must be an ")) for p in problems), problems
+
+
+def test_register_refuses_a_second_backend_of_the_same_role():
+    from benchmatrix.host import knobs
+
+    before = dict(knobs.BACKENDS)
+
+    class Twin(knobs.Backend):
+        role = "knob_sysctl"
+
+    with pytest.raises(ValueError, match="knob_sysctl.*registered twice"):
+        knobs.register(Twin)
+    # The first registration stays the backend of the role.
+    assert knobs.BACKENDS == before and knobs.BACKENDS["knob_sysctl"] is knobs.Sysctl

@@ -64,3 +64,14 @@ def test_the_docs_table_is_the_registry():
     section = text.split("## Built-in workloads", 1)[1].split("\n## ", 1)[0]
     rows = [ln for ln in section.splitlines() if ln.startswith("| `workload_")]
     assert rows == [table_row(w) for w in WORKLOADS.values()]
+
+
+def test_registry_refuses_a_second_descriptor_of_the_same_role():
+    from benchmatrix.workloads.base import registry
+
+    fio = WORKLOADS["workload_fio"]
+    assert registry([fio, WORKLOADS["workload_pgbench"]]) == {
+        "workload_fio": fio, "workload_pgbench": WORKLOADS["workload_pgbench"]}
+    twin = Workload(role="workload_fio", summary="another fio", parse=fio.parse, argv=fio.argv)
+    with pytest.raises(ValueError, match="workload_fio.*registered twice"):
+        registry([fio, twin])
