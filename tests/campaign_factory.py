@@ -191,6 +191,7 @@ def make_experiment(root: Path, spec_text: str | None = None, campaigns: Iterabl
             return drawn[key]
 
         clock = _record_runs(spec, exp, runs, campaign, units, mean, rng, cv, clock)
+        _side_files(spec, exp, runs, clock)
         collect(str(spec_path), root, exp / layout.PLAN, render=render)
         ids.append(read_meta(exp)["id"])
         clock += timedelta(hours=1)
@@ -206,6 +207,22 @@ def _plan(spec: Spec, exp: Path, hosts: list[str], batch_max_runs: int) -> list[
     atomic_write(exp / layout.SPEC, json.dumps(spec.data, sort_keys=True, default=str, indent=1) + "\n")
     atomic_write(exp / layout.PLAN, plan_csv_text(runs, spec.factor_names))
     return runs
+
+
+def _side_files(spec: Spec, exp: Path, runs: list[PlannedRun], clock: datetime) -> None:
+    """What else a ``bmx run`` leaves: the experiment lock, the jobs' logs and each
+    host's restored.json (the restore at the campaign's end)."""
+    (exp / layout.LOCK).touch()
+    logs = exp / layout.LOGS_DIR
+    for name in ("snakemake.log", "plan.log", "collect.log"):
+        atomic_write(logs / name, f"synthetic campaign of {spec.name} (tests/campaign_factory.py)\n")
+    for batch in dict.fromkeys(r.batch for r in runs):
+        atomic_write(layout.ansible_log(exp, batch), f"PLAY [Run a batch of {spec.name}] synthetic\n")
+        atomic_write(layout.batch_log(exp, batch), f"batch {batch}: synthetic\n")
+    for host in sorted({r.host for r in runs}):
+        atomic_write(layout.host_file(exp, host, layout.RESTORED), json.dumps(
+            {"host": host, "restored_at": clock.isoformat(timespec="microseconds"),
+             "knobs": {}}, indent=1) + "\n")
 
 
 def _metric_units(spec: Spec) -> dict[str, str]:
