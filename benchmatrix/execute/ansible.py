@@ -361,10 +361,62 @@ def start_slot(slots: int | None = None, directory: Path | None = None,
         give_back()
 
 
+#: The tag of the task whose start ends a call's start phase (``run_playbook``'s
+#: ``start_tag``): batch_runner's task that starts the runner. A tag, not the task's name,
+#: so the task can be renamed; ansible-runner's events carry no tags, so the tagged
+#: tasks are found in the playbook files (:func:`tagged_tasks`) and matched by file and line.
+START_TAG = "bmx_runner_start"
+
+
+def _tagged(node: yaml.Node, tag: str, path: str, found: set[str]) -> None:
+    if isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            if isinstance(item, yaml.MappingNode):
+                tags = next((v for k, v in item.value if k.value == "tags"), None)
+                if isinstance(tags, yaml.ScalarNode):
+                    names = [t.strip() for t in str(tags.value).split(",")]
+                else:
+                    names = [t.value for t in getattr(tags, "value", []) if isinstance(t, yaml.ScalarNode)]
+                if tag in names:
+                    # Ansible's task_path: the file and the 1-based line the task starts on.
+                    found.add(f"{path}:{item.start_mark.line + 1}")
+            _tagged(item, tag, path, found)
+    elif isinstance(node, yaml.MappingNode):
+        for _, value in node.value:
+            _tagged(value, tag, path, found)
+
+
+def tagged_tasks(project_dir: Path, tag: str) -> set[str]:
+    """The tasks tagged ``tag`` in the YAML files under ``project_dir``, as Ansible's
+    events name a task's place (``task_path``): ``/real/path/file.yml:LINE``.
+
+    Only files whose text holds ``tag`` are parsed; a file that is no YAML is skipped
+    (Ansible itself reports it when a playbook uses it).
+    """
+    found: set[str] = set()
+    for path in sorted(Path(project_dir).rglob("*.y*ml")):
+        try:
+            text = path.read_text()
+            if tag not in text:
+                continue
+            for document in yaml.compose_all(text, Loader=yaml.SafeLoader):
+                if document is not None:
+                    _tagged(document, tag, os.path.realpath(path), found)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+    return found
+
+
+def _task_place(task_path: Any) -> str:
+    """An event's ``task_path`` (``file:line``) with the file's real path."""
+    file, _, line = str(task_path or "").rpartition(":")
+    return f"{os.path.realpath(file)}:{line}" if file else ""
+
+
 # shape: one call's playbook, host, inventory, vars, log + optional data/timeout/slot, keyword-only
 def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str,
                  extravars: dict[str, Any], log: Path, data: dict[str, Any] | None = None,
-                 timeout: int | None = None, start_until: str = "",
+                 timeout: int | None = None, start_tag: str = "",
                  on_started: Callable[[], None] | None = None) -> PlaybookResult:
     """Run one playbook against one host through ansible-runner.
 
@@ -388,11 +440,12 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
             controller. The others go as quoted strings, so ``on`` stays ``on``.
         log: Where Ansible's stdout is kept (it names tasks and hosts, never variables).
         timeout: Seconds before the runner gives up.
-        start_until: The task whose start ends the call's start phase (e.g. the one that
-            waits for a batch's runs); default: the playbook's first task. Until then,
+        start_tag: The tag of the task whose start ends the call's start phase (e.g.
+            :data:`START_TAG`, the task that waits for a batch's runs); the first such
+            task to start counts; default: the playbook's first task. Until then,
             and for at most :data:`START_SLOT_MAX_S`, the call holds one of the
             controller's start slots (:func:`start_slot`, ``BMX_ANSIBLE_STARTS``).
-        on_started: Called (from ansible-runner's event thread) when that task starts:
+        on_started: Called once (from ansible-runner's event thread) when that task starts:
             a batch's lease is renewed from its runner's start, not while its call
             still waits for a start slot or prepares the host.
 
@@ -421,15 +474,16 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
         (data_dir / "env" / "extravars").write_text(
             yaml.dump({**extravars, **{k: _Unsafe.wrap(v) for k, v in (data or {}).items()}},
                       Dumper=_Dumper, default_flow_style=False, sort_keys=False))
+        starts = tagged_tasks(project_dir, start_tag) if start_tag else None
         return _run(ansible_runner, playbook, project_dir, inventory, host, data_dir, Path(log), timeout,
-                    start_until, on_started)
+                    starts, on_started)
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
 # shape: run_playbook's body in its private data dir: the same inputs plus the runner and that dir
 def _run(ansible_runner: Any, playbook: str, project_dir: Path, inventory: Path, host: str,
-         data_dir: Path, log: Path, timeout: int | None, start_until: str = "",
+         data_dir: Path, log: Path, timeout: int | None, starts: set[str] | None = None,
          on_started: Callable[[], None] | None = None) -> PlaybookResult:
     envvars = {
         "ANSIBLE_CONFIG": str(project_dir / "ansible.cfg"),
@@ -440,14 +494,18 @@ def _run(ansible_runner: Any, playbook: str, project_dir: Path, inventory: Path,
     t0 = time.monotonic()
     with start_slot(max_seconds=START_SLOT_MAX_S) as give_back:
 
+        called = threading.Event()
+
         def on_event(event: dict[str, Any]) -> bool:
             kind = event.get("event")
-            started = kind == "playbook_on_task_start" and (
-                not start_until or (event.get("event_data") or {}).get("task") == start_until)
+            started = kind == "playbook_on_task_start" and not called.is_set() and (
+                starts is None or _task_place((event.get("event_data") or {}).get("task_path")) in starts)
             if started or kind == "playbook_on_stats":
                 give_back()  # started: the rest (a batch's runs) goes without a slot
-            if started and on_started is not None:
-                on_started()
+            if started:
+                called.set()
+                if on_started is not None:
+                    on_started()
             return True  # keep the event
 
         runner = ansible_runner.run(

@@ -25,7 +25,7 @@ from benchmatrix.errors import (
     PlanError,
     describe_os_error,
 )
-from benchmatrix.execute.ansible import run_playbook
+from benchmatrix.execute.ansible import START_TAG, run_playbook
 from benchmatrix.execute.lease import lease
 from benchmatrix.execute.prepare import (
     RUNNER_PATH,
@@ -50,10 +50,6 @@ from benchmatrix.results.records import base_record, iso, write_records
 from benchmatrix.spec.config import project_config
 from benchmatrix.spec.load import Spec, load_spec, render_vars
 from benchmatrix.workloads import WORKLOADS
-
-#: batch_runner's task that waits for a batch's runs: the batch job's Ansible start
-#: phase (its start slot, execute.ansible.start_slot) ends when it starts.
-RUN_TASK = "Run the batch"
 
 
 def _cells_by_id(spec: Spec) -> dict[str, dict[str, Any]]:
@@ -285,7 +281,7 @@ def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
                        "bmx_allow_reboot": spec.allow_reboot,
                        "batch_runner_stop_after_s": config.batch_max_seconds,
                        "batch_runner_timeout": int(sum(spec.workload["timeout"] + 30 for _ in todo) + 60)},
-            log=batch_log, start_until=RUN_TASK, on_started=started)
+            log=batch_log, start_tag=START_TAG, on_started=started)
     except (KeyboardInterrupt, Interrupted) as exc:
         stop_runner(spec, job.project_dir, host)
         # The knob call may have run (and the runner set live knobs): its baselines first.

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from benchmatrix.errors import AnsibleError
-from benchmatrix.execute.ansible import run_playbook, start_slot, start_slots
+from benchmatrix.execute.ansible import START_TAG, run_playbook, start_slot, start_slots
 
 PLAY = """\
 - name: Setup, then a long task
@@ -29,6 +29,7 @@ PLAY = """\
       ansible.builtin.command: sleep 5
     - name: A long task
       ansible.builtin.command: sleep 4
+      tags: [bmx_runner_start]
 """
 
 HOLD = """\
@@ -85,7 +86,7 @@ def test_a_slot_goes_back_after_its_longest_hold(tmp_path):
         assert _free(tmp_path / "slot0.lock"), "a call that waits long (a reboot) kept its slot"
 
 
-def _sample_slot(tmp_path, monkeypatch, start_until: str) -> tuple[float, list[tuple[float, bool]]]:
+def _sample_slot(tmp_path, monkeypatch, start_tag: str) -> tuple[float, list[tuple[float, bool]]]:
     """Run PLAY on localhost with one start slot; the call's seconds and whether the slot
     was free, sampled every 0.1 s while the call ran."""
     project = tmp_path / "playbooks"
@@ -100,7 +101,7 @@ def _sample_slot(tmp_path, monkeypatch, start_until: str) -> tuple[float, list[t
     done: list[float] = []
     call = threading.Thread(target=lambda: done.append(run_playbook(
         "play.yml", project_dir=project, inventory=inventory, host="localhost", extravars={},
-        log=tmp_path / "play.log", start_until=start_until).seconds))
+        log=tmp_path / "play.log", start_tag=start_tag).seconds))
     t0 = time.monotonic()
     call.start()
     samples = []
@@ -113,10 +114,10 @@ def _sample_slot(tmp_path, monkeypatch, start_until: str) -> tuple[float, list[t
 
 
 @pytest.mark.slow
-def test_a_playbook_holds_a_start_slot_until_the_named_task_starts(tmp_path, monkeypatch):
+def test_a_playbook_holds_a_start_slot_until_the_tagged_task_starts(tmp_path, monkeypatch):
     """Run the batch's way: held through the setup task, given back while the long
-    task (the runs) still goes on."""
-    seconds, samples = _sample_slot(tmp_path, monkeypatch, "A long task")
+    task (the runs, tagged START_TAG) still goes on."""
+    seconds, samples = _sample_slot(tmp_path, monkeypatch, START_TAG)
     held = [t for t, free in samples if not free]
     freed = [t for t, free in samples if free and held and t > held[-1]]
     assert held and held[-1] >= 4.5, f"the slot went back before the setup task ended: {samples}"
