@@ -25,13 +25,13 @@ The comparability guard looks at the provenance of both sides first:
   what a user usually wants to compare; they are shown and named beside each verdict
   (``kernel 6.1 -> 6.6``).
 
-Campaigns vary more than their runs (a reboot, the day's load, a shifting SAN). Where
-the experiment has at least :data:`MIN_HISTORY` campaigns besides B (A among them) that
-measured the same thing, each metric's campaign-to-campaign variance is estimated from
-them and added to every comparison's (basis ``campaign_variance``); without such a
-history, a change is ``better``/``worse`` only where its whole interval lies beyond the
-practical threshold (basis ``threshold``). compare.csv's ``basis`` column and a note say
-which was done (docs/report.md, "Verdicts across campaigns").
+Campaigns vary more than their runs (a reboot, the day's load, a shifting SAN). Every
+comparison adds each metric's campaign-to-campaign variance to its runs' noise: the
+prior ``report.campaign_sd`` pooled with the estimate from the experiment's comparable
+campaigns besides B, A among them, an outlying one left out
+(:mod:`benchmatrix.analyze.campaign_model`). compare.csv's ``basis`` (``prior`` or
+``pooled``) and ``campaign_sd_pct`` and a note say what was used (docs/report.md,
+"Across campaigns").
 
 Exit codes: 0 nothing worse, 1 some verdict ``worse`` (or ``inconclusive`` with
 ``--fail-on-inconclusive``), 2 a usage error, 3 not comparable.
@@ -43,6 +43,7 @@ import json
 import math
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,11 +52,13 @@ import numpy as np
 import pandas as pd
 
 from benchmatrix import layout
+from benchmatrix.analyze import campaign_model
 from benchmatrix.analyze import verdict as engine
+from benchmatrix.analyze.campaign_model import CampaignVariance
 from benchmatrix.analyze.comparisons import family_metrics, level_key
 from benchmatrix.analyze.scale import LINEAR, LOG, metric_scales
 from benchmatrix.analyze.stats import effective_runs, metric_direction, welch_df
-from benchmatrix.analyze.verdict import THRESHOLD, ZERO
+from benchmatrix.analyze.verdict import ZERO
 from benchmatrix.campaigns.store import (
     CAMPAIGNS_DIR,
     MEASUREMENT_KEYS,
@@ -70,7 +73,7 @@ from benchmatrix.campaigns.store import (
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.report.diff import differences, grouped, without
 from benchmatrix.results.tables import metric_units
-from benchmatrix.spec.load import DEFAULT_ALPHA, DEFAULT_THRESHOLD, Spec
+from benchmatrix.spec.load import DEFAULT_ALPHA, DEFAULT_CAMPAIGN_SD, DEFAULT_THRESHOLD, Spec
 
 #: Host facts that describe the environment a campaign ran in.
 ENV_FACTS = ("kernel", "cpu_model", "cpu_count", "sockets", "cores", "threads_per_core", "memory_mb",
@@ -381,59 +384,30 @@ def _side_frame(both: pd.DataFrame) -> pd.DataFrame:
                          "_units": np.minimum(na, nb)}, index=both.index)
 
 
-@dataclass
-class Basis:
-    """What a metric's changes between the two campaigns are judged against.
-
-    Attributes:
-        kind: ``campaign_variance`` (estimated from the experiment's other campaigns)
-            or ``threshold`` (no history: a change must exceed the practical threshold).
-        campaigns: How many campaigns the variance was estimated from (0 for threshold).
-        variance: The campaign-to-campaign variance on the metric's scale (relative
-            on the difference scale); NaN for threshold.
-        dof: Its degrees of freedom.
-    """
-
-    kind: str
-    campaigns: int = 0
-    variance: float = float("nan")
-    dof: float = 0.0
-
-    @property
-    def sd_pct(self) -> float:
-        """The campaign-to-campaign standard deviation in percent of the level."""
-        return math.sqrt(self.variance) * 100.0 if math.isfinite(self.variance) else float("nan")
-
-
-#: Fewest campaigns besides B from which the campaign-to-campaign variation is estimated.
-MIN_HISTORY = 2
-
-
-def campaign_basis(history: list[pd.DataFrame], metric: str, scale: str) -> Basis:
-    """:class:`Basis` of one metric from the effective runs of the history's campaigns."""
-    if len(history) < MIN_HISTORY:
-        return Basis(THRESHOLD)
+def campaign_basis(history: list[pd.DataFrame], metric: str, scale: str,
+                   prior_sd: float = DEFAULT_CAMPAIGN_SD) -> CampaignVariance:
+    """The campaign-to-campaign variance of one metric: the prior ``prior_sd`` pooled
+    with the history's campaigns (:func:`benchmatrix.analyze.campaign_model.model`)."""
     stats = [_groups(eff, metric, scale) for eff in history if metric in eff.columns]
-    variance, dof = engine.campaign_variance(stats, relative=scale != LOG)
-    if not dof:
-        return Basis(THRESHOLD)
-    return Basis("campaign_variance", len(stats), variance, dof)
+    return campaign_model.model(stats, prior_sd, relative=scale != LOG)
 
 
 # shape: two runs tables and the comparison's options, each with a default; a parameter object would only rename them
 def compare_frames(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metrics: list[str], family: list[str],
                    declared: dict[str, Any] | None = None, units: dict[str, str] | None = None,
                    alpha: float = DEFAULT_ALPHA, thresholds: dict[str, float] | float = DEFAULT_THRESHOLD,
-                   history: list[pd.DataFrame] | None = None) -> pd.DataFrame:
+                   history: list[pd.DataFrame] | None = None,
+                   campaign_sd: Mapping[str, float] | float = DEFAULT_CAMPAIGN_SD) -> pd.DataFrame:
     """Compare two runs tables cell by cell and host by host (the statistics only).
 
     Positive metrics are compared as ratios of geometric means (Welch on the log
     values), the others as differences (:mod:`benchmatrix.analyze.scale`). Campaigns
-    vary more than their runs: with ``history`` (the effective runs of at least
-    :data:`MIN_HISTORY` campaigns of the experiment other than B, A among them) each
-    metric's campaign-to-campaign variance is estimated from them and added to each
-    comparison's (basis ``campaign_variance``); without one, a change must lie beyond
-    the practical threshold (basis ``threshold``). The verdict engine
+    vary more than their runs: every comparison adds each metric's campaign-to-campaign
+    variance (twice: each side's mean moves by it), the prior ``campaign_sd`` pooled
+    with what ``history`` (the effective runs of the experiment's comparable campaigns
+    other than B, A among them) says (:mod:`benchmatrix.analyze.campaign_model`; basis
+    ``prior`` without a usable history, else ``pooled``), with the t quantile on
+    Welch-Satterthwaite's degrees of freedom of the sum. The verdict engine
     (:func:`benchmatrix.analyze.verdict.judge`) does the rest.
 
     Args:
@@ -446,6 +420,8 @@ def compare_frames(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metrics: list[str
         alpha: Significance level.
         thresholds: The practical threshold per metric (a fraction), or one for all.
         history: Effective runs of the experiment's campaigns other than B.
+        campaign_sd: The prior campaign SD (a fraction) per metric (key ``default``
+            for the others), or one for all: ``report.campaign_sd``.
 
     Returns:
         One row per (cell_id, host, metric) measured in both: ``cell_id, host, metric,
@@ -458,28 +434,32 @@ def compare_frames(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metrics: list[str
     common = [m for m in dict.fromkeys(metrics) if m in eff_a.columns and m in eff_b.columns]
     scales, _ = metric_scales(pd.concat([eff_a[common], eff_b[common]], ignore_index=True), common, declared, units)
     rows = []
+    models: dict[str, CampaignVariance] = {}
     for metric in common:
         scale = scales[metric]
         ga, gb = _groups(eff_a, metric, scale), _groups(eff_b, metric, scale)
         direction = metric_direction(metric, declared)
-        basis = campaign_basis(history or [], metric, scale)
         both = ga.add_suffix("_a").join(gb.add_suffix("_b"), how="inner")
         if both.empty:
             continue
+        basis = campaign_basis(history or [], metric, scale, _prior_sd(campaign_sd, metric))
         # B is the "level", A the "baseline": rel_diff = B vs A.
         part = _side_frame(both)
-        if basis.kind == "campaign_variance":
-            # On the difference scale the variance is relative: scaled by A's level squared.
-            scale_sq = 1.0 if scale == LOG else part["mean_baseline"].to_numpy() ** 2
-            part["_se2"], part["df"] = engine.add_campaign_variance(part["_se2"], part["df"], basis.variance,
-                                                                    basis.dof, scale_sq)
-            extra = basis.variance * scale_sq  # each side's mean moves by it
-            part["_va"], part["_vb"] = part["_va"] + extra, part["_vb"] + extra
+        # Runs without variation (to rounding level) leave nothing to judge by, whatever
+        # the campaigns add: tell them by the runs' own spread.
+        part["_constant"] = part["_constant"] | engine.near_constant(
+            part["_se2"], part["mean_level"], part["mean_baseline"], np.full(len(part), scale, dtype=object))
+        # On the difference scale the variance is relative: scaled by A's level squared.
+        scale_sq = 1.0 if scale == LOG else part["mean_baseline"].to_numpy() ** 2
+        part["_se2"], part["df"] = engine.add_campaign_variance(part["_se2"], part["df"], basis.variance,
+                                                                basis.dof, scale_sq)
+        extra = basis.variance * scale_sq  # each side's mean moves by it
+        part["_va"], part["_vb"] = part["_va"] + extra, part["_vb"] + extra
         part.insert(0, "metric", metric)
-        part = part.assign(unit=(units or {}).get(metric, ""), better=direction, _scale=scale,
-                           _basis=ZERO if basis.kind == "campaign_variance" else THRESHOLD,
+        part = part.assign(unit=(units or {}).get(metric, ""), better=direction, _scale=scale, _basis=ZERO,
                            _basis_text=basis.kind, campaign_sd_pct=basis.sd_pct)
         rows.append(part.reset_index())
+        models[metric] = basis
     if not rows:
         return pd.DataFrame(columns=["cell_id", "host", "metric", "unit", "better", "n_a", "n_b", "mean_a", "mean_b",
                                      "rel_diff_pct", "ci_low_pct", "ci_high_pct", "ci_low_adj_pct",
@@ -490,7 +470,15 @@ def compare_frames(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metrics: list[str
     table["basis"] = table["_basis_text"]
     table = table.rename(columns={"n_level": "n_b", "n_baseline": "n_a", "mean_level": "mean_b",
                                   "mean_baseline": "mean_a"})
-    return table[[c for c in table.columns if not c.startswith("_")]]
+    table = table[[c for c in table.columns if not c.startswith("_")]]
+    table.attrs["campaign_models"] = models
+    return table
+
+
+def _prior_sd(campaign_sd: Mapping[str, float] | float, metric: str) -> float:
+    if isinstance(campaign_sd, Mapping):
+        return float(campaign_sd.get(metric, campaign_sd.get("default", DEFAULT_CAMPAIGN_SD)))
+    return float(campaign_sd)
 
 
 def _units(side: Side) -> dict[str, str]:
@@ -555,7 +543,7 @@ def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None,
     thresholds = {m: threshold if threshold is not None else stored.report.threshold_for(m) for m in metrics}
     history = history_runs(a, b, sa.spec)
     table = compare_frames(sa.runs, sb.runs, metrics, family, dig(spec, "workload.metrics"), units, alpha,
-                           thresholds, history)
+                           thresholds, history, {m: stored.report.campaign_sd_for(m) for m in metrics})
     pairs_a = _pairs(sa.runs)
     pairs_b = _pairs(sb.runs)
     common_pairs = sorted(pairs_a & pairs_b)
@@ -568,7 +556,7 @@ def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None,
     if not len(table):
         result.notes.append("no cell was measured (ok runs with a metric) on the same host in both campaigns")
         return result
-    result.basis = _basis_note(table, len(history))
+    result.basis = _basis_note(table.attrs.get("campaign_models", {}), len(history))
     result.notes.append(result.basis)
     changes = _changes_by_row(environment)
     table["environment"] = ["; ".join(x for x in (changes.get(("", h), ""), changes.get((c, h), "")) if x)
@@ -590,23 +578,27 @@ def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None,
     return result
 
 
-def _basis_note(table: pd.DataFrame, history: int) -> str:
-    """One sentence saying what the verdicts were judged against (per metric where it differs)."""
-    per_metric = table.drop_duplicates("metric").set_index("metric")
-    estimated = per_metric[per_metric["basis"] == "campaign_variance"]
+def _basis_note(models: dict[str, CampaignVariance], history: int) -> str:
+    """One sentence saying how much campaigns were taken to vary, per metric."""
     parts = []
-    if len(estimated):
-        spread = ", ".join(f"{m} {v:.2g} %" for m, v in estimated["campaign_sd_pct"].items())
-        parts.append(f"campaign-to-campaign variation estimated from {history} campaigns of the experiment (A among "
-                     f"them; SD {spread}) and added to the runs' noise: a verdict means B moved more than "
-                     f"campaigns do")
-    rest = [m for m in per_metric.index if m not in estimated.index]
-    if rest:
-        which = "" if not len(estimated) else f" for {', '.join(rest)}"
-        parts.append(f"no history to estimate how much campaigns vary{which} (it needs {MIN_HISTORY} campaigns "
-                     f"besides B): a change is better or worse only where its whole interval lies beyond the "
-                     f"practical threshold (report.threshold or --threshold)")
-    return "; ".join(parts)
+    for metric, m in models.items():
+        used = (f"pooled with {m.campaigns} comparable campaigns of the experiment (A among them; their own "
+                f"estimate {_short(math.sqrt(m.estimate) * 100)} % on {_short(m.estimate_dof)} df)"
+                if m.kind == "pooled" else
+                f"alone ({history} comparable campaign{'s' if history != 1 else ''} besides B: too few to "
+                f"estimate it)")
+        dropped = f"; {len(m.dropped)} outlying campaign(s) left out" if m.dropped else ""
+        parts.append(f"{metric} {_short(m.sd_pct)} % on {_short(m.dof)} df (prior {_short(m.prior_sd * 100)} %, "
+                     f"report.campaign_sd, {used}{dropped})")
+    if not parts:
+        return ""
+    return ("campaign-to-campaign SD added to the runs' noise: " + "; ".join(parts)
+            + ": a verdict means B moved more than campaigns do")
+
+
+def _short(x: float) -> str:
+    """A number for a sentence: 2 significant digits below 10, whole numbers above, no exponent."""
+    return f"{x:.0f}" if abs(x) >= 10 else f"{x:.2f}".rstrip("0").rstrip(".")
 
 
 def _sort_key(value: Any) -> tuple[int, float, str]:
@@ -706,7 +698,6 @@ def context(result: CampaignComparison) -> dict[str, Any]:
             "only_a": result.only_a, "only_b": result.only_b, "alpha": result.alpha, "family": result.family,
             "descriptive": result.descriptive, "notes": [n for n in result.notes if n != result.basis],
             "counts": result.counts(), "basis": result.basis or "",
-            "basis_kind": "threshold" if rows and set(r.get("basis") for r in rows) == {"threshold"} else "zero",
             "multi_host": len({r["host"] for r in rows}) > 1}
 
 

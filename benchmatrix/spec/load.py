@@ -143,6 +143,28 @@ def threshold_fraction(value: Any) -> float:
     return fraction
 
 
+def campaign_sd_fraction(value: Any) -> float:
+    """A campaign SD (``report.campaign_sd``) as a fraction: ``"2%"`` or ``0.02`` -> 0.02.
+
+    Written as :func:`threshold_fraction` takes a threshold, but 0 is allowed (campaigns
+    that do not move at all).
+
+    Raises:
+        ValueError: not a percentage or a fraction from 0 to below 1.
+    """
+    fraction = math.nan
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        fraction = float(value)
+    elif isinstance(value, str):
+        m = _THRESHOLD_TEXT.fullmatch(value)
+        number = float(m.group(1)) if m else math.nan
+        fraction = number / 100.0 if m and m.group(2) else number
+    if not 0 <= fraction < 1:  # also false for nan
+        raise ValueError(f"campaign SD {value!r}: write a percentage such as 2% or a fraction such as 0.02 "
+                         f"(from 0 to below 1)")
+    return fraction
+
+
 #: A duration: numbers of ASCII digits, each with its unit (``\\d`` would take other
 #: scripts' digits, which float() reads too).
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([hms])", re.ASCII)
@@ -172,6 +194,8 @@ def parse_duration(text: str) -> float:
 
 #: Default of ``report.threshold`` as a fraction.
 DEFAULT_THRESHOLD: float = threshold_fraction(_report_default("threshold"))
+#: Default of ``report.campaign_sd`` (the prior campaign-to-campaign SD) as a fraction.
+DEFAULT_CAMPAIGN_SD: float = campaign_sd_fraction(_report_default("campaign_sd"))
 #: Values of ``hosts_mode``, the default first.
 HOSTS_MODES = ("replicate", "partition")
 
@@ -205,6 +229,9 @@ class ReportSettings:
             ``better``/``worse`` beyond it).
         thresholds: Per-metric thresholds that replace ``threshold``, as ``(metric,
             fraction)`` pairs.
+        campaign_sd: The prior campaign-to-campaign SD (a fraction) of comparisons
+            across campaigns (:mod:`benchmatrix.analyze.campaign_model`).
+        campaign_sds: Per-metric ones that replace ``campaign_sd``, as pairs.
         template_dir: Directory of user templates, relative to the spec file.
         tables: Extra pivot tables, as the spec writes them.
         compare: The comparison asked for, or None.
@@ -217,6 +244,8 @@ class ReportSettings:
     drift_threshold: float = DEFAULT_DRIFT_THRESHOLD
     threshold: float = DEFAULT_THRESHOLD
     thresholds: tuple[tuple[str, float], ...] = ()
+    campaign_sd: float = DEFAULT_CAMPAIGN_SD
+    campaign_sds: tuple[tuple[str, float], ...] = ()
     template_dir: str | None = None
     tables: tuple[dict[str, Any], ...] = ()
     compare: CompareSettings | None = None
@@ -224,6 +253,10 @@ class ReportSettings:
     def threshold_for(self, metric: str) -> float:
         """The practical threshold of ``metric`` (its own, else the default)."""
         return dict(self.thresholds).get(metric, self.threshold)
+
+    def campaign_sd_for(self, metric: str) -> float:
+        """The prior campaign SD of ``metric`` (its own, else the default)."""
+        return dict(self.campaign_sds).get(metric, self.campaign_sd)
 
     @classmethod
     def of(cls, report: dict[str, Any] | None) -> ReportSettings:
@@ -238,6 +271,14 @@ class ReportSettings:
             default = per_metric.pop("default", DEFAULT_THRESHOLD)
         elif given is not None:
             default = threshold_fraction(given)
+        sd_given = cfg.get("campaign_sd")
+        sds: dict[str, float] = {}
+        sd_default = DEFAULT_CAMPAIGN_SD
+        if isinstance(sd_given, dict):
+            sds = {str(k): campaign_sd_fraction(v) for k, v in sd_given.items()}
+            sd_default = sds.pop("default", DEFAULT_CAMPAIGN_SD)
+        elif sd_given is not None:
+            sd_default = campaign_sd_fraction(sd_given)
         return cls(
             metrics=tuple(cfg.get("metrics") or ()),
             primary=tuple(cfg.get("primary") or ()),
@@ -245,6 +286,7 @@ class ReportSettings:
             cv_threshold=float(cfg.get("cv_threshold", DEFAULT_CV_THRESHOLD)),
             drift_threshold=float(cfg.get("drift_threshold", DEFAULT_DRIFT_THRESHOLD)),
             threshold=default, thresholds=tuple(per_metric.items()),
+            campaign_sd=sd_default, campaign_sds=tuple(sds.items()),
             template_dir=cfg.get("template_dir"),
             tables=tuple(cfg.get("tables") or ()),
             compare=CompareSettings(cmp["factor"], cmp["baseline"], tuple(cmp.get("by") or ())) if cmp else None)
@@ -804,15 +846,17 @@ def _replicates_errors(doc: LocatedDocument) -> list[SpecError]:
 
 
 def _threshold_errors(doc: LocatedDocument) -> list[SpecError]:
-    """report.threshold, one value or one per metric: each a fraction or percentage."""
+    """report.threshold and report.campaign_sd, one value or one per metric: each a
+    fraction or percentage."""
     errs: list[SpecError] = []
-    given = doc.data["report"].get("threshold")
-    for path, value in ([(("report", "threshold", k), v) for k, v in given.items()] if isinstance(given, dict)
-                        else [(("report", "threshold"), given)] if given is not None else []):
-        try:
-            threshold_fraction(value)
-        except ValueError as exc:
-            errs.append(doc.error(path, f"report.{'.'.join(map(str, path[1:]))}: {exc}"))
+    for key, parse in (("threshold", threshold_fraction), ("campaign_sd", campaign_sd_fraction)):
+        given = doc.data["report"].get(key)
+        for path, value in ([(("report", key, k), v) for k, v in given.items()] if isinstance(given, dict)
+                            else [(("report", key), given)] if given is not None else []):
+            try:
+                parse(value)
+            except ValueError as exc:
+                errs.append(doc.error(path, f"report.{'.'.join(map(str, path[1:]))}: {exc}"))
     return errs
 
 

@@ -79,8 +79,8 @@ def test_an_unchanged_pair_of_campaigns_gives_no_verdict_of_change_and_exit_0(ca
     table = pd.read_csv(project.exp("verdicts") / "compare" / "a1_vs_a2" / "compare.csv")
     assert len(table) == 4 and not set(table["verdict"]) & {"better", "worse"}
     assert set(table["verdict"]) <= {"equivalent", "inconclusive"} and set(table["scale"]) == {"log"}
-    # Only a1 besides a2: no history to estimate campaigns' variation, judged against the threshold.
-    assert set(table["basis"]) == {"threshold"} and "no history" in res.stdout
+    # Only a1 besides a2: too few campaigns to estimate their variation; the prior alone.
+    assert set(table["basis"]) == {"prior"} and "report.campaign_sd, alone" in res.stdout
 
 
 def test_a_threefold_slowdown_is_worse_in_every_cell_and_exits_1(campaigns):
@@ -91,8 +91,8 @@ def test_a_threefold_slowdown_is_worse_in_every_cell_and_exits_1(campaigns):
     assert table["verdict"].tolist() == ["worse"] * 4
     assert table["rel_diff_pct"].between(120, 350).all() and (table["ci_low_adj_pct"] > 0).all()
     assert (table["ci_low_pct"] > -100).all() and (table["detectable_pct"] > 0).all()
-    # a1 and a2 measured the same thing: the campaigns' variation is estimated from them.
-    assert set(table["basis"]) == {"campaign_variance"} and "estimated from 2 campaigns" in res.stdout
+    # a1 and a2 measured the same thing: their estimate of the campaigns' variation is pooled with the prior.
+    assert set(table["basis"]) == {"pooled"} and "pooled with 2 comparable campaigns" in res.stdout
     # The table, largest change first: every cell worse.
     rows = [line.split() for line in res.stdout.splitlines() if line.startswith("lat ")]
     assert len(rows) == 4 and all(r[-1] == "worse" and r[2] == "localhost" for r in rows), res.stdout

@@ -38,17 +38,18 @@ def test_each_cell_gets_a_relative_difference_ci_and_a_verdict_in_the_metrics_di
     a = runs({("c1", "1"): BASE, ("c2", "2"): BASE, ("c3", "3"): BASE})
     b = runs({("c1", "1"): [v * 1.10 for v in BASE], ("c2", "2"): [v * 0.9 for v in BASE],
               ("c3", "3"): [100.2, 100.9, 99.1, 100.4, 99.6]})
-    t = compare_frames(a, b, ["tps"], ["tps"], {"tps": {"better": "higher"}}).set_index("cell_id")
+    # Campaigns of this machine move by about 1 % (report.campaign_sd: 1%).
+    t = compare_frames(a, b, ["tps"], ["tps"], {"tps": {"better": "higher"}}, campaign_sd=0.01).set_index("cell_id")
     assert t.loc["c1", "verdict"] == "better" and t.loc["c2", "verdict"] == "worse"
     assert t.loc["c3", "verdict"] == "equivalent"          # its interval lies inside +-5 %
     assert t.loc["c1", "rel_diff_pct"] == pytest.approx(10.0)
     assert t.loc["c1", "ci_low_adj_pct"] < 10.0 < t.loc["c1", "ci_high_adj_pct"]
     assert t.loc["c1", "n_a"] == 5 and t.loc["c1", "mean_b"] == pytest.approx(110.0)
     # A metric that is better lower: the same rise is worse.
-    t = compare_frames(a, b, ["tps"], ["tps"], {"tps": {"better": "lower"}}).set_index("cell_id")
+    t = compare_frames(a, b, ["tps"], ["tps"], {"tps": {"better": "lower"}}, campaign_sd=0.01).set_index("cell_id")
     assert t.loc["c1", "verdict"] == "worse" and t.loc["c2", "verdict"] == "better"
     # Unknown direction: higher / lower.
-    t = compare_frames(a, b, ["tps"], ["tps"], {}).set_index("cell_id")
+    t = compare_frames(a, b, ["tps"], ["tps"], {}, campaign_sd=0.01).set_index("cell_id")
     assert t.loc["c1", "verdict"] == "higher" and t.loc["c2", "verdict"] == "lower"
 
 
@@ -113,7 +114,7 @@ def test_exit_codes_and_the_written_files(tmp_path):
     a, b = Campaign("aaa", tmp_path / "a"), Campaign("bbb", tmp_path / "b", label="new kernel")
     ra = runs({("c1", "1"): BASE, ("c2", "2"): BASE})
     rb = runs({("c1", "1"): [v * 0.8 for v in BASE], ("c2", "2"): BASE})
-    table = compare_frames(ra, rb, ["tps"], ["tps"], {"tps": {"better": "higher"}})
+    table = compare_frames(ra, rb, ["tps"], ["tps"], {"tps": {"better": "higher"}}, campaign_sd=0.01)
     table["environment"] = "kernel 6.1 -> 6.6"
     table["x"] = ["1", "2"]
     result = CampaignComparison(a, b, table, factor_names=["x"])
@@ -158,7 +159,7 @@ def _campaign_dir(path, cid, values, kernel, argv="bench"):
 
     spec = {"workload": {"role": "workload_command", "vars": {"argv": [argv]},
                          "metrics": {"tps": {"regex": "x", "better": "higher", "unit": "tx/s"}}},
-            "report": {"metrics": ["tps"]}}
+            "report": {"metrics": ["tps"], "campaign_sd": "1%"}}
     path.mkdir(parents=True)
     (path / "campaign.json").write_text(json.dumps({"id": cid, "created_at": "2026-01-01T00:00:00+00:00"}))
     (path / "spec.json").write_text(json.dumps(spec))
@@ -185,6 +186,9 @@ def test_compare_campaigns_names_the_environment_change_in_the_verdicts(tmp_path
     t = result.table
     assert result.exit_code == 1 and list(t["x"]) == ["1", "2"] and list(t["verdict"]) == ["worse", "equivalent"]
     assert set(t["environment"]) == {"kernel 6.1 -> 6.6"} and t["unit"].tolist() == ["tx/s", "tx/s"]
+    # B's spec.json says campaigns move by about 1 %: no history, so the prior alone.
+    assert t["campaign_sd_pct"].tolist() == pytest.approx([1.0, 1.0]) and set(t["basis"]) == {"prior"}
+    assert "tps 1 % on 4 df (prior 1 %, report.campaign_sd, alone" in result.basis
     md = write_comparison(result, tmp_path / "out")["compare.md"].read_text()
     assert "| tps (tx/s) | x=1 | 5 | 5 | 100.00 | 90.00 | -10.0 |" in md and "worse (kernel 6.1 -> 6.6)" in md
     assert "| ±5 |" in md and "| ratio | worse" in md
