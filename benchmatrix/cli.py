@@ -512,9 +512,14 @@ def _status_text(name: str, status: dict[str, Any], factor_names: list[str]) -> 
              _status_table(status, factor_names)]
     if status["failed"]:
         lines.append("\nfailed runs:")
-        for f in status["failed"]:
+        from benchmatrix.results.status import group_failures
+
+        for g in group_failures(status["failed"]):
+            f, n = g["first"], g["count"]
+            # A reason shared by many runs is said once, with their count and the first of them.
+            who = f"{n} runs, first {f['run_id']}" if n > 1 else f["run_id"]
             # A reason quotes the tool's output, which may hold terminal escapes: shown escaped.
-            lines.append(printable(f"  {f['run_id']} attempt {f['attempt']} on {f['host']}: {f['status']}: "
+            lines.append(printable(f"  {who} attempt {f['attempt']} on {f['host']}: {f['status']}: "
                                    f"{f['reason']}" + (f" (log: results/{name}/{f['log']})" if f["log"] else "")))
     remaining = status["remaining_s"]
     lines.append(f"\nelapsed {fmt_hms(status['elapsed_s'])}"
@@ -803,6 +808,7 @@ def _add_run_commands(sub: Any) -> None:
                     "one is kept in results/NAME/campaigns/ID/; docs/campaigns.md)")
     sp.add_argument("--stop-orphan", action="store_true",
                     help="first stop a Snakemake left running by a killed bmx that still locks the experiment")
+    _keep_going_option(sp)
     _output_options(sp, "print the run's summary and findings as JSON (progress goes to stderr)")
     sp = add("report", "collect whatever runs exist into runs.csv and summary.csv and render report.html and report.md")
     sp.add_argument("--templates", type=Path, default=None, metavar="DIR",
@@ -827,6 +833,14 @@ def _add_run_commands(sub: Any) -> None:
                     help="at most N hosts busy at once (default: all)")
     sp.add_argument("--stop-orphan", action="store_true",
                     help="first stop a Snakemake left running by a killed bmx that still locks the experiment")
+    _keep_going_option(sp)
+
+
+def _keep_going_option(sp: argparse.ArgumentParser) -> None:
+    """``--keep-going-on-failures`` of bmx run and rerun (docs/failures.md, "A doomed campaign")."""
+    sp.add_argument("--keep-going-on-failures", action="store_true",
+                    help="run on when the first runs all fail the same way (by default bmx stops the campaign "
+                         "once 5 runs over 2 or more cells failed for one reason and none was ok)")
 
 
 def _add_campaign_commands(sub: Any) -> None:

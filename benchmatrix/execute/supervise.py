@@ -86,7 +86,14 @@ def done_lines(status: dict[str, Any], elapsed_s: float, spec_arg: str) -> tuple
     bad = sum(t[k] for k in ("failed", "timeout", "unreachable", "invalid"))
     out = [f"bmx: done in {fmt_hms(elapsed_s)}: {t['ok']} of {t['planned']} runs ok, {bad} failed, "
            f"{t['pending']} pending"]
-    err = [f"bmx: {f['status']}: {f['run_id']} (attempt {f['attempt']}): {f['reason']}" for f in status["failed"][:10]]
+    from benchmatrix.results.status import group_failures
+
+    # A reason shared by many runs (a missing program fails every run alike) is said once.
+    err = []
+    for g in group_failures(status["failed"])[:10]:
+        f, n = g["first"], g["count"]
+        who = f"{n} runs, first {f['run_id']}" if n > 1 else f["run_id"]
+        err.append(f"bmx: {f['status']}: {who} (attempt {f['attempt']}): {f['reason']}")
     if bad:
         err.append(f"bmx: details with 'bmx status {spec_arg}'; retry with 'bmx rerun {spec_arg} --failed'")
     return [printable(x) for x in out], [printable(x) for x in err]
@@ -151,6 +158,9 @@ def _plan_outdated(exp: Path, spec_path: Path) -> bool:
             pass
     return False
 
+
+#: How the reason of a doomed campaign's stop starts (:class:`DoomWatch`).
+DOOMED = "doomed: "
 
 #: Seconds between the progress lines printed while a batch job runs (Snakemake itself
 #: prints one only when a job ends, and one batch may now take many minutes).
@@ -237,7 +247,60 @@ def progress_tick(progress: RunProgress, now: float,
     return progress.line(now, n_rec, on_hosts=on_hosts), counts
 
 
-def _ticker(progress: RunProgress, stop: threading.Event) -> None:
+#: The flag of ``bmx run`` and ``bmx rerun`` that goes on with a doomed campaign.
+KEEP_GOING_FLAG = "--keep-going-on-failures"
+
+
+class DoomWatch:
+    """Watches the attempts a pass finishes for a doomed campaign
+    (:func:`benchmatrix.results.status.doomed_reason`): the records written since the
+    pass started, each read once."""
+
+    def __init__(self, exp: Path):
+        self.exp = exp
+        self.before = set(self._paths())
+        self.seen: dict[Path, dict[str, Any]] = {}
+        self.cleared = False  # an ok attempt was seen: the pass is not doomed, never read again
+
+    def _paths(self) -> list[Path]:
+        runs = self.exp / layout.RUNS_DIR
+        return list(runs.glob(f"*/*/{layout.RECORD}")) if runs.is_dir() else []
+
+    def reason(self) -> str | None:
+        """The reason that dooms the pass so far, or None."""
+        import json
+
+        from benchmatrix.results.status import doomed_reason
+
+        if self.cleared:
+            return None
+        for path in self._paths():
+            if path in self.before or path in self.seen:
+                continue
+            try:
+                rec = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue  # being written: read with the next look
+            if isinstance(rec, dict):
+                self.seen[path] = {k: rec.get(k) for k in ("cell_id", "status", "reason")}
+        if any(a["status"] == "ok" for a in self.seen.values()):
+            self.cleared = True
+            return None
+        return doomed_reason(sorted(self.seen.values(), key=lambda a: str(a["cell_id"])))
+
+    def line(self, reason: str, spec_arg: str) -> str:
+        """The one line ``bmx run`` prints when it stops a doomed campaign."""
+        from benchmatrix.results.status import group_failures
+
+        failed = [a for a in self.seen.values() if a["status"] != "interrupted"]
+        cells = len({a["cell_id"] for a in failed})
+        n = group_failures(failed)[0]["count"] if failed else 0
+        return (f"bmx: the first {n} runs ({cells} cells) all failed the same way: {reason}; campaign stopped, "
+                f"finished runs kept; fix it and resume with 'bmx run {spec_arg}', or go on anyway with "
+                f"'bmx run {spec_arg} {KEEP_GOING_FLAG}'")
+
+
+def _ticker(progress: RunProgress, stop: threading.Event, look: Any = None) -> None:
     last = None
     while not stop.wait(TICK_SECONDS):
         try:
@@ -246,6 +309,8 @@ def _ticker(progress: RunProgress, stop: threading.Event) -> None:
             continue  # progress is a courtesy
         if line:
             say(line, flush=True)
+        if look is not None:
+            look()
 
 
 # shape: one Snakemake process: its signal handler and output loop fill the same failed/stopped lists
@@ -256,7 +321,9 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
     Returns:
         (exit status, interrupted, failed jobs as (rule, log, the job's last
         ``benchmatrix:`` line seen on the stream), why bmx stopped the campaign itself
-        ("" when it did not: a full disk makes it stop cleanly rather than fail on)).
+        ("" when it did not: a full disk makes it stop cleanly rather than fail on; a
+        doomed campaign, :class:`DoomWatch`, too: then the reason starts with
+        :data:`DOOMED`)).
     """
     from benchmatrix.errors import describe_os_error
     from benchmatrix.execute.lock import LOCK_FD_ENV, note_child
@@ -299,21 +366,35 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
                 except ProcessLookupError:
                     pass
 
-        def stop(reason: str) -> None:
+        def stop(reason: str, line: str = "") -> None:
             # Like Ctrl-C: each batch job stops its runner and restores its host.
             if not stopped and not interrupted:
                 stopped.append(reason)
-                say(f"bmx: {reason}; stopping the campaign", file=sys.stderr, flush=True)
+                say(line or f"bmx: {reason}; stopping the campaign", file=sys.stderr, flush=True)
                 try:
                     os.killpg(proc.pid, signal.SIGINT)
                 except ProcessLookupError:
                     pass
 
+        watch = None if getattr(args, "keep_going_on_failures", False) else DoomWatch(exp)
+        looking = threading.Lock()  # the ticker's thread and the stream's loop both look
+
+        def look() -> None:
+            if watch is None or stopped or interrupted:
+                return
+            with looking:
+                try:
+                    reason = watch.reason()
+                except OSError:
+                    return  # looked at again with the next job or tick
+                if reason is not None:
+                    stop(DOOMED + reason, watch.line(reason, args.spec))
+
         old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
         logging = True
         ticking = threading.Event()
         progress = RunProgress(exp, t0)
-        threading.Thread(target=_ticker, args=(progress, ticking), name="bmx-progress", daemon=True).start()
+        threading.Thread(target=_ticker, args=(progress, ticking, look), name="bmx-progress", daemon=True).start()
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -330,6 +411,7 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
                 if m and not interrupted:
                     jobs = (int(m.group(1)), int(m.group(2)))
                     say(progress.line(time.monotonic(), progress.records(), jobs), flush=True)
+                    look()  # a job ended: its runs' records are in
                 m = _ERROR_RULE.match(line)
                 if m:
                     pending_rule = m.group(1)
@@ -431,6 +513,8 @@ def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: A
         for _ in range(3):
             before = reruns_digest(exp)
             rc, interrupted, failed, stopped = _recorded_pass(args, spec, proj, exp, lock, t0)
+            if stopped.startswith(DOOMED):
+                return 1  # its one line is said; the batch jobs' interrupts say nothing more
             if stopped:
                 for rule, log_file, msg in failed:
                     if stopped not in msg:  # the reason itself was printed when bmx stopped

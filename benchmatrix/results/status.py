@@ -15,6 +15,7 @@ for ``bmx status``, ``bmx rerun --failed`` and the report alike:
 
 from __future__ import annotations
 
+import re
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -225,6 +226,68 @@ def campaign_status(exp_dir: Path, factor_names: list[str]) -> dict[str, Any]:
         "remaining_s": per_run * totals["pending"] if per_run is not None else None,
         "median_run_s": per_run,
     }
+
+
+#: A pass is doomed when its first finished attempts all failed the same way: at least
+#: this many attempts ...
+DOOMED_RUNS = 5
+#: ... over at least this many cells (one broken cell is not a broken campaign).
+DOOMED_CELLS = 2
+
+# A word holding a digit (a number, a run or cell id, a pid, pytest-12's 12): what differs
+# between runs that failed for the same cause.
+_RUN_SPECIFIC = re.compile(r"[0-9A-Za-z_]*[0-9][0-9A-Za-z_]*")
+
+
+def reason_key(reason: str | None) -> str:
+    """A failure reason with its run-specific words (any word holding a digit: numbers,
+    run and cell ids, pids, numbered paths) replaced by ``#``: equal for the same cause."""
+    return _RUN_SPECIFIC.sub("#", str(reason or "").strip())
+
+
+def same_reason(a: str | None, b: str | None) -> bool:
+    """Whether two failure reasons name the same cause (:func:`reason_key`)."""
+    return reason_key(a) == reason_key(b)
+
+
+def doomed_reason(attempts: list[dict[str, Any]]) -> str | None:
+    """The reason that dooms a pass, or None: the rule ``bmx run`` stops a campaign by.
+
+    A pass is doomed when no attempt it finished is ok, at least :data:`DOOMED_RUNS`
+    failed (failed, timeout, unreachable, invalid) over at least :data:`DOOMED_CELLS`
+    cells, and every one of them failed for the same reason (:func:`same_reason`).
+    Interrupted attempts are left out: a stop, not a failure of the run.
+
+    Args:
+        attempts: The attempts the pass finished so far, dicts with ``cell_id``,
+            ``status`` and ``reason`` (record.json's keys).
+
+    Returns:
+        The first failed attempt's reason as it was recorded, or None.
+    """
+    failed = [a for a in attempts if a.get("status") != Status.INTERRUPTED.value]
+    if any(a.get("status") == Status.OK.value for a in failed):
+        return None
+    if len(failed) < DOOMED_RUNS or len({a.get("cell_id") for a in failed}) < DOOMED_CELLS:
+        return None
+    if len({reason_key(a.get("reason")) for a in failed}) != 1:
+        return None
+    return str(failed[0].get("reason") or "")
+
+
+def group_failures(failed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Failed runs grouped by status and reason (:func:`reason_key`), in order of first sight.
+
+    Returns:
+        One dict per group: ``first`` (its first failed run, as given), ``count`` and
+        ``runs`` (every failed run of the group).
+    """
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for f in failed:
+        g = groups.setdefault((str(f.get("status")), reason_key(f.get("reason"))), {"first": f, "count": 0, "runs": []})
+        g["count"] += 1
+        g["runs"].append(f)
+    return list(groups.values())
 
 
 def exit_code(status: dict[str, Any]) -> int:

@@ -64,7 +64,9 @@ def test_failed_cells_status_rerun_failed_and_where(project):
 
     status = project.bmx("status", str(spec))
     assert status.returncode == 1, status.stdout
-    assert "failed runs:" in status.stdout and status.stdout.count("exit status 1") == 4
+    # The four runs failed for one reason: said once, with their count (issue 38, item 4).
+    assert "failed runs:" in status.stdout and status.stdout.count("exit status 1") == 1, status.stdout
+    assert "4 runs, first" in status.stdout, status.stdout
     js = json.loads(project.bmx("status", str(spec), "--json").stdout)
     assert js["totals"]["failed"] == 4 and js["totals"]["ok"] == 4 and js["exit_code"] == 1
     rec = json.loads((exp / "runs" / js["failed"][0]["run_id"] / "1" / "record.json").read_text())
