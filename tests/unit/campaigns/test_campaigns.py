@@ -263,7 +263,7 @@ def test_compare_of_two_runs_of_the_same_workload_gives_verdicts(kept):
     table = pd.read_csv(out_dir / "compare.csv")
     assert len(table) == 2 and set(table["size"]) == {1, 2} and set(table["metric"]) == {"v"}
     assert set(table["verdict"]) <= {"better", "worse", "equivalent", "inconclusive"}
-    assert set(table["basis"]) == {"threshold"}       # "edited" measured something else: no history
+    assert set(table["basis"]) == {"prior"}       # "edited" measured something else: no history, the prior
     assert ((res.returncode == 1) == (table["verdict"] == "worse").any())
     md = (out_dir / "compare.md").read_text()
     assert "| v (ms) | size=1 |" in md and (out_dir / "compare.html").is_file()
