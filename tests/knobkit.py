@@ -54,6 +54,7 @@ class KnobRunner:
         (self.dir / "roles").symlink_to(PLAYBOOKS / "roles")
         (self.dir / "tasks").symlink_to(PLAYBOOKS / "tasks")
         (self.dir / "library").symlink_to(PLAYBOOKS / "library")
+        (self.dir / "filter_plugins").symlink_to(PLAYBOOKS / "filter_plugins")
         shutil.copy(PLAYBOOKS / "ansible.cfg", self.dir / "ansible.cfg")
         (self.dir / "apply_knobs.yml").write_text(PLAYBOOK)
         self.inventory = self.dir / "inventory.yml"

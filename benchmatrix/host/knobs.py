@@ -235,6 +235,16 @@ class Backend:
     #: option when empty. Timeouts and restart permissions are left out: the batch runner
     #: passes other ones than the module for the same knob.
     target = ()
+    #: Host variables besides the role's own (``knob_*``) that the backend reads from the
+    #: host's settings (the workload's directory): tasks/knobs.yml and check_host.yml pass
+    #: them (:func:`setting_names`).
+    host_settings = ()
+
+    def services(self):
+        """The roles that must run on the host before the knob call (a database server this
+        knob sets), as names of roles with a ``main`` tasks file; () for most knobs.
+        tasks/knobs.yml includes them (:func:`services`)."""
+        return ()
 
     def identity(self):
         """What a change of this knob touches, as a list of texts (:attr:`target`'s values)."""
@@ -373,6 +383,7 @@ class Sysfs(FileBackend):
 class ReadAhead(Backend):
     role = "knob_read_ahead"
     target = ("knob_read_ahead_path", "knob_read_ahead_device")
+    host_settings = ("bmx_workload_path", "workload_fio_directory")
     options = (
         Option("knob_read_ahead_path", "str",
                "A path on the filesystem whose device is tuned (its nearest existing parent is used).",
@@ -766,9 +777,10 @@ class PostgresqlSetting(Backend):
     """A PostgreSQL parameter: ALTER SYSTEM SET (RESET for DEFAULT) and pg_reload_conf(),
     a restart for a postmaster parameter when the knob's cost allows it; every read is
     one psql call of PG_QUERY. The server is service_postgresql's when the host has
-    ``service_postgresql_conn`` (tasks/knobs.yml provisions it before the call)."""
+    ``service_postgresql_conn`` (tasks/knobs.yml provisions it before the call: :meth:`services`)."""
 
     role = "knob_postgresql_setting"
+    host_settings = ("service_postgresql_conn",)
     target = ("knob_postgresql_setting_name", "knob_postgresql_setting_host", "knob_postgresql_setting_port",
               "knob_postgresql_setting_database")
     options = (
@@ -817,6 +829,11 @@ class PostgresqlSetting(Backend):
         if isinstance(conn, dict) and conn.get(self.CONN.get(name)) not in (None, ""):
             return conn[self.CONN[name]]
         return self.defaults.get(name, "")
+
+    def services(self):
+        # provision (the default): benchmatrix's private cluster runs, and the connection
+        # service_postgresql_conn it sets is how the knob reaches it.
+        return ("service_postgresql",) if ansible_bool(self.var("knob_postgresql_setting_provision")) else ()
 
     @property
     def name(self):
@@ -1056,6 +1073,8 @@ MIB = 1024 * 1024
 class FileLayout(Backend):
     """The workload file laid out contiguous or fragmented into about N extents, or absent;
     read back as filefrag's extent count, classified (README of the role)."""
+
+    host_settings = ("workload_fio_directory", "workload_fio_filename")
 
     role = "knob_file_layout"
     target = ("knob_file_layout_path",)
@@ -2036,6 +2055,27 @@ def forget_baseline(b, baseline_dir):
         except OSError as exc:
             raise KnobError(f"knob {b.knob.get('factor')} ({b.role}) on {b.host}: back at its baseline, but "
                             f"cannot remove the kept one in {baseline_dir}: {exc.strerror or exc}") from None
+
+
+def services(knobs, settings=None, host="this host"):
+    """The roles the knobs need running before the knob call (each backend's
+    ``services()``), each once, in the knobs' order. A knob of an unknown role needs
+    none here: the knob call refuses it with the roles it knows."""
+    out = []
+    for knob in knobs or []:
+        if knob.get("role") in BACKENDS:
+            out += [s for s in backend(knob, settings or {}, host).services() if s not in out]
+    return out
+
+
+def setting_names(knobs):
+    """The regular expression of the host variables the knob call passes as settings:
+    every knob role's own (``knob_*``) and the host settings the knobs' backends read."""
+    extra = []
+    for knob in knobs or []:
+        cls = BACKENDS.get(knob.get("role"))
+        extra += [n for n in (cls.host_settings if cls else ()) if n not in extra]
+    return "^(" + "|".join(["knob_[a-z_]+"] + [re.escape(n) for n in extra]) + ")$"
 
 
 def backend(knob, settings, host):
