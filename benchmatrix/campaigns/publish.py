@@ -52,7 +52,7 @@ from benchmatrix.errors import BenchmatrixError
 from benchmatrix.layout import State
 from benchmatrix.report.plots import WIDTH, _pyplot, _svg, safe_file_stem
 from benchmatrix.report.render import format_number
-from benchmatrix.report.units import display_unit
+from benchmatrix.report.units import display_unit, pct_interval
 from benchmatrix.results.status import decide
 from benchmatrix.results.tables import metric_units, read_analysis
 from benchmatrix.spec.load import DEFAULT_THRESHOLD
@@ -597,6 +597,7 @@ def _environment():
     env.filters["p"] = lambda v: "–" if v is None or math.isnan(v) else ("< 0.001" if v < 0.001 else f"{v:.3f}")
     env.filters["count"] = lambda v: "–" if v is None else f"{v:,}"
     env.filters["pct"] = lambda v: "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:+.1f} %"
+    env.filters["pct_interval"] = pct_interval
     env.globals["csp"] = CSP
     return env
 
@@ -830,6 +831,30 @@ def _copy_tree(src: Path, dst: Path, root: Path, skipped: list[tuple[Path, str]]
                 _copy(here / name, dst / here.relative_to(src) / name, names)
 
 
+#: The index's headline: this many experiments (latest campaign newest first), each
+#: with its latest campaign's first findings.
+HEADLINE_EXPERIMENTS = 5
+HEADLINE_FINDINGS = 3
+
+
+def latest_findings(path: Path, root: Path, names: _Names) -> dict[str, Any] | None:
+    """What the index's headline shows of a campaign's ``findings.json`` (the report's
+    findings, largest effect first): ``configured``, ``total`` comparisons, ``decided``
+    (their count) and ``sentences``; None without a readable one (no report yet)."""
+    if _refusal(path / layout.FINDINGS, root, names):
+        return None
+    try:
+        digest = json.loads((path / layout.FINDINGS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(digest, dict):
+        return None
+    found = [f for f in digest.get("findings") or [] if isinstance(f, dict) and f.get("sentence")]
+    total = digest.get("total")
+    return {"configured": bool(digest.get("configured")), "total": total if isinstance(total, int) else 0,
+            "decided": len(found), "sentences": [str(f["sentence"]) for f in found]}
+
+
 def _build(experiments: list[tuple[Path, list[Campaign]]], site: Path,
            skipped: list[tuple[Path, str]]) -> dict[str, int]:
     env = _environment()
@@ -875,16 +900,21 @@ def _build(experiments: list[tuple[Path, list[Campaign]]], site: Path,
                 tables=history.tables, max_cells=MAX_TABLE_CELLS, max_campaigns=MAX_TABLE_CAMPAIGNS,
                 alpha=ALPHA, min_campaigns=MIN_CAMPAIGNS))
         latest = pages[-1]
+        findings = latest_findings(latest.campaign.path, exp_dir, names)
         _write(site / slug / "index.html", env.get_template("experiment.html.j2").render(
             name=name, pages=list(reversed(pages)), compares=compares, history=history is not None,
             steps=len(steps_shown)))
         index_rows.append({"name": name, "dir": slug, "href": f"{slug}/index.html", "campaigns": len(pages),
                            "latest": latest,
                            "history": f"{slug}/history.html" if history is not None else "",
-                           "steps": len(steps_shown), "compares": len(compares)})
+                           "steps": len(steps_shown), "compares": len(compares), "findings": findings,
+                           "started": latest.campaign.started_at or latest.date})
         n_campaigns += len(pages)
+    # The headline: the experiments whose latest campaign is newest first.
+    headline = sorted(index_rows, key=lambda r: str(r["started"]), reverse=True)[:HEADLINE_EXPERIMENTS]
     _write(site / "index.html", env.get_template("index.html.j2").render(
-        experiments=index_rows, generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")))
+        experiments=index_rows, headline=headline, top=HEADLINE_FINDINGS,
+        generated=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")))
     return {"experiments": len(experiments), "campaigns": n_campaigns, "steps": n_steps}
 
 

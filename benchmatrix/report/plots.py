@@ -151,6 +151,61 @@ def _plain_axis(axis) -> None:
         fmt.set_scientific(False)
 
 
+#: An interval end farther from the means than this many times their spread (the
+#: range of the means, or the lower quartile of the intervals' half widths when wider)
+#: is clipped.
+CLIP_SPREADS = 1.5
+
+
+def robust_limits(means: Any, lows: Any, highs: Any) -> tuple[float, float]:
+    """The value axis' range: every mean and every interval end, except ends farther
+    than :data:`CLIP_SPREADS` spreads beyond the means (one cell's wide interval would
+    otherwise flatten every other series to a line).
+
+    Args:
+        means: The drawn means.
+        lows: The intervals' low ends (NaN where unknown).
+        highs: The intervals' high ends.
+
+    Returns:
+        ``(low, high)``: draw the intervals clipped to it (:func:`_clip_intervals`).
+    """
+    m = np.asarray(means, dtype="float64")
+    lo, hi = np.asarray(lows, dtype="float64"), np.asarray(highs, dtype="float64")
+    m = m[np.isfinite(m)]
+    if not m.size:
+        return float("nan"), float("nan")
+    half = np.abs(hi - lo)[np.isfinite(hi - lo)] / 2
+    # The lower quartile of the half widths: robust even when a few intervals are wild.
+    spread = max(float(m.max() - m.min()), float(np.percentile(half, 25)) if half.size else 0.0,
+                 abs(float(np.median(m))) * 0.01, 1e-12)
+    floor, ceiling = m.min() - CLIP_SPREADS * spread, m.max() + CLIP_SPREADS * spread
+    ends = np.concatenate([m, lo[np.isfinite(lo)], hi[np.isfinite(hi)]])
+    return float(max(ends.min(), floor)), float(min(ends.max(), ceiling))
+
+
+def _clip_intervals(ax, pos: Any, lows: Any, highs: Any, limits: tuple[float, float], color: Any,
+                    horizontal: bool = False) -> int:
+    """Mark the interval ends beyond ``limits`` with an arrow at the axis' edge; returns
+    how many were clipped (the caption says so)."""
+    lo_lim, hi_lim = limits
+    pos = np.asarray(pos, dtype="float64")
+    lows, highs = np.asarray(lows, dtype="float64"), np.asarray(highs, dtype="float64")
+    over, under = np.isfinite(highs) & (highs > hi_lim), np.isfinite(lows) & (lows < lo_lim)
+    for mask, edge, marker in ((over, hi_lim, ">" if horizontal else "^"), (under, lo_lim, "<" if horizontal else "v")):
+        if mask.any():
+            xy = (np.full(mask.sum(), edge), pos[mask]) if horizontal else (pos[mask], np.full(mask.sum(), edge))
+            ax.plot(*xy, marker=marker, ls="", ms=6, color=color, clip_on=False)
+    return int(over.sum() + under.sum())
+
+
+def _set_limits(ax, limits: tuple[float, float], horizontal: bool = False) -> None:
+    lo, hi = limits
+    if np.isfinite(lo) and np.isfinite(hi) and hi > lo:
+        pad = (hi - lo) * 0.05
+        (ax.set_xlim if horizontal else ax.set_ylim)(lo - pad, hi + pad)
+
+
 # shape: picks the axis, line and panel factors, then draws each metric; split, drawing needs all of them
 def factor_lines(spec: Spec, summary: pd.DataFrame, metrics: list[str], units: dict[str, str],
                  notes: list[str]) -> list[Plot]:
@@ -192,6 +247,9 @@ def factor_lines(spec: Spec, summary: pd.DataFrame, metrics: list[str], units: d
             continue
         n = len(combos)
         factor, unit = _in_display_unit(rows["mean"], units.get(metric, ""))
+        limits = robust_limits(*(pd.to_numeric(rows[c], errors="coerce") * factor
+                                 for c in ("mean", "ci_low", "ci_high")))
+        clipped = 0
         fig, axes = _subplots(n, 1, figsize=(WIDTH, 2.6 * n), squeeze=False, sharey=True)
         for ax, (_, combo) in zip(axes.flat, combos.iterrows()):
             part = rows
@@ -204,8 +262,10 @@ def factor_lines(spec: Spec, summary: pd.DataFrame, metrics: list[str], units: d
                 g = g.assign(_x=pd.to_numeric(g[x], errors="coerce")).sort_values("_x")
                 lab = f"{line}={level}" if line else metric
                 mean = pd.to_numeric(g["mean"], errors="coerce") * factor
-                lo = pd.to_numeric(g["ci_low"], errors="coerce") * factor
-                hi = pd.to_numeric(g["ci_high"], errors="coerce") * factor
+                raw_lo = pd.to_numeric(g["ci_low"], errors="coerce") * factor
+                raw_hi = pd.to_numeric(g["ci_high"], errors="coerce") * factor
+                # Drawn to the axis' edge at most; the ends beyond it get an arrow.
+                lo, hi = raw_lo.clip(lower=limits[0]), raw_hi.clip(upper=limits[1])
                 if dots:
                     # The x levels as categories, each line's dots side by side.
                     pos = g["_x"].map({v: k for k, v in enumerate(sorted(factors[x]))}).to_numpy(dtype=float)
@@ -214,9 +274,11 @@ def factor_lines(spec: Spec, summary: pd.DataFrame, metrics: list[str], units: d
                     (handle,) = ax.plot(pos, mean, "o", ms=4, label=lab)
                     known = (np.isfinite(lo) & np.isfinite(hi)).to_numpy()
                     ax.vlines(pos[known], lo[known], hi[known], color=handle.get_color(), linewidth=1)
+                    clipped += _clip_intervals(ax, pos, raw_lo, raw_hi, limits, handle.get_color())
                     continue
                 (handle,) = ax.plot(g["_x"], mean, marker="o", ms=4, label=lab)
                 ax.fill_between(g["_x"], lo, hi, alpha=0.2, color=handle.get_color(), linewidth=0)
+                clipped += _clip_intervals(ax, g["_x"], raw_lo, raw_hi, limits, handle.get_color())
             if dots:
                 ax.set_xticks(range(len(factors[x])), [str(v) for v in sorted(factors[x])])
                 ax.set_xlim(-0.6, len(factors[x]) - 0.4)
@@ -230,11 +292,14 @@ def factor_lines(spec: Spec, summary: pd.DataFrame, metrics: list[str], units: d
         for ax in axes[:, 0]:
             ax.set_ylabel(metric + _label(unit))
             _plain_axis(ax.yaxis)
+            _set_limits(ax, limits)
         fig.tight_layout()
         what = "interval" if dots else "confidence band"
         per = f"; one {'colour' if dots else 'line'} per {line} level" if line else ""
+        beyond = (f" {clipped} interval end(s) reach beyond the axis: clipped, marked ▲/▼ (summary.csv has "
+                  f"their values)." if clipped else "")
         out.append(Plot(safe_file_stem(f"{'dots' if dots else 'lines'}_{metric}"), f"{metric} against {x}",
-                        f"Mean of each cell with its 95% {what}{per}.", _svg(fig)))
+                        f"Mean of each cell with its 95% {what}{per}.{beyond}", _svg(fig)))
     return out
 
 
@@ -271,6 +336,7 @@ def latency_beside_throughput(spec: Spec, summary: pd.DataFrame, metrics: list[s
     y = np.arange(len(cells))
     fig, (left, right) = _subplots(2, 1, figsize=(WIDTH, 2 * (0.3 * len(cells) + 1.2)), sharey=True)
     tp = idx.loc[throughput].reindex(cells) if throughput in idx.index.get_level_values(0) else None
+    clipped = 0
     if tp is not None:
         tp_factor, tp_unit = _in_display_unit(tp["mean"], units.get(throughput, ""))
         mean = tp["mean"].to_numpy(dtype="float64") * tp_factor
@@ -280,7 +346,13 @@ def latency_beside_throughput(spec: Spec, summary: pd.DataFrame, metrics: list[s
         # The interval as it is, not as error bars around the bar's end: of a skewed
         # metric it is the geometric mean's and may lie beside the arithmetic mean.
         known = np.isfinite(low) & np.isfinite(high)
-        left.hlines(y[known], low[known], high[known], color="black", linewidth=1)
+        # The bars start at 0; a wild interval end is clipped to the axis and marked.
+        limits = robust_limits(mean, low, high)
+        limits = (min(0.0, limits[0]), limits[1])
+        left.hlines(y[known], np.maximum(low, limits[0])[known], np.minimum(high, limits[1])[known],
+                    color="black", linewidth=1)
+        clipped = _clip_intervals(left, y, low, high, limits, "black", horizontal=True)
+        _set_limits(left, limits, horizontal=True)
     left.set_xlabel(throughput + _label(tp_unit if tp is not None else units.get(throughput, "")))
     _plain_axis(left.xaxis)
     # The levels alone, the factors' names once on the axis: the bars keep the narrow figure's width.
@@ -307,7 +379,9 @@ def latency_beside_throughput(spec: Spec, summary: pd.DataFrame, metrics: list[s
     fig.tight_layout()
     return [Plot("latency", f"{throughput} beside latency",
                  "Throughput (mean with 95% CI) and latency percentiles of every cell: a throughput gain that "
-                 "costs tail latency shows here.", _svg(fig))]
+                 "costs tail latency shows here."
+                 + (f" {clipped} interval end(s) reach beyond the axis: clipped, marked ◀/▶ (summary.csv has "
+                    f"their values)." if clipped else ""), _svg(fig))]
 
 
 def _ordered(runs: pd.DataFrame) -> pd.DataFrame:

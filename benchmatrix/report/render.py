@@ -41,6 +41,7 @@ from benchmatrix.analyze.stats import (
     effective_runs,
     execution_order,
     is_ok,
+    metric_direction,
     start_ns,
 )
 from benchmatrix.analyze.tables import (
@@ -56,6 +57,7 @@ from benchmatrix.layout import STATES
 from benchmatrix.names import name_problem, printable
 from benchmatrix.report import plots, sandbox, units
 from benchmatrix.report.diff import grouped
+from benchmatrix.report.terminal import compare_page_rows
 from benchmatrix.report.units import display_unit
 from benchmatrix.results.status import decide
 from benchmatrix.results.tables import Tables, metric_units
@@ -192,7 +194,8 @@ def _environment(template_dir: str | Path | None = None) -> jinja2.Environment:
         **_JINJA_OPTIONS,
     )
     env.filters.update(num=format_number, pct=format_percent, val=format_value, md=markdown_cell,
-                       grouped_differences=grouped)
+                       grouped_differences=grouped, pct_interval=units.pct_interval, pct_bound=units.pct_bound,
+                       compare_rows=compare_page_rows)
     return env
 
 
@@ -788,6 +791,7 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
         host_table = checks.host_differences
     warnings_ = checks.warnings
     labels = dict(zip(cells["cell_id"], cells["label"]))
+    metric_tables = _metric_tables(spec, summary, cells, units)
     plot_notes: list[str] = []
     rendered: list[plots.Plot] = []
     if with_plots:
@@ -815,10 +819,11 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
         "ratio_metrics": list(dict.fromkeys(summary.loc[summary["ci_method"].astype(str) == "cox", "metric"]
                                             .astype(str))),
         "hosts": _hosts(host_facts, plan, runs),
-        "metrics": _metric_tables(spec, summary, cells, units),
+        "metrics": metric_tables,
         "by_host": _by_host(spec, hosts, summary_by_host, host_table, cells, metrics, units),
         "pivots": _pivots(spec, runs, units),
         "findings": _findings(comparisons),
+        "numbers": cell_numbers(metric_tables, labels, spec.declared_metrics, spec.report.primary),
         "comparisons": _comparison_context(comparisons),
         "warnings": [w for w in warnings_ if w["severity"] == "warning"],
         "notices": [w for w in warnings_ if w["severity"] != "warning"],
@@ -919,13 +924,46 @@ def render_report(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
     return out_dir / layout.REPORT_HTML, out_dir / layout.REPORT_MD
 
 
+def cell_numbers(metric_tables: dict[str, Any], labels: dict[str, str],
+                 declared: dict[str, Any] | None = None, primary: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Each shown metric's cells, best first: what the terminal and the report's top show
+    when no comparison is configured (hyperfine's mean ± interval per command).
+
+    Args:
+        metric_tables: :func:`_metric_tables`' result (values already in the display unit).
+        labels: Cell id -> its label (``bs=4k, iodepth=8``).
+        declared: ``workload.metrics`` of the spec (each metric's ``better``).
+        primary: ``report.primary``: only these metrics, when any of them is shown.
+
+    Returns:
+        Per metric: ``metric``, ``unit`` (the display unit), ``better`` (``higher``,
+        ``lower`` or "" when unknown: then in matrix order), ``cells`` (``cell_id``,
+        ``cell``, ``n``, ``mean``, ``ci_low``, ``ci_high``; cells without a mean left out).
+    """
+    out = []
+    tables = metric_tables["tables"]
+    tables = [t for t in tables if t["name"] in primary] or tables
+    for table in tables:
+        better = table["better"] or metric_direction(table["name"], declared)
+        rows = [r for r in table["rows"] if isinstance(r.get("mean"), (int, float)) and np.isfinite(r["mean"])]
+        if better in ("higher", "lower"):
+            rows.sort(key=lambda r: -r["mean"] if better == "higher" else r["mean"])
+        cells = [{"cell_id": str(r["cell_id"]), "cell": labels.get(r["cell_id"], str(r["cell_id"])),
+                  "n": int(r.get("n") or 0), "mean": float(r["mean"]),
+                  "ci_low": None if _is_missing(r.get("ci_low")) else float(r["ci_low"]),
+                  "ci_high": None if _is_missing(r.get("ci_high")) else float(r["ci_high"])} for r in rows]
+        out.append({"metric": table["name"], "unit": table["unit"], "better": better, "cells": cells})
+    return out
+
+
 def findings_digest(context: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     """What ``findings.json`` holds: the report's findings and warnings, for the terminal.
 
     Keys: ``experiment``, ``configured``, ``total`` (comparisons), ``counts`` (per
     verdict), ``findings`` (every decided comparison, largest effect first: sentence,
     verdict, metric, rel_diff_pct and its Holm-adjusted interval), ``warnings`` (check,
-    title, message, in the report's order), ``report`` (paths of html and md).
+    title, message, in the report's order), ``numbers`` (each shown metric's cells best
+    first, in the unit shown: :func:`cell_numbers`), ``report`` (paths of html and md).
     """
     f = context["findings"]
     table = context["comparisons"]["table"]
@@ -935,4 +973,5 @@ def findings_digest(context: dict[str, Any], out_dir: Path) -> dict[str, Any]:
             "findings": [{k: (None if _is_missing(v) else v) for k, v in r.items()} for r in f["decided"]],
             "warnings": [{"check": w["check"], "title": w["title"], "message": w["message"]}
                          for w in context["warnings"]],
+            "numbers": context["numbers"],
             "report": {"html": str(out_dir / layout.REPORT_HTML), "md": str(out_dir / layout.REPORT_MD)}}

@@ -17,11 +17,14 @@ from typing import IO, Any
 
 from benchmatrix import layout
 from benchmatrix.names import printable
-from benchmatrix.report.units import display_unit, format_number, quantity
+from benchmatrix.report.units import display_unit, format_number, pct_interval, quantity
 
 #: Findings and warnings printed after a run or a report; the report has them all.
 FINDINGS_SHOWN = 10
 WARNINGS_SHOWN = 5
+#: Without a comparison: the cells shown per metric, and the metrics shown.
+NUMBERS_SHOWN = 10
+NUMBER_METRICS_SHOWN = 4
 #: Longest line of a warning on the terminal (the report has the whole text).
 WARNING_WIDTH = 160
 
@@ -80,7 +83,8 @@ def _pct(value: Any) -> str:
 
 
 def _interval(low: Any, high: Any) -> str:
-    return f"[{low:+.1f}, {high:+.1f}]" if _finite(low) and _finite(high) else "[unbounded]"
+    # The one rule of benchmatrix.report.units: an end past its limits prints as "unbounded".
+    return pct_interval(low, high, suffix="")
 
 
 def _one_line(text: str) -> str:
@@ -105,7 +109,7 @@ def findings_text(digest: dict[str, Any], color: bool = False) -> str:
     found = digest["findings"]
     counts = digest["counts"]
     if not digest["configured"]:
-        lines.append("findings: none configured (report.compare in the spec names the factor to compare)")
+        lines += numbers_lines(digest.get("numbers") or [])
     elif found:
         lines.append(f"findings ({len(found)} of {digest['total']} comparisons decided, largest effects first):")
         lines += [f"  {paint(printable(f['sentence']), f['verdict'], color)}" for f in found[:FINDINGS_SHOWN]]
@@ -126,6 +130,37 @@ def findings_text(digest: dict[str, Any], color: bool = False) -> str:
             lines.append(f"  ... {len(warnings) - WARNINGS_SHOWN} more in the report")
     lines += [f"report: {printable(digest['report']['html'])}", f"report: {printable(digest['report']['md'])}"]
     return "\n".join(lines)
+
+
+def numbers_lines(numbers: list[dict[str, Any]]) -> list[str]:
+    """Without a comparison: each metric's cells, best first, with the mean and its 95 %
+    interval in the unit shown (``findings.json``'s ``numbers``), at most
+    :data:`NUMBERS_SHOWN` cells of :data:`NUMBER_METRICS_SHOWN` metrics."""
+    head = "numbers (no comparison configured: report.compare in the spec compares a factor's levels)"
+    if not any(m["cells"] for m in numbers):
+        return [f"{head}: no measured values yet"]
+    lines = [f"{head}:"]
+    shown = [m for m in numbers if m["cells"]]
+    for m in shown[:NUMBER_METRICS_SHOWN]:
+        unit = m["unit"]
+        order = {"higher": "higher is better, best first", "lower": "lower is better, best first"}.get(
+            m["better"], "direction unknown, matrix order")
+        lines.append(f"  {printable(m['metric'])} ({order}):")
+
+        def value(x: Any, unit: str = unit) -> str:
+            return f"{format_number(x)} {unit}".strip() if _finite(x) else layout.MISSING
+
+        rows = [[c["cell"], str(c["n"]), value(c["mean"]),
+                 (f"[{format_number(c['ci_low'])} – {format_number(c['ci_high'])}] {unit}".strip()
+                  if _finite(c["ci_low"]) and _finite(c["ci_high"]) else layout.MISSING)]
+                for c in m["cells"][:NUMBERS_SHOWN]]
+        table = text_table(["cell", "n", "mean", "95 % interval"], rows, right=(1, 2))
+        lines += ["    " + ln for ln in table.splitlines()]
+        if len(m["cells"]) > NUMBERS_SHOWN:
+            lines.append(f"    … and {len(m['cells']) - NUMBERS_SHOWN} more cells in the report")
+    if len(shown) > NUMBER_METRICS_SHOWN:
+        lines.append(f"  … and {len(shown) - NUMBER_METRICS_SHOWN} more metrics in the report")
+    return lines
 
 
 def print_findings(exp: str | Path, stream: IO[str], color: str = "auto") -> None:
@@ -179,6 +214,30 @@ def compare_table(records: list[dict[str, Any]], factor_names: list[str], color:
     if limit is not None and len(records) > limit:
         text += f"\n... {len(records) - limit} more rows in compare.csv (--json prints every row)"
     return text
+
+
+def compare_page_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """compare.html's and compare.md's rows (a Jinja filter): largest effect first, the
+    means in human units (one unit per metric, as :func:`compare_table` shows them, in
+    ``mean_a_text`` and ``mean_b_text``), the interval by the unbounded rule
+    (:func:`benchmatrix.report.units.pct_interval`) in ``ci``."""
+    typical: dict[str, list[float]] = {}
+    for r in rows:
+        typical.setdefault(str(r["metric"]), []).extend(abs(r[k]) for k in ("mean_a", "mean_b") if _finite(r.get(k)))
+    unit_of = {m: display_unit(next((str(r.get("unit") or "") for r in rows if str(r["metric"]) == m), ""),
+                               sorted(v)[len(v) // 2] if v else None) for m, v in typical.items()}
+    out = []
+    for r in rows:
+        shown, factor = unit_of[str(r["metric"])]
+        adjusted = r.get("verdict") != "descriptive"
+        low, high = ((r.get("ci_low_adj_pct"), r.get("ci_high_adj_pct")) if adjusted
+                     else (r.get("ci_low_pct"), r.get("ci_high_pct")))
+        out.append({**r, "unit_shown": shown,
+                    **{f"{k}_text": format_number(r[k] * factor) if _finite(r.get(k)) else layout.MISSING
+                       for k in ("mean_a", "mean_b")},
+                    "ci": pct_interval(low, high, suffix="") if _finite(r.get("rel_diff_pct")) else layout.MISSING})
+    out.sort(key=lambda r: -abs(r["rel_diff_pct"]) if _finite(r.get("rel_diff_pct")) else 1.0)
+    return out
 
 
 # ---------------------------------------------------------------- history
