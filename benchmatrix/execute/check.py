@@ -28,7 +28,7 @@ from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.execute.hosts import resolve_hosts
 from benchmatrix.execute.prepare import RUNNER_PATH
 from benchmatrix.names import printable
-from benchmatrix.spec.load import Spec
+from benchmatrix.spec.load import Spec, did_you_mean
 
 #: Most distinct commands dry-run per host (each is a process start on the host).
 MAX_DRY_RUNS = 64
@@ -198,7 +198,9 @@ def _judge_dry_runs(host: str, tries: list[DryRun], said: list[dict[str, Any]], 
             known = set(_HELP_OPTION.findall(text + "\n" + general))
             unknown = [o for o in dry.options if o not in known]
             ok = bool(known) and not unknown
-            error = "" if ok else (f"unknown option(s) {', '.join(unknown)}" if known
+            # The closest option of the help for the first unknown one (a typo, most often).
+            error = "" if ok else (f"unknown option(s) {', '.join(unknown)}{did_you_mean(unknown[0], known)}"
+                                   if known
                                    else f"no option list from {' '.join(dry.argv)}: {lines[0] if lines else ''}")
             what = f"the option list of {' '.join(dry.argv)}"
         out.dry_runs.append({"command": shown, "cells": dry.cells, "ok": ok, "error": error})

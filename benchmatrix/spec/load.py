@@ -815,7 +815,8 @@ def _report_errors(doc: LocatedDocument, unknown: _Unknown) -> list[SpecError]:
         if shown and name not in shown:
             errs.append(doc.error(("report", "primary", pi),
                                   f"report.primary names '{name}', which is not in report.metrics "
-                                  f"({', '.join(map(str, shown))}): the primary metrics are a subset of them"))
+                                  f"({', '.join(map(str, shown))}): the primary metrics are a subset of them"
+                                  + did_you_mean(name, shown)))
     return errs
 
 
@@ -880,6 +881,13 @@ def _known_metrics(doc: LocatedDocument, metric_names: MetricNamesOf | None) -> 
     return produced, f"which no metric of {workload['role']} can be"
 
 
+def did_you_mean(name: Any, known: Any) -> str:
+    """``; did you mean 'X'?`` with the known name closest to ``name``, or "" when none
+    is close (difflib's ratio 0.6): the tail of an error that names an unknown name."""
+    close = difflib.get_close_matches(str(name), sorted(str(k) for k in known), n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
 def _threshold_key_errors(doc: LocatedDocument, metric_names: MetricNamesOf | None) -> list[SpecError]:
     """report.threshold's metric keys name metrics the runs can hold: a misspelt key
     would silently leave its metric at the default threshold.
@@ -900,8 +908,7 @@ def _threshold_key_errors(doc: LocatedDocument, metric_names: MetricNamesOf | No
     for key in given:
         if key == "default" or known.matches(str(key)):
             continue
-        close = difflib.get_close_matches(str(key), sorted(known.names), n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
+        hint = did_you_mean(key, known.names)
         shown = sorted(known.names) + [form for _, form in known.patterns]
         listed = ", ".join(shown[:20]) + (", ..." if len(shown) > 20 else "")
         errs.append(doc.error(("report", "threshold", key),
@@ -1137,7 +1144,7 @@ def _knob_errors(doc: LocatedDocument, factor: str, knob: dict[str, Any]) -> lis
         if name not in options:
             errs.append(doc.error(("knobs", factor, "vars", name),
                                   f"knob '{factor}': {knob['role']} has no variable {shown_name(str(name))} "
-                                  f"(its variables: {', '.join(options) or 'none'})"))
+                                  f"(its variables: {', '.join(options) or 'none'}){did_you_mean(name, options)}"))
         elif options[name].type_problem(value):
             errs.append(doc.error(("knobs", factor, "vars", name),
                                   f"knob '{factor}': {options[name].type_problem(value)}"))
@@ -1165,8 +1172,9 @@ def _role_errors(doc: LocatedDocument, roles: set[str]) -> list[SpecError]:
     errs = []
     for at, kind, role in wanted:
         if isinstance(role, str) and ROLE_RE[kind].fullmatch(role) and role not in roles:
-            have = ", ".join(sorted(r for r in roles if r.startswith(kind + "_"))) or "none"
-            errs.append(doc.error(at, f"unknown {kind} role '{role}' ({kind} roles: {have})"))
+            kinds = sorted(r for r in roles if r.startswith(kind + "_"))
+            errs.append(doc.error(at, f"unknown {kind} role '{role}' ({kind} roles: {', '.join(kinds) or 'none'})"
+                                      + did_you_mean(role, kinds)))
     return errs
 
 

@@ -193,7 +193,7 @@ def test_validate_names_a_misspelt_role_at_its_line(project):
     assert res.returncode == 2, res.stdout + res.stderr
     err = res.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"{spec}:{line}: unknown knob role 'knob_sysfss' (knob roles: "), err
-    assert err[0].endswith(", knob_sysfs)") and "knob_read_ahead, " in err[0], err
+    assert err[0].endswith(", knob_sysfs); did you mean 'knob_sysfs'?") and "knob_read_ahead, " in err[0], err
     # A role the project adds counts as soon as its directory is there.
     (project.root / "playbooks" / "roles" / "knob_sysfss" / "meta").mkdir(parents=True)
     assert project.bmx("validate", str(spec)).returncode == 0
@@ -267,7 +267,8 @@ def test_check_tries_sysbench_options_against_its_option_list(project):
     blockers = [line for line in res.stderr.splitlines() if line.startswith("bmx check: ")]
     assert len(blockers) == 1, res.stderr
     # --threads and --time are sysbench's general options (sysbench --help), not cpu's: known too.
-    assert blockers[0].endswith("the option list of sysbench cpu help: unknown option(s) --cpu-max-primes"), blockers
+    assert blockers[0].endswith("the option list of sysbench cpu help: unknown option(s) --cpu-max-primes; "
+                                "did you mean '--cpu-max-prime'?"), blockers
     assert "(and 1 more cell(s))" in blockers[0], blockers
     spec.write_text(spec.read_text().replace("cpu-max-primes", "cpu-max-prime"))
     res = project.bmx("check", str(spec))

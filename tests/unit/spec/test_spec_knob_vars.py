@@ -34,7 +34,7 @@ def test_an_unknown_variable_is_named_at_its_line(tmp_path):
     lines = errors(tmp_path, "    role: knob_sysfs\n    vars:\n      knob_sysfs_path: /sys/x\n"
                              "      knob_sysfs_pth: 1\n")
     assert lines == [f"{tmp_path / 'spec.yaml'}:13: knob 'a': knob_sysfs has no variable 'knob_sysfs_pth' "
-                     "(its variables: knob_sysfs_path, knob_sysfs_root)"]
+                     "(its variables: knob_sysfs_path, knob_sysfs_root); did you mean 'knob_sysfs_path'?"]
 
 
 def test_a_value_of_the_wrong_type_is_named_at_its_line(tmp_path):
