@@ -89,6 +89,9 @@ class Campaign:
             ``failed`` with a reason and no metrics.
         failed_cells: Cells whose every run fails, each given by some of its levels
             (``{"loops": 0}``), compared as text.
+        pending: The last runs of the plan left without a record (a campaign cut
+            short): their batches have records of the runs before them but no rows
+            file or marker, as a batch job that did not finish leaves them.
         facts: Facts that differ from :data:`FACTS` on every host (a new kernel).
         host_env: Noise settings that differ from :data:`HOST_ENV`.
         seconds: Each run's duration in seconds (before a small random spread).
@@ -101,6 +104,7 @@ class Campaign:
     spec: str | None = None
     failed: Iterable[int] = ()
     failed_cells: Iterable[dict[str, Any]] = ()
+    pending: int = 0
     facts: dict[str, Any] = field(default_factory=dict)
     host_env: dict[str, Any] = field(default_factory=dict)
     seconds: float = 1.0
@@ -280,6 +284,7 @@ def _record_runs(spec: Spec, exp: Path, runs: list[PlannedRun], campaign: Campai
         atomic_write(layout.host_file(exp, host, layout.FACTS), json.dumps(facts[host], indent=1) + "\n")
     measured = [r for r in runs if not r.warmup and not r.control]
     fails = {measured[i].run_id for i in failed if i < len(measured)}
+    unrun = {r.run_id for r in runs[len(runs) - campaign.pending:]} if campaign.pending else set()
     by_batch: dict[str, list[PlannedRun]] = {}
     for r in runs:
         by_batch.setdefault(r.batch, []).append(r)
@@ -290,7 +295,7 @@ def _record_runs(spec: Spec, exp: Path, runs: list[PlannedRun], campaign: Campai
         t = host_clock[host]
         batch_started = t.isoformat(timespec="microseconds")
         records = []
-        for i, r in enumerate(mine):
+        for i, r in enumerate(r for r in mine if r.run_id not in unrun):
             factors = cells[r.cell_id]
             took = round(campaign.seconds * rng.uniform(0.9, 1.1), 6)
             before = round(campaign.before_run_s * rng.uniform(0.5, 2.0), 6)
@@ -324,12 +329,14 @@ def _record_runs(spec: Spec, exp: Path, runs: list[PlannedRun], campaign: Campai
             metrics = json.loads(path.read_text())["metrics"]
             (path.parent / "stdout").write_text("".join(f"{m}={v['value']:.4f}\n" for m, v in metrics.items()))
             (path.parent / "stderr").write_text("")
+        host_clock[host] = t
+        end = max(end, t)
+        if any(r.run_id in unrun for r in mine):
+            continue  # the batch job did not finish: no rows file, no marker
         summary = {"batch": batch, "host": host, "runs": len(mine), "executed": len(mine), "already_done": 0,
                    "slices": 1}
         summary.update(write_batch_rows(exp, batch, records, spec.factor_names))
         atomic_write(exp / layout.BATCHES_DIR / f"{batch}{MARKER_SUFFIX}", json.dumps(summary) + "\n")
-        host_clock[host] = t
-        end = max(end, t)
     return end
 
 

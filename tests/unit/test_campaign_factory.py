@@ -125,3 +125,18 @@ def test_two_hosts_and_a_cell_that_always_fails(tmp_path):
     for host in ("h1", "h2"):
         mine = runs[runs["host"] == host].sort_values("seq")
         assert mine["started_at"].is_monotonic_increasing
+
+
+def test_a_campaign_cut_short_is_pending_for_status_and_collect(tmp_path, monkeypatch, capsys):
+    made = make_experiment(tmp_path / "p", campaigns=[Campaign(pending=1)], batch_max_runs=4)
+    runs = pd.read_csv(made.exp / layout.RUNS)
+    # The record of the unfinished batch's first run is read although it left no rows file.
+    assert len(runs) == 5 and set(runs["status"]) == {"ok"}
+    assert not list((made.exp / "batches").glob(f"{runs['batch'].iloc[-1]}*"))
+    assert len(list((made.exp / "batches").glob("*.done"))) == 1
+    assert "ended_at" not in json.loads((made.exp / layout.CAMPAIGN).read_text())
+    monkeypatch.setenv("BMX_PROJECT_DIR", str(made.root))
+    monkeypatch.chdir(made.root)
+    assert cli.main(["status", str(made.spec_path)]) == 3         # some pending
+    out = capsys.readouterr().out
+    assert out.startswith("experiment synth: 6 runs planned (warm-ups and controls included), 5 ok, 1 pending"), out
