@@ -383,7 +383,7 @@ class Sysfs(FileBackend):
 class ReadAhead(Backend):
     role = "knob_read_ahead"
     target = ("knob_read_ahead_path", "knob_read_ahead_device")
-    host_settings = ("bmx_workload_path", "workload_fio_directory")
+    host_settings = ("bmx_workload_path", "workload_fio_directory", "workload_fio_loopfs_mb")
     options = (
         Option("knob_read_ahead_path", "str",
                "A path on the filesystem whose device is tuned (its nearest existing parent is used).",
@@ -448,6 +448,31 @@ class ReadAhead(Backend):
 
     def write(self, value, state):
         _write(self.role, self.device(), str(value), self.host)
+
+    def loopfs_due(self):
+        """(size in MiB, mount point) of fio's loop file system (workload_fio_loopfs_mb) when
+        the knob's path is on it and it is not mounted yet; None otherwise. Until the
+        campaign prepares the host, the path lies on the disk below the mount point, which
+        is not the device the knob will tune."""
+        try:
+            size = int(str(self.settings.get("workload_fio_loopfs_mb") or 0))
+        except ValueError:
+            return None
+        if size <= 0 or str(self.var("knob_read_ahead_device")):
+            return None
+        mount = os.path.normpath(str(self.settings.get("workload_fio_directory")
+                                     or self.defaults["knob_read_ahead_path"]))
+        path = os.path.normpath(str(self.var("knob_read_ahead_path")))
+        if path != mount and not path.startswith(mount.rstrip("/") + "/"):
+            return None
+        return None if os.path.ismount(mount) else (size, mount)
+
+    def current(self, value):
+        due = self.loopfs_due()
+        if due:
+            return (f"not there yet: the loop device of the {due[0]} MiB loop file system the role mounts at "
+                    f"{due[1]} when the campaign prepares {self.host}")
+        return super().current(value)
 
     def write_problem(self, value):
         return _writable(self.device())
