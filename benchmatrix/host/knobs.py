@@ -246,6 +246,13 @@ class Backend:
         tasks/knobs.yml includes them (:func:`services`)."""
         return ()
 
+    @classmethod
+    def describe(cls, path, host):
+        """What the backend finds on the host about the workload path, for the host's
+        facts (tasks/prepare.yml, mode ``facts``): ``{"device": {...}, "state_files":
+        [...]}`` where it has something to say (knob_read_ahead: the path's disk), else {}."""
+        return {}
+
     def identity(self):
         """What a change of this knob touches, as a list of texts (:attr:`target`'s values)."""
         return [str(self.var(n)) for n in self.target or tuple(o.name for o in self.options)]
@@ -404,6 +411,50 @@ class ReadAhead(Backend):
     def check(self, value):
         if not re.match(r"^[0-9]+$", str(value)):
             self.fail(f"'{value}' is not a read-ahead in KiB (a whole number)")
+
+    @classmethod
+    def describe(cls, path, host):
+        """The file system and disk of ``path`` (its nearest existing parent), as
+        :meth:`device` finds them: {name, sysfs, read_ahead_file, scheduler_file,
+        partition, source, fstype, target, maj_min, error}, error "" when the disk was
+        found; the disk's read-ahead and scheduler files are state files of the facts."""
+        import subprocess
+
+        near = path
+        while not os.path.exists(near) and near not in ("/", ""):
+            near = os.path.dirname(near) or "/"
+        try:
+            proc = subprocess.run(["findmnt", "--json", "--output", "MAJ:MIN,SOURCE,FSTYPE,TARGET", "--target", near],
+                                  capture_output=True, text=True, check=False)
+            rc, said = proc.returncode, (proc.stdout + proc.stderr).strip()
+        except OSError as exc:
+            rc, said = 127, f"findmnt: {exc.strerror or exc}"
+        fs = {}
+        if rc == 0:
+            try:
+                fs = (json.loads(said).get("filesystems") or [{}])[0]
+            except ValueError:
+                rc = 1
+        entry = "/sys/dev/block/" + fs.get("maj:min", "") if fs.get("maj:min") else ""
+        real = disk = part = ""
+        if entry and os.path.exists(entry):
+            real = disk = os.path.realpath(entry)
+            if os.path.exists(os.path.join(real, "partition")):
+                disk, part = os.path.dirname(real), os.path.basename(real)
+        name = os.path.basename(disk)
+        queue = f"/sys/block/{name}/queue/" if disk else ""
+        if disk:
+            error = ""
+        elif rc != 0:
+            error = f"cannot find the filesystem of {path} on {host}: {said}"
+        else:
+            error = (f"{path} is on {fs.get('fstype')} {fs.get('source')} (device {fs.get('maj:min')}) on {host}, "
+                     "not on a single block device; set knob_read_ahead_device")
+        device = {"name": name, "sysfs": disk, "read_ahead_file": queue and queue + "read_ahead_kb",
+                  "scheduler_file": queue and queue + "scheduler", "partition": part,
+                  "source": fs.get("source") or "", "fstype": fs.get("fstype") or "",
+                  "target": fs.get("target") or "", "maj_min": fs.get("maj:min") or "", "error": error}
+        return {"device": device, "state_files": [device["read_ahead_file"], device["scheduler_file"]] if disk else []}
 
     def identity(self):
         # The disk itself: another path on it, or its name instead of a path, is the same knob.
@@ -2103,6 +2154,27 @@ def setting_names(knobs):
     return "^(" + "|".join(["knob_[a-z_]+"] + [re.escape(n) for n in extra]) + ")$"
 
 
+def host_facts(path, files, host="this host"):
+    """Mode ``facts`` (tasks/prepare.yml, a new or changed host): what every backend
+    finds about the workload path (:meth:`Backend.describe`) and ``state_lines``, grep's
+    ``PATH:LINE`` lines of ``files`` and of the backends' state files (a missing or
+    unreadable file gives none)."""
+    out = {"device": {}, "state_files": []}
+    for cls in BACKENDS.values():
+        found = cls.describe(path, host)
+        out["device"].update(found.get("device") or {})
+        out["state_files"] += [f for f in found.get("state_files") or [] if f not in out["state_files"]]
+    lines = []
+    for name in list(files or []) + out["state_files"]:
+        try:
+            with open(name, encoding="utf-8", errors="replace") as fh:
+                lines += [f"{name}:{line.rstrip(chr(10))}" for line in fh]
+        except OSError:
+            continue
+    out["state_lines"] = lines
+    return out
+
+
 def backend(knob, settings, host):
     """The backend object of one ``bmx_knobs`` item."""
     try:
@@ -2241,7 +2313,7 @@ def inspect(knobs, levels, settings=None, host="this host"):
     return out
 
 
-MODES = ("apply", "read", "inspect")
+MODES = ("apply", "read", "inspect", "facts")
 
 
 def main():
@@ -2261,7 +2333,9 @@ def main():
         if mode not in MODES:
             raise KnobError(f"bmx_knob: mode must be one of {', '.join(MODES)}, not {mode!r}")
         host, settings = p.get("host") or "this host", p.get("settings") or {}
-        if mode == "inspect":
+        if mode == "facts":
+            out = {"changed": False, **host_facts(str(p.get("path") or "/"), p.get("files") or [], host)}
+        elif mode == "inspect":
             out = {"changed": False, "knobs": inspect(knobs, p.get("levels") or {}, settings, host)}
         else:
             states = apply(knobs, settings, host, bool(p.get("_ansible_check_mode")), mode,
