@@ -121,6 +121,17 @@ _THRESHOLD_TEXT = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*(%?)\s*", re.ASCII)
 MIN_THRESHOLD = 1e-6
 
 
+def _fraction(value: Any) -> float:
+    """A percentage (``"5%"``) or a fraction (``0.05``) as a fraction; nan when it is neither."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    m = _THRESHOLD_TEXT.fullmatch(value) if isinstance(value, str) else None
+    if not m:
+        return math.nan
+    number = float(m.group(1))
+    return number / 100.0 if m.group(2) else number
+
+
 def threshold_fraction(value: Any) -> float:
     """A practical threshold as a fraction: ``"5%"`` or ``0.05`` -> 0.05.
 
@@ -130,13 +141,7 @@ def threshold_fraction(value: Any) -> float:
     Raises:
         ValueError: not a percentage or a fraction from :data:`MIN_THRESHOLD` to below 1.
     """
-    fraction = math.nan
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        fraction = float(value)
-    elif isinstance(value, str):
-        m = _THRESHOLD_TEXT.fullmatch(value)
-        number = float(m.group(1)) if m else math.nan
-        fraction = number / 100.0 if m and m.group(2) else number
+    fraction = _fraction(value)
     if not MIN_THRESHOLD <= fraction < 1:  # also false for nan
         raise ValueError(f"threshold {value!r}: write a percentage such as 5% or a fraction such as 0.05 "
                          f"(from {MIN_THRESHOLD:.0e} to below 1)")
@@ -152,13 +157,7 @@ def campaign_sd_fraction(value: Any) -> float:
     Raises:
         ValueError: not a percentage or a fraction from 0 to below 1.
     """
-    fraction = math.nan
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        fraction = float(value)
-    elif isinstance(value, str):
-        m = _THRESHOLD_TEXT.fullmatch(value)
-        number = float(m.group(1)) if m else math.nan
-        fraction = number / 100.0 if m and m.group(2) else number
+    fraction = _fraction(value)
     if not 0 <= fraction < 1:  # also false for nan
         raise ValueError(f"campaign SD {value!r}: write a percentage such as 2% or a fraction such as 0.02 "
                          f"(from 0 to below 1)")
@@ -889,30 +888,30 @@ def did_you_mean(name: Any, known: Any) -> str:
 
 
 def _threshold_key_errors(doc: LocatedDocument, metric_names: MetricNamesOf | None) -> list[SpecError]:
-    """report.threshold's metric keys name metrics the runs can hold: a misspelt key
-    would silently leave its metric at the default threshold.
+    """report.threshold's and report.campaign_sd's metric keys name metrics the runs can
+    hold: a misspelt key would silently leave its metric at the default.
 
     The metrics are known when the spec lists them (``report.metrics``), when the
     workload declares its own, or from the workload descriptors (``metric_names``) for a
     built-in workload; a workload whose names come from its output alone is not checked
     here.
     """
-    given = doc.data["report"].get("threshold")
-    if not isinstance(given, dict):
-        return []
-    known_as = _known_metrics(doc, metric_names)
+    keyed = {name: given for name in ("threshold", "campaign_sd")
+             if isinstance(given := doc.data["report"].get(name), dict)}
+    known_as = _known_metrics(doc, metric_names) if keyed else None
     if known_as is None:
         return []
     known, what = known_as
     errs: list[SpecError] = []
-    for key in given:
-        if key == "default" or known.matches(str(key)):
-            continue
-        hint = did_you_mean(key, known.names)
-        shown = sorted(known.names) + [form for _, form in known.patterns]
-        listed = ", ".join(shown[:20]) + (", ..." if len(shown) > 20 else "")
-        errs.append(doc.error(("report", "threshold", key),
-                              f"report.threshold names {shown_name(key)}, {what} (metrics: {listed}){hint}"))
+    for name, given in keyed.items():
+        for key in given:
+            if key == "default" or known.matches(str(key)):
+                continue
+            hint = did_you_mean(key, known.names)
+            shown = sorted(known.names) + [form for _, form in known.patterns]
+            listed = ", ".join(shown[:20]) + (", ..." if len(shown) > 20 else "")
+            errs.append(doc.error(("report", name, key),
+                                  f"report.{name} names {shown_name(key)}, {what} (metrics: {listed}){hint}"))
     return errs
 
 

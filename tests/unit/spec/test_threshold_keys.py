@@ -152,3 +152,14 @@ def test_bmx_run_refuses_the_key_before_anything_is_written(tmp_path, monkeypatc
     err = capsys.readouterr().err
     assert err.startswith(f"{path}:10: report.threshold names 'read_clat_p99', which no metric of workload_fio"), err
     assert err.count("\n") == 1 and not (tmp_path / "results").exists()
+
+
+def test_a_misspelt_campaign_sd_key_is_refused_like_a_threshold_key(tmp_path):
+    # report.campaign_sd's per-metric keys (issue 33) left a misspelt metric at the prior's default.
+    path = write(tmp_path, BASE.replace("workload_command", "workload_fio")
+                 + "report:\n  campaign_sd: {default: 2%, read_bw_kb: 1%}\n")
+    line = refused(path)
+    assert "report.campaign_sd names 'read_bw_kb'" in line and "did you mean 'read_bw_kib'?" in line
+    ok = write(tmp_path, BASE.replace("workload_command", "workload_fio")
+               + "report:\n  campaign_sd: {default: 2%, read_bw_kib: 1%}\n")
+    assert load_spec(ok, metric_names=metric_names).report.campaign_sd_for("read_bw_kib") == pytest.approx(0.01)
