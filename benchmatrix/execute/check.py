@@ -208,13 +208,17 @@ def _judge_dry_runs(host: str, tries: list[DryRun], said: list[dict[str, Any]], 
             out.blockers.append(f"{host}: cell {cells}: the workload's command fails {what}: {error}")
 
 
-def role_default(spec: Spec, project_dir: Path, name: str) -> str:
-    """A workload role's default of ``<role>_<name>`` as its defaults file writes it (may be a template)."""
+def role_directory(spec: Spec) -> tuple[str, str]:
+    """(host variable, default) of the directory the workload role puts its files in: the
+    descriptor's ``files_var`` and ``files_default``; for a project's own role (no
+    descriptor) its ``<role>_directory`` variable, without a default."""
+    from benchmatrix.workloads import WORKLOADS
+
     role = spec.workload["role"]
-    defaults = Path(project_dir) / "playbooks" / "roles" / role / "defaults" / "main.yml"
-    text = defaults.read_text() if defaults.is_file() else ""
-    match = re.search(rf"^{role}_{name}:\s*(.+?)\s*$", text, re.M)
-    return match.group(1).strip("'\"") if match else ""
+    workload = WORKLOADS.get(role)
+    if workload is None:
+        return f"{role}_directory", ""
+    return workload.files_var, workload.files_default
 
 
 def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[Any]], log: Path) -> HostCheck:
@@ -234,7 +238,8 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
             extravars={"bmx_host": host, "bmx_workload_role": spec.workload["role"], "bmx_check_tool": tool,
                        # The batch runner: its --host-env reads the host's noise settings.
                        "bmx_check_runner_source": str(RUNNER_PATH), "bmx_experiment": spec.name,
-                       "bmx_check_role_directory": role_default(spec, project_dir, "directory"),
+                       "bmx_check_directory_var": role_directory(spec)[0],
+                       "bmx_check_role_directory": role_directory(spec)[1],
                        "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False))},
             log=log, timeout=300)
         said = result.payload("bmx_check")

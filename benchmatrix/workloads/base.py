@@ -139,6 +139,11 @@ class Workload:
             to (``workload_fio_directory``), the workload path tasks/prepare.yml probes
             when the inventory sets no ``bmx_workload_path``; "" for the default scratch
             directory.
+        files_var: The host variable holding the directory the role puts the workload's
+            files in (``workload_sysbench_directory``), whose file system ``bmx check``
+            resolves on the host; "" for a role without one.
+        files_default: Its default, as the role's defaults file writes it (may be a
+            template of ``bmx_experiment``): ``bmx check`` reads it here, not in the role.
         seconds: How long one run takes by the tool's own time limit, from the run's
             rendered variables (``{"runtime": "30s"}``): seconds, or None when the run
             is not time-based (:mod:`benchmatrix.plan.workload_time`); None when the
@@ -166,6 +171,8 @@ class Workload:
     cleanup: bool = False
     cleanup_var: str = ""
     directory_var: str = ""
+    files_var: str = ""
+    files_default: str = ""
     seconds: Callable[[Mapping[str, Any]], float | None] | None = None
     command: Callable[[dict[str, Any], str, str], dict[str, Any]] | None = None
     dry_run: Callable[[list[str], str | None], DryRunCommand | None] | None = None

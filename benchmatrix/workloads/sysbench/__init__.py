@@ -34,6 +34,7 @@ WORKLOAD = Workload(
     role="workload_sysbench", summary="sysbench 1.0: cpu, memory, fileio, threads, mutex and the OLTP tests",
     parse=parse_sysbench, argv="benchmatrix.workloads.sysbench.argv", binary="sysbench", cleanup=True,
     metric_names=SYSBENCH_METRIC_NAMES, metric_patterns=SYSBENCH_METRIC_PATTERNS,
-    seconds=_seconds, command=_command, dry_run=_dry_run)
+    seconds=_seconds, command=_command, dry_run=_dry_run, files_var="workload_sysbench_directory",
+    files_default="/var/tmp/benchmatrix/{{ bmx_experiment | default('default') }}-sysbench")
 
 __all__ = ["WORKLOAD", "parse_sysbench"]

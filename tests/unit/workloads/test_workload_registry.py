@@ -75,3 +75,13 @@ def test_registry_refuses_a_second_descriptor_of_the_same_role():
     twin = Workload(role="workload_fio", summary="another fio", parse=fio.parse, argv=fio.argv)
     with pytest.raises(ValueError, match="workload_fio.*registered twice"):
         registry([fio, twin])
+
+
+@pytest.mark.parametrize("role", sorted(WORKLOADS))
+def test_files_directory_is_the_roles_default(role):
+    """bmx check takes the directory of the workload's files from the descriptor; the role's
+    defaults file must say the same."""
+    w = WORKLOADS[role]
+    defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
+    assert (w.files_var, w.files_default) == ((f"{role}_directory", defaults[f"{role}_directory"])
+                                              if f"{role}_directory" in defaults else ("", ""))

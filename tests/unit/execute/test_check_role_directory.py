@@ -1,0 +1,32 @@
+"""bmx check's directory of the workload's files (issue 34, item 3): the host variable
+and its default come from the workload's descriptor (``files_var``, ``files_default``),
+not from parsing the role's defaults/main.yml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmatrix.execute import check
+from benchmatrix.spec.load import load_spec
+
+
+def spec_of(tmp_path: Path, workload: str):
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"name: t\nfactors:\n  a: [1, 2]\nworkload:\n{workload}")
+    return load_spec(path)
+
+
+@pytest.mark.parametrize(("workload", "wanted"), [
+    ("  role: workload_fio\n  vars: {rw: read, bs: '{{ a }}k', size: 1m}\n",
+     ("workload_fio_directory", "/var/tmp/benchmatrix/scratch")),
+    ("  role: workload_sysbench\n  vars: {test: cpu, threads: '{{ a }}'}\n",
+     ("workload_sysbench_directory", "/var/tmp/benchmatrix/{{ bmx_experiment | default('default') }}-sysbench")),
+    ("  role: workload_stress_ng\n  vars: {stressors: {cpu: '{{ a }}'}}\n", ("", "")),
+    # A project's own role: its host variable by the roles' naming, no default.
+    ("  role: workload_mytool\n  vars: {x: '{{ a }}'}\n", ("workload_mytool_directory", "")),
+])
+def test_the_directory_comes_from_the_descriptor(tmp_path, workload, wanted):
+    assert check.role_directory(spec_of(tmp_path, workload)) == wanted
+    assert not hasattr(check, "role_default"), "bmx check still parses a role's defaults file"
