@@ -75,6 +75,7 @@ import numpy as np
 import pandas as pd
 
 from benchmatrix.analyze import verdict as engine
+from benchmatrix.analyze.bounds import pct_interval
 from benchmatrix.analyze.scale import LOG, metric_scales
 from benchmatrix.analyze.stats import effective_runs, metric_direction, run_hosts, welch_test
 from benchmatrix.analyze.verdict import DESCRIPTIVE
@@ -815,8 +816,8 @@ def sentence(row: dict[str, Any], by: list[str]) -> str:
     lo, hi = (row.get("ci_low_adj_pct"), row.get("ci_high_adj_pct")) if adjusted else (row.get("ci_low_pct"),
                                                                                        row.get("ci_high_pct"))
     label = "Holm-adjusted CI" if adjusted else "95% CI"
-    ci = (f" [{label} {lo:+.1f}, {hi:+.1f}]" if lo is not None and np.isfinite(lo) and hi is not None
-          and np.isfinite(hi) else f" [{label} unbounded]")
+    shown = pct_interval(lo, hi, suffix="", sep=", ")
+    ci = f" [{label} {shown}]"
     p = row.get("p_value_unadjusted") if verdict == DESCRIPTIVE else row.get("p_value")
     ptext = "p<0.001" if p is not None and p < 0.001 else f"p={p:.3f}"
     if verdict == DESCRIPTIVE:

@@ -17,6 +17,13 @@ from functools import cache
 from typing import Any
 
 from benchmatrix import layout
+from benchmatrix.analyze.bounds import (  # noqa: F401 (the templates', terminal's and pages' names)
+    UNBOUNDED,
+    UNBOUNDED_LOW_PCT,
+    UNBOUNDED_PCT,
+    pct_bound,
+    pct_interval,
+)
 
 #: Binary byte ladders: each unit and its size in the family's base unit.
 _BYTES = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
@@ -134,46 +141,3 @@ def quantity(value: Any, unit: str | None) -> str:
     except (TypeError, ValueError):
         return f"{value} {unit}".strip()
     return f"{number} {shown}".strip()
-
-
-# ---------------------------------------------------------------- relative intervals
-
-#: A relative bound beyond ± this many percent (B more than 11 × A, or a difference
-#: ten times the baseline) says only that the data cannot bound the change.
-UNBOUNDED_PCT = 1000.0
-#: A lower bound from -100 % up to this many percent means B could be about 0 × A: a
-#: ratio's interval with no lower end (a difference's bound below -100 % is a number).
-UNBOUNDED_LOW_PCT = -99.95
-#: What such a bound prints as.
-UNBOUNDED = "unbounded"
-
-
-def pct_bound(value: Any, suffix: str = " %") -> str:
-    """One end of a relative interval in percent: ``+4.2 %``, or ``unbounded`` when it
-    is missing, infinite, beyond ±:data:`UNBOUNDED_PCT` or from -100 % up to
-    :data:`UNBOUNDED_LOW_PCT` (the one rule the terminal, the report, the compare pages
-    and the history share).
-
-    Args:
-        value: The bound, in percent.
-        suffix: Text after the number (``" %"``; ``""`` where the column says percent).
-    """
-    if is_missing(value):
-        return UNBOUNDED
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return UNBOUNDED
-    if not math.isfinite(x) or abs(x) > UNBOUNDED_PCT or -100.0 <= x <= UNBOUNDED_LOW_PCT:
-        return UNBOUNDED
-    return f"{x:+.1f}{suffix}"
-
-
-def pct_interval(low: Any, high: Any, suffix: str = " %", sep: str | None = None) -> str:
-    """A relative interval as ``[-3.1 %, +4.2 %]`` (or ``-3.1 % – +4.2 %`` with ``sep``
-    `` – ``), each end by :func:`pct_bound`; an interval with neither end bounded is
-    just ``unbounded``."""
-    lo, hi = pct_bound(low, suffix), pct_bound(high, suffix)
-    if lo == hi == UNBOUNDED:
-        return UNBOUNDED
-    return f"[{lo}, {hi}]" if sep is None else f"{lo}{sep}{hi}"

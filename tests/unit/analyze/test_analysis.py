@@ -751,3 +751,18 @@ def test_wilcoxon_p_equals_scipy_bit_for_bit():
     zero = np.array([0.0, -0.1, 0.2, 0.3, -0.4, 0.5, 0.6, 0.7])
     for d in (tied, zero):
         assert wilcoxon_p(d) == sps.wilcoxon(d).pvalue
+
+
+@pytest.mark.parametrize(("low", "high", "shown"), [
+    (-100.0, 8213105.8, "[Holm-adjusted CI unbounded]"),
+    (-99.999, 50.0, "[Holm-adjusted CI unbounded, +50.0]"),
+    (262.9, 1234.5, "[Holm-adjusted CI +262.9, unbounded]"),
+    (3.2, 7.0, "[Holm-adjusted CI +3.2, +7.0]"),
+])
+def test_a_findings_sentence_prints_wild_bounds_by_the_one_unbounded_rule(low, high, shown):
+    # The terminal's and the report's findings printed bounds such as +8213105.8 as
+    # numbers while the tables said unbounded (issue 38, item 6; issue 33, item 6).
+    row = {"factor": "ht", "level": "on", "baseline": "off", "metric": "tps", "rel_diff_pct": 5.1,
+           "ci_low_adj_pct": low, "ci_high_adj_pct": high, "verdict": "better", "p_value": 0.003,
+           "analysis": "welch"}
+    assert shown in sentence(row, [])
