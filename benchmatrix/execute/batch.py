@@ -202,7 +202,31 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
             while left:
                 new, left = _run_slice(job, left)
                 records += new
+                _stop_if_doomed(batch, host, records, left)
     return _finish_batch(exp, spec, batch, mine, records, marker, summary)
+
+
+def _stop_if_doomed(batch: str, host: str, records: list[dict[str, Any]], left: list[PlannedRun]) -> None:
+    """Start no further slice when the batch's first runs all failed the same way
+    (:func:`benchmatrix.results.status.doomed_reason`; the runner ends its slice there):
+    ``bmx run`` stops the campaign as it sees their records, and a next slice started
+    meanwhile would run the rest of the batch in vain. Not with --keep-going-on-failures.
+
+    Raises:
+        BenchmatrixError: the batch is doomed (run_batch restores the host; the runs
+            left stay pending).
+    """
+    import os
+
+    from benchmatrix.results.status import KEEP_GOING_ENV, doomed_reason
+
+    if not left or os.environ.get(KEEP_GOING_ENV):
+        return
+    reason = doomed_reason(records)
+    if reason is not None:
+        raise BenchmatrixError(f"batch {batch} on {host}: its first {len(records)} runs all failed the same way "
+                               f"({reason}); its other {len(left)} runs are not started "
+                               "(bmx run --keep-going-on-failures runs them)")
 
 
 def _manifest_entry(job: _Batch, r: PlannedRun) -> dict[str, Any]:
@@ -216,7 +240,9 @@ def _manifest_entry(job: _Batch, r: PlannedRun) -> dict[str, Any]:
         raise BenchmatrixError(f"{spec.path}: workload.vars cannot be rendered for run {r.run_id} "
                                f"({', '.join(f'{k}={v}' for k, v in cell.items())}): "
                                f"{type(exc).__name__}: {exc}") from None
-    entry = {"run_id": r.run_id, "attempt": r.attempt, "seq": r.seq, "timeout": spec.workload["timeout"],
+    # cell_id: the runner ends a slice whose first runs, over 2 or more cells, all failed alike.
+    entry = {"run_id": r.run_id, "attempt": r.attempt, "seq": r.seq, "cell_id": r.cell_id,
+             "timeout": spec.workload["timeout"],
              "before_run": spec.before_run, "vars": rendered, "factors": cell, "collect": spec.collect}
     if spec.knobs:
         # The runner sets the live knobs of a run whose items differ from the last

@@ -300,6 +300,17 @@ class DoomWatch:
                 f"'bmx run {spec_arg} {KEEP_GOING_FLAG}'")
 
 
+#: Seconds between looks for a doomed pass while no run of it was ok: a batch runner ends
+#: its slice after its first runs failed alike, and the next slice starts within seconds.
+DOOM_POLL_SECONDS = 1.0
+
+
+def _doom_poll(watch: DoomWatch, look: Any, stop: threading.Event) -> None:
+    # Ends with the pass, or once a run was ok (the pass cannot be doomed any more).
+    while not stop.wait(DOOM_POLL_SECONDS) and not watch.cleared:
+        look()
+
+
 def _ticker(progress: RunProgress, stop: threading.Event, look: Any = None) -> None:
     last = None
     while not stop.wait(TICK_SECONDS):
@@ -327,6 +338,7 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
     """
     from benchmatrix.errors import describe_os_error
     from benchmatrix.execute.lock import LOCK_FD_ENV, note_child
+    from benchmatrix.results.status import KEEP_GOING_ENV
 
     target = f"results/{spec.name}/report.html"
     # The target comes first: --config takes every following word as a KEY=VALUE.
@@ -353,6 +365,9 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
         # The workflow knows the inherited lock by BMX_LOCK_FD (it takes the lock itself
         # otherwise), and watches BMX_PARENT_PID: when bmx dies, it interrupts itself.
         env = {**os.environ, LOCK_FD_ENV: str(lock.fileno()), "BMX_PARENT_PID": str(os.getpid())}
+        env.pop(KEEP_GOING_ENV, None)
+        if getattr(args, "keep_going_on_failures", False):
+            env[KEEP_GOING_ENV] = "1"  # the batch jobs go on after a doomed slice too
         proc = subprocess.Popen(cmd, cwd=proj, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, bufsize=1, start_new_session=True, env=env,
                                 pass_fds=(lock.fileno(),), preexec_fn=_snakemake_child_setup)
@@ -395,6 +410,8 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
         ticking = threading.Event()
         progress = RunProgress(exp, t0)
         threading.Thread(target=_ticker, args=(progress, ticking, look), name="bmx-progress", daemon=True).start()
+        if watch is not None:
+            threading.Thread(target=_doom_poll, args=(watch, look, ticking), name="bmx-doomed", daemon=True).start()
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -415,6 +432,7 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
                 m = _ERROR_RULE.match(line)
                 if m:
                     pending_rule = m.group(1)
+                    look()  # a doomed batch job ends with an error: its runs' records are in
                 m = _LOG_LINE.match(line)
                 if m and pending_rule:
                     msg = _last_error_line(proj / m.group(1)) or last_msg

@@ -63,6 +63,10 @@ host and report the others as ``deferred``: after a batch call that failed once 
 runner had started, e.g. the runner killed on the host, the controller takes in what
 it finished instead of failing it).
 
+A run's ``cell_id`` (optional) lets the runner end its slice early, once per batch, when
+its first runs over two or more cells all failed the same way (:class:`_Doom`): the
+rest is reported as ``deferred`` with ``doomed: true`` in the summary.
+
 Optional keys of the manifest itself also include ``runner_digest`` (the SHA-256 the
 controller expects of this file: another one exits with status 3, and the playbook
 installs the current runner and starts it again) and ``knobs_digest`` (the same for
@@ -96,6 +100,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -1101,6 +1106,54 @@ def _tar_info(name, st, kind):
     return info
 
 
+#: A slice whose first runs all failed alike ends early (bmx run's doomed campaign, the
+#: rule of benchmatrix.results.status.doomed_reason on the runner's own view of a run):
+#: this many failed runs ...
+DOOMED_RUNS = 5
+#: ... over this many cells (the manifest entries' ``cell_id``), none exited 0, one way of failing.
+DOOMED_CELLS = 2
+# Words holding a digit (numbers, ids, pids): what differs between runs failing alike.
+_RUN_SPECIFIC = re.compile(r"[0-9A-Za-z_]*[0-9][0-9A-Za-z_]*")
+
+
+class _Doom:
+    """Whether the slice should end here because its first runs all failed the same way.
+
+    Ending the slice early hands the failed runs' records to the controller at once,
+    which stops the campaign (or goes on, with --keep-going-on-failures, in a next slice).
+    It happens once per batch (``batches/BATCH.doomed`` marks it), so a campaign that
+    goes on pays one extra slice per batch at most.
+    """
+
+    def __init__(self, workdir, batch):
+        self.marker = os.path.join(workdir, "batches", batch + ".doomed")
+        self.off = os.path.exists(self.marker)
+        self.ways, self.cells, self.failed = set(), set(), 0
+
+    def note(self, run, result):
+        """Count one finished run; True when the slice should end after it."""
+        outcome = result.get("outcome")
+        if self.off or outcome == "interrupted":
+            return False
+        if outcome == "exited" and result.get("exit_code") == 0:
+            self.off = True  # a run that works: the campaign is not doomed
+            return False
+        self.failed += 1
+        self.cells.add(str(run.get("cell_id")))
+        self.ways.add((outcome, result.get("exit_code"), _RUN_SPECIFIC.sub("#", str(result.get("error") or ""))))
+        if len(self.ways) > 1:
+            self.off = True
+            return False
+        if self.failed < DOOMED_RUNS or len(self.cells) < DOOMED_CELLS:
+            return False
+        self.off = True
+        try:
+            open(self.marker, "w").close()
+        except OSError:
+            pass  # then a next slice may end early once more
+        return True
+
+
 class _Progress:
     """``batches/BATCH.progress``: one JSON line appended per finished run (no fsync).
 
@@ -1610,6 +1663,7 @@ def main(argv):
         _lease_expired(workdir, manifest["batch"], restart=True)
         _take_lease(workdir, manifest["batch"], manifest.get("lease_seconds"))
         progress = _Progress(workdir, manifest["batch"])
+        doom = _Doom(workdir, manifest["batch"])
         live = LiveKnobs(manifest)
         runs = manifest["runs"]
         for i, run in enumerate(runs):
@@ -1632,6 +1686,10 @@ def main(argv):
             result = execute(run, workdir, containment, grace_s, knobs)
             summary["executed"].append(run["run_id"])
             progress.note(result)
+            if doom.note(run, result) and i + 1 < len(runs):
+                summary["deferred"] = [r["run_id"] for r in runs[i + 1:]]
+                summary["doomed"] = True
+                break
         summary["archive"] = _archive(manifest, workdir)
         lock.close()
     except Interrupted as exc:

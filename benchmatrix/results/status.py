@@ -234,6 +234,10 @@ DOOMED_RUNS = 5
 #: ... over at least this many cells (one broken cell is not a broken campaign).
 DOOMED_CELLS = 2
 
+#: Set (to anything but "") in the environment of the Snakemake of ``bmx run
+#: --keep-going-on-failures``: its batch jobs then go on after a doomed slice.
+KEEP_GOING_ENV = "BMX_KEEP_GOING_ON_FAILURES"
+
 # A word holding a digit (a number, a run or cell id, a pid, pytest-12's 12): what differs
 # between runs that failed for the same cause.
 _RUN_SPECIFIC = re.compile(r"[0-9A-Za-z_]*[0-9][0-9A-Za-z_]*")
