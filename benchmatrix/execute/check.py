@@ -221,6 +221,20 @@ def role_directory(spec: Spec) -> tuple[str, str]:
     return workload.files_var, workload.files_default
 
 
+def role_variables(spec: Spec) -> dict[str, str]:
+    """The host variables ``bmx check`` reads for the workload role, by what they mean
+    (``binary``, ``install``, ``loopfs_mb``): the descriptor's ``binary_var``,
+    ``install_var`` and ``loopfs_var`` ("" where the role has none); for a project's own
+    role (no descriptor) ``<role>_binary``, ``<role>_install`` and ``<role>_loopfs_mb``."""
+    from benchmatrix.workloads import WORKLOADS
+
+    role = spec.workload["role"]
+    workload = WORKLOADS.get(role)
+    if workload is None:
+        return {name: f"{role}_{name}" for name in ("binary", "install", "loopfs_mb")}
+    return {"binary": workload.binary_var, "install": workload.install_var, "loopfs_mb": workload.loopfs_var}
+
+
 def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[Any]], log: Path) -> HostCheck:
     """One host's check (one Ansible call); never raises for the host's own problems."""
     out = HostCheck(host)
@@ -239,6 +253,7 @@ def check_host(spec: Spec, project_dir: Path, host: str, levels: dict[str, list[
                        # The batch runner: its --host-env reads the host's noise settings.
                        "bmx_check_runner_source": str(RUNNER_PATH), "bmx_experiment": spec.name,
                        "bmx_check_directory_var": role_directory(spec)[0],
+                       "bmx_check_role_vars": role_variables(spec),
                        "bmx_check_role_directory": role_directory(spec)[1],
                        "bmx_allow_reboot": bool(spec.data.get("allow_reboot", False))},
             log=log, timeout=300)

@@ -144,6 +144,12 @@ class Workload:
             resolves on the host; "" for a role without one.
         files_default: Its default, as the role's defaults file writes it (may be a
             template of ``bmx_experiment``): ``bmx check`` reads it here, not in the role.
+        binary_var: The host variable that names the tool's executable on a host
+            (``workload_fio_binary``; "" for none): ``bmx check`` asks it before ``binary``.
+        install_var: The host variable that says whether the role installs the tool
+            (``workload_fio_install``; "" for none, read as true).
+        loopfs_var: The host variable of the size in MiB of a loop file system the role
+            mounts on its directory (``workload_fio_loopfs_mb``; "" for none).
         seconds: How long one run takes by the tool's own time limit, from the run's
             rendered variables (``{"runtime": "30s"}``): seconds, or None when the run
             is not time-based (:mod:`benchmatrix.plan.workload_time`); None when the
@@ -173,6 +179,9 @@ class Workload:
     directory_var: str = ""
     files_var: str = ""
     files_default: str = ""
+    binary_var: str = ""
+    install_var: str = ""
+    loopfs_var: str = ""
     seconds: Callable[[Mapping[str, Any]], float | None] | None = None
     command: Callable[[dict[str, Any], str, str], dict[str, Any]] | None = None
     dry_run: Callable[[list[str], str | None], DryRunCommand | None] | None = None

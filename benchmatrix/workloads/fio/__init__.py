@@ -62,6 +62,7 @@ WORKLOAD = Workload(
     directions=((r"_(iops|bw_kib|io_kib)$", "higher"), (r"_clat_", "lower")),
     install_once=True, cleanup=True, cleanup_var="workload_fio_loopfs_mb", directory_var="workload_fio_directory",
     files_var="workload_fio_directory", files_default="/var/tmp/benchmatrix/scratch",
+    binary_var="workload_fio_binary", install_var="workload_fio_install", loopfs_var="workload_fio_loopfs_mb",
     seconds=_seconds, command=_command, dry_run=_dry_run)
 
 __all__ = ["FIO_METRICS", "JOB_FILE_INPUT", "WORKLOAD", "JobIntent", "concurrency_warnings", "fio_seconds",

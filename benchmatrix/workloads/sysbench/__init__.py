@@ -35,6 +35,7 @@ WORKLOAD = Workload(
     parse=parse_sysbench, argv="benchmatrix.workloads.sysbench.argv", binary="sysbench", cleanup=True,
     metric_names=SYSBENCH_METRIC_NAMES, metric_patterns=SYSBENCH_METRIC_PATTERNS,
     seconds=_seconds, command=_command, dry_run=_dry_run, files_var="workload_sysbench_directory",
+    binary_var="workload_sysbench_binary", install_var="workload_sysbench_install",
     files_default="/var/tmp/benchmatrix/{{ bmx_experiment | default('default') }}-sysbench")
 
 __all__ = ["WORKLOAD", "parse_sysbench"]

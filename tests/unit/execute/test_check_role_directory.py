@@ -30,3 +30,21 @@ def spec_of(tmp_path: Path, workload: str):
 def test_the_directory_comes_from_the_descriptor(tmp_path, workload, wanted):
     assert check.role_directory(spec_of(tmp_path, workload)) == wanted
     assert not hasattr(check, "role_default"), "bmx check still parses a role's defaults file"
+
+
+@pytest.mark.parametrize(("workload", "wanted"), [
+    ("  role: workload_fio\n  vars: {rw: read, bs: '{{ a }}k', size: 1m}\n",
+     {"binary": "workload_fio_binary", "install": "workload_fio_install", "loopfs_mb": "workload_fio_loopfs_mb"}),
+    ("  role: workload_command\n  vars: {argv: [/bin/true, '{{ a }}']}\n",
+     {"binary": "", "install": "workload_command_install", "loopfs_mb": ""}),
+    ("  role: workload_mytool\n  vars: {x: '{{ a }}'}\n",
+     {"binary": "workload_mytool_binary", "install": "workload_mytool_install",
+      "loopfs_mb": "workload_mytool_loopfs_mb"}),
+])
+def test_the_role_variables_the_check_reads_come_from_the_descriptor(tmp_path, workload, wanted):
+    assert check.role_variables(spec_of(tmp_path, workload)) == wanted
+
+
+def test_check_host_names_no_role_variable_by_convention():
+    text = (Path(__file__).resolve().parents[3] / "playbooks" / "check_host.yml").read_text()
+    assert "bmx_workload_role +" not in text and "bmx_workload_role ~" not in text

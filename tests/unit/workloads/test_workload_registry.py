@@ -85,3 +85,13 @@ def test_files_directory_is_the_roles_default(role):
     defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
     assert (w.files_var, w.files_default) == ((f"{role}_directory", defaults[f"{role}_directory"])
                                               if f"{role}_directory" in defaults else ("", ""))
+
+
+@pytest.mark.parametrize("role", sorted(WORKLOADS))
+def test_the_role_variables_named_are_the_roles_own(role):
+    """bmx check reads a host's binary, install and loop file system settings by the
+    names the descriptor gives; each is the role's variable where the role has one."""
+    w = WORKLOADS[role]
+    defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
+    for name, var in (("binary", w.binary_var), ("install", w.install_var), ("loopfs_mb", w.loopfs_var)):
+        assert var == (f"{role}_{name}" if f"{role}_{name}" in defaults else ""), (name, var)
