@@ -44,6 +44,8 @@ RUNS = "runs.csv"
 SUMMARY = "summary.csv"
 SUMMARY_BY_HOST = "summary_by_host.csv"
 COMPARISONS = "comparisons.csv"
+#: The counters that moved with each decided comparison (benchmatrix.analyze.explain).
+MOVED_WITH = "moved_with.csv"
 ANALYSIS = "analysis.json"
 RECORD_NOTES = "record_notes.csv"
 RUNS_LONG = "runs_long.parquet"
@@ -71,7 +73,7 @@ COMPARE_DIR = "compare"
 #: Files directly under results/NAME (and a kept campaign's directory) that bmx writes
 #: and reads back: nothing else (an export's --out, a report template's output) may
 #: take their names.
-OWNED_FILES = frozenset({PLAN, RERUNS, CAMPAIGN, SPEC, *COLLECTED, REPORT_HTML, REPORT_MD, FINDINGS, LOCK})
+OWNED_FILES = frozenset({PLAN, RERUNS, CAMPAIGN, SPEC, *COLLECTED, MOVED_WITH, REPORT_HTML, REPORT_MD, FINDINGS, LOCK})
 #: Directories under results/NAME whose whole content is the experiment's.
 OWNED_DIRS = frozenset({HOSTS_DIR, BATCHES_DIR, RUNS_DIR, LOGS_DIR, PLOTS_DIR, STAGING_DIR, CAMPAIGNS_DIR,
                         COMPARE_DIR})

@@ -17,6 +17,7 @@ import pandas as pd
 from benchmatrix import layout
 from benchmatrix.analyze import sanity
 from benchmatrix.analyze.comparisons import Comparisons, compare
+from benchmatrix.analyze.explain import moved_with
 from benchmatrix.analyze.stats import effective_runs, run_hosts, summarize, summarize_by_host, with_start_ns
 from benchmatrix.layout import summary_by_host_columns
 from benchmatrix.names import shown
@@ -156,7 +157,8 @@ def derive_tables(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, units: dic
                   records: Iterable[dict[str, Any]] | None = None, summary: pd.DataFrame | None = None,
                   record_notes: pd.DataFrame | None = None, adaptive: Any = None,
                   stopped_by: str = "") -> Tables:
-    """summary, summary by host, comparisons, record notes and the report's checks of a campaign.
+    """summary, summary by host, comparisons, record notes, the report's checks and the
+    counters that moved with each finding (moved_with.csv) of a campaign.
 
     Args:
         spec: The loaded spec.
@@ -199,5 +201,9 @@ def derive_tables(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, units: dic
     notes = sanity.record_notes(records) if records is not None else record_notes
     checks = derive_checks(spec, plan, runs, summary, comparisons=comparisons, summary_by_host=by_host,
                            record_notes=notes)
+    factor = (comparisons.config or {}).get("factor")
+    moved = moved_with(runs, comparisons.table, factor=factor, by=list((comparisons.config or {}).get("by") or []),
+                       scales=comparisons.scales, units=units, alpha=alpha, threshold=spec.report.threshold)
     return Tables(plan=plan, runs=runs, summary=summary, units=units, comparisons=comparisons.table,
-                  analysis=comparisons.meta(), summary_by_host=by_host, record_notes=notes, checks=checks)
+                  analysis=comparisons.meta(), summary_by_host=by_host, record_notes=notes, checks=checks,
+                  moved_with=moved)

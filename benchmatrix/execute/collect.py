@@ -24,8 +24,9 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool 
 
     The one place a campaign's tables are computed (:func:`benchmatrix.analyze.tables.derive_tables`):
     runs.csv, summary.csv, summary_by_host.csv, comparisons.csv, record_notes.csv,
-    analysis.json and runs_long.parquet (:data:`benchmatrix.layout.COLLECTED`),
-    then report.html and report.md rendered from the same tables in memory.
+    analysis.json and runs_long.parquet (:data:`benchmatrix.layout.COLLECTED`), and
+    moved_with.csv (the counters that moved with each finding), then report.html and
+    report.md rendered from the same tables in memory.
 
     Args:
         render: Also render the reports (the Snakemake rule and ``bmx report`` do).

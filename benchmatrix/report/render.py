@@ -36,6 +36,7 @@ import pandas as pd
 
 from benchmatrix import layout
 from benchmatrix.analyze import comparisons as analysis
+from benchmatrix.analyze.explain import finding_lists
 from benchmatrix.analyze.stats import (
     bool_column,
     effective_runs,
@@ -823,6 +824,8 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
         "by_host": _by_host(spec, hosts, summary_by_host, host_table, cells, metrics, units),
         "pivots": _pivots(spec, runs, units),
         "findings": _findings(comparisons),
+        # The counters that moved with each finding, as collect computed them (moved_with.csv).
+        "moved_with": tables.moved_with,
         "numbers": cell_numbers(metric_tables, labels, spec.declared_metrics, spec.report.primary),
         "comparisons": _comparison_context(comparisons),
         "warnings": [w for w in warnings_ if w["severity"] == "warning"],
@@ -961,16 +964,20 @@ def findings_digest(context: dict[str, Any], out_dir: Path) -> dict[str, Any]:
 
     Keys: ``experiment``, ``configured``, ``total`` (comparisons), ``counts`` (per
     verdict), ``findings`` (every decided comparison, largest effect first: sentence,
-    verdict, metric, rel_diff_pct and its Holm-adjusted interval), ``warnings`` (check,
-    title, message, in the report's order), ``numbers`` (each shown metric's cells best
+    verdict, metric, rel_diff_pct and its Holm-adjusted interval, and ``moved_with``: the
+    counters that moved with it, largest first, :func:`benchmatrix.analyze.explain.finding_lists`),
+    ``warnings`` (check, title, message, in the report's order), ``numbers`` (each shown metric's cells best
     first, in the unit shown: :func:`cell_numbers`), ``report`` (paths of html and md).
     """
     f = context["findings"]
     table = context["comparisons"]["table"]
     counts = ({str(k): int(v) for k, v in table["verdict"].value_counts().items()}
               if len(table) and "verdict" in table else {})
+    lists = finding_lists(table, context.get("moved_with"))
+    lists += [[]] * (len(f["decided"]) - len(lists))
     return {"experiment": context["name"], "configured": f["configured"], "total": f["total"], "counts": counts,
-            "findings": [{k: (None if _is_missing(v) else v) for k, v in r.items()} for r in f["decided"]],
+            "findings": [{**{k: (None if _is_missing(v) else v) for k, v in r.items()}, "moved_with": moved}
+                         for r, moved in zip(f["decided"], lists)],
             "warnings": [{"check": w["check"], "title": w["title"], "message": w["message"]}
                          for w in context["warnings"]],
             "numbers": context["numbers"],

@@ -22,6 +22,8 @@ from benchmatrix.report.units import display_unit, format_number, pct_interval, 
 #: Findings and warnings printed after a run or a report; the report has them all.
 FINDINGS_SHOWN = 10
 WARNINGS_SHOWN = 5
+#: Counters that moved with a finding, printed on the line under it.
+MOVED_SHOWN = 3
 #: Without a comparison: the cells shown per metric, and the metrics shown.
 NUMBERS_SHOWN = 10
 NUMBER_METRICS_SHOWN = 4
@@ -112,7 +114,12 @@ def findings_text(digest: dict[str, Any], color: bool = False) -> str:
         lines += numbers_lines(digest.get("numbers") or [])
     elif found:
         lines.append(f"findings ({len(found)} of {digest['total']} comparisons decided, largest effects first):")
-        lines += [f"  {paint(printable(f['sentence']), f['verdict'], color)}" for f in found[:FINDINGS_SHOWN]]
+        for f in found[:FINDINGS_SHOWN]:
+            lines.append(f"  {paint(printable(f['sentence']), f['verdict'], color)}")
+            # The top counters of the same runs that moved with it (findings.json's moved_with).
+            moved = [printable(str(m.get("text") or m.get("counter"))) for m in (f.get("moved_with") or [])]
+            if moved:
+                lines.append("    moved with it: " + ", ".join(moved[:MOVED_SHOWN]))
         if len(found) > FINDINGS_SHOWN:
             lines.append(f"  ... {len(found) - FINDINGS_SHOWN} more in the report")
     else:

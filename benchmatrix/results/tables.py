@@ -79,6 +79,8 @@ class Tables:
         record_notes: Rows of record_notes.csv; None when the records were not checked.
         checks: The report's warnings and the drift and host tables behind them; None
             for a campaign collected before analysis.json held them.
+        moved_with: Rows of moved_with.csv: the counters that moved with each decided
+            comparison (:func:`benchmatrix.analyze.explain.moved_with`).
     """
 
     plan: pd.DataFrame
@@ -90,6 +92,7 @@ class Tables:
     summary_by_host: pd.DataFrame = field(default_factory=pd.DataFrame)
     record_notes: pd.DataFrame | None = None
     checks: Checks | None = None
+    moved_with: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def metric_units(declared: dict[str, Any] | None, *observed: dict[str, str] | pd.DataFrame) -> dict[str, str]:
@@ -158,7 +161,8 @@ def read_tables(exp: str | Path) -> Tables:
     checks = Checks.from_meta(meta["checks"]) if isinstance(meta.get("checks"), dict) else None
     return Tables(plan=plan, runs=runs, summary=summary, units=dict(meta.get("units") or {}),
                   comparisons=read_table(exp, layout.COMPARISONS), analysis=dict(meta.get("comparisons") or {}),
-                  summary_by_host=read_table(exp, layout.SUMMARY_BY_HOST), record_notes=notes, checks=checks)
+                  summary_by_host=read_table(exp, layout.SUMMARY_BY_HOST), record_notes=notes, checks=checks,
+                  moved_with=read_table(exp, layout.MOVED_WITH))
 
 
 def write_tables(exp: str | Path, tables: Tables, runs_text: str | bytes | None = None) -> list[Path]:
@@ -172,13 +176,14 @@ def write_tables(exp: str | Path, tables: Tables, runs_text: str | bytes | None 
             (a million rows take seconds to write out again).
 
     Returns:
-        The paths written, in :data:`benchmatrix.layout.COLLECTED` order.
+        The paths written, in :data:`benchmatrix.layout.COLLECTED` order (moved_with.csv
+        after record_notes.csv).
     """
     exp = Path(exp)
     notes = tables.record_notes if tables.record_notes is not None else pd.DataFrame(columns=layout.NOTE_COLUMNS)
     frames = {layout.RUNS: tables.runs, layout.SUMMARY: tables.summary,
               layout.SUMMARY_BY_HOST: tables.summary_by_host, layout.COMPARISONS: tables.comparisons,
-              layout.RECORD_NOTES: notes}
+              layout.RECORD_NOTES: notes, layout.MOVED_WITH: tables.moved_with}
     written = []
     for name, frame in frames.items():
         text = runs_text if name == layout.RUNS and runs_text is not None else frame.to_csv(index=False)

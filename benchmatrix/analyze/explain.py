@@ -1,0 +1,249 @@
+"""What moved with each finding: the counters of the same runs, judged like the metric.
+
+A finding says that a metric changed ("read_bw_kib +1342 %"); the system counters the
+batch runner sampled during the same runs (``collect: [cpu, disk]``,
+:mod:`benchmatrix.workloads.counters`) often say how: the device's read request size
+grew from 8 to 352 KiB, its reads per second fell by 92 %. For every decided
+comparison (``better``/``worse``, ``higher``/``lower``) :func:`moved_with` compares
+each counter of the two cells' runs by the verdict engine
+(:func:`benchmatrix.analyze.verdict.judge`): the same scale rules
+(:mod:`benchmatrix.analyze.scale`: ratios of geometric means for rates, sizes and
+times), the same intervals (Welch's, or Welch's on visit means where the comparison
+was judged visit against visit), the report's alpha and default practical threshold.
+
+The counters of one finding form a family of their own, Holm-adjusted within it, so
+that they cost the primary metrics no power and a finding with no real cause behind
+its counters lists none of them more often than alpha. A counter is listed when its
+Holm-adjusted interval excludes no change and its estimate lies beyond the threshold.
+
+Listed counters are ordered by their effect (the absolute log of the ratio of the
+means) weighted by how closely the counter follows the metric run by run inside the
+two cells (``(1 + |r|) / 2``, with ``r`` the within-cell correlation of the counter
+with the metric, pooled over the two cells): a counter that tracks the metric comes
+before one that moved as far but independently. The words are "moved with", never
+"caused": a counter that moved is a lead, not a proof.
+
+Everything here is pure (no file I/O): collect computes the table
+(``moved_with.csv``), the report and the terminal only render it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from benchmatrix.analyze import verdict as engine
+from benchmatrix.analyze.comparisons import VISIT_ANALYSES, _side_stats, level_keys
+from benchmatrix.analyze.scale import LOG, metric_scales
+from benchmatrix.analyze.stats import effective_runs
+from benchmatrix.layout import ALL_HOSTS, HOST_COLUMN, by_column
+from benchmatrix.workloads.counters import counter_metric_names
+
+#: Columns of ``moved_with.csv``: one row per listed counter of a decided comparison.
+#: ``comparison`` is the row's position in comparisons.csv (0-based).
+COLUMNS = ["comparison", "metric", "level", "baseline", "rank", "counter", "unit", "scale", "mean_baseline",
+           "mean_level", "rel_diff_pct", "ci_low_adj_pct", "ci_high_adj_pct", "p_value", "correlation", "text"]
+
+
+def counter_columns(runs: pd.DataFrame) -> list[str]:
+    """The counter columns of ``runs`` (the names :func:`counter_metric_names` gives), sorted."""
+    names = counter_metric_names(["cpu", "disk"])
+    return sorted(c for c in runs.columns if isinstance(c, str) and names.matches(c))
+
+
+def _number(value: float) -> str:
+    """A mean as the user reads it: three significant digits, no exponent below a million."""
+    if not np.isfinite(value):
+        return "–"
+    if abs(value) >= 100:
+        return f"{value:,.0f}".replace(",", "")
+    return f"{value:.2g}" if abs(value) < 10 else f"{value:.3g}"
+
+
+def counter_text(counter: str, unit: str, mean_baseline: float, mean_level: float, rel_diff_pct: float) -> str:
+    """One listed counter in words: ``disk_loop0_read_kib_per_io 8.0 → 352 KiB (+4300 %)``."""
+    unit_text = f" {unit}" if unit else ""
+    return (f"{counter} {_number(mean_baseline)} → {_number(mean_level)}{unit_text} "
+            f"({rel_diff_pct:+.0f} %)")
+
+
+def _sides(eff: pd.DataFrame, row: dict[str, Any], factor: str, by: list[str],
+           host: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Masks of the level's and the baseline's runs of one comparison row."""
+    common = np.ones(len(eff), dtype=bool)
+    for b in by:
+        common &= (level_keys(eff[b]) == level_keys(pd.Series([row.get(by_column(b))])).iloc[0]).to_numpy()
+    if host and HOST_COLUMN in eff.columns and str(row.get(HOST_COLUMN)) != ALL_HOSTS:
+        common &= (eff[HOST_COLUMN].astype(str) == str(row.get(HOST_COLUMN))).to_numpy()
+    keys = level_keys(eff[factor])
+    level = level_keys(pd.Series([row.get("level"), row.get("baseline")]))
+    return common & (keys == level.iloc[0]).to_numpy(), common & (keys == level.iloc[1]).to_numpy()
+
+
+def _units_of(frame: pd.DataFrame, values: pd.Series, by_visit: bool) -> pd.Series:
+    """The values of one side, averaged per visit where the comparison's unit is the visit."""
+    if not by_visit or "visit" not in frame.columns or pd.to_numeric(frame["visit"], errors="coerce").isna().all():
+        return values
+    group = frame["host"].astype(str) + "/" + frame["visit"].astype(str) if "host" in frame.columns \
+        else frame["visit"].astype(str)
+    return values.groupby(group.to_numpy(), sort=False).mean()
+
+
+def _within_correlation(metric: list[np.ndarray], counter: list[np.ndarray]) -> float:
+    """Pearson's correlation of the two, each centred within its cell, pooled over the cells."""
+    xs, ys = [], []
+    for x, y in zip(metric, counter):
+        ok = np.isfinite(x) & np.isfinite(y)
+        if ok.sum() >= 2:
+            xs.append(x[ok] - x[ok].mean())
+            ys.append(y[ok] - y[ok].mean())
+    if not xs:
+        return float("nan")
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    denom = float(np.sqrt((x * x).sum() * (y * y).sum()))
+    return float((x * y).sum() / denom) if denom > 0 else float("nan")
+
+
+# shape: one comparison row and what it needs of the campaign, keyword-only after the runs
+def explain_comparison(runs: pd.DataFrame, row: dict[str, Any], *, factor: str, by: list[str], scale: str,
+                       units: dict[str, str], alpha: float, threshold: float,
+                       counters: Iterable[str] | None = None) -> pd.DataFrame:
+    """The counters that moved with one comparison, largest first (any verdict).
+
+    Args:
+        runs: The effective runs of the campaign.
+        row: The comparison (a comparisons.csv row: metric, level, baseline, the
+            ``by`` columns, host, analysis).
+        factor: The compared factor.
+        by: The ``by`` factors of ``report.compare``.
+        scale: The metric's scale (``log`` or ``linear``), for the correlation.
+        units: Metric -> unit (the counters' units decide their scale).
+        alpha: The significance level of the counters' family.
+        threshold: The practical threshold (a fraction) a counter's change must pass.
+        counters: The counter columns (default: every one of ``runs``).
+
+    Returns:
+        The listed counters with the columns of :data:`COLUMNS` but ``comparison``,
+        ``metric``, ``level`` and ``baseline``; empty when none moved.
+    """
+    out_cols = COLUMNS[4:]
+    counters = [c for c in (counter_columns(runs) if counters is None else counters)
+                if c in runs.columns and c != row.get("metric")]
+    if not counters or row.get("metric") not in runs.columns:
+        return pd.DataFrame(columns=out_cols)
+    a, b = _sides(runs, row, factor, by, HOST_COLUMN in row)
+    if a.sum() < 2 or b.sum() < 2:
+        return pd.DataFrame(columns=out_cols)
+    sides = runs[a | b]
+    scales, _ = metric_scales(sides, counters, {}, units)
+    by_visit = str(row.get("analysis") or "") in VISIT_ANALYSES
+    metric = pd.to_numeric(runs[row["metric"]], errors="coerce").astype("float64")
+    if scale == LOG:
+        metric = np.log(metric.where(metric > 0))
+    rows, corr = [], {}
+    for counter in counters:
+        values = pd.to_numeric(runs[counter], errors="coerce").astype("float64")
+        if scales[counter] == LOG:
+            values = np.log(values.where(values > 0))
+        va = _units_of(runs[a], values[a], by_visit).dropna()
+        vb = _units_of(runs[b], values[b], by_visit).dropna()
+        if len(va) < 2 or len(vb) < 2:
+            continue
+        stats = _side_stats(float(va.mean()), float(va.var()), len(va), float(vb.mean()), float(vb.var()), len(vb))
+        rows.append({"metric": counter, "better": "", "_scale": scales[counter], **stats})
+        corr[counter] = _within_correlation([metric[a].to_numpy(), metric[b].to_numpy()],
+                                            [values[a].to_numpy(), values[b].to_numpy()])
+    if not rows:
+        return pd.DataFrame(columns=out_cols)
+    table = pd.DataFrame(rows)
+    # Their own family: Holm over this finding's counters only.
+    engine.judge(table, set(table["metric"]), alpha, threshold)
+    moved = table["verdict"].isin(engine.CHANGED) & (table["rel_diff_pct"].abs() >= threshold * 100.0)
+    table = table[moved.to_numpy()].copy()
+    if not len(table):
+        return pd.DataFrame(columns=out_cols)
+    table["correlation"] = [corr[c] for c in table["metric"]]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        effect = np.abs(np.log1p(table["rel_diff_pct"].to_numpy(dtype="float64") / 100.0))
+    effect = np.where(np.isfinite(effect), effect, np.abs(table["rel_diff_pct"].to_numpy(dtype="float64")) / 100.0)
+    weight = (1.0 + np.nan_to_num(np.abs(table["correlation"].to_numpy(dtype="float64")))) / 2.0
+    table["_score"] = effect * weight
+    table = table.sort_values(["_score", "metric"], ascending=[False, True], kind="stable")
+    table["rank"] = range(1, len(table) + 1)
+    table["counter"] = table["metric"]
+    table["unit"] = [units.get(c, "") for c in table["counter"]]
+    table["text"] = [counter_text(c, u, mb, ml, d) for c, u, mb, ml, d in
+                     zip(table["counter"], table["unit"], table["mean_baseline"], table["mean_level"],
+                         table["rel_diff_pct"])]
+    return table.reindex(columns=out_cols).reset_index(drop=True)
+
+
+# shape: the campaign's comparisons and what they were judged with, keyword-only after the tables
+def moved_with(runs: pd.DataFrame, comparisons: pd.DataFrame, *, factor: str | None, by: list[str],
+               scales: dict[str, str], units: dict[str, str], alpha: float, threshold: float) -> pd.DataFrame:
+    """Every decided comparison's counters that moved with it (``moved_with.csv``).
+
+    Args:
+        runs: Rows of runs.csv (every attempt; the effective runs are used).
+        comparisons: Rows of comparisons.csv, judged.
+        factor: The compared factor (``report.compare.factor``); None: no comparisons.
+        by: The ``by`` factors.
+        scales: Metric -> scale of the compared metrics.
+        units: Metric -> unit of every metric.
+        alpha: The report's alpha.
+        threshold: The report's default practical threshold (a fraction).
+
+    Returns:
+        One row per listed counter (:data:`COLUMNS`), by comparison then rank.
+    """
+    if factor is None or not len(comparisons) or "verdict" not in comparisons.columns or not len(runs):
+        return pd.DataFrame(columns=COLUMNS)
+    eff = effective_runs(runs)
+    counters = counter_columns(eff)
+    if not counters or factor not in eff.columns:
+        return pd.DataFrame(columns=COLUMNS)
+    parts = []
+    for position, row in enumerate(comparisons.to_dict("records")):
+        if row.get("verdict") not in engine.CHANGED:
+            continue
+        found = explain_comparison(eff, row, factor=factor, by=by, scale=scales.get(str(row["metric"]), ""),
+                                   units=units, alpha=alpha, threshold=threshold, counters=counters)
+        if len(found):
+            parts.append(found.assign(comparison=position, metric=row["metric"], level=row.get("level"),
+                                      baseline=row.get("baseline")))
+    if not parts:
+        return pd.DataFrame(columns=COLUMNS)
+    return pd.concat(parts, ignore_index=True).reindex(columns=COLUMNS)
+
+
+def finding_lists(comparisons: pd.DataFrame, table: pd.DataFrame | None) -> list[list[dict[str, Any]]]:
+    """The listed counters of each decided comparison, in the findings' order (largest
+    effect first, as the report lists them): one list of ``{counter, unit,
+    mean_baseline, mean_level, rel_diff_pct, ci_low_pct, ci_high_pct, p_value,
+    correlation, text}`` per finding (empty where none moved)."""
+    if not len(comparisons) or "verdict" not in comparisons.columns:
+        return []
+    decided = [i for i, v in enumerate(comparisons["verdict"]) if v in engine.CHANGED]
+    size = pd.to_numeric(comparisons["rel_diff_pct"], errors="coerce").abs().fillna(0.0).to_numpy()
+    decided.sort(key=lambda i: -size[i])
+    by_position: dict[int, list[dict[str, Any]]] = {}
+    if table is not None and len(table) and "comparison" in table.columns:
+        for r in table.sort_values(["comparison", "rank"], kind="stable").to_dict("records"):
+            by_position.setdefault(int(r["comparison"]), []).append({
+                "counter": r["counter"], "unit": None if pd.isna(r["unit"]) else r["unit"],
+                **{k: _plain(r[k]) for k in ("mean_baseline", "mean_level", "rel_diff_pct", "p_value",
+                                             "correlation")},
+                "ci_low_pct": _plain(r["ci_low_adj_pct"]), "ci_high_pct": _plain(r["ci_high_adj_pct"]),
+                "text": r["text"]})
+    return [by_position.get(i, []) for i in decided]
+
+
+def _plain(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if np.isfinite(number) else None

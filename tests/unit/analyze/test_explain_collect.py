@@ -1,0 +1,99 @@
+"""What moved with it, end to end through the tables: collect's derive_tables computes
+moved_with.csv, write_tables/read_tables keep it, findings.json's findings carry it and
+the terminal prints the top counters under each finding (issue 37, items 1 and 2).
+
+Results are synthetic: the quickstart spec with seeded runs and planted counters."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmatrix import layout
+from benchmatrix.analyze.stats import summarize
+from benchmatrix.analyze.tables import derive_tables
+from benchmatrix.report import terminal
+from benchmatrix.report.render import findings_digest, report_context
+from benchmatrix.results.tables import read_tables, write_tables
+from benchmatrix.spec.load import load_spec
+
+ROOT = Path(__file__).resolve().parents[3]
+UNITS = {"read_iops": "IO/s", "read_bw_kib": "KiB/s", "read_clat_mean_us": "us", "read_clat_p99_us": "us",
+         "disk_loop0_read_mib_s": "MiB/s", "disk_loop0_read_await_ms": "ms", "cpu_busy_pct": "%"}
+
+
+def campaign(seed: int = 5) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """plan and runs of the quickstart spec: bandwidth triples with iodepth 8; the
+    device's MiB/s follows it run by run, the await and CPU counters do not move."""
+    spec = load_spec(ROOT / "config" / "experiments" / "quickstart.yaml")
+    rows = []
+    for cell in spec.cells:
+        for i in range(5):
+            rows.append({"seq": len(rows) + 1, "host": "localhost", "run_id": f"{cell.cell_id}-{i}",
+                         "cell_id": cell.cell_id, "replicate": i + 1, "warmup": "false", "control": "false",
+                         "visit": 1, "batch": 1, "attempt": 1, **cell.factors})
+    plan = pd.DataFrame(rows)
+    rng = np.random.default_rng(seed)
+    runs = plan.copy()
+    start = pd.Timestamp("2025-03-01T10:00:00Z") + pd.to_timedelta(np.arange(len(runs)) * 2, unit="s")
+    runs["status"], runs["reason"], runs["duration_s"] = "ok", "", 1.0
+    runs["started_at"] = start.strftime("%Y-%m-%dT%H:%M:%SZ")
+    runs["ended_at"] = (start + pd.Timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    scale = runs["bs"].map({"4k": 1.0, "64k": 8.0}) * runs["iodepth"].map({1: 1.0, 8: 3.0})
+    runs["read_bw_kib"] = 80_000.0 * scale * np.exp(rng.normal(0, 0.03, len(runs)))
+    runs["read_iops"] = runs["read_bw_kib"] / 4
+    runs["read_clat_mean_us"] = 40.0 * np.exp(rng.normal(0, 0.03, len(runs)))
+    runs["read_clat_p99_us"] = runs["read_clat_mean_us"] * 2.5
+    runs["disk_loop0_read_mib_s"] = runs["read_bw_kib"] / 1024 * np.exp(rng.normal(0, 0.003, len(runs)))
+    runs["disk_loop0_read_await_ms"] = 0.2 * np.exp(rng.normal(0, 0.05, len(runs)))
+    runs["cpu_busy_pct"] = 30.0 * np.exp(rng.normal(0, 0.05, len(runs)))
+    return plan, runs
+
+
+@pytest.fixture(scope="module")
+def collected():
+    spec = load_spec(ROOT / "config" / "experiments" / "quickstart.yaml")
+    plan, runs = campaign()
+    return spec, plan, runs, derive_tables(spec, plan, runs, UNITS)
+
+
+def test_collect_lists_the_counter_that_moved_with_each_bandwidth_finding(collected):
+    _, _, _, tables = collected
+    found = tables.comparisons[tables.comparisons["verdict"] == "better"]
+    bandwidth = [i for i, m in enumerate(tables.comparisons["metric"]) if m == "read_bw_kib"]
+    assert len(found) and set(bandwidth) <= set(found.index)
+    moved = tables.moved_with
+    assert set(moved["comparison"]) >= set(bandwidth)
+    for position in bandwidth:
+        rows = moved[moved["comparison"] == position]
+        assert rows["counter"].tolist() == ["disk_loop0_read_mib_s"]      # await and CPU did not move
+        assert 150 < rows["rel_diff_pct"].iloc[0] < 250 and rows["correlation"].iloc[0] > 0.9
+
+
+def test_moved_with_csv_is_written_and_read_back(collected, tmp_path):
+    _, _, _, tables = collected
+    written = write_tables(tmp_path, tables)
+    assert tmp_path / layout.MOVED_WITH in written
+    back = read_tables(tmp_path).moved_with
+    assert back["counter"].tolist() == tables.moved_with["counter"].tolist()
+    assert back["comparison"].tolist() == tables.moved_with["comparison"].tolist()
+
+
+def test_findings_json_and_the_terminal_name_what_moved_with_each_finding(collected, tmp_path):
+    spec, plan, runs, tables = collected
+    summary = summarize(runs, spec.factor_names, UNITS)
+    context = report_context(spec, plan, runs, summary, {}, with_plots=False, tables=tables)
+    digest = json.loads(json.dumps(findings_digest(context, tmp_path)))
+    bandwidth = [f for f in digest["findings"] if f["metric"] == "read_bw_kib"]
+    assert bandwidth and all(f["moved_with"][0]["counter"] == "disk_loop0_read_mib_s" for f in bandwidth)
+    first = bandwidth[0]["moved_with"][0]
+    assert first["ci_low_pct"] > 0 and first["mean_level"] > first["mean_baseline"] and first["unit"] == "MiB/s"
+    text = terminal.findings_text(digest)
+    lines = text.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.strip().startswith("read_bw_kib") or "read_bw_kib" in ln)
+    assert lines[at + 1].strip().startswith("moved with it: disk_loop0_read_mib_s ")
+    assert "caused" not in text
