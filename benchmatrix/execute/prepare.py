@@ -86,6 +86,9 @@ def preparation(spec: Spec, project_dir: Path, host: str) -> Preparation:
                    # The host variables that hold the workload's directory and whether its
                    # finish.yml has work there (the descriptor's directory_var and cleanup_var).
                    "bmx_workload_directory_var": getattr(workload, "directory_var", ""),
+                   # The fact the role's install.yml sets to the tool's version (a project's
+                   # own role: <role>_version, as docs/workloads.md asks of a role).
+                   "bmx_workload_version_var": workload.version_var if workload else f"{role}_version",
                    "bmx_workload_cleanup_var": getattr(workload, "cleanup_var", "")})
 
 

@@ -150,6 +150,8 @@ class Workload:
             (``workload_fio_install``; "" for none, read as true).
         loopfs_var: The host variable of the size in MiB of a loop file system the role
             mounts on its directory (``workload_fio_loopfs_mb``; "" for none).
+        version_var: The fact the role's ``tasks/install.yml`` sets to the tool's version
+            (``workload_fio_version``): tasks/prepare.yml records it as ``tool_version``.
         seconds: How long one run takes by the tool's own time limit, from the run's
             rendered variables (``{"runtime": "30s"}``): seconds, or None when the run
             is not time-based (:mod:`benchmatrix.plan.workload_time`); None when the
@@ -182,6 +184,7 @@ class Workload:
     binary_var: str = ""
     install_var: str = ""
     loopfs_var: str = ""
+    version_var: str = ""
     seconds: Callable[[Mapping[str, Any]], float | None] | None = None
     command: Callable[[dict[str, Any], str, str], dict[str, Any]] | None = None
     dry_run: Callable[[list[str], str | None], DryRunCommand | None] | None = None

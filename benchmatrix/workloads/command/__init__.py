@@ -43,6 +43,7 @@ def _command(run: dict[str, Any], binary: str, project_dir: str) -> dict[str, An
 WORKLOAD = Workload(
     role="workload_command", summary="any command; metrics declared in the spec (regex or JSON path)",
     parse=parse_command, argv="benchmatrix.workloads.command.argv", install_once=True,
-    seconds=_seconds, command=_command, install_var="workload_command_install")
+    seconds=_seconds, command=_command, install_var="workload_command_install",
+    version_var="workload_command_version")
 
 __all__ = ["PICKS", "WORKLOAD", "argv_seconds", "check_declarations", "parse_command"]

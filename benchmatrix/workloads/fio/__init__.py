@@ -63,6 +63,7 @@ WORKLOAD = Workload(
     install_once=True, cleanup=True, cleanup_var="workload_fio_loopfs_mb", directory_var="workload_fio_directory",
     files_var="workload_fio_directory", files_default="/var/tmp/benchmatrix/scratch",
     binary_var="workload_fio_binary", install_var="workload_fio_install", loopfs_var="workload_fio_loopfs_mb",
+    version_var="workload_fio_version",
     seconds=_seconds, command=_command, dry_run=_dry_run)
 
 __all__ = ["FIO_METRICS", "JOB_FILE_INPUT", "WORKLOAD", "JobIntent", "concurrency_warnings", "fio_seconds",

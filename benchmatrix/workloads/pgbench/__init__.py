@@ -31,7 +31,7 @@ WORKLOAD = Workload(
     parse=parse_pgbench, argv="benchmatrix.workloads.pgbench.argv", binary="pgbench", metrics=PGBENCH_METRICS,
     metric_patterns=PGBENCH_METRIC_PATTERNS, cleanup=True, seconds=_seconds, command=_command, dry_run=_dry_run,
     files_var="workload_pgbench_directory", binary_var="workload_pgbench_binary",
-    install_var="workload_pgbench_install",
+    install_var="workload_pgbench_install", version_var="workload_pgbench_version",
     files_default="/var/tmp/benchmatrix/{{ bmx_experiment | default('default') }}-pgbench")
 
 __all__ = ["PGBENCH_METRICS", "WORKLOAD", "parse_pgbench"]

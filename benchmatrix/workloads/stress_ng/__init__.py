@@ -30,6 +30,7 @@ WORKLOAD = Workload(
     parse=parse_stress_ng, argv="benchmatrix.workloads.stress_ng.argv", binary="stress-ng",
     metrics=STRESS_NG_METRICS, directions=((r"^bogo_ops_per_s", "higher"),), install_once=True,
     seconds=_seconds, command=_command, dry_run=_dry_run,
-    binary_var="workload_stress_ng_binary", install_var="workload_stress_ng_install")
+    binary_var="workload_stress_ng_binary", install_var="workload_stress_ng_install",
+    version_var="workload_stress_ng_version")
 
 __all__ = ["STRESS_NG_METRICS", "WORKLOAD", "parse_stress_ng"]

@@ -36,6 +36,7 @@ WORKLOAD = Workload(
     metric_names=SYSBENCH_METRIC_NAMES, metric_patterns=SYSBENCH_METRIC_PATTERNS,
     seconds=_seconds, command=_command, dry_run=_dry_run, files_var="workload_sysbench_directory",
     binary_var="workload_sysbench_binary", install_var="workload_sysbench_install",
+    version_var="workload_sysbench_version",
     files_default="/var/tmp/benchmatrix/{{ bmx_experiment | default('default') }}-sysbench")
 
 __all__ = ["WORKLOAD", "parse_sysbench"]

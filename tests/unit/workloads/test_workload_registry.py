@@ -95,3 +95,10 @@ def test_the_role_variables_named_are_the_roles_own(role):
     defaults = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
     for name, var in (("binary", w.binary_var), ("install", w.install_var), ("loopfs_mb", w.loopfs_var)):
         assert var == (f"{role}_{name}" if f"{role}_{name}" in defaults else ""), (name, var)
+
+
+@pytest.mark.parametrize("role", sorted(WORKLOADS))
+def test_the_version_fact_is_the_one_the_role_sets(role):
+    w = WORKLOADS[role]
+    install = (ROLES / role / "tasks" / "install.yml").read_text()
+    assert w.version_var and re.search(rf"^\s+{w.version_var}:", install, re.M), w.version_var
