@@ -685,8 +685,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         except ValueError as exc:  # a usage error (exit 2), like a bad --budget
             raise PlanError(f"--threshold {str(exc).removeprefix('threshold ')}") from None
     try:
+        from benchmatrix.analyze.campaign_model import parse_history
+
         return compare_main(args.a, args.b, project_dir(), args.spec, args.out, args.json, threshold,
-                            args.fail_on_inconclusive, color=args.color)
+                            args.fail_on_inconclusive, color=args.color, history=parse_history(args.history))
     except BenchmatrixError as exc:
         # A CI job reads 1 as "worse": whatever else stops a comparison is a usage error
         # (2) unless it says the campaigns cannot be compared (3).
@@ -874,6 +876,10 @@ def _add_campaign_commands(sub: Any) -> None:
                     "earlier campaigns to estimate their variation, better/worse need the interval beyond it")
     sp.add_argument("--fail-on-inconclusive", action="store_true",
                     help="exit 1 also when a comparison is inconclusive (a CI gate that wants an answer)")
+    sp.add_argument("--history", default="auto", metavar="auto|none|N|LABEL,...",
+                    help="which earlier campaigns estimate how much campaigns vary: auto (default: those with A's "
+                    "spec digest and host state, on A's side of the last step), none (report.campaign_sd alone), "
+                    "the N most recent comparable ones, or campaigns by label or id")
     sp = sub.add_parser("publish", help="write every experiment's campaigns, history and downloads as a static site",
                         description="write every experiment's campaigns, history and downloads as a static site "
                                     "(no server, no external request; docs/publish.md)",

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from benchmatrix.analyze.verdict import campaign_variance
+from benchmatrix.errors import BenchmatrixError
 
 #: Degrees of freedom the prior ``report.campaign_sd`` is worth: as much as an estimate
 #: from five campaigns of one series. Chosen by the Monte Carlo of docs/report.md
@@ -164,3 +165,216 @@ def model(per_campaign: list[pd.DataFrame], prior_sd: float, prior_dof: float = 
     variance, total = pool(prior_sd, prior_dof, estimate, dof)
     return CampaignVariance(variance, total, prior_sd, prior_dof, len(frames) if dof else 0, dropped,
                             estimate if dof else float("nan"), float(dof))
+
+
+# ---------------------------------------------------------------- choosing the history
+
+#: Host state that must be the same for a campaign to count in another's history, and
+#: that compare names when A and B differ in it (``env_*`` columns of runs.csv; kernel
+#: from the host's facts).
+HOST_STATE_FIELDS = ("kernel", "governor", "turbo", "thp", "mitigations", "numa_nodes")
+#: Two campaigns' loads before their runs are comparable within this factor ...
+LOAD_FACTOR = 2.0
+#: ... where a load below this many per CPU counts as this much: an idle host's load
+#: (0.05 against 0.2) wobbles by large factors that mean nothing.
+LOAD_FLOOR_PER_CPU = 0.25
+#: A host is busy when its load before the runs exceeds this many per CPU (or the other
+#: side's by :data:`LOAD_FACTOR`).
+BUSY_PER_CPU = 1.0
+#: ``--history`` rules besides a count and a list of labels.
+HISTORY_RULES = ("auto", "none")
+
+
+@dataclass(frozen=True)
+class CampaignSummary:
+    """What the choice of a history needs of one campaign (loaded by compare.py).
+
+    Attributes:
+        key: The campaign id.
+        name: How it is shown (its label, else its id).
+        spec_digest: campaign.json's ``spec_digest`` ("" when unknown: not checked).
+        hosts: Host -> field of :data:`HOST_STATE_FIELDS` -> its value as text ("" unknown).
+        load: Host -> median load average before its runs (NaN unknown).
+        cpus: Host -> CPUs (NaN unknown).
+        level: The campaign's level against A (median over its series of the log ratio,
+            or relative difference, of its mean to A's); NaN when unknown.
+    """
+
+    key: str
+    name: str
+    spec_digest: str = ""
+    hosts: dict[str, dict[str, str]] = field(default_factory=dict)
+    load: dict[str, float] = field(default_factory=dict)
+    cpus: dict[str, float] = field(default_factory=dict)
+    level: float = float("nan")
+
+
+@dataclass(frozen=True)
+class History:
+    """The campaigns a comparison's campaign variance is estimated from.
+
+    Attributes:
+        rule: The rule that chose them (``auto``, ``none``, a count, or ``labels``).
+        used: Keys of the campaigns used, oldest first.
+        left_out: ``(key, why)`` for each candidate left out, oldest first.
+    """
+
+    rule: str
+    used: tuple[str, ...]
+    left_out: tuple[tuple[str, str], ...] = ()
+
+
+def _floor(s: CampaignSummary, host: str) -> float:
+    cpus = s.cpus.get(host, float("nan"))
+    return LOAD_FLOOR_PER_CPU * cpus if math.isfinite(cpus) and cpus > 0 else LOAD_FLOOR_PER_CPU
+
+
+def _num(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def _loads_differ(a: CampaignSummary, c: CampaignSummary, host: str) -> bool:
+    la, lc = a.load.get(host, float("nan")), c.load.get(host, float("nan"))
+    if not (math.isfinite(la) and math.isfinite(lc)):
+        return False
+    floor = max(_floor(a, host), _floor(c, host))
+    return max(la, lc, floor) / max(min(la, lc), floor) > LOAD_FACTOR
+
+
+def host_state_changes(a: CampaignSummary, b: CampaignSummary) -> list[tuple[str, str, str, str]]:
+    """``(host, field, A's value, B's value)`` for each field of :data:`HOST_STATE_FIELDS`
+    that differs on a host both ran on, and ``load_before`` where the loads before the
+    runs lie more than :data:`LOAD_FACTOR` apart. A value unknown on a side is no change."""
+    out = []
+    for host in sorted(set(a.hosts) & set(b.hosts)):
+        for f in HOST_STATE_FIELDS:
+            va, vb = a.hosts[host].get(f, ""), b.hosts[host].get(f, "")
+            if va and vb and va != vb:
+                out.append((host, f, va, vb))
+        if _loads_differ(a, b, host):
+            out.append((host, "load_before", _num(a.load[host]), _num(b.load[host])))
+    return out
+
+
+def busy_hosts(a: CampaignSummary, b: CampaignSummary) -> list[str]:
+    """One line per host that was busy before one side's runs: its load above
+    :data:`BUSY_PER_CPU` per CPU, or above :data:`LOAD_FACTOR` times the other side's."""
+    out = []
+    for host in sorted(set(a.load) & set(b.load)):
+        for this, other in ((a, b), (b, a)):
+            mine, theirs = this.load[host], other.load.get(host, float("nan"))
+            if not math.isfinite(mine):
+                continue
+            cpus = this.cpus.get(host, float("nan"))
+            per_cpu = mine / cpus if math.isfinite(cpus) and cpus > 0 else float("nan")
+            beyond = math.isfinite(theirs) and mine > LOAD_FACTOR * max(theirs, _floor(this, host))
+            if beyond or (math.isfinite(per_cpu) and per_cpu > BUSY_PER_CPU):
+                shown = f" ({_num(per_cpu)} per CPU)" if math.isfinite(per_cpu) else ""
+                out.append(f"busy host: {host} had load {_num(mine)}{shown} before {this.name}'s runs against "
+                           f"{_num(theirs)} before {other.name}'s: its differences may be the load's")
+    return out
+
+
+def _not_comparable(a: CampaignSummary, c: CampaignSummary) -> str:
+    """Why ``c`` may not count in ``a``'s history ("" when it may)."""
+    if a.spec_digest and c.spec_digest and a.spec_digest != c.spec_digest:
+        return f"spec digest {c.spec_digest} (A {a.spec_digest})"
+    changes = host_state_changes(a, c)
+    return "; ".join(f"{f} {vc} on {h} (A {va})" for h, f, va, vc in changes)
+
+
+def _step_side(a: CampaignSummary, kept: list[CampaignSummary]) -> tuple[list[CampaignSummary], list[tuple[str, str]]]:
+    """``kept`` cut to A's side of the last step its levels show, repeatedly (after one
+    step is cut off, the rest is tested again), and the campaigns cut off."""
+    from benchmatrix.analyze.changepoint import MIN_CAMPAIGNS, detect_step
+
+    out: list[tuple[str, str]] = []
+    while True:
+        finite = [s for s in kept if math.isfinite(s.level)]
+        if len(finite) < MIN_CAMPAIGNS or a not in finite:
+            return kept, out
+        step = detect_step([s.level for s in finite])
+        if not step.detected or step.index is None:
+            return kept, out
+        at = finite[step.index]
+        side = finite[step.index:] if finite.index(a) >= step.index else finite[:step.index]
+        cut = [s for s in finite if s not in side]
+        # Levels are log ratios (or relative differences) to A: expm1 reads as a change.
+        out += [(s.key, f"the other side of a step at {at.name} ({math.expm1(step.difference) * 100:+.0f} %)")
+                for s in cut]
+        kept = [s for s in kept if s not in cut]
+
+
+def select_history(a: CampaignSummary, candidates: list[CampaignSummary],
+                   rule: str | int | list[str] = "auto") -> History:
+    """The campaigns whose variation a comparison of B against A is estimated from.
+
+    Args:
+        a: Campaign A (it is among ``candidates`` when it counts).
+        candidates: Every campaign of the experiment but B, oldest first.
+        rule: ``auto``: the campaigns comparable with A (same spec digest, the same
+            :data:`HOST_STATE_FIELDS` and loads within :data:`LOAD_FACTOR`), of those
+            the ones on A's side of the last step their levels show
+            (:func:`benchmatrix.analyze.changepoint.detect_step`); ``none``: no
+            campaign (the prior alone); a count N: the N most recent comparable ones;
+            a list of labels or ids: those campaigns.
+
+    Returns:
+        The :class:`History`. An outlying campaign among those used is still left out
+        by :func:`model`.
+
+    Raises:
+        BenchmatrixError: a label names no candidate, or a count below 0.
+    """
+    if rule == "none":
+        return History("none", (), tuple((c.key, "--history none") for c in candidates))
+    if isinstance(rule, list):
+        names = {n: [c for c in candidates if n in (c.key, c.name)] for n in rule}
+        unknown = [n for n, hits in names.items() if not hits]
+        if unknown:
+            known = ", ".join(c.name for c in candidates) or "none"
+            raise BenchmatrixError(f"--history: no campaign {', '.join(map(repr, unknown))} besides B; "
+                                   f"campaigns: {known}")
+        chosen = {c.key for hits in names.values() for c in hits}
+        return History("labels", tuple(c.key for c in candidates if c.key in chosen),
+                       tuple((c.key, "not named in --history") for c in candidates if c.key not in chosen))
+    left: list[tuple[str, str]] = []
+    kept = []
+    for c in candidates:
+        why = "" if c is a else _not_comparable(a, c)
+        if why:
+            left.append((c.key, f"not comparable: {why}"))
+        else:
+            kept.append(c)
+    if isinstance(rule, int) and not isinstance(rule, bool):
+        if rule < 0:
+            raise BenchmatrixError(f"--history {rule}: a count of campaigns is 0 or more")
+        older = kept[:len(kept) - rule] if rule else kept
+        left += [(c.key, f"--history {rule}: older") for c in older]
+        kept = kept[len(kept) - rule:] if rule else []
+        name = str(rule)
+    elif rule == "auto":
+        kept, cut = _step_side(a, kept)
+        left += cut
+        name = "auto"
+    else:
+        raise BenchmatrixError(f"--history {rule!r}: use auto, none, a count or labels separated by commas")
+    order = {c.key: i for i, c in enumerate(candidates)}
+    return History(name, tuple(c.key for c in kept), tuple(sorted(left, key=lambda kv: order[kv[0]])))
+
+
+def parse_history(text: str) -> str | int | list[str]:
+    """``--history``'s value: ``auto``, ``none``, a count, or labels separated by commas.
+
+    Raises:
+        BenchmatrixError: an empty value.
+    """
+    text = text.strip()
+    if text in HISTORY_RULES:
+        return text
+    if text.isdigit():
+        return int(text)
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise BenchmatrixError(f"--history {text!r}: use auto, none, a count or campaign labels separated by commas")
+    return names

@@ -162,6 +162,9 @@ class CampaignComparison:
     thresholds: dict[str, float] = field(default_factory=dict)
     basis: str = ""
     fail_on_inconclusive: bool = False
+    history: campaign_model.History | None = None
+    history_names: dict[str, str] = field(default_factory=dict)
+    busy: list[str] = field(default_factory=list)
 
     @property
     def refused(self) -> bool:
@@ -488,16 +491,17 @@ def _units(side: Side) -> dict[str, str]:
     return metric_units(dig(side.spec, "workload.metrics"), seen)
 
 
-def history_runs(a: Campaign, b: Campaign, spec_a: dict[str, Any] | None) -> list[pd.DataFrame]:
-    """The effective runs of every campaign of B's experiment but B that measured what
-    A measured (the same measurement keys in spec.json, or no spec.json to tell),
-    A included: the history from which campaigns' variation is estimated."""
+def history_runs(a: Campaign, b: Campaign, spec_a: dict[str, Any] | None) -> list[tuple[Campaign, pd.DataFrame]]:
+    """Every campaign of B's experiment but B that measured what A measured (the same
+    measurement keys in spec.json, or no spec.json to tell), A included, oldest first,
+    with its effective runs: the candidates for the history
+    (:func:`benchmatrix.analyze.campaign_model.select_history` chooses among them)."""
     out = []
     for c in list_campaigns(experiment_dir_of(b)):
         if c.path.resolve() == b.path.resolve():
             continue
         if c.path.resolve() == a.path.resolve():
-            runs_csv = a.path / layout.RUNS
+            c, runs_csv = a, a.path / layout.RUNS
         else:
             try:
                 other = json.loads((c.path / SPEC_FILE).read_text())
@@ -513,12 +517,117 @@ def history_runs(a: Campaign, b: Campaign, spec_a: dict[str, Any] | None) -> lis
             continue
         eff = effective_runs(runs)
         if len(eff):
-            out.append(eff)
+            out.append((c, eff))
+    return out
+
+
+def _host_facts(path: Path) -> dict[str, dict[str, Any]]:
+    out = {}
+    for fp in sorted((path / "hosts").glob("*/facts.json")):
+        try:
+            out[fp.parent.name] = json.loads(fp.read_text())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _state_text(values: pd.Series) -> str:
+    """A host-state column of one host's runs as one text: its distinct values joined."""
+    seen = sorted({str(v).strip() for v in values.dropna() if str(v).strip()})
+    return ", ".join(seen)
+
+
+def campaign_summary(c: Campaign, eff: pd.DataFrame, groups_a: dict[str, pd.DataFrame] | None = None,
+                     scales: dict[str, str] | None = None) -> campaign_model.CampaignSummary:
+    """What choosing a history needs of one campaign: its spec digest, each host's state
+    (runs.csv's ``env_*`` columns, the kernel and CPUs from its facts), its median load
+    before the runs, and its level against A (``groups_a``: A's :func:`_groups` per metric)."""
+    facts = _host_facts(c.path)
+    hosts_col = eff["host"].astype(str) if "host" in eff.columns else pd.Series("", index=eff.index)
+    states: dict[str, dict[str, str]] = {}
+    load: dict[str, float] = {}
+    cpus: dict[str, float] = {}
+    for host in sorted(set(hosts_col)):
+        mine = eff[(hosts_col == host).to_numpy()]
+        state = {f: _state_text(mine[f"env_{f}"]) if f"env_{f}" in mine.columns else ""
+                 for f in campaign_model.HOST_STATE_FIELDS if f != "kernel"}
+        state["kernel"] = str((facts.get(host) or {}).get("kernel") or "")
+        states[host] = state
+        if "env_load_before" in mine.columns:
+            load[host] = float(pd.to_numeric(mine["env_load_before"], errors="coerce").median())
+        try:
+            cpus[host] = float((facts.get(host) or {}).get("cpu_count"))
+        except (TypeError, ValueError):
+            cpus[host] = float("nan")
+    level = campaign_level(eff, groups_a or {}, scales or {})
+    return campaign_model.CampaignSummary(c.id, c.name, str(c.meta.get("spec_digest") or ""), states, load, cpus,
+                                          level)
+
+
+def campaign_level(eff: pd.DataFrame, groups_a: dict[str, pd.DataFrame], scales: dict[str, str]) -> float:
+    """A campaign's level against A: the median over every metric and series both hold
+    of its mean's log ratio to A's (the relative difference on the difference scale).
+
+    Args:
+        eff: The campaign's effective runs.
+        groups_a: A's :func:`_groups` per metric.
+        scales: Metric -> scale (``log`` when missing).
+    """
+    offsets: list[float] = []
+    for metric, ga in groups_a.items():
+        if metric not in eff.columns:
+            continue
+        scale = scales.get(metric, LOG)
+        both = ga[["mean"]].join(_groups(eff, metric, scale)[["mean"]].add_suffix("_c"), how="inner")
+        dev = both["mean_c"] - both["mean"]
+        if scale != LOG:
+            dev = dev / both["mean"].abs()
+        offsets += [x for x in dev.to_numpy(dtype="float64") if math.isfinite(x)]
+    return float(np.median(offsets)) if offsets else float("nan")
+
+
+def choose_history(a: Campaign, b: Campaign, spec_a: dict[str, Any] | None, metrics: list[str],
+                   rule: str | int | list[str] = "auto"
+                   ) -> tuple[campaign_model.History, list[pd.DataFrame], dict[str, Campaign],
+                              campaign_model.CampaignSummary, campaign_model.CampaignSummary]:
+    """The history of a comparison by ``rule`` (``--history``): the choice, the chosen
+    campaigns' effective runs, the candidates by id, and A's and B's summaries."""
+    candidates = history_runs(a, b, spec_a)
+    eff_a = next((eff for c, eff in candidates if c is a), None)
+    if eff_a is None:
+        eff_a = effective_runs(pd.read_csv(a.path / layout.RUNS))
+    scales = {}
+    groups_a = {}
+    for m in metrics:
+        if m in eff_a.columns:
+            values = pd.to_numeric(eff_a[m], errors="coerce")
+            scales[m] = LOG if (values.dropna() > 0).all() else LINEAR
+            groups_a[m] = _groups(eff_a, m, scales[m])
+    summaries = {c.id: campaign_summary(c, eff, groups_a, scales) for c, eff in candidates}
+    sum_a = summaries.get(a.id) or campaign_summary(a, eff_a, groups_a, scales)
+    try:
+        eff_b = effective_runs(pd.read_csv(b.path / layout.RUNS))
+    except (OSError, ValueError):
+        eff_b = eff_a.iloc[:0]
+    sum_b = campaign_summary(b, eff_b)
+    chosen = campaign_model.select_history(sum_a, [summaries[c.id] for c, _ in candidates], rule)
+    used = set(chosen.used)
+    return (chosen, [eff for c, eff in candidates if c.id in used], {c.id: c for c, _ in candidates}, sum_a,
+            sum_b)
+
+
+def _history_note(chosen: campaign_model.History, names: dict[str, str]) -> str:
+    """One sentence naming the campaigns the history used and why the others were left out."""
+    used = ", ".join(names.get(k, k) for k in chosen.used) or "none (the prior alone)"
+    out = f"history ({chosen.rule}, --history): {used}"
+    if chosen.left_out and chosen.rule != "none":
+        out += "; left out: " + "; ".join(f"{names.get(k, k)} ({why})" for k, why in chosen.left_out)
     return out
 
 
 def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None,
-                      threshold: float | None = None) -> CampaignComparison:
+                      threshold: float | None = None,
+                      history: str | int | list[str] = "auto") -> CampaignComparison:
     """Compare campaign ``b`` against campaign ``a`` (see the module docstring).
 
     Args:
@@ -527,6 +636,9 @@ def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None,
         alpha: Significance level; default B's ``report.alpha`` or 0.05.
         threshold: The practical threshold (a fraction) for every metric; default
             B's ``report.threshold`` (per metric where it says so), else 5 %.
+        history: Which campaigns estimate the campaign variance (``--history``):
+            ``auto``, ``none``, a count or labels
+            (:func:`benchmatrix.analyze.campaign_model.select_history`).
 
     Returns:
         The comparison; ``exit_code`` says what ``bmx compare`` exits with.
@@ -541,23 +653,31 @@ def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None,
     family = [m for m in family_metrics(stored, metrics) if m in metrics]
     units = {**_units(sa), **_units(sb)}
     thresholds = {m: threshold if threshold is not None else stored.report.threshold_for(m) for m in metrics}
-    history = history_runs(a, b, sa.spec)
+    chosen, history, candidates, sum_a, sum_b = choose_history(a, b, sa.spec, metrics, history)
     table = compare_frames(sa.runs, sb.runs, metrics, family, dig(spec, "workload.metrics"), units, alpha,
                            thresholds, history, {m: stored.report.campaign_sd_for(m) for m in metrics})
     pairs_a = _pairs(sa.runs)
     pairs_b = _pairs(sb.runs)
     common_pairs = sorted(pairs_a & pairs_b)
     measurement, environment, notes = provenance(sa, sb, common_pairs)
+    # Host state (runs.csv's env_*; the kernel is among the facts provenance compares).
+    environment += [{"kind": "environment", "scope": "host", "host": h, "cell_id": "", "what": f, "a": va, "b": vb}
+                    for h, f, va, vb in campaign_model.host_state_changes(sum_a, sum_b) if f != "kernel"]
     factor_names = list(dict.fromkeys([*sb.factor_names, *sa.factor_names]))
     result = CampaignComparison(a, b, table, measurement, environment, sorted(pairs_a - pairs_b),
                                 sorted(pairs_b - pairs_a), factor_names, alpha, family,
                                 [m for m in metrics if m not in set(family)], notes)
     result.thresholds = thresholds
+    result.history = chosen
+    result.history_names = {k: c.name for k, c in candidates.items()}
+    result.busy = campaign_model.busy_hosts(sum_a, sum_b)
     if not len(table):
         result.notes.append("no cell was measured (ok runs with a metric) on the same host in both campaigns")
         return result
     result.basis = _basis_note(table.attrs.get("campaign_models", {}), len(history))
     result.notes.append(result.basis)
+    result.notes.append(_history_note(chosen, result.history_names))
+    result.notes += result.busy
     changes = _changes_by_row(environment)
     table["environment"] = ["; ".join(x for x in (changes.get(("", h), ""), changes.get((c, h), "")) if x)
                             for c, h in zip(table["cell_id"], table["host"])]
@@ -594,6 +714,15 @@ def _basis_note(models: dict[str, CampaignVariance], history: int) -> str:
         return ""
     return ("campaign-to-campaign SD added to the runs' noise: " + "; ".join(parts)
             + ": a verdict means B moved more than campaigns do")
+
+
+def _history_json(result: CampaignComparison) -> dict[str, Any]:
+    """``--json``'s ``history``: the rule, the campaigns used and those left out (with why)."""
+    h, names = result.history, result.history_names
+    if h is None:
+        return {}
+    return {"rule": h.rule, "used": [{"id": k, "name": names.get(k, k)} for k in h.used],
+            "left_out": [{"id": k, "name": names.get(k, k), "why": why} for k, why in h.left_out]}
 
 
 def _short(x: float) -> str:
@@ -727,7 +856,8 @@ def write_comparison(result: CampaignComparison, out: Path | None = None) -> dic
 # shape: one parameter per bmx compare option (cli.py passes each), each with a default
 def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | None = None,
                  out: Path | None = None, as_json: bool = False, threshold: float | None = None,
-                 fail_on_inconclusive: bool = False, color: str = "auto") -> int:
+                 fail_on_inconclusive: bool = False, color: str = "auto",
+                 history: str | int | list[str] = "auto") -> int:
     """``bmx compare``: resolve, compare, write, print; returns the exit code.
 
     Args:
@@ -739,6 +869,7 @@ def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | Non
         threshold: The practical threshold (a fraction) for every metric.
         fail_on_inconclusive: Exit 1 on ``inconclusive`` too (a CI gate that wants an answer).
         color: Colour the verdicts: ``auto`` (a terminal without ``NO_COLOR``), ``always``, ``never``.
+        history: ``--history``: ``auto``, ``none``, a count or a list of labels.
     """
     from benchmatrix.report.terminal import compare_records, compare_table, use_color
 
@@ -750,13 +881,14 @@ def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | Non
     a, b = resolve(ref_a, project_dir, exp), resolve(ref_b, project_dir, exp)
     if a.path.resolve() == b.path.resolve():
         raise BenchmatrixError(f"{ref_a} and {ref_b} name the same campaign {a.id}")
-    result = compare_campaigns(a, b, threshold=threshold)
+    result = compare_campaigns(a, b, threshold=threshold, history=history)
     result.fail_on_inconclusive = fail_on_inconclusive
     paths = write_comparison(result, out)
     if as_json:
         print(json.dumps({"a": a.id, "b": b.id, "exit_code": result.exit_code, "refused": result.refused,
                           "counts": result.counts(), "measurement": result.measurement,
                           "environment": result.environment, "notes": result.notes,
+                          "history": _history_json(result), "busy": result.busy,
                           "rows": compare_records(result.table, result.factor_names),
                           "files": {k: str(v) for k, v in paths.items()}}, indent=2, default=str))
         return result.exit_code
