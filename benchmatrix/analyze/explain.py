@@ -70,26 +70,58 @@ def counter_text(counter: str, unit: str, mean_baseline: float, mean_level: floa
             f"({rel_diff_pct:+.0f} %)")
 
 
-def _sides(eff: pd.DataFrame, row: dict[str, Any], factor: str, by: list[str],
-           host: bool) -> tuple[np.ndarray, np.ndarray]:
+def _keys(eff: pd.DataFrame, column: str, cache: dict[Any, Any]) -> np.ndarray:
+    """:func:`level_keys` of one column, computed once per campaign."""
+    key = ("keys", column)
+    if key not in cache:
+        cache[key] = level_keys(eff[column]).to_numpy(dtype=object)
+    return cache[key]
+
+
+def _sides(eff: pd.DataFrame, row: dict[str, Any], factor: str, by: list[str], host: bool,
+           cache: dict[Any, Any]) -> tuple[np.ndarray, np.ndarray]:
     """Masks of the level's and the baseline's runs of one comparison row."""
     common = np.ones(len(eff), dtype=bool)
     for b in by:
-        common &= (level_keys(eff[b]) == level_keys(pd.Series([row.get(by_column(b))])).iloc[0]).to_numpy()
+        common &= _keys(eff, b, cache) == level_keys(pd.Series([row.get(by_column(b))])).iloc[0]
     if host and HOST_COLUMN in eff.columns and str(row.get(HOST_COLUMN)) != ALL_HOSTS:
-        common &= (eff[HOST_COLUMN].astype(str) == str(row.get(HOST_COLUMN))).to_numpy()
-    keys = level_keys(eff[factor])
+        common &= _keys(eff, HOST_COLUMN, cache) == level_keys(pd.Series([row.get(HOST_COLUMN)])).iloc[0]
+    keys = _keys(eff, factor, cache)
     level = level_keys(pd.Series([row.get("level"), row.get("baseline")]))
-    return common & (keys == level.iloc[0]).to_numpy(), common & (keys == level.iloc[1]).to_numpy()
+    return common & (keys == level.iloc[0]), common & (keys == level.iloc[1])
 
 
-def _units_of(frame: pd.DataFrame, values: pd.Series, by_visit: bool) -> pd.Series:
-    """The values of one side, averaged per visit where the comparison's unit is the visit."""
-    if not by_visit or "visit" not in frame.columns or pd.to_numeric(frame["visit"], errors="coerce").isna().all():
-        return values
-    group = frame["host"].astype(str) + "/" + frame["visit"].astype(str) if "host" in frame.columns \
-        else frame["visit"].astype(str)
-    return values.groupby(group.to_numpy(), sort=False).mean()
+def _on_scale(eff: pd.DataFrame, column: str, scale: str, cache: dict[Any, Any]) -> np.ndarray:
+    """One column as floats on its scale (log values for ``log``; NaN where not above 0),
+    converted once per campaign."""
+    key = ("values", column, scale)
+    if key not in cache:
+        values = pd.to_numeric(eff[column], errors="coerce").to_numpy(dtype="float64")
+        if scale == LOG:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                values = np.where(values > 0, np.log(values), np.nan)
+        cache[key] = values
+    return cache[key]
+
+
+def _visit_labels(eff: pd.DataFrame, cache: dict[Any, Any]) -> np.ndarray | None:
+    """Each run's visit (host/visit), or None without visit numbers."""
+    if ("visits",) not in cache:
+        labels = None
+        if "visit" in eff.columns and not pd.to_numeric(eff["visit"], errors="coerce").isna().all():
+            host = eff["host"].astype(str) + "/" if "host" in eff.columns else ""
+            labels = (host + eff["visit"].astype(str)).to_numpy(dtype=object)
+        cache[("visits",)] = labels
+    return cache[("visits",)]
+
+
+def _units_of(values: np.ndarray, rows: np.ndarray, visits: np.ndarray | None) -> np.ndarray:
+    """The finite values of one side's runs, averaged per visit where the comparison's unit is the visit."""
+    picked = values[rows]
+    ok = np.isfinite(picked)
+    if visits is None:
+        return picked[ok]
+    return pd.Series(picked[ok]).groupby(visits[rows][ok], sort=False).mean().to_numpy()
 
 
 def _within_correlation(metric: list[np.ndarray], counter: list[np.ndarray]) -> float:
@@ -110,7 +142,7 @@ def _within_correlation(metric: list[np.ndarray], counter: list[np.ndarray]) -> 
 # shape: one comparison row and what it needs of the campaign, keyword-only after the runs
 def explain_comparison(runs: pd.DataFrame, row: dict[str, Any], *, factor: str, by: list[str], scale: str,
                        units: dict[str, str], alpha: float, threshold: float,
-                       counters: Iterable[str] | None = None) -> pd.DataFrame:
+                       counters: Iterable[str] | None = None, cache: dict[Any, Any] | None = None) -> pd.DataFrame:
     """The counters that moved with one comparison, largest first (any verdict).
 
     Args:
@@ -124,6 +156,8 @@ def explain_comparison(runs: pd.DataFrame, row: dict[str, Any], *, factor: str, 
         alpha: The significance level of the counters' family.
         threshold: The practical threshold (a fraction) a counter's change must pass.
         counters: The counter columns (default: every one of ``runs``).
+        cache: Level keys and numeric columns of ``runs`` already computed (the same
+            ``runs`` for every comparison of a campaign); filled in here.
 
     Returns:
         The listed counters with the columns of :data:`COLUMNS` but ``comparison``,
@@ -134,28 +168,29 @@ def explain_comparison(runs: pd.DataFrame, row: dict[str, Any], *, factor: str, 
                 if c in runs.columns and c != row.get("metric")]
     if not counters or row.get("metric") not in runs.columns:
         return pd.DataFrame(columns=out_cols)
-    a, b = _sides(runs, row, factor, by, HOST_COLUMN in row)
+    cache = {} if cache is None else cache
+    a, b = _sides(runs, row, factor, by, HOST_COLUMN in row, cache)
     if a.sum() < 2 or b.sum() < 2:
         return pd.DataFrame(columns=out_cols)
-    sides = runs[a | b]
-    scales, _ = metric_scales(sides, counters, {}, units)
+    missing = [c for c in counters if ("scale", c) not in cache]
+    if missing:
+        # One scale per counter for the whole campaign, as the comparisons decide theirs.
+        cache.update({("scale", c): v for c, v in metric_scales(runs, missing, {}, units)[0].items()})
+    scales = {c: cache[("scale", c)] for c in counters}
     by_visit = str(row.get("analysis") or "") in VISIT_ANALYSES
-    metric = pd.to_numeric(runs[row["metric"]], errors="coerce").astype("float64")
-    if scale == LOG:
-        metric = np.log(metric.where(metric > 0))
+    ia, ib = np.flatnonzero(a), np.flatnonzero(b)
+    visits = _visit_labels(runs, cache) if by_visit else None
+    metric = _on_scale(runs, row["metric"], scale, cache)
     rows, corr = [], {}
     for counter in counters:
-        values = pd.to_numeric(runs[counter], errors="coerce").astype("float64")
-        if scales[counter] == LOG:
-            values = np.log(values.where(values > 0))
-        va = _units_of(runs[a], values[a], by_visit).dropna()
-        vb = _units_of(runs[b], values[b], by_visit).dropna()
+        values = _on_scale(runs, counter, scales[counter], cache)
+        va, vb = _units_of(values, ia, visits), _units_of(values, ib, visits)
         if len(va) < 2 or len(vb) < 2:
             continue
-        stats = _side_stats(float(va.mean()), float(va.var()), len(va), float(vb.mean()), float(vb.var()), len(vb))
+        stats = _side_stats(float(va.mean()), float(va.var(ddof=1)), len(va), float(vb.mean()),
+                            float(vb.var(ddof=1)), len(vb))
         rows.append({"metric": counter, "better": "", "_scale": scales[counter], **stats})
-        corr[counter] = _within_correlation([metric[a].to_numpy(), metric[b].to_numpy()],
-                                            [values[a].to_numpy(), values[b].to_numpy()])
+        corr[counter] = _within_correlation([metric[ia], metric[ib]], [values[ia], values[ib]])
     if not rows:
         return pd.DataFrame(columns=out_cols)
     table = pd.DataFrame(rows)
@@ -205,12 +240,13 @@ def moved_with(runs: pd.DataFrame, comparisons: pd.DataFrame, *, factor: str | N
     counters = counter_columns(eff)
     if not counters or factor not in eff.columns:
         return pd.DataFrame(columns=COLUMNS)
-    parts = []
+    parts, cache = [], {}
     for position, row in enumerate(comparisons.to_dict("records")):
         if row.get("verdict") not in engine.CHANGED:
             continue
         found = explain_comparison(eff, row, factor=factor, by=by, scale=scales.get(str(row["metric"]), ""),
-                                   units=units, alpha=alpha, threshold=threshold, counters=counters)
+                                   units=units, alpha=alpha, threshold=threshold, counters=counters,
+                                   cache=cache)
         if len(found):
             parts.append(found.assign(comparison=position, metric=row["metric"], level=row.get("level"),
                                       baseline=row.get("baseline")))
