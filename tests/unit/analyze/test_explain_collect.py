@@ -97,3 +97,16 @@ def test_findings_json_and_the_terminal_name_what_moved_with_each_finding(collec
     at = next(i for i, ln in enumerate(lines) if ln.strip().startswith("read_bw_kib") or "read_bw_kib" in ln)
     assert lines[at + 1].strip().startswith("moved with it: disk_loop0_read_mib_s ")
     assert "caused" not in text
+
+
+def test_the_terminal_prints_the_first_three_counters_of_a_finding_in_one_line():
+    moved = [{"counter": f"disk_d{i}_reads_s", "text": f"disk_d{i}_reads_s {i} → {i * 2} IO/s (+100 %)"}
+             for i in range(1, 6)]
+    digest = {"configured": True, "total": 1, "counts": {"better": 1}, "warnings": [],
+              "findings": [{"sentence": "size=2 vs 1: +100% v – better", "verdict": "better", "moved_with": moved},
+                           {"sentence": "size=4 vs 1: +300% v – better", "verdict": "better", "moved_with": []}],
+              "report": {"html": "r.html", "md": "r.md"}}
+    lines = terminal.findings_text(digest).splitlines()
+    assert lines[2] == ("    moved with it: disk_d1_reads_s 1 → 2 IO/s (+100 %), disk_d2_reads_s 2 → 4 IO/s (+100 %), "
+                        "disk_d3_reads_s 3 → 6 IO/s (+100 %)")
+    assert lines[3].startswith("  size=4 vs 1") and "moved with" not in lines[4]
