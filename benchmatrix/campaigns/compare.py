@@ -616,6 +616,37 @@ def choose_history(a: Campaign, b: Campaign, spec_a: dict[str, Any] | None, metr
             sum_b)
 
 
+def host_state_steps(campaigns: list[Campaign]) -> list[dict[str, str]]:
+    """Where the host state changed along an experiment's campaigns (the site's history
+    page): for each campaign whose host state differs from the campaign before it
+    (:func:`benchmatrix.analyze.campaign_model.host_state_changes`) or whose host, or the
+    previous one's, was busy, ``{campaign, previous, changes, busy}`` as text. A campaign
+    without a readable runs.csv is passed over.
+
+    Args:
+        campaigns: The experiment's campaigns, oldest first.
+    """
+    out = []
+    prev = None
+    for c in campaigns:
+        try:
+            eff = effective_runs(pd.read_csv(c.path / layout.RUNS))
+        except (OSError, ValueError, BenchmatrixError):  # unreadable or without run states: nothing to tell
+            continue
+        if eff.empty:
+            continue
+        now = campaign_summary(c, eff)
+        if prev is not None:
+            changes = campaign_model.host_state_changes(prev, now)
+            busy = campaign_model.busy_hosts(prev, now)
+            if changes or busy:
+                out.append({"campaign": now.name, "previous": prev.name,
+                            "changes": "; ".join(f"{f} {va} -> {vb} on {h}" for h, f, va, vb in changes),
+                            "busy": " ".join(busy)})
+        prev = now
+    return out
+
+
 def _history_note(chosen: campaign_model.History, names: dict[str, str]) -> str:
     """One sentence naming the campaigns the history used and why the others were left out."""
     used = ", ".join(names.get(k, k) for k in chosen.used) or "none (the prior alone)"

@@ -47,6 +47,7 @@ from benchmatrix.analyze.changepoint import MIN_CAMPAIGNS, detect_step
 from benchmatrix.analyze.scale import LINEAR, LOG, declared_positive
 from benchmatrix.analyze.stats import metric_direction
 from benchmatrix.analyze.verdict import CHANGED, ROUNDING, judge
+from benchmatrix.campaigns.compare import host_state_steps
 from benchmatrix.campaigns.store import Campaign, list_campaigns
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.layout import State
@@ -895,6 +896,7 @@ def _build(experiments: list[tuple[Path, list[Campaign]]], site: Path,
             n_steps += len(found)
             series = history.steps.head(MAX_SERIES_ROWS).to_dict("records")
             _write(site / slug / "history.html", env.get_template("history.html.j2").render(
+                host_changes=host_state_steps([p.campaign for p in pages]),
                 name=name, campaigns=[p.campaign for p in pages], steps=steps_shown, series=series,
                 series_total=len(history.steps), tested=int(history.steps["tested"].sum()), plots=history.plots,
                 tables=history.tables, max_cells=MAX_TABLE_CELLS, max_campaigns=MAX_TABLE_CAMPAIGNS,
