@@ -184,6 +184,7 @@ def robust_limits(means: Any, lows: Any, highs: Any) -> tuple[float, float]:
     return float(max(ends.min(), floor)), float(min(ends.max(), ceiling))
 
 
+# shape: an axis, the intervals' positions and ends, the limits, the colour and the orientation of one plot call
 def _clip_intervals(ax, pos: Any, lows: Any, highs: Any, limits: tuple[float, float], color: Any,
                     horizontal: bool = False) -> int:
     """Mark the interval ends beyond ``limits`` with an arrow at the axis' edge; returns
