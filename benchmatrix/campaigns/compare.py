@@ -29,7 +29,11 @@ Campaigns vary more than their runs (a reboot, the day's load, a shifting SAN). 
 comparison adds each metric's campaign-to-campaign variance to its runs' noise: the
 prior ``report.campaign_sd`` pooled with the estimate from the experiment's comparable
 campaigns besides B, A among them, an outlying one left out
-(:mod:`benchmatrix.analyze.campaign_model`). compare.csv's ``basis`` (``prior`` or
+(:mod:`benchmatrix.analyze.campaign_model`). Which campaigns count is chosen
+(``--history``, :func:`choose_history`): by default those with A's spec digest and host
+state, on A's side of the last step; the campaigns used are named. Host state that
+differs between A and B (runs.csv's ``env_*``, the load before the runs) is listed with
+the environment, and a busy host is named in one line. compare.csv's ``basis`` (``prior`` or
 ``pooled``) and ``campaign_sd_pct`` and a note say what was used (docs/report.md,
 "Across campaigns").
 
@@ -533,7 +537,9 @@ def _host_facts(path: Path) -> dict[str, dict[str, Any]]:
 
 def _state_text(values: pd.Series) -> str:
     """A host-state column of one host's runs as one text: its distinct values joined."""
-    seen = sorted({str(v).strip() for v in values.dropna() if str(v).strip()})
+    # A column with a gap is read as floats: 1.0 is the 1 another campaign shows.
+    seen = sorted({str(int(v)) if isinstance(v, float) and v.is_integer() else str(v).strip()
+                   for v in values.dropna() if str(v).strip()})
     return ", ".join(seen)
 
 

@@ -24,7 +24,7 @@ def summary(key: str, level: float = 0.0, load: float = 0.1, digest: str = "d1",
 
 def test_auto_keeps_only_comparable_campaigns_and_says_why_the_others_are_out():
     a = summary("A")
-    history = [summary("gov", governor="powersave"), summary("digest", digest="d2"), summary("busy", load=3.0),
+    history = [summary("gov", governor="powersave"), summary("digest", digest="d2"), summary("busy", load=5.0),
                summary("ok1", load=0.2), summary("ok2", level=0.01), a]
     chosen = select_history(a, history, "auto")
     assert chosen.used == ("ok1", "ok2", "A")
@@ -77,3 +77,17 @@ def test_a_busy_host_is_named_in_one_line():
     assert busy_hosts(a, summary("B", load=0.3)) == []
     # Busy on the baseline's side too: the comparison is as suspect.
     assert "before B's runs" in busy_hosts(b, a)[0]
+
+
+def test_a_gap_in_a_host_state_column_is_no_change(tmp_path):
+    # pandas reads a column with a gap as floats: numa_nodes 1.0 is the 1 of a campaign without one.
+    import pandas as pd
+
+    from benchmatrix.campaigns.compare import campaign_summary
+    from benchmatrix.campaigns.store import Campaign
+
+    c = Campaign("x", tmp_path)
+    gap = campaign_summary(c, pd.DataFrame({"host": ["h1", "h1"], "env_numa_nodes": [1, None]}))
+    whole = campaign_summary(c, pd.DataFrame({"host": ["h1", "h1"], "env_numa_nodes": [1, 1]}))
+    assert gap.hosts["h1"]["numa_nodes"] == "1"
+    assert host_state_changes(gap, whole) == []
