@@ -407,11 +407,11 @@ def test_publish_100_campaigns_of_1000_cells_in_under_a_minute(tmp_path):
     assert "More than 50 cells or 30 campaigns" in (tmp_path / "site" / "big" / "history.html").read_text()
 
 
-# ------------------------------------------------------------------ real campaigns
+# ------------------------------------------------------------------ campaigns as bmx run leaves them
 
 REAL_SPEC = """\
 name: e2e_publish
-description: two real campaigns for the site
+description: two campaigns for the site
 inventory: config/inventory/test.yml
 factors:
   bs: [4k, 64k]
@@ -425,33 +425,29 @@ order: {strategy: random, seed: 3}
 """
 
 
-@pytest.mark.slow
-def test_publish_two_real_campaigns(project):
-    """Real fio campaigns through bmx run. The first is moved to campaigns/ID/ by hand, as
-    campaign keeping (bmx run --campaign, another module) does, before the second runs."""
-    spec = project.write_spec("e2e_publish", REAL_SPEC)
-    exp = project.exp("e2e_publish")
-    first = project.bmx("run", str(spec), "--cores", "1")
-    assert first.returncode == 0, first.stderr[-2000:]
-    first_id = json.loads((exp / "campaign.json").read_text())["id"]
-    keep = exp / "campaigns" / first_id
-    keep.mkdir(parents=True)
-    for item in list(exp.iterdir()):
-        if item.name != "campaigns":
-            item.rename(keep / item.name)
-    second = project.bmx("run", str(spec), "--cores", "1")
-    assert second.returncode == 0, second.stderr[-2000:]
-    second_id = json.loads((exp / "campaign.json").read_text())["id"]
-    assert second_id != first_id
+def test_publish_two_campaigns_as_bmx_run_leaves_them(tmp_path, capsys):
+    """Two campaigns of a fio experiment as ``bmx run --campaign`` leaves them, made by
+    tests/campaign_factory.py (synthetic results: plan, records, every table and the
+    reports through the package's own writers and collect; no Snakemake or Ansible), the
+    first kept in campaigns/ID/ by the second's label."""
+    from campaign_factory import Campaign, make_experiment
 
-    res = project.bmx("publish", "--to", str(project.root / "site"))
-    assert res.returncode == 0, res.stderr
-    assert "1 experiment(s), 2 campaign(s)" in res.stdout
-    site = project.root / "site"
+    from benchmatrix import cli
+
+    made = make_experiment(tmp_path / "project", REAL_SPEC, name="e2e_publish", render=True, seed=3,
+                           metrics={"read_iops": "IO/s", "read_bw_kib": "KiB/s"},
+                           campaigns=[Campaign(label="first"), Campaign(label="second")])
+    first_id, second_id = made.ids
+    assert made.campaign_dir(0) == made.exp / "campaigns" / first_id
+
+    site = tmp_path / "site"
+    assert cli.main(["publish", "--to", str(site), "--results", str(made.root / "results")]) == 0
+    out, err = capsys.readouterr()
+    assert "1 experiment(s), 2 campaign(s)" in out, out + err
     index = (site / "index.html").read_text()
     row = re.search(r"<tr><td><a href=\"e2e_publish/index.html\">.*?</tr>", index, flags=re.S).group(0)
     cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S)]
-    assert cells[1] == "2" and cells[2] == second_id and cells[4] == "localhost"
+    assert cells[1] == "2" and cells[2] == "second" and cells[4] == "localhost"   # the latest, by its label
     assert cells[5:8] == ["2", "6", "0"]                     # 2 cells; 2 x (2 + 1 warm-up) runs ok, none failed
     for cid in (first_id, second_id):
         for f in ("report.html", "summary.csv", "runs.csv", "runs_long.parquet"):
