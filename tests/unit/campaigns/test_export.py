@@ -1,8 +1,9 @@
 """Export: the long table (runs_long.parquet) and bmx export's formats.
 
 Fast unit tests on a synthetic runs.csv and summary.csv; one slow end-to-end suite
-that runs two tiny real campaigns (workload_command, real Snakemake and Ansible)
-and reads their exports with pyarrow and with pyperf itself.
+that runs a tiny real campaign (workload_command, real Snakemake and Ansible) and reads
+its exports with pyarrow; pyperf itself reads the exports of two synthetic campaigns
+(tests/campaign_factory.py).
 """
 
 from __future__ import annotations
@@ -250,16 +251,14 @@ order: {{strategy: random, seed: 5}}
 
 @pytest.fixture(scope="module")
 def campaigns(tmp_path_factory):
-    """Two real campaigns of the same cells: ``export_a`` and ``export_b`` (6x the work);
-    the cell ``loops=0`` fails in both."""
+    """One real campaign, ``export_a``: what a run writes (the long table, the host's
+    environment in every record); its cell ``loops=0`` fails."""
     from conftest import copy_project
 
     project = copy_project(tmp_path_factory.mktemp("export"))
-    specs = {}
-    for name, work in (("export_a", 1), ("export_b", 6)):
-        specs[name] = project.write_spec(name, SPEC.format(name=name, work=work))
-        res = project.bmx("run", str(specs[name]), "--cores", "1")
-        assert res.returncode == 1 and "3 failed" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]
+    specs = {"export_a": project.write_spec("export_a", SPEC.format(name="export_a", work=1))}
+    res = project.bmx("run", str(specs["export_a"]), "--cores", "1")
+    assert res.returncode == 1 and "3 failed" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]
     return project, specs
 
 
@@ -315,14 +314,31 @@ def test_export_bmf_reports_summary_means_and_cis(campaigns):
         assert measure["lower_value"] < measure["value"] < measure["upper_value"]
 
 
-@pytest.mark.slow
-def test_pyperf_compare_to_reads_two_campaigns_exports(campaigns):
-    project, specs = campaigns
+def test_pyperf_compare_to_reads_two_campaigns_exports(tmp_path, monkeypatch, capsys):
+    """Two campaigns of the same cells, ``export_b`` doing 6x the work, as synthetic
+    results (tests/campaign_factory.py; what reads results needs no real run); the
+    cell ``loops=0`` fails in both."""
+    from campaign_factory import Campaign, make_experiment
+
+    from benchmatrix import cli
+
+    root = tmp_path / "project"
+    specs = {}
+    for name, work in (("export_a", 1), ("export_b", 6)):
+        def means(factors, metric, work=work):
+            loops = int(factors["loops"])
+            return {"elapsed_ms": 0.02 * work * loops / 1000, "rate": 5e7 / work}[metric]
+
+        made = make_experiment(root, SPEC.format(name=name, work=work), name=name, seed=work, means=means,
+                               campaigns=[Campaign(failed_cells=[{"loops": 0}])])
+        specs[name] = made.spec_path
+    monkeypatch.setenv("BMX_PROJECT_DIR", str(root))
+    monkeypatch.chdir(root)
     files = []
     for name in ("export_a", "export_b"):
-        out = project.root / f"{name}.json"
-        res = project.bmx("export", str(specs[name]), "--format", "pyperf", "--out", str(out))
-        assert res.returncode == 0, res.stderr
+        out = root / f"{name}.json"
+        assert cli.main(["export", str(specs[name]), "--format", "pyperf", "--out", str(out)]) == 0, \
+            capsys.readouterr().err
         files.append(str(out))
     res = subprocess.run([sys.executable, "-m", "pyperf", "compare_to", *files], capture_output=True, text=True,
                          timeout=120)
