@@ -118,6 +118,7 @@ def test_the_site_history_page_uses_the_unbounded_rule():
             "p_adjusted": 0.001, "verdict": "worse"}
     page = site._environment().get_template("history.html.j2").render(
         name="scan", campaigns=[Campaign(f"c{i}", Path(f"/c{i}")) for i in range(8)], steps=[step], series=[],
-        series_total=0, tested=1, plots=[], tables=[], max_cells=10, max_campaigns=10, alpha=0.05, min_campaigns=6)
+        series_total=0, tested=1, plots=[], tables=[], max_cells=10, max_campaigns=10, alpha=0.05, min_campaigns=6,
+        host_changes=[])
     table = page[page.index('id="step-table"'):]
     assert "8213105" not in table and "unbounded" in table

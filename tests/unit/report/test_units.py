@@ -81,7 +81,7 @@ def test_a_line_needs_three_numeric_levels_and_axes_show_display_units_without_o
 def test_the_csv_keeps_raw_values_while_the_report_scales(tmp_path):
     spec = load_spec(ROOT / "config" / "experiments" / "quickstart.yaml")
     plan = make_plan(spec)
-    html = collected(spec, plan, make_runs(plan), tmp_path)[0].read_text()
+    html = collected(spec, plan, make_runs(plan), tmp_path)[0]
     summary = pd.read_csv(tmp_path / "summary.csv")
     bw = summary[summary["metric"] == "read_bw_kib"]
     assert set(bw["unit"]) == {"KiB/s"} and bw["mean"].between(70_000, 90_000).all()
