@@ -22,6 +22,16 @@ def create_beside(path: Path) -> tuple[Path, int]:
     return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
 
 
+def write_synced(fd: int, data: str | bytes) -> None:
+    """Write ``data`` (text as UTF-8 with ``\\n`` line ends) to the new file ``fd``,
+    sync it to disk and close it: the body of every atomic write."""
+    fh = os.fdopen(fd, "wb") if isinstance(data, bytes) else os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+    with fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 def atomic_write(path: str | Path, data: str | bytes) -> None:
     """Write ``data`` to ``path`` through a synced temporary file and a rename.
 
@@ -40,12 +50,7 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp, fd = create_beside(path)
     try:
-        fh = os.fdopen(fd, "wb") if isinstance(data, bytes) else \
-            os.fdopen(fd, "w", encoding="utf-8", newline="\n")
-        with fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        write_synced(fd, data)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -40,7 +40,7 @@ from benchmatrix import layout
 from benchmatrix.analyze.stats import bool_column, effective_runs, metric_direction
 from benchmatrix.campaigns.store import find_campaign
 from benchmatrix.errors import BenchmatrixError
-from benchmatrix.files import atomic_write
+from benchmatrix.files import atomic_write, write_synced
 from benchmatrix.layout import ENV_COLUMNS, RUN_COLUMNS
 from benchmatrix.results.campaign import read_meta
 from benchmatrix.results.tables import metric_units, read_analysis
@@ -531,12 +531,7 @@ def write_out(out: Path, data: str | bytes, results: Path | None = None, fmt: st
         tmp = f".{name}.{secrets.token_hex(6)}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666, dir_fd=dfd)
         try:
-            fh = os.fdopen(fd, "wb") if isinstance(data, bytes) else \
-                os.fdopen(fd, "w", encoding="utf-8", newline="\n")
-            with fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+            write_synced(fd, data)
             check_target()  # once more after the write, the longest wait
             os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
         except BaseException:

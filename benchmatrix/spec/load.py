@@ -213,6 +213,15 @@ class CompareSettings:
         return {"factor": self.factor, "baseline": self.baseline, "by": list(self.by)}
 
 
+def _per_metric(given: Any, default: float, parse: Callable[[Any], float]) -> tuple[float, dict[str, float]]:
+    """A report setting given once or per metric (``{default: 5%, METRIC: 10%}``): its
+    default and the per-metric values, each read by ``parse``."""
+    if isinstance(given, dict):
+        per_metric = {str(k): parse(v) for k, v in given.items()}
+        return per_metric.pop("default", default), per_metric
+    return (default if given is None else parse(given)), {}
+
+
 @dataclass(frozen=True)
 class ReportSettings:
     """The ``report`` section of a spec, with every default filled in.
@@ -262,22 +271,8 @@ class ReportSettings:
         """The settings of a ``report`` mapping (None or missing keys: the defaults)."""
         cfg = report or {}
         cmp = cfg.get("compare")
-        given = cfg.get("threshold")
-        per_metric: dict[str, float] = {}
-        default = DEFAULT_THRESHOLD
-        if isinstance(given, dict):
-            per_metric = {str(k): threshold_fraction(v) for k, v in given.items()}
-            default = per_metric.pop("default", DEFAULT_THRESHOLD)
-        elif given is not None:
-            default = threshold_fraction(given)
-        sd_given = cfg.get("campaign_sd")
-        sds: dict[str, float] = {}
-        sd_default = DEFAULT_CAMPAIGN_SD
-        if isinstance(sd_given, dict):
-            sds = {str(k): campaign_sd_fraction(v) for k, v in sd_given.items()}
-            sd_default = sds.pop("default", DEFAULT_CAMPAIGN_SD)
-        elif sd_given is not None:
-            sd_default = campaign_sd_fraction(sd_given)
+        default, per_metric = _per_metric(cfg.get("threshold"), DEFAULT_THRESHOLD, threshold_fraction)
+        sd_default, sds = _per_metric(cfg.get("campaign_sd"), DEFAULT_CAMPAIGN_SD, campaign_sd_fraction)
         return cls(
             metrics=tuple(cfg.get("metrics") or ()),
             primary=tuple(cfg.get("primary") or ()),
