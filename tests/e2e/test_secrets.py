@@ -144,7 +144,10 @@ def test_a_knob_password_reaches_the_client_and_no_ansible_output(tmp_path):
         "name": "Set one knob", "hosts": "localhost", "gather_facts": False,
         "tasks": [{"name": "The knob loop",
                    "ansible.builtin.include_tasks": str(root / "playbooks/tasks/knobs.yml")}]}]))
+    # The play lives outside playbooks/: the module, the roles and the filter tasks/knobs.yml
+    # uses (playbooks/filter_plugins) are found through Ansible's settings.
     env = dict(os.environ, ANSIBLE_LIBRARY=str(root / "playbooks/library"),
+               ANSIBLE_FILTER_PLUGINS=str(root / "playbooks/filter_plugins"),
                ANSIBLE_ROLES_PATH=str(root / "playbooks/roles"), ANSIBLE_NOCOLOR="1")
     res = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-vvvv", "-i",
                           str(tmp_path / "inventory.yml"), str(tmp_path / "play.yml"),
