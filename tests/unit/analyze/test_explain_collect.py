@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from test_report import make_plan, ok_runs
 
 from benchmatrix import layout
 from benchmatrix.analyze.stats import summarize
@@ -30,19 +31,9 @@ def campaign(seed: int = 5) -> tuple[pd.DataFrame, pd.DataFrame]:
     """plan and runs of the quickstart spec: bandwidth triples with iodepth 8; the
     device's MiB/s follows it run by run, the await and CPU counters do not move."""
     spec = load_spec(ROOT / "config" / "experiments" / "quickstart.yaml")
-    rows = []
-    for cell in spec.cells:
-        for i in range(5):
-            rows.append({"seq": len(rows) + 1, "host": "localhost", "run_id": f"{cell.cell_id}-{i}",
-                         "cell_id": cell.cell_id, "replicate": i + 1, "warmup": "false", "control": "false",
-                         "visit": 1, "batch": 1, "attempt": 1, **cell.factors})
-    plan = pd.DataFrame(rows)
+    plan = make_plan(spec, replicates=5, warmup=0)
     rng = np.random.default_rng(seed)
-    runs = plan.copy()
-    start = pd.Timestamp("2025-03-01T10:00:00Z") + pd.to_timedelta(np.arange(len(runs)) * 2, unit="s")
-    runs["status"], runs["reason"], runs["duration_s"] = "ok", "", 1.0
-    runs["started_at"] = start.strftime("%Y-%m-%dT%H:%M:%SZ")
-    runs["ended_at"] = (start + pd.Timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    runs = ok_runs(plan, duration_s=1.0)
     scale = runs["bs"].map({"4k": 1.0, "64k": 8.0}) * runs["iodepth"].map({1: 1.0, 8: 3.0})
     runs["read_bw_kib"] = 80_000.0 * scale * np.exp(rng.normal(0, 0.03, len(runs)))
     runs["read_iops"] = runs["read_bw_kib"] / 4

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from test_report import make_plan, ok_runs
 
 from benchmatrix.analyze.stats import summarize
 from benchmatrix.report import render as report
@@ -73,19 +74,9 @@ def bare_spec():
 
 
 def _plan_and_runs(spec, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    rows = []
-    for cell in spec.cells:
-        for i in range(4):
-            rows.append({"seq": len(rows) + 1, "host": "localhost", "run_id": f"{cell.cell_id}-{i}",
-                         "cell_id": cell.cell_id, "replicate": i + 1, "warmup": "false", "control": "false",
-                         "visit": 1, "batch": 1, "attempt": 1, **cell.factors})
-    plan = pd.DataFrame(rows)
+    plan = make_plan(spec, replicates=4, warmup=0)
     rng = np.random.default_rng(seed)
-    runs = plan.copy()
-    start = pd.Timestamp("2025-03-01T10:00:00Z") + pd.to_timedelta(np.arange(len(runs)) * 2, unit="s")
-    runs["status"], runs["reason"], runs["duration_s"] = "ok", "", 1.0
-    runs["started_at"] = start.strftime("%Y-%m-%dT%H:%M:%SZ")
-    runs["ended_at"] = (start + pd.Timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    runs = ok_runs(plan, duration_s=1.0)
     # Every cell its own level: bandwidth grows with bs and iodepth, latency with bs.
     scale = runs["bs"].map({"4k": 1.0, "64k": 8.0}) * runs["iodepth"].map({1: 1.0, 8: 3.0})
     runs["read_bw_kib"] = 80_000.0 * scale * rng.normal(1, 0.01, len(runs))

@@ -39,29 +39,38 @@ def spec():
     return load_spec(ROOT / "config" / "experiments" / "quickstart.yaml")
 
 
-def make_plan(spec) -> pd.DataFrame:
-    """Each cell: warm-up runs, then the measured replicates, cell after cell."""
+def make_plan(spec, replicates: int | None = None, warmup: int | None = None) -> pd.DataFrame:
+    """Each cell: warm-up runs, then the measured replicates, cell after cell (the spec's
+    counts unless given)."""
+    warmups = spec.data["warmup"] if warmup is None else warmup
+    measured = spec.data["replicates"] if replicates is None else replicates
     rows = []
     for cell in spec.cells:
-        for i in range(spec.data["warmup"] + spec.data["replicates"]):
-            warm = i < spec.data["warmup"]
+        for i in range(warmups + measured):
+            warm = i < warmups
             rows.append({"seq": len(rows) + 1, "host": "localhost", "run_id": f"{cell.cell_id}-{i}",
-                         "cell_id": cell.cell_id, "replicate": 0 if warm else i - spec.data["warmup"] + 1,
+                         "cell_id": cell.cell_id, "replicate": 0 if warm else i - warmups + 1,
                          "warmup": "true" if warm else "false", "control": "false", "visit": 1,
                          "batch": 1, "attempt": 1, **cell.factors})
     return pd.DataFrame(rows)
 
 
-def make_runs(plan: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
-    """Every planned run executed once, ok, with plausible fio numbers."""
-    rng = np.random.default_rng(seed)
+def ok_runs(plan: pd.DataFrame, duration_s: float = 1.05) -> pd.DataFrame:
+    """Every planned run executed once, ok, two seconds apart, without metrics."""
     runs = plan.copy()
     start = pd.Timestamp("2025-03-01T10:00:00Z") + pd.to_timedelta(np.arange(len(runs)) * 2, unit="s")
     runs["status"] = "ok"
     runs["reason"] = ""
     runs["started_at"] = start.strftime("%Y-%m-%dT%H:%M:%SZ")
     runs["ended_at"] = (start + pd.Timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    runs["duration_s"] = 1.05
+    runs["duration_s"] = duration_s
+    return runs
+
+
+def make_runs(plan: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """Every planned run executed once, ok, with plausible fio numbers."""
+    rng = np.random.default_rng(seed)
+    runs = ok_runs(plan)
     runs["read_iops"] = rng.normal(20000.0, 500.0, len(runs))
     runs["read_bw_kib"] = runs["read_iops"] * 4
     runs["read_clat_mean_us"] = rng.normal(48.0, 2.0, len(runs))
