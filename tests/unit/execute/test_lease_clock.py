@@ -19,11 +19,18 @@ workload:
 """
 
 
-def test_no_renewal_before_the_runner_starts_then_every_quarter_lease(tmp_path, monkeypatch):
+def lease_project(tmp_path):
+    """A one-host project in ``tmp_path`` whose runner lease is 0.2 s (a renewal due
+    every 0.05 s); its spec, loaded."""
     (tmp_path / "inv.yml").write_text("all:\n  hosts:\n    h1:\n      ansible_connection: local\n")
     (tmp_path / "s.yaml").write_text(SPEC)
     (tmp_path / "config").mkdir()
-    (tmp_path / "config" / "config.yaml").write_text("runner_lease_seconds: 0.2\n")  # a renewal every 0.05 s
+    (tmp_path / "config" / "config.yaml").write_text("runner_lease_seconds: 0.2\n")
+    return load_spec(tmp_path / "s.yaml")
+
+
+def test_no_renewal_before_the_runner_starts_then_every_quarter_lease(tmp_path, monkeypatch):
+    spec = lease_project(tmp_path)
     calls: list[str] = []
 
     def renewal(playbook, **kwargs):
@@ -31,7 +38,7 @@ def test_no_renewal_before_the_runner_starts_then_every_quarter_lease(tmp_path, 
         raise lease_mod.BenchmatrixError("no host here")  # a failed renewal is retried
 
     monkeypatch.setattr(lease_mod, "run_playbook", renewal)
-    with lease_mod.lease(load_spec(tmp_path / "s.yaml"), tmp_path, "h1", "h1-b0001-aa") as runner_started:
+    with lease_mod.lease(spec, tmp_path, "h1", "h1-b0001-aa") as runner_started:
         time.sleep(0.6)  # a dozen quarter leases of waiting for a start slot, or preparing
         assert calls == [], "renewed before the runner started"
         runner_started.set()

@@ -12,9 +12,9 @@ import threading
 import time
 
 import pytest
+from test_lease_clock import lease_project
 
 from benchmatrix.execute import lease as lease_mod
-from benchmatrix.spec.load import load_spec
 
 Q = 5.0  # a quarter of a 20 s lease
 
@@ -105,23 +105,10 @@ def test_a_renewal_call_may_take_up_to_a_lease():
     assert lease_mod.renewal_timeout(0.2) == 1  # ansible-runner counts whole seconds
 
 
-SPEC = """name: lc_t
-hosts: h1
-inventory: inv.yml
-factors: {word: [a]}
-workload:
-  role: workload_command
-  vars: {argv: [echo, "{{ word }}"]}
-"""
-
-
 def test_a_renewal_that_does_not_return_does_not_stop_the_next(tmp_path, monkeypatch):
     """The real lease thread: the first renewal call hangs (a stalled SSH connection);
     the next due renewal is made beside it instead of waiting for it."""
-    (tmp_path / "inv.yml").write_text("all:\n  hosts:\n    h1:\n      ansible_connection: local\n")
-    (tmp_path / "s.yaml").write_text(SPEC)
-    (tmp_path / "config").mkdir()
-    (tmp_path / "config" / "config.yaml").write_text("runner_lease_seconds: 0.2\n")  # due every 0.05 s
+    spec = lease_project(tmp_path)  # a renewal due every 0.05 s
     calls: list[int] = []
     release = threading.Event()
 
@@ -133,7 +120,7 @@ def test_a_renewal_that_does_not_return_does_not_stop_the_next(tmp_path, monkeyp
 
     monkeypatch.setattr(lease_mod, "run_playbook", renewal)
     try:
-        with lease_mod.lease(load_spec(tmp_path / "s.yaml"), tmp_path, "h1", "h1-b0001-aa") as runner_started:
+        with lease_mod.lease(spec, tmp_path, "h1", "h1-b0001-aa") as runner_started:
             runner_started.set()
             deadline = time.monotonic() + 30  # a bound on the test, not a measurement
             while len(calls) < 2 and time.monotonic() < deadline:
