@@ -33,6 +33,7 @@ from typing import Any
 
 from benchmatrix import layout
 from benchmatrix.campaigns.store import start_campaign
+from benchmatrix.execute.batch import cells_by_id
 from benchmatrix.execute.collect import collect
 from benchmatrix.files import atomic_write
 from benchmatrix.plan.design import PlannedRun, make_plan, plan_csv_text
@@ -239,14 +240,6 @@ def _metric_units(spec: Spec) -> dict[str, str]:
     return {first: unit if isinstance(unit, str) else getattr(unit, "unit", "")}
 
 
-def _cells(spec: Spec) -> dict[str, dict[str, Any]]:
-    cells = {c.cell_id: c.factors for c in spec.cells}
-    ctl = spec.control_cell()
-    if ctl is not None:
-        cells[ctl.cell_id] = ctl.factors
-    return cells
-
-
 def _argv(spec: Spec, run: PlannedRun, host: str, factors: dict[str, Any], root: str) -> list[str] | None:
     """The run's command as its workload role builds it (the descriptor's ``command``,
     from the variables rendered for the run as the batch's manifest renders them)."""
@@ -274,7 +267,7 @@ def _record_runs(spec: Spec, exp: Path, runs: list[PlannedRun], campaign: Campai
                  clock: datetime) -> datetime:
     """Record every planned run batch by batch as the batch job does: records, the
     batch's rows and notes, its marker last; facts.json per host first."""
-    cells = _cells(spec)
+    cells = cells_by_id(spec)
     failed = set(campaign.failed)
     facts = {}
     for host in sorted({r.host for r in runs}):

@@ -52,7 +52,8 @@ from benchmatrix.spec.load import Spec, load_spec, render_vars
 from benchmatrix.workloads import WORKLOADS
 
 
-def _cells_by_id(spec: Spec) -> dict[str, dict[str, Any]]:
+def cells_by_id(spec: Spec) -> dict[str, dict[str, Any]]:
+    """Factor values of every cell a plan of ``spec`` can hold, by cell id (the control cell too)."""
     cells = {c.cell_id: c.factors for c in spec.cells}
     ctl = spec.control_cell()
     if ctl is not None:
@@ -187,7 +188,7 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
     if todo:
         facts_path = layout.host_file(exp, host, layout.FACTS)
         facts = json.loads(facts_path.read_text()) if facts_path.is_file() else {}
-        job = _Batch(spec, Path(project_dir), exp, host, batch, _cells_by_id(spec), facts, touched, summary,
+        job = _Batch(spec, Path(project_dir), exp, host, batch, cells_by_id(spec), facts, touched, summary,
                      prepare=None if facts else preparation(spec, Path(project_dir), host))
         for r in todo:
             if r.cell_id not in job.cells:
