@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from test_report import make_plan, ok_runs
+from unit.report.test_report import make_plan, ok_runs
 
 from benchmatrix import layout
 from benchmatrix.analyze.stats import summarize
