@@ -255,16 +255,39 @@ def moved_with(runs: pd.DataFrame, comparisons: pd.DataFrame, *, factor: str | N
     return pd.concat(parts, ignore_index=True).reindex(columns=COLUMNS)
 
 
-def finding_lists(comparisons: pd.DataFrame, table: pd.DataFrame | None) -> list[list[dict[str, Any]]]:
-    """The listed counters of each decided comparison, in the findings' order (largest
-    effect first, as the report lists them): one list of ``{counter, unit,
-    mean_baseline, mean_level, rel_diff_pct, ci_low_pct, ci_high_pct, p_value,
-    correlation, text}`` per finding (empty where none moved)."""
+def decided_positions(comparisons: pd.DataFrame) -> list[int]:
+    """The rows of comparisons.csv (0-based) that are findings (``better``/``worse``,
+    ``higher``/``lower``), in the findings' order: largest effect first, ties in table order."""
     if not len(comparisons) or "verdict" not in comparisons.columns:
         return []
     decided = [i for i, v in enumerate(comparisons["verdict"]) if v in engine.CHANGED]
     size = pd.to_numeric(comparisons["rel_diff_pct"], errors="coerce").abs().fillna(0.0).to_numpy()
     decided.sort(key=lambda i: -size[i])
+    return decided
+
+
+def finding_runs(runs: pd.DataFrame, row: dict[str, Any], *, factor: str, by: list[str]) -> pd.DataFrame:
+    """The effective runs of one comparison's two cells, with a column ``side``
+    (``baseline`` or ``level``): what the report's plot of a finding shows run by run.
+
+    Args:
+        runs: Rows of runs.csv (every attempt; the effective runs are used).
+        row: The comparison (a comparisons.csv row).
+        factor: The compared factor.
+        by: The ``by`` factors of ``report.compare``.
+    """
+    eff = effective_runs(runs)
+    level, baseline = _sides(eff, row, factor, by, HOST_COLUMN in row, {})
+    side = np.where(level, "level", np.where(baseline, "baseline", ""))
+    return eff.assign(side=side)[level | baseline].reset_index(drop=True)
+
+
+def finding_lists(comparisons: pd.DataFrame, table: pd.DataFrame | None) -> list[list[dict[str, Any]]]:
+    """The listed counters of each decided comparison, in the findings' order (largest
+    effect first, as the report lists them): one list of ``{counter, unit,
+    mean_baseline, mean_level, rel_diff_pct, ci_low_pct, ci_high_pct, p_value,
+    correlation, text}`` per finding (empty where none moved)."""
+    decided = decided_positions(comparisons)
     by_position: dict[int, list[dict[str, Any]]] = {}
     if table is not None and len(table) and "comparison" in table.columns:
         for r in table.sort_values(["comparison", "rank"], kind="stable").to_dict("records"):
