@@ -7,6 +7,8 @@ import re
 
 import numpy as np
 import pandas as pd
+import pytest
+from montecarlo import scaled
 
 from benchmatrix.analyze.comparisons import compare
 from benchmatrix.analyze.explain import COLUMNS, explain_comparison, finding_lists, moved_with
@@ -96,18 +98,47 @@ def test_undecided_comparisons_list_nothing():
     assert table.empty and finding_lists(result.table, table) == []
 
 
-def test_a_a_campaigns_list_a_counter_in_at_most_5_percent_of_comparisons():
+def unchanged_campaign(rng, strata, n, follows, sd=0.10):
+    """An A/A campaign of ``strata`` independent comparisons (``blk``, the ``by`` factor)
+    of ``n`` runs a side: nothing changes with ``ra``. Every counter and the metric share
+    a run's device noise by ``follows`` (0: independent), as a device's reads/s, MiB/s,
+    await and utilisation move together run by run."""
+    cells = np.repeat(np.arange(2 * strata), n)
+    common = rng.normal(0.0, 1.0, len(cells))
+    names = [c for c in UNITS if c != "read_bw_kib"]
+    own = rng.normal(0.0, 1.0, (len(names) + 1, len(cells)))
+    shared = follows * common + np.sqrt(1 - follows ** 2) * own
+    runs = pd.DataFrame({"cell_id": [f"c{c}" for c in cells], "ra": np.where(cells % 2, "on", "off"),
+                         "blk": cells // 2, "status": "ok", "warmup": False, "control": False, "attempt": 1,
+                         "host": "h1", "read_bw_kib": 100_000.0 * np.exp(sd * shared[0])})
+    for i, counter in enumerate(names, start=1):
+        runs[counter] = 50.0 * np.exp(sd * shared[i])
+    runs["run_id"] = [f"r{i}" for i in range(len(runs))]
+    runs["seq"] = range(1, len(runs) + 1)
+    return runs
+
+
+@pytest.mark.parametrize(("n", "follows"), [(5, 0.0), (3, 0.9)])
+def test_a_a_comparisons_list_a_counter_in_at_most_5_percent(n, follows):
     # Unchanged campaigns: every comparison is findings-free, so any counter listed is a
     # false alarm. Holm's adjustment within the counters' family keeps the share of
-    # comparisons listing any of the eight counters at alpha or below (without it,
-    # eight tests at 5 % each would list one about a third of the time).
-    rng = np.random.default_rng(2026)
-    reps, listed = 500, 0
-    for _ in range(reps):
-        runs = campaign(rng, n=5)
-        result = judged(runs)
-        row = result.table.to_dict("records")[0]
-        found = explain_comparison(runs, row, factor="ra", by=[], scale=result.scales["read_bw_kib"], units=UNITS,
-                                   alpha=0.05, threshold=0.05)
-        listed += bool(len(found))
-    assert listed / reps <= 0.05, listed
+    # comparisons listing any of the eight counters at alpha or below, whether the
+    # counters are independent or move together (without it, eight tests at 5 % each
+    # would list one about a third of the time). explain_comparison is called on every
+    # comparison, not only the decided ones moved_with explains, so that the family's
+    # own error rate is measured (docs/report.md "Calibration").
+    rng = np.random.default_rng(2026 + n)
+    strata, listed, sims = 50, 0, scaled(300)
+    for _ in range(sims // strata):
+        runs, cache = unchanged_campaign(rng, strata, n, follows), {}
+        for blk in range(strata):
+            row = {"metric": "read_bw_kib", "level": "on", "baseline": "off", "blk": blk, "analysis": "welch"}
+            found = explain_comparison(runs, row, factor="ra", by=["blk"], scale="log", units=UNITS, alpha=0.05,
+                                       threshold=0.05, cache=cache)
+            listed += bool(len(found))
+    assert listed / sims <= 0.05, listed
+    # The comparisons were judged (not skipped for want of runs): a family of one counter
+    # at alpha near 1 and no threshold lists it.
+    loose = explain_comparison(runs, row, factor="ra", by=["blk"], scale="log", units=UNITS, alpha=0.999,
+                               threshold=0.0, counters=["cpu_busy_pct"])
+    assert loose["counter"].tolist() == ["cpu_busy_pct"], loose
