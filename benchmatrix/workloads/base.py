@@ -164,6 +164,9 @@ class Workload:
         dry_run: For ``bmx check``: ``dry_run(argv, job)``, the cheap check of one built
             command on the host (a :class:`DryRunCommand`), or None when the tool has none.
             Also asked for a ``workload_command`` argv that runs this tool (by binary).
+        measure: ``measure(workload)``: whether the batch runner times each run's command
+            itself for the spec's ``workload`` section (wall time, user and system CPU, peak
+            memory in the run's ``usage.json``, which the parser reads); None: never.
     """
 
     role: str
@@ -188,6 +191,7 @@ class Workload:
     seconds: Callable[[Mapping[str, Any]], float | None] | None = None
     command: Callable[[dict[str, Any], str, str], dict[str, Any]] | None = None
     dry_run: Callable[[list[str], str | None], DryRunCommand | None] | None = None
+    measure: Callable[[Mapping[str, Any]], bool] | None = None
 
     def names(self) -> MetricNames:
         """Every metric name the parser can give (``report.threshold``'s keys are checked
@@ -213,6 +217,19 @@ def registry(workloads: Iterable[Workload]) -> dict[str, Workload]:
             raise ValueError(f"workload {w.role!r} registered twice: {out[w.role].summary!r} and {w.summary!r}")
         out[w.role] = w
     return out
+
+
+def unknown_variables(given: Iterable[Any], known: Iterable[str]) -> str:
+    """The refusal of workload variables the role does not read, or "" when there are none:
+    ``unknown variable(s) X (known: ...)`` with ``did you mean`` the closest known name."""
+    from benchmatrix.spec.load import did_you_mean
+
+    names = sorted(known)
+    unknown = sorted(str(name) for name in set(given) - set(names))
+    if not unknown:
+        return ""
+    hint = next((h for h in (did_you_mean(name, names) for name in unknown) if h), "")
+    return f"unknown variable(s) {', '.join(unknown)} (known: {', '.join(names)}){hint}"
 
 
 def as_text(stdout: Any, tool: str) -> str:
