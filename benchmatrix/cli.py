@@ -51,6 +51,9 @@ EXAMPLES = {
     "history": "example:\n  bmx history config/experiments/quickstart.yaml\n"
                "  bmx history config/experiments/quickstart.yaml --json",
     "publish": "example:\n  bmx publish --to site/\n  bmx publish --to /srv/www/bench --results results/",
+    "time": "example:\n  bmx time 'python3 -c pass' 'python3 -S -c pass'\n"
+            "  bmx time 'sleep 0.05' 'sleep 0.2' -n 5 --warmup 0\n"
+            "  bmx time 'sh -c \"sort big.txt | uniq -c\"' --spec config/experiments/uniq.yaml",
 }
 
 
@@ -722,6 +725,47 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_time(args: argparse.Namespace) -> int:
+    """``bmx time CMD...``: write the spec that times the commands on localhost (kept for the
+    user to extend), run it as any campaign and print its answer."""
+    from benchmatrix.files import atomic_write
+    from benchmatrix.spec.time_spec import time_spec_name, time_spec_text
+
+    proj = project_dir()
+    name = args.name or time_spec_name(args.commands, args.runs, args.warmup, args.timeout)
+    path = Path(args.spec) if args.spec else proj / "config" / "experiments" / f"{name}.yaml"
+    shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
+    text = time_spec_text(args.commands, args.runs, args.warmup, args.timeout, name=name, path=shown,
+                          inventory=args.inventory)
+    if path.exists() and path.read_text(errors="replace") != text:
+        raise BenchmatrixError(f"{shown}: exists and is not the spec this bmx time writes; run it with "
+                               f"'bmx run {shown}', or give --spec PATH (or --name) for a new one")
+    if not path.exists():
+        atomic_write(path, text)
+    print(f"bmx: wrote {shown} (an ordinary spec: keep it, extend it, run it again with 'bmx run {shown}')",
+          flush=True)
+    run = ["run", str(path)]
+    label = args.campaign or _time_label(proj, path)
+    if label:
+        run += ["--campaign", label]
+    return cmd_run(build_parser().parse_args(run))
+
+
+def _time_label(proj: Path, path: Path) -> str | None:
+    """A new campaign's label when the experiment's current campaign is complete (each
+    ``bmx time`` measures again; the earlier campaigns are kept), else None."""
+    import time
+
+    from benchmatrix.results.status import campaign_status
+    from benchmatrix.spec.load import load_spec
+
+    spec = load_spec(path)
+    exp = layout.exp_dir_of(proj, spec)
+    if not (exp / layout.PLAN).is_file() or campaign_status(exp, spec.factor_names)["totals"]["pending"]:
+        return None
+    return time.strftime("time-%Y%m%d-%H%M%S", time.gmtime())
+
+
 def cmd_publish(args: argparse.Namespace) -> int:
     from benchmatrix.campaigns.publish import publish
 
@@ -761,6 +805,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_run_commands(sub)
     _add_campaign_commands(sub)
+    _add_time_command(sub)
     return p
 
 
@@ -892,6 +937,28 @@ def _add_campaign_commands(sub: Any) -> None:
                     "write (default: such files stop the publish)")
 
 
+def _add_time_command(sub: Any) -> None:
+    """``bmx time CMD...``: the one-line entry for timing commands."""
+    help_text = ("time commands on this machine: writes the spec it runs (config/experiments/time_*.yaml), runs it "
+                 "as a campaign and compares each command with the first on wall time, CPU and peak memory")
+    sp = sub.add_parser("time", help=help_text, description=help_text, epilog=EXAMPLES["time"],
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sp.add_argument("commands", nargs="+", metavar="COMMAND", help="a command line, split into arguments as a "
+                    "shell splits words and run without a shell (for a pipeline: 'sh -c \"a | b\"')")
+    sp.add_argument("-n", "--runs", type=int, default=10, metavar="N", help="measured runs per command (default 10)")
+    sp.add_argument("--warmup", type=int, default=1, metavar="N",
+                    help="unmeasured runs of each command first (default 1)")
+    sp.add_argument("--timeout", type=int, default=600, metavar="S", help="seconds a run may take (default 600)")
+    sp.add_argument("--name", metavar="NAME", help="the experiment's name (default time_ and a digest of the "
+                    "commands and options)")
+    sp.add_argument("--spec", metavar="PATH", help="where to write the spec (default "
+                    "config/experiments/NAME.yaml)")
+    sp.add_argument("--campaign", metavar="LABEL", help="the campaign's label (default: a new one named by the "
+                    "time when the experiment's last campaign is complete)")
+    sp.add_argument("--inventory", default="config/inventory/local.yml", metavar="PATH",
+                    help="the inventory whose localhost runs the commands (default config/inventory/local.yml)")
+
+
 HELP_COMPARE = ("compare two campaigns cell by cell: relative change B vs A with CIs (ratios of geometric means for "
                 "positive metrics), Holm-adjusted verdicts better/worse/equivalent/inconclusive; exit 0 nothing "
                 "worse, 1 something worse (or inconclusive with --fail-on-inconclusive), 2 usage error, "
@@ -900,7 +967,7 @@ HELP_COMPARE = ("compare two campaigns cell by cell: relative change B vs A with
 COMMANDS = {"validate": cmd_validate, "plan": cmd_plan, "run": cmd_run, "report": cmd_report,
             "status": cmd_status, "rerun": cmd_rerun, "restore": cmd_restore, "check": cmd_check,
             "export": cmd_export, "campaigns": cmd_campaigns, "compare": cmd_compare, "publish": cmd_publish,
-            "history": cmd_history}
+            "history": cmd_history, "time": cmd_time}
 
 
 def main(argv: list[str] | None = None) -> int:
