@@ -1,7 +1,10 @@
 """The controller under stress (issue 13): a batch job that dies, a second controller,
 a killed controller, a full disk. Real Snakemake, ansible-runner and workload_command on
 localhost; the knob is knob_sysfs pointed at a plain file the test owns (its
-``knob_sysfs_root``), so that restores are visible without touching the machine.
+``knob_sysfs_root``), so that restores are visible without touching the machine. The
+knob-less campaigns (:func:`plain_spec`) go through the fake Ansible port
+(tests/fake_ansible.py), but for the one whose every controller process is killed,
+ansible-playbook included.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import read_csv
+from fake_ansible import use_fake_port
 
 pytestmark = pytest.mark.slow
 
@@ -87,11 +91,14 @@ def pace_file(project, name) -> Path:
     return project.root / f"{name}.pace"
 
 
-def plain_spec(project, name, sleep, replicates, tail=""):
+def plain_spec(project, name, sleep, replicates, tail="", fake_port=True):
     """A knob-less campaign: one batch of 2 x replicates runs of ``sleep`` seconds each
     (``tail``: more Python statements for the workload). Each run reads its sleep from
     :func:`pace_file`, so that :func:`assert_complete` finishes what a test cut short
-    without waiting out the slow runs it needed."""
+    without waiting out the slow runs it needed. ``fake_port``: the project's bmx calls
+    use the fake Ansible port (tests/fake_ansible.py) from now on."""
+    if fake_port:
+        use_fake_port(project)
     pace = pace_file(project, name)
     pace.write_text(f"{sleep}\n")
     return project.write_spec(name, SPEC.format(name=name, factor="x", levels="1, 2", knobs="", py=sys.executable,
@@ -240,7 +247,8 @@ def test_the_host_runner_stops_when_the_whole_controller_is_gone(project):
     run once the controller's lease (runner_lease_seconds, 12 s here) is not renewed."""
     cfg = project.root / "config" / "config.yaml"
     cfg.write_text(cfg.read_text().replace("runner_lease_seconds: 300", "runner_lease_seconds: 12"))
-    spec = plain_spec(project, "lease_case", sleep=3, replicates=10)  # one batch of 20 runs: 60 s
+    # Real Ansible: the processes killed include ansible-playbook.
+    spec = plain_spec(project, "lease_case", sleep=3, replicates=10, fake_port=False)  # one batch of 20 runs: 60 s
     proc = project.popen_bmx("run", str(spec), "--cores", "1")
     wait_for(lambda: list(project.host_runs().glob("*/1/result.json")), 180, "the first run", proc)
     workdir = project.host_runs().parent
