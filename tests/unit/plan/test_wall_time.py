@@ -6,6 +6,7 @@ campaign.json's passes) or config.yaml's defaults."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,24 @@ def test_bmx_plans_until_decided_times_are_wall_times(tmp_path):
     assert walls == pytest.approx([first, second, third])
     assert adaptive_seconds(spec, planned, [3, 5], WallModel({}, None, COSTS), 1000, 300) is None
 
+
+
+def test_bmx_plan_shows_the_until_decided_wall_time(in_project, capsys):
+    """``bmx plan``'s "0:00:36 to 0:02:24" counted the measured runs only, about 5x short:
+    it is now the wall time (each look a pass with its batches), the fixed plan's
+    campaign time at the first look."""
+    from benchmatrix.cli import main
+
+    spec = "config/experiments/until_decided.yaml"
+    assert main(["plan", spec, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    f, fixed = data["until_decided"], data["this_plan"]
+    assert f["seconds_min"] == pytest.approx(fixed["campaign_s"])
+    runs_only = f["runs_max"] * data["per_run_s"]
+    looks = f["looks"]
+    # Every look past the first adds a pass of its own (start and end) and its batches.
+    assert f["seconds_max"] >= runs_only + looks * data["campaign_overhead_s"] + looks * data["batch_overhead_s"]
+    assert f["wall"] is True
+    assert main(["plan", spec]) == 0
+    out = capsys.readouterr().out
+    assert "; wall time " in out, out
