@@ -91,14 +91,11 @@ def pace_file(project, name) -> Path:
     return project.root / f"{name}.pace"
 
 
-def plain_spec(project, name, sleep, replicates, tail="", fake_port=True):
+def plain_spec(project, name, sleep, replicates, tail=""):
     """A knob-less campaign: one batch of 2 x replicates runs of ``sleep`` seconds each
     (``tail``: more Python statements for the workload). Each run reads its sleep from
     :func:`pace_file`, so that :func:`assert_complete` finishes what a test cut short
-    without waiting out the slow runs it needed. ``fake_port``: the project's bmx calls
-    use the fake Ansible port (tests/fake_ansible.py) from now on."""
-    if fake_port:
-        use_fake_port(project)
+    without waiting out the slow runs it needed."""
     pace = pace_file(project, name)
     pace.write_text(f"{sleep}\n")
     return project.write_spec(name, SPEC.format(name=name, factor="x", levels="1, 2", knobs="", py=sys.executable,
@@ -152,6 +149,7 @@ def plain_snakemake(project, spec, timeout=300):
 
 def test_snakemake_beside_bmx_run_is_refused_and_overwrites_nothing(project):
     """13.7: `snakemake --config spec=...` takes the experiment lock like `bmx run`."""
+    use_fake_port(project)
     spec = plain_spec(project, "both_ways", sleep=3, replicates=2)  # bmx busy long enough
     first = project.popen_bmx("run", str(spec), "--cores", "1")
     try:
@@ -186,6 +184,7 @@ def test_snakemake_beside_bmx_run_is_refused_and_overwrites_nothing(project):
 
 def test_sigkill_of_bmx_stops_snakemake_and_the_runner_at_once(project):
     """13.6: Snakemake and its in-flight batch stop with bmx; the next run resumes."""
+    use_fake_port(project)
     spec = plain_spec(project, "kill_bmx", sleep=5, replicates=5)  # one batch of 10 runs: 50 s
     proc = project.popen_bmx("run", str(spec), "--cores", "1")
     wait_for(lambda: list(project.host_runs().glob("*/1/result.json")), 180, "the first run", proc)
@@ -208,6 +207,7 @@ def test_sigkill_of_bmx_stops_snakemake_and_the_runner_at_once(project):
 def test_an_orphan_is_named_and_can_be_stopped(project):
     """13.6: a Snakemake that outlived its bmx (here: stopped, so it cannot notice) is named
     by the next `bmx run`, and `--stop-orphan` stops it and runs the campaign."""
+    use_fake_port(project)
     spec = plain_spec(project, "orphan", sleep=2, replicates=2)
     proc = project.popen_bmx("run", str(spec), "--cores", "1")
     wait_for(lambda: list(project.host_runs().glob("*/1/result.json")), 180, "the first run", proc)
@@ -248,7 +248,7 @@ def test_the_host_runner_stops_when_the_whole_controller_is_gone(project):
     cfg = project.root / "config" / "config.yaml"
     cfg.write_text(cfg.read_text().replace("runner_lease_seconds: 300", "runner_lease_seconds: 12"))
     # Real Ansible: the processes killed include ansible-playbook.
-    spec = plain_spec(project, "lease_case", sleep=3, replicates=10, fake_port=False)  # one batch of 20 runs: 60 s
+    spec = plain_spec(project, "lease_case", sleep=3, replicates=10)  # one batch of 20 runs: 60 s
     proc = project.popen_bmx("run", str(spec), "--cores", "1")
     wait_for(lambda: list(project.host_runs().glob("*/1/result.json")), 180, "the first run", proc)
     workdir = project.host_runs().parent
@@ -293,6 +293,7 @@ def test_a_full_disk_stops_cleanly_names_the_path_and_resumes(project, tiny_resu
     """13.8: six runs of 1.5 MB output each cannot fit in a 5 MiB results directory.
     bmx says which path and how much space is left, stops, releases the lock, leaves
     no staging or partial run directory; after space is freed, nothing is lost."""
+    use_fake_port(project)
     spec = plain_spec(project, "full_disk", sleep=0, replicates=3, tail="; print('y' * 1500000)")
     res = project.bmx("run", str(spec), "--cores", "1")
     assert res.returncode == 1, res.stdout + res.stderr
