@@ -504,9 +504,10 @@ def _schema_errors(doc: LocatedDocument) -> list[SpecError]:
             extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
             # Point at the unknown key itself, not at its parent.
             for key in extra:
+                allowed = sorted(err.schema.get("properties", {}))
                 errors.append(doc.error(tuple(err.absolute_path) + (key,),
-                                        f"unknown key '{key}' in {where}"
-                                        f" (allowed: {', '.join(sorted(err.schema.get('properties', {})))})"))
+                                        f"unknown key '{key}' in {where} (allowed: {', '.join(allowed)})"
+                                        + did_you_mean(key, allowed)))
             continue
         if err.validator == "oneOf" and where.endswith(".cost"):
             msg = "must be none, restart, reboot or {class: ..., seconds: ...}"

@@ -78,3 +78,11 @@ def test_without_the_descriptors_nothing_is_checked(tmp_path):
     path = tmp_path / "spec.yaml"
     path.write_text(FIO + "report:\n  metrics: [read_bw_kb]\n")
     assert load_spec(path).data["report"]["metrics"] == ["read_bw_kb"]
+
+
+def test_an_unknown_spec_key_gets_did_you_mean(tmp_path):
+    lines = errors(tmp_path, FIO + "replicate: 5\nreport:\n  metric: [read_iops]\n")
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(f"{tmp_path / 'spec.yaml'}:7: unknown key 'replicate' in spec (allowed: ")
+    assert lines[0].endswith("; did you mean 'replicates'?"), lines
+    assert "unknown key 'metric' in report" in lines[1] and lines[1].endswith("; did you mean 'metrics'?"), lines
