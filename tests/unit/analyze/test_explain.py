@@ -11,7 +11,14 @@ import pytest
 from montecarlo import scaled
 
 from benchmatrix.analyze.comparisons import compare
-from benchmatrix.analyze.explain import COLUMNS, explain_comparison, finding_lists, moved_with
+from benchmatrix.analyze.explain import (
+    COLUMNS,
+    counter_columns,
+    distinct_counters,
+    explain_comparison,
+    finding_lists,
+    moved_with,
+)
 from benchmatrix.spec.load import Spec
 from benchmatrix.spec.matrix import Cell
 
@@ -86,6 +93,46 @@ def test_a_request_size_that_grows_44_fold_reads_like_the_case_study():
     assert table["counter"].tolist() == ["disk_loop0_read_kib_per_io"]
     assert re.fullmatch(r"disk_loop0_read_kib_per_io \d+(\.\d)? → \d+ KiB \(\+\d+ %\)", table["text"].iloc[0])
     assert 3500 < table["rel_diff_pct"].iloc[0] < 5500
+
+
+def test_a_request_size_constant_in_each_cell_is_listed_first():
+    # The read-ahead scan on a loop device (tests/e2e/test_live_knobs_e2e.py): nothing
+    # else reads the device, so every run of a cell reads in requests of exactly one
+    # size (4 KiB off, 745 KiB on). Welch has no spread to judge such a counter by, yet
+    # no noise makes a counter take one value per cell: it moved with the finding, with
+    # certainty (p 0, its interval the point). It comes before the reads per second,
+    # which follow the metric run by run but moved less.
+    rng = np.random.default_rng(11)
+    runs = campaign(rng, n=3, effect=40.0, planted={"disk_loop0_reads_s": (1 / 30, 0.95)}, sd=0.4)
+    runs["disk_loop0_read_kib_per_io"] = np.where(runs["ra"] == "on", 744.909091, 4.0)
+    result = judged(runs)
+    assert result.table["verdict"].iloc[0] == "better"
+    table = moved_with(runs, result.table, factor="ra", by=[], scales=result.scales, units=UNITS, alpha=0.05,
+                       threshold=0.05)
+    assert table["counter"].tolist()[0] == "disk_loop0_read_kib_per_io", table
+    first = table.iloc[0]
+    assert first["p_value"] == 0 and first["ci_low_adj_pct"] == first["ci_high_adj_pct"] == first["rel_diff_pct"]
+    assert 18000 < first["rel_diff_pct"] < 19000
+    assert "disk_loop0_reads_s" in table["counter"].tolist()[1:]
+    # A counter constant in both cells at one value did not move.
+    runs["disk_loop0_read_kib_per_io"] = 4.0
+    table = moved_with(runs, result.table, factor="ra", by=[], scales=result.scales, units=UNITS, alpha=0.05,
+                       threshold=0.05)
+    assert "disk_loop0_read_kib_per_io" not in table["counter"].tolist()
+
+
+def test_a_counter_identical_to_another_is_one_test_named_by_the_device():
+    # With one physical disk the sums over the disks (disk_reads_s) are that disk's own
+    # columns: one counter, one test in the family, listed by the device's name.
+    rng = np.random.default_rng(37)
+    runs = campaign(rng, n=6, effect=3.0, planted={"disk_loop0_read_mib_s": (3.0, 0.95)})
+    runs["disk_read_mib_s"] = runs["disk_loop0_read_mib_s"]
+    assert distinct_counters(runs, counter_columns(runs)) == [c for c in counter_columns(runs)
+                                                              if c != "disk_read_mib_s"]
+    result = judged(runs)
+    table = moved_with(runs, result.table, factor="ra", by=[], scales=result.scales, units=UNITS, alpha=0.05,
+                       threshold=0.05)
+    assert table["counter"].tolist() == ["disk_loop0_read_mib_s"]
 
 
 def test_undecided_comparisons_list_nothing():
