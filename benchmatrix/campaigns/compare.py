@@ -62,7 +62,6 @@ from benchmatrix.analyze.campaign_model import CampaignVariance
 from benchmatrix.analyze.comparisons import family_metrics, level_key
 from benchmatrix.analyze.scale import LINEAR, LOG, metric_scales
 from benchmatrix.analyze.stats import effective_runs, metric_direction, welch_df
-from benchmatrix.analyze.verdict import ZERO
 from benchmatrix.campaigns.store import (
     CAMPAIGNS_DIR,
     MEASUREMENT_KEYS,
@@ -463,7 +462,7 @@ def compare_frames(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metrics: list[str
         extra = basis.variance * scale_sq  # each side's mean moves by it
         part["_va"], part["_vb"] = part["_va"] + extra, part["_vb"] + extra
         part.insert(0, "metric", metric)
-        part = part.assign(unit=(units or {}).get(metric, ""), better=direction, _scale=scale, _basis=ZERO,
+        part = part.assign(unit=(units or {}).get(metric, ""), better=direction, _scale=scale,
                            _basis_text=basis.kind, campaign_sd_pct=basis.sd_pct)
         rows.append(part.reset_index())
         models[metric] = basis
