@@ -153,6 +153,28 @@ def _plain_axis(axis) -> None:
         fmt.set_scientific(False)
 
 
+def _tick_text(value: float, pos: Any = None) -> str:
+    """A tick label in the axis' (display) unit: 0.1, 2.5, 500, 1,500; no exponent."""
+    if value == 0:
+        return "0"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def _readable_x(axis, decades: float | None = None) -> None:
+    """Few x tick labels, as plain numbers, none on the minor ticks: the labels of a
+    narrow (phone-width) plot never run together. ``decades``: the axis is logarithmic
+    over that many powers of ten (labels at 1, 10, 100; also 3, 30 over less than two),
+    else linear (at most six labels on round steps)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
+    if decades is None:
+        axis.set_major_locator(MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]))
+    else:
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0,) if decades >= 2 else (1.0, 3.0), numticks=6))
+    axis.set_major_formatter(FuncFormatter(_tick_text))
+    axis.set_minor_formatter(NullFormatter())
+
+
 #: An interval end farther from the means than this many times their spread (the
 #: range of the means, or the lower quartile of the intervals' half widths when wider)
 #: is clipped.
@@ -357,7 +379,7 @@ def latency_beside_throughput(spec: Spec, summary: pd.DataFrame, metrics: list[s
         clipped = _clip_intervals(left, y, low, high, limits, "black", horizontal=True)
         _set_limits(left, limits, horizontal=True)
     left.set_xlabel(throughput + _label(tp_unit if tp is not None else units.get(throughput, "")))
-    _plain_axis(left.xaxis)
+    _readable_x(left.xaxis)
     # The levels alone, the factors' names once on the axis: the bars keep the narrow figure's width.
     short = [re.sub(r"(^|\s)[^\s=]+=", r"\1", labels.get(c, c)).replace(" ", " · ") for c in cells]
     left.set_yticks(y, short)
@@ -376,8 +398,9 @@ def latency_beside_throughput(spec: Spec, summary: pd.DataFrame, metrics: list[s
     values = summary.loc[summary["metric"].isin(latency), "mean"].astype("float64")
     if len(values) and values.min() > 0 and values.max() / values.min() > 20:
         right.set_xscale("log")
+        _readable_x(right.xaxis, float(np.log10(values.max() / values.min())))
     else:
-        _plain_axis(right.xaxis)
+        _readable_x(right.xaxis)
     right.legend(loc="best", title="percentile" if latency[0].startswith(prefix) else None)
     fig.tight_layout()
     return [Plot("latency", f"{throughput} beside latency",
