@@ -749,14 +749,14 @@ def cmd_time(args: argparse.Namespace) -> int:
     """``bmx time CMD...``: write the spec that times the commands on localhost (kept for the
     user to extend), run it as any campaign and print its answer."""
     from benchmatrix.files import atomic_write
-    from benchmatrix.spec.time_spec import TimeOptions, time_spec_name, time_spec_text
+    from benchmatrix.spec.time_spec import time_spec_name, time_spec_text
 
     proj = project_dir()
-    options = TimeOptions(args.runs, args.warmup, args.timeout, args.inventory)
-    name = args.name or time_spec_name(args.commands, options)
+    name = args.name or time_spec_name(args.commands, args.runs, args.warmup, args.timeout)
     path = Path(args.spec) if args.spec else proj / "config" / "experiments" / f"{name}.yaml"
     shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
-    text = time_spec_text(args.commands, options, name=name, path=shown)
+    text = time_spec_text(args.commands, args.runs, args.warmup, args.timeout, name=name, path=shown,
+                          inventory=args.inventory)
     if path.exists() and path.read_text(errors="replace") != text:
         raise BenchmatrixError(f"{shown}: exists and is not the spec this bmx time writes; run it with "
                                f"'bmx run {shown}', or give --spec PATH (or --name) for a new one")

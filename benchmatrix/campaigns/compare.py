@@ -58,6 +58,7 @@ import pandas as pd
 from benchmatrix import layout
 from benchmatrix.analyze import campaign_model
 from benchmatrix.analyze import verdict as engine
+from benchmatrix.analyze.bounds import pct_interval
 from benchmatrix.analyze.campaign_model import CampaignVariance
 from benchmatrix.analyze.comparisons import family_metrics, level_key
 from benchmatrix.analyze.scale import LINEAR, LOG, metric_scales
@@ -849,8 +850,8 @@ def context(result: CampaignComparison) -> dict[str, Any]:
         r["cell"] = ", ".join(f"{f}={r.get(f'factor_{f}', r.get(f, ''))}" for f in result.factor_names) or r["cell_id"]
         adjusted = r["verdict"] != "descriptive"
         lo, hi = (r["ci_low_adj_pct"], r["ci_high_adj_pct"]) if adjusted else (r["ci_low_pct"], r["ci_high_pct"])
-        r["ci"] = (f"[{lo:+.1f}, {hi:+.1f}]" if _finite(lo) and _finite(hi) else "unbounded"
-                   if _finite(r["rel_diff_pct"]) else "-")
+        # The one rule of benchmatrix.analyze.bounds: an end past its limits prints as "unbounded".
+        r["ci"] = pct_interval(lo, hi, suffix="") if _finite(r["rel_diff_pct"]) else "-"
         r["rel"] = f"{r['rel_diff_pct']:+.1f}" if _finite(r["rel_diff_pct"]) else "-"
         r["threshold"] = f"{r['threshold_pct']:g}" if _finite(r.get("threshold_pct")) else "-"
         r["detectable"] = f"{r['detectable_pct']:.1f}" if _finite(r.get("detectable_pct")) else "-"

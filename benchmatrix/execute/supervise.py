@@ -586,16 +586,11 @@ def _next_round(spec: Spec, exp: Path, settings: Any, elapsed_s: float) -> bool:
     from benchmatrix.analyze.adaptive import REASON, judge_round
     from benchmatrix.plan.design import earlier_run_seconds
     from benchmatrix.plan.reruns import append_round, replicate_counts, round_requests
-    from benchmatrix.plan.wall_time import round_overhead
     from benchmatrix.results.campaign import update_meta
     from benchmatrix.results.tables import read_analysis
 
     runs = pd.read_csv(exp / layout.RUNS) if (exp / layout.RUNS).is_file() else pd.DataFrame()
     earlier = earlier_run_seconds(exp / layout.RUNS)
-    # The budget is wall time: besides its runs a round costs a pass and a look, as this
-    # run's own rounds took them (counting the runs alone, budget: 8m took 11 minutes).
-    now = time.time()
-    elapsed_s += round_overhead(exp, now - elapsed_s, now)
     units = dict(read_analysis(exp).get("units") or {})
     judged = judge_round(spec, runs, settings, units, elapsed_s, earlier[0] if earlier else None)
     rnd = 0

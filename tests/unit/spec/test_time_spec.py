@@ -7,14 +7,14 @@ import pytest
 
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.spec.load import load_spec
-from benchmatrix.spec.time_spec import TimeOptions, time_spec_name, time_spec_text
+from benchmatrix.spec.time_spec import time_spec_name, time_spec_text
 from benchmatrix.workloads import WORKLOADS, metric_names
 from benchmatrix.workloads.command.argv import workload_command_argv
 
 
 def written(tmp_path, commands, **options):
     path = tmp_path / "t.yaml"
-    path.write_text(time_spec_text(commands, TimeOptions(**options)))
+    path.write_text(time_spec_text(commands, **options))
     return load_spec(path, metric_names=metric_names)
 
 
@@ -46,10 +46,10 @@ def test_one_command_is_timed_without_a_comparison(tmp_path):
 
 
 def test_the_name_follows_the_commands_and_options_and_is_a_valid_experiment_name():
-    a = time_spec_name(["sleep 0.05", "sleep 0.2"], TimeOptions(replicates=3, warmup=0))
-    assert a == time_spec_name(["sleep 0.05", "sleep 0.2"], TimeOptions(replicates=3, warmup=0))
-    assert a != time_spec_name(["sleep 0.05", "sleep 0.2"], TimeOptions(replicates=5, warmup=0))
-    assert a != time_spec_name(["sleep 0.2", "sleep 0.05"], TimeOptions(replicates=3, warmup=0))
+    a = time_spec_name(["sleep 0.05", "sleep 0.2"], replicates=3, warmup=0)
+    assert a == time_spec_name(["sleep 0.05", "sleep 0.2"], replicates=3, warmup=0)
+    assert a != time_spec_name(["sleep 0.05", "sleep 0.2"], replicates=5, warmup=0)
+    assert a != time_spec_name(["sleep 0.2", "sleep 0.05"], replicates=3, warmup=0)
     assert a.startswith("time_")
 
 
