@@ -425,31 +425,65 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(w, file=sys.stderr)
     exp = layout.exp_dir_of(proj, spec)
     until = None
+    if args.against is not None and not args.until_decided:
+        raise PlanError(f"--against {args.against} needs --until-decided: the gate adds runs until B's comparison "
+                        f"with A is decided (for a one-off check: bmx run {args.spec}, then bmx compare A B)")
     if args.until_decided or budget_s is not None:
         from benchmatrix.analyze.adaptive import flag_settings, settings_of
 
         if not args.until_decided and settings_of(spec) is None:
             raise PlanError("--budget needs --until-decided (or replicates: {min, max, until: decided} in the spec)")
-        if spec.report.compare is None:
+        if spec.report.compare is None and args.against is None:
             raise PlanError(f"{args.spec}: --until-decided needs report.compare: the comparisons whose verdicts "
-                            "decide when to stop")
-        until = flag_settings(spec, budget_s or 0.0)
+                            "decide when to stop (or --against A: B's cells against campaign A)")
+        until = flag_settings(spec, budget_s or 0.0, gate=args.against is not None)
+    if args.against is not None:
+        args.against = _gate_baseline(args.against, proj, exp, spec).id
     if args.json:
         return _run_json(args, spec, proj, exp, until)
     with experiment_lock(exp, "bmx run", args.spec, args.stop_orphan) as lock:
-        _begin_run(exp, spec, args.campaign, until)
+        _begin_run(exp, spec, args.campaign, until, args.against)
         return execute(args, spec, proj, exp, lock)
 
 
-def _begin_run(exp: Path, spec: Spec, label: str | None, until: Any) -> None:
-    """Start or continue the campaign (under the lock), keeping ``--until-decided``'s settings."""
+def _gate_baseline(ref: str, proj: Path, exp: Path, spec: Spec) -> Any:
+    """Campaign A of ``--against``, refused in one line when unknown or not comparable
+    with what ``spec`` measures (before anything runs)."""
+    from benchmatrix.campaigns.compare import NotComparable, resolve
+    from benchmatrix.campaigns.store import MEASUREMENT_KEYS, SPEC_FILE, measured
+
+    try:
+        a = resolve(ref, proj, exp)
+    except BenchmatrixError as exc:  # a usage error (2): a gate reads 1 as "worse"
+        raise PlanError(f"--against {ref}: {exc}") from None
+    if not (a.path / layout.RUNS).is_file():
+        raise NotComparable(f"--against {ref}: campaign {a.name} ({a.path}) has no runs.csv; run or report it first")
+    try:
+        kept = json.loads((a.path / SPEC_FILE).read_text())
+    except (OSError, ValueError):
+        kept = None  # planned before spec.json was kept: compare checks each run's workload
+    keys = [k for k in MEASUREMENT_KEYS if kept is not None and json.dumps(measured(kept, k), sort_keys=True,
+                                                                             default=str)
+            != json.dumps(measured(spec.data, k), sort_keys=True, default=str)]
+    if keys:
+        raise NotComparable(f"--against {ref}: campaign {a.name} measured differently from {spec.path} "
+                            f"({', '.join(keys)} differ): not comparable")
+    return a
+
+
+def _begin_run(exp: Path, spec: Spec, label: str | None, until: Any, against: str | None = None) -> None:
+    """Start or continue the campaign (under the lock), keeping ``--until-decided``'s
+    settings and the gate's campaign A (``--against``, its id)."""
     _start_campaign(exp, spec, label)
     if until is not None:
-        from benchmatrix.results.campaign import campaign_id, update_meta
+        from benchmatrix.results.campaign import campaign_id, read_meta, update_meta
 
         # Kept with the campaign: its collect job judges at the sequential level too.
         campaign_id(exp, spec_digest=spec.digest)
-        update_meta(exp, until_decided=until.as_dict())
+        if against is not None and read_meta(exp).get("id") == against:
+            raise PlanError(f"--against {against}: that is the campaign this run adds runs to (B); name an earlier "
+                            f"campaign, or start a new one with --campaign LABEL")
+        update_meta(exp, until_decided=until.as_dict(), against=against)
     (exp / layout.LOGS_DIR).mkdir(parents=True, exist_ok=True)
 
 
@@ -464,11 +498,12 @@ def _run_json(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, until
     t0 = time.monotonic()
     with contextlib.redirect_stdout(sys.stderr):
         with experiment_lock(exp, "bmx run", args.spec, args.stop_orphan) as lock:
-            _begin_run(exp, spec, args.campaign, until)
+            _begin_run(exp, spec, args.campaign, until, args.against)
             code = execute(args, spec, proj, exp, lock)
         status = campaign_status(exp, spec.factor_names)
     print(json.dumps({"experiment": spec.name, "exit_code": code, "elapsed_s": round(time.monotonic() - t0, 3),
-                      "totals": status["totals"], "failed": status["failed"], "findings": read_findings(exp)},
+                      "totals": status["totals"], "failed": status["failed"], "findings": read_findings(exp),
+                      **({"gate": args.gate} if getattr(args, "gate", None) else {})},
                      indent=2, default=str))
     return code
 
@@ -749,14 +784,14 @@ def cmd_time(args: argparse.Namespace) -> int:
     """``bmx time CMD...``: write the spec that times the commands on localhost (kept for the
     user to extend), run it as any campaign and print its answer."""
     from benchmatrix.files import atomic_write
-    from benchmatrix.spec.time_spec import time_spec_name, time_spec_text
+    from benchmatrix.spec.time_spec import TimeOptions, time_spec_name, time_spec_text
 
     proj = project_dir()
-    name = args.name or time_spec_name(args.commands, args.runs, args.warmup, args.timeout)
+    options = TimeOptions(args.runs, args.warmup, args.timeout, args.inventory)
+    name = args.name or time_spec_name(args.commands, options)
     path = Path(args.spec) if args.spec else proj / "config" / "experiments" / f"{name}.yaml"
     shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
-    text = time_spec_text(args.commands, args.runs, args.warmup, args.timeout, name=name, path=shown,
-                          inventory=args.inventory)
+    text = time_spec_text(args.commands, options, name=name, path=shown)
     if path.exists() and path.read_text(errors="replace") != text:
         raise BenchmatrixError(f"{shown}: exists and is not the spec this bmx time writes; run it with "
                                f"'bmx run {shown}', or give --spec PATH (or --name) for a new one")
@@ -871,6 +906,9 @@ def _add_run_commands(sub: Any) -> None:
                          "docs/spec.md)")
     sp.add_argument("--budget", metavar="TIME", help="with --until-decided: start no round that would pass this "
                     "much time, e.g. 2h or 90m")
+    sp.add_argument("--against", metavar="A", help="with --until-decided: the CI gate: add runs to this campaign's "
+                    "cells until each one's comparison with campaign A (as bmx compare names it) is decided; exit "
+                    "1 when one is worse (docs/campaigns.md, CI gate)")
     sp.add_argument("--campaign", metavar="LABEL", help="start a new campaign with this label (the finished "
                     "one is kept in results/NAME/campaigns/ID/; docs/campaigns.md)")
     sp.add_argument("--stop-orphan", action="store_true",

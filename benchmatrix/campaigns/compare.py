@@ -715,6 +715,7 @@ def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None,
     result.notes.append(result.basis)
     result.notes.append(_history_note(chosen, result.history_names))
     result.notes += result.busy
+    result.notes += undecided_note(table, family, alpha, a.label or a.id)
     changes = _changes_by_row(environment)
     table["environment"] = ["; ".join(x for x in (changes.get(("", h), ""), changes.get((c, h), "")) if x)
                             for c, h in zip(table["cell_id"], table["host"])]
@@ -733,6 +734,39 @@ def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None,
         result.notes.append(f"verdicts and Holm's adjustment cover {', '.join(family) or 'none'}; descriptive "
                             f"(unadjusted 95 % intervals, no verdict): {', '.join(result.descriptive)}")
     return result
+
+
+def undecided_note(table: pd.DataFrame, family: list[str], alpha: float, a_name: str) -> list[str]:
+    """What would decide the ``inconclusive`` rows (issue 33): about how many more runs
+    a cell of B (:func:`benchmatrix.analyze.adaptive.runs_to_decide`, at Bonferroni's
+    share of the family's alpha), or the gate that adds them until decided; [] when none.
+
+    Args:
+        table: Rows of compare.csv.
+        family: Metrics of Holm's family.
+        alpha: The family's significance level.
+        a_name: A's label or id, for the gate's command.
+    """
+    from benchmatrix.analyze.adaptive import runs_to_decide
+
+    undecided = table[table["verdict"] == "inconclusive"]
+    if not len(undecided):
+        return []
+    tested = table[table["metric"].isin(family) & np.isfinite(pd.to_numeric(table["p_value"], errors="coerce"))]
+    more = [runs_to_decide(r, alpha / max(1, len(tested))) for r in undecided.to_dict("records")]
+    known = sorted(x for x in more if x is not None)
+    parts = []
+    if known:
+        spread = f" ({known[0]} to {known[-1]})" if known[0] != known[-1] else ""
+        parts.append(f"about {known[len(known) // 2]} more runs a cell of B would decide "
+                     f"{'them' if len(known) > 1 else 'it'} (80 % of the time){spread}")
+    if len(known) < len(more):
+        parts.append(f"{len(more) - len(known)} cannot be decided by B's runs alone (A's runs and the campaign "
+                     f"variance are wider: measure A with more runs, or set a report.campaign_sd that fits the "
+                     f"machine)")
+    parts.append(f"or let the gate add runs until decided: bmx run SPEC --until-decided --against {a_name} "
+                 f"(B the current campaign; docs/campaigns.md, CI gate)")
+    return [f"{len(undecided)} inconclusive: " + "; ".join(parts)]
 
 
 def _basis_note(models: dict[str, CampaignVariance], history: int) -> str:
@@ -908,8 +942,6 @@ def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | Non
         color: Colour the verdicts: ``auto`` (a terminal without ``NO_COLOR``), ``always``, ``never``.
         history: ``--history``: ``auto``, ``none``, a count or a list of labels.
     """
-    from benchmatrix.report.terminal import compare_records, compare_table, use_color
-
     exp = None
     if spec_path:
         from benchmatrix.spec.load import load_spec
@@ -920,6 +952,23 @@ def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | Non
         raise BenchmatrixError(f"{ref_a} and {ref_b} name the same campaign {a.id}")
     result = compare_campaigns(a, b, threshold=threshold, history=history)
     result.fail_on_inconclusive = fail_on_inconclusive
+    return show_comparison(result, out, as_json, color)
+
+
+def show_comparison(result: CampaignComparison, out: Path | None = None, as_json: bool = False,
+                    color: str = "auto") -> int:
+    """Write a comparison's files and print it as ``bmx compare`` does (the gate of
+    ``bmx run --against`` prints its verdicts so too); returns the exit code.
+
+    Args:
+        result: The comparison of B against A.
+        out: Where to write the files (default :func:`default_out`).
+        as_json: Print JSON instead of lines.
+        color: Colour the verdicts: ``auto``, ``always``, ``never``.
+    """
+    from benchmatrix.report.terminal import compare_records, compare_table, use_color
+
+    a, b = result.a, result.b
     paths = write_comparison(result, out)
     if as_json:
         print(json.dumps({"a": a.id, "b": b.id, "exit_code": result.exit_code, "refused": result.refused,

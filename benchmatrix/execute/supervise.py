@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmatrix import layout
+from benchmatrix.errors import BenchmatrixError
 from benchmatrix.names import printable
 
 if TYPE_CHECKING:
@@ -576,29 +577,65 @@ def _recorded_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, 
     return rc, interrupted, failed, stopped
 
 
-def _next_round(spec: Spec, exp: Path, settings: Any, elapsed_s: float) -> bool:
+def _gate_comparison(spec: Spec, exp: Path, settings: Any, against: str) -> Any:
+    """The current campaign (B) compared with campaign ``against`` (A's id) at the
+    sequential level of ``settings``: what the gate decides on and says at its end.
+
+    Raises:
+        NotComparable: A is gone, or the two campaigns cannot be compared.
+    """
+    from benchmatrix.campaigns.compare import NotComparable, compare_campaigns
+    from benchmatrix.campaigns.store import find_campaign, read_campaign
+
+    try:
+        a = find_campaign(exp, against)
+    except BenchmatrixError as exc:
+        raise NotComparable(f"--against: {exc}") from None
+    b = read_campaign(exp, current=True)
+    result = compare_campaigns(a, b, alpha=settings.level(spec.report.alpha))
+    if result.refused:
+        why = "the measurement differs" if result.measurement else "no cell was measured on the same host in both"
+        raise NotComparable(f"{exp}: campaign {b.name} cannot be compared with {a.name}: {why}; see "
+                            f"'bmx compare {a.id} {b.id} --spec {spec.path}'")
+    return result
+
+
+def _next_round(spec: Spec, exp: Path, settings: Any, elapsed_s: float, against: str | None = None) -> bool:
     """Judge the comparisons after a pass and append the next adaptive round; say what
-    was decided. Returns True when a round was added (another pass runs it)."""
+    was decided. With ``against`` (the gate) the comparisons are B's cells against that
+    campaign. Returns True when a round was added (another pass runs it)."""
     from collections import Counter
 
     import pandas as pd
 
-    from benchmatrix.analyze.adaptive import REASON, judge_round
+    from benchmatrix.analyze.adaptive import REASON, judge_gate, judge_round
     from benchmatrix.plan.design import earlier_run_seconds
     from benchmatrix.plan.reruns import append_round, replicate_counts, round_requests
+    from benchmatrix.plan.wall_time import round_overhead
     from benchmatrix.results.campaign import update_meta
     from benchmatrix.results.tables import read_analysis
 
-    runs = pd.read_csv(exp / layout.RUNS) if (exp / layout.RUNS).is_file() else pd.DataFrame()
     earlier = earlier_run_seconds(exp / layout.RUNS)
-    units = dict(read_analysis(exp).get("units") or {})
-    judged = judge_round(spec, runs, settings, units, elapsed_s, earlier[0] if earlier else None)
+    # The budget is wall time: besides its runs a round costs a pass and a look, as this
+    # run's own rounds took them (counting the runs alone, budget: 8m took 11 minutes).
+    now = time.time()
+    elapsed_s += round_overhead(exp, now - elapsed_s, now)
+    per_run_s = earlier[0] if earlier else None
+    if against:
+        result = _gate_comparison(spec, exp, settings, against)
+        judged = judge_gate(result.table, settings, result.family, elapsed_s, per_run_s)
+    else:
+        runs = pd.read_csv(exp / layout.RUNS) if (exp / layout.RUNS).is_file() else pd.DataFrame()
+        units = dict(read_analysis(exp).get("units") or {})
+        judged = judge_round(spec, runs, settings, units, elapsed_s, per_run_s)
     rnd = 0
     if judged.extend:
         plan = pd.read_csv(exp / layout.PLAN, dtype=str)
         rnd = append_round(exp, round_requests(judged.extend, replicate_counts(plan)), REASON)
     reasons = Counter(judged.comparisons["reason"]) if len(judged.comparisons) else Counter()
     said = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items()))
+    if against:
+        said = f"against {against}: {said or 'no comparison'}"
     if rnd:
         runs = len(judged.extend)
         say(f"bmx: look {judged.look}: {said or 'no comparison'}; round {rnd} adds runs to {runs} cell(s) "
@@ -623,7 +660,11 @@ def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: A
     say(f"bmx: running {spec.name} ({len(spec.cells)} cells) on {len(args.hosts)} host(s); log {log_path}",
         flush=True)
     t0 = time.monotonic()
-    adaptive = settings_of(spec, read_meta(exp))
+    meta = read_meta(exp)
+    adaptive = settings_of(spec, meta)
+    # The gate (bmx run --until-decided --against A): kept with the campaign, so that
+    # resuming an interrupted gate goes on deciding against the same A.
+    against = str(meta["against"]) if adaptive and meta.get("against") else None
     # Adaptive replication: after each pass the comparisons are judged and the cells of
     # the undecided ones get a round of new replicates (at most one pass per look).
     for _look in range(adaptive.looks if adaptive else 1):
@@ -648,7 +689,7 @@ def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: A
             if rc != 0 or reruns_digest(exp) == before:
                 break
             print("bmx: resuming the runs that an interrupt cut short", flush=True)
-        if rc != 0 or adaptive is None or not _next_round(spec, exp, adaptive, time.monotonic() - t0):
+        if rc != 0 or adaptive is None or not _next_round(spec, exp, adaptive, time.monotonic() - t0, against):
             break
     if rc != 0:
         for rule, log_file, msg in failed:
@@ -666,4 +707,24 @@ def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: A
     from benchmatrix.report.terminal import print_findings
 
     print_findings(exp, sys.stdout, getattr(args, "color", "auto"))
-    return exit_code(status) if bad else 0
+    code = exit_code(status) if bad else 0
+    if against:
+        # The gate's answer is its exit status, as bmx compare's: 1 when a verdict is worse.
+        return _gate_end(args, spec, exp, adaptive, against) or code
+    return code
+
+
+def _gate_end(args: argparse.Namespace, spec: Spec, exp: Path, settings: Any, against: str) -> int:
+    """Print the gate's verdicts (B against A at the sequential level) as ``bmx compare``
+    does, keep them on ``args.gate`` for ``bmx run --json``; returns compare's exit code."""
+    from benchmatrix.campaigns.compare import show_comparison
+    from benchmatrix.report.terminal import compare_records
+
+    result = _gate_comparison(spec, exp, settings, against)
+    level = settings.level(spec.report.alpha)
+    say(f"bmx: gate: {result.b.name} against {result.a.name}, judged at alpha / {settings.looks} = {level:.4g}",
+        flush=True)
+    code = show_comparison(result, color=getattr(args, "color", "auto"))
+    args.gate = {"against": result.a.id, "b": result.b.id, "level": level, "exit_code": code,
+                 "counts": result.counts(), "rows": compare_records(result.table, result.factor_names)}
+    return code
