@@ -289,6 +289,50 @@ def moved_with(runs: pd.DataFrame, comparisons: pd.DataFrame, *, factor: str | N
     return pd.concat(parts, ignore_index=True).reindex(columns=COLUMNS)
 
 
+#: Counters bmx compare prints beside a worse or better row.
+SHOWN = 3
+#: The column of the combined runs that tells campaign A's runs from B's.
+_CAMPAIGN = "_campaign"
+
+
+# shape: the two campaigns' runs and compare's rows, then what they were judged with, keyword-only
+def moved_between(runs_a: pd.DataFrame, runs_b: pd.DataFrame, table: pd.DataFrame, *, units: dict[str, str],
+                  alpha: float, threshold: float, shown: int = SHOWN) -> list[str]:
+    """For each row of bmx compare's table, the counters that moved between campaign A
+    and campaign B in its cell and host, as :func:`explain_comparison` lists them for a
+    finding (B the level, A the baseline; the runs' noise only: no campaign variance),
+    the first ``shown`` in words joined by ", "; "" for a row that is not ``worse`` or
+    ``better`` (``higher``/``lower``) and where none moved.
+
+    Args:
+        runs_a: Rows of A's runs.csv (every attempt; the effective runs are used).
+        runs_b: Rows of B's runs.csv.
+        table: compare's rows (``cell_id``, ``host``, ``metric``, ``scale``, ``verdict``).
+        units: Metric -> unit.
+        alpha: The significance level of each row's counters' family.
+        threshold: The practical threshold (a fraction) a counter's change must pass.
+        shown: How many counters a row names.
+    """
+    out = [""] * len(table)
+    if not len(table) or "verdict" not in table.columns:
+        return out
+    both = pd.concat([effective_runs(runs_a).assign(**{_CAMPAIGN: "A"}),
+                      effective_runs(runs_b).assign(**{_CAMPAIGN: "B"})], ignore_index=True)
+    counters = distinct_counters(both, counter_columns(both))
+    if not counters:
+        return out
+    cache: dict[Any, Any] = {}
+    for i, row in enumerate(table.to_dict("records")):
+        if row.get("verdict") not in engine.CHANGED:
+            continue
+        judged = {"metric": row["metric"], "level": "B", "baseline": "A", by_column("cell_id"): row["cell_id"],
+                  HOST_COLUMN: row.get("host"), "analysis": "welch"}
+        found = explain_comparison(both, judged, factor=_CAMPAIGN, by=["cell_id"], scale=str(row.get("scale") or ""),
+                                   units=units, alpha=alpha, threshold=threshold, counters=counters, cache=cache)
+        out[i] = ", ".join(found["text"].astype(str).tolist()[:shown])
+    return out
+
+
 def decided_positions(comparisons: pd.DataFrame) -> list[int]:
     """The rows of comparisons.csv (0-based) that are findings (``better``/``worse``,
     ``higher``/``lower``), in the findings' order: largest effect first, ties in table order."""

@@ -61,6 +61,7 @@ from benchmatrix.analyze import verdict as engine
 from benchmatrix.analyze.bounds import pct_interval
 from benchmatrix.analyze.campaign_model import CampaignVariance
 from benchmatrix.analyze.comparisons import family_metrics, level_key
+from benchmatrix.analyze.explain import moved_between
 from benchmatrix.analyze.scale import LINEAR, LOG, metric_scales
 from benchmatrix.analyze.stats import effective_runs, metric_direction, welch_df
 from benchmatrix.campaigns.store import (
@@ -102,7 +103,7 @@ _RUN_COLUMNS = layout.NON_METRIC_COLUMNS
 #: Columns of compare.csv after the factor columns.
 TAIL_COLUMNS = ["host", "metric", "unit", "better", "n_a", "n_b", "mean_a", "mean_b", "rel_diff_pct",
                 "ci_low_pct", "ci_high_pct", "ci_low_adj_pct", "ci_high_adj_pct", "p_value",
-                "p_value_unadjusted", "df", "verdict", "environment", "scale", "threshold_pct",
+                "p_value_unadjusted", "df", "verdict", "environment", "moved_with", "scale", "threshold_pct",
                 "detectable_pct", "basis", "campaign_sd_pct"]
 #: Exit status of ``bmx compare`` when the campaigns are not comparable (2 stays a
 #: usage error or an invalid spec, as for every command).
@@ -719,6 +720,9 @@ def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None,
     changes = _changes_by_row(environment)
     table["environment"] = ["; ".join(x for x in (changes.get(("", h), ""), changes.get((c, h), "")) if x)
                             for c, h in zip(table["cell_id"], table["host"])]
+    # The counters of the same cells that moved between A and B beside each worse/better row (issue 37).
+    table["moved_with"] = moved_between(sa.runs, sb.runs, table, units=units, alpha=alpha,
+                                        threshold=threshold if threshold is not None else stored.report.threshold)
     levels = _levels(sb, sa, factor_names)
     for f in factor_names:
         col = f"factor_{f}" if f in TAIL_COLUMNS or f == "cell_id" else f
@@ -890,6 +894,7 @@ def context(result: CampaignComparison) -> dict[str, Any]:
         r["threshold"] = f"{r['threshold_pct']:g}" if _finite(r.get("threshold_pct")) else "-"
         r["detectable"] = f"{r['detectable_pct']:.1f}" if _finite(r.get("detectable_pct")) else "-"
         r["scale_text"] = "ratio" if r.get("scale") == "log" else "difference"
+        r["moved_with"] = r.get("moved_with") if isinstance(r.get("moved_with"), str) else ""
         r["verdict_text"] = r["verdict"].replace("_", " ") + (f" ({r['environment']})" if r["environment"]
                                                               and r["verdict"] in ("better", "worse", "higher",
                                                                                     "lower") else "")
@@ -899,6 +904,19 @@ def context(result: CampaignComparison) -> dict[str, Any]:
             "descriptive": result.descriptive, "notes": [n for n in result.notes if n != result.basis],
             "counts": result.counts(), "basis": result.basis or "",
             "multi_host": len({r["host"] for r in rows}) > 1}
+
+
+def _print_moved(result: CampaignComparison) -> None:
+    """The counters that moved between A and B under compare's table, one line per worse
+    or better row that has any (issue 37): ``  METRIC CELL on HOST: TEXT, TEXT``."""
+    rows = [r for r in result.table.to_dict("records") if isinstance(r.get("moved_with"), str) and r["moved_with"]]
+    if not rows:
+        return
+    print("moved with it (the counters of the same runs, B vs A):")
+    for r in rows[:_TABLE_ROWS]:
+        cell = layout.cell_label((f, r.get(f"factor_{f}" if f in TAIL_COLUMNS or f == "cell_id" else f))
+                                 for f in result.factor_names) or r["cell_id"]
+        print(f"  {r['metric']} {cell} on {r['host']}: {r['moved_with']}")
 
 
 def _finite(x: Any) -> bool:
@@ -997,6 +1015,7 @@ def show_comparison(result: CampaignComparison, out: Path | None = None, as_json
         # Largest effect first (pyperf compare_to --table); compare.csv has every row.
         print(compare_table(compare_records(result.table, result.factor_names), result.factor_names,
                             use_color(sys.stdout, color), limit=_TABLE_ROWS))
+        _print_moved(result)
     for n in result.notes:
         print(f"bmx: note: {n}")
     print(f"compare: {paths['compare.md']}")
