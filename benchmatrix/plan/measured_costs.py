@@ -150,7 +150,7 @@ def _per_campaign_median(tables: dict[Path, list[dict[str, str]]],
     passes, and where it comes from; None when no pass measured anything."""
     per_campaign = []
     for camp, rows in tables.items():
-        found = [s for s in (measure(p, rows) for p in _passes(camp)) if s is not None]
+        found = [s for s in (measure(p, rows) for p in completed_passes(camp)) if s is not None]
         if found:
             per_campaign.append(statistics.median(found))
     if not per_campaign:
@@ -158,7 +158,7 @@ def _per_campaign_median(tables: dict[Path, list[dict[str, str]]],
     return statistics.median(per_campaign), f"median of {len(per_campaign)} earlier campaign(s)"
 
 
-def _passes(camp: Path) -> list[tuple[float, float]]:
+def completed_passes(camp: Path) -> list[tuple[float, float]]:
     """(start, end) of every completed pass in a campaign's campaign.json."""
     try:
         passes = json.loads((camp / CAMPAIGN).read_text()).get("passes")
@@ -174,7 +174,7 @@ def _passes(camp: Path) -> list[tuple[float, float]]:
     return out
 
 
-def _pass_spans(window: tuple[float, float], rows: list[dict[str, str]]) -> dict[str, list[float]]:
+def pass_spans(window: tuple[float, float], rows: list[dict[str, str]]) -> dict[str, list[float]]:
     """Each host's [first start, last end] of the runs that started in the pass."""
     start, end = window
     spans: dict[str, list[float]] = {}
@@ -189,7 +189,7 @@ def _pass_spans(window: tuple[float, float], rows: list[dict[str, str]]) -> dict
 
 def _pass_overhead(window: tuple[float, float], rows: list[dict[str, str]], batch_s: float) -> float | None:
     """One pass's fixed seconds (None when no run started in it)."""
-    spans = _pass_spans(window, rows)
+    spans = pass_spans(window, rows)
     if not spans:
         return None
     return max(window[1] - window[0] - max(b - a for a, b in spans.values()) - batch_s, 0.0)
@@ -197,7 +197,7 @@ def _pass_overhead(window: tuple[float, float], rows: list[dict[str, str]], batc
 
 def _pass_tail(window: tuple[float, float], rows: list[dict[str, str]]) -> float | None:
     """One pass's seconds after its last run ended (None when no run started in it)."""
-    spans = _pass_spans(window, rows)
+    spans = pass_spans(window, rows)
     if not spans:
         return None
     return max(window[1] - max(b for _, b in spans.values()), 0.0)
@@ -206,10 +206,10 @@ def _pass_tail(window: tuple[float, float], rows: list[dict[str, str]]) -> float
 def _runs_tables(exp_dir: str | Path) -> dict[Path, list[dict[str, str]]]:
     """Each campaign directory (the current one, then the kept ones) -> its runs.csv rows
     (none without a readable table)."""
-    return {camp: _rows(camp / RUNS) for camp in campaign_dirs(exp_dir)}
+    return {camp: runs_rows(camp / RUNS) for camp in campaign_dirs(exp_dir)}
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
+def runs_rows(path: Path) -> list[dict[str, str]]:
     """The rows of a runs.csv; none when it cannot be read (an old table only loses its figures)."""
     try:
         with open(path, newline="", encoding="utf-8") as fh:

@@ -27,7 +27,13 @@ from benchmatrix.plan.design import (
     reconfiguration_seconds,
     run_estimates,
 )
-from benchmatrix.plan.measured_costs import OrchestrationCosts, orchestration_costs
+from benchmatrix.plan.measured_costs import (
+    OrchestrationCosts,
+    completed_passes,
+    orchestration_costs,
+    pass_spans,
+    runs_rows,
+)
 from benchmatrix.plan.reruns import plan_reruns, round_requests
 from benchmatrix.spec.config import ProjectConfig
 from benchmatrix.spec.load import Spec
@@ -173,3 +179,38 @@ def pace_of(finished: Iterable[tuple[str, str]]) -> dict[str, float]:
             out[host] = (max(times) - min(times)) / (len(times) - 1)
     return out
 
+
+#: A round's overhead is taken this much larger than its slowest measured one: the next
+#: round runs on a machine whose load may have grown (a spike made a round 45 % slower
+#: than the one before it in the budget's end-to-end test).
+ROUND_MARGIN = 1.25
+
+
+def round_overhead(exp: str | Path, since: float, now: float) -> float:
+    """Wall seconds an until-decided round costs besides its runs, as this ``bmx run``
+    measured its own rounds (campaign.json's ``passes``, runs.csv): the slowest pass's
+    wall time less its slowest host's span of runs (the plan job, the batches' Ansible
+    calls, restoring the hosts, collect, the report), plus twice the longest look (the
+    gap between two passes, or since the last one ended: judging the comparisons before
+    the round and after it), times :data:`ROUND_MARGIN`. The budget adds it to the time
+    spent, so that no round starts that would end past the budget; 0 before a pass.
+
+    Args:
+        exp: ``results/NAME`` of the running campaign.
+        since: When this ``bmx run`` started (epoch seconds): earlier passes belong to a
+            run of the campaign that was stopped and resumed, and the wait between is the user's.
+        now: The time now (epoch seconds).
+    """
+    # By their end: ``since`` may come a moment late (the caller's imports), and a pass of
+    # an earlier run ended before this one started.
+    passes = sorted(p for p in completed_passes(exp) if p[1] > since)
+    rows = runs_rows(Path(exp) / RUNS)
+    fixed = []
+    for window in passes:
+        spans = pass_spans(window, rows)
+        if spans:
+            fixed.append(max(window[1] - window[0] - max(b - a for a, b in spans.values()), 0.0))
+    if not fixed:
+        return 0.0
+    looks = [b[0] - a[1] for a, b in zip(passes, passes[1:])] + [now - passes[-1][1]]
+    return ROUND_MARGIN * (max(fixed) + 2 * max(max(looks), 0.0))

@@ -19,6 +19,7 @@ import threading
 import time
 
 import pytest
+from fake_ansible import use_fake_port
 from netns import NamespaceHosts, available
 
 pytestmark = pytest.mark.slow
@@ -145,3 +146,38 @@ def test_a_batch_of_unknown_durations_returns_its_results_every_batch_max_second
     assert 2 <= marker["slices"] <= 4 and marker["executed"] == 4
     assert len({r["batch_started_at"] for r in records}) == marker["slices"]
 
+
+# Two levels drawn alike from 100..1000: never decided, never futile; each run 1 s.
+BUDGETED = """\
+name: budgeted
+inventory: config/inventory/test.yml
+factors:
+  side: [a, b]
+workload:
+  role: workload_command
+  vars:
+    argv: [sh, -c, "sleep 1; echo value=$(shuf -i 100-1000 -n 1)", "{{ side }}"]
+  metrics:
+    speed: {regex: 'value=(?P<value>[0-9]+)', unit: ops/s, better: higher}
+replicates: {min: 3, max: 20, until: decided, budget: 50s}
+warmup: 0
+report:
+  compare: {factor: side, baseline: a}
+"""
+
+
+def test_an_until_decided_budget_is_wall_time(project):
+    """``budget: 8m`` took 11:10: a round of short runs looked free while its pass (plan,
+    batch, collect, the report) took most of the time. The campaign now ends within its
+    budget plus one run's time, stopped by the budget."""
+    use_fake_port(project)
+    spec = project.write_spec("budgeted", BUDGETED)
+    res = project.bmx("run", str(spec), timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    m = re.search(r"^bmx: done in (\d+):(\d\d):(\d\d)", res.stdout, re.M)
+    assert m, res.stdout
+    took = int(m.group(1)) * 3600 + int(m.group(2)) * 60 + int(m.group(3))
+    assert took <= 50 + 1, res.stdout
+    assert "replicates until decided: stopped" in res.stdout and "budget" in res.stdout, res.stdout
+    meta = json.loads((project.exp("budgeted") / "campaign.json").read_text())
+    assert meta.get("until_decided_stop") == "budget", meta

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_campaign_overhead import _campaign, _pass
+from test_campaign_overhead import T0, _campaign, _pass
 
 from benchmatrix.plan.design import make_plan
 from benchmatrix.plan.measured_costs import OrchestrationCosts, orchestration_costs
@@ -113,3 +113,21 @@ def test_bmx_plan_shows_the_until_decided_wall_time(in_project, capsys):
     assert main(["plan", spec]) == 0
     out = capsys.readouterr().out
     assert "; wall time " in out, out
+
+
+def test_a_round_costs_besides_its_runs_what_this_campaigns_passes_and_looks_took(tmp_path):
+    """The budget's figure for a round beyond its runs: the slowest pass less its slowest
+    host's runs (plan, batches, restoring, collect, the report), plus twice the longest
+    look (judging before the round and after it), from this bmx run's own passes, with
+    a margin for a machine whose load grows."""
+    from benchmatrix.plan.wall_time import round_overhead
+
+    exp = tmp_path / "exp"
+    # Pass 1 took 20 s around 10 s of runs, pass 2 20 s around 6 s; the look between
+    # them 4 s, the current one 3 s so far.
+    _campaign(exp, [_pass(0, 20), _pass(24, 44)], {"h1": [(5, 10), (10, 15), (30, 33), (33, 36)]})
+    t0 = T0.timestamp()
+    assert round_overhead(exp, since=t0 - 1, now=t0 + 47) == pytest.approx(1.25 * (14 + 2 * 4))
+    # Passes of an earlier bmx run (a resumed campaign) are not this one's looks.
+    assert round_overhead(exp, since=t0 + 22, now=t0 + 47) == pytest.approx(1.25 * (14 + 2 * 3))
+    assert round_overhead(tmp_path / "none", since=t0, now=t0 + 5) == 0.0
