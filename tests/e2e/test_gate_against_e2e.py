@@ -20,33 +20,24 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-SPEC = """\
-name: gate
-description: A latency whose level a file outside the spec sets (22 % up in campaign B)
-hosts: localhost
-inventory: config/inventory/test.yml
-factors:
-  size: [1]
-workload:
-  role: workload_command
-  vars:
-    argv:
-      - python3
-      - -c
-      - >-
-        import pathlib, random; c = pathlib.Path('{counter}'); k = int(c.read_text()) if c.exists() else 0;
-        c.write_text(str(k + 1)); f = float(pathlib.Path('{factor}').read_text());
-        print('lat=%.4f' % (100 * {{{{ size }}}} * f * random.Random(k).lognormvariate(0, 0.1)))
-  metrics:
-    lat: {{regex: 'lat=(?P<value>[0-9.]+)', unit: ms, better: lower}}
-  timeout: 60
-replicates: 8
-warmup: 0
-order: {{strategy: random, seed: 3}}
-report:
-  metrics: [lat]
-  campaign_sd: 1%
-"""
+
+def _gate_spec() -> str:
+    """test_verdicts_e2e's experiment (its level from a file, its noise seeded by a counter),
+    renamed, one cell of 8 runs at CV 10 %, campaigns said to move by 1 %."""
+    from test_verdicts_e2e import SPEC as VERDICTS
+
+    edits = {"name: verdicts\n": "name: gate\n", "(x3 in the slow campaign)": "(22 % up in campaign b)",
+             "size: [1, 2, 3, 4]": "size: [1]",
+             "lognormvariate(0, 0.2)": "lognormvariate(0, 0.1)", "replicates: 3\n": "replicates: 8\n",
+             "  metrics: [lat]\n": "  metrics: [lat]\n  campaign_sd: 1%\n"}
+    text = VERDICTS
+    for old, new in edits.items():
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    return text
+
+
+SPEC = _gate_spec()
 
 
 @pytest.fixture(scope="module")
