@@ -182,6 +182,19 @@ class Step:
     note: str = ""
 
 
+def _history(values: Sequence[float], alpha: float) -> tuple[np.ndarray, str]:
+    """One history as a flat array, and why it is too short to test ("" when it is not).
+
+    Raises:
+        BenchmatrixError: alpha outside (0, 1).
+    """
+    if not 0 < alpha < 1:
+        raise BenchmatrixError(f"alpha must lie between 0 and 1, got {alpha}")
+    x = np.asarray(values, dtype="float64").ravel()
+    short = f"{len(x)} campaign(s): a step test needs at least {MIN_CAMPAIGNS}" if len(x) < MIN_CAMPAIGNS else ""
+    return x, short
+
+
 def detect_step(means: Sequence[float], alpha: float = 0.05) -> Step:
     """Test one cell's history of campaign means for a single step.
 
@@ -196,14 +209,11 @@ def detect_step(means: Sequence[float], alpha: float = 0.05) -> Step:
     Raises:
         BenchmatrixError: alpha out of range, or a mean that is not finite.
     """
-    if not 0 < alpha < 1:
-        raise BenchmatrixError(f"alpha must lie between 0 and 1, got {alpha}")
-    x = np.asarray(means, dtype="float64").ravel()
+    x, short = _history(means, alpha)
     k_all = len(x)
     nan = float("nan")
-    if k_all < MIN_CAMPAIGNS:
-        return Step(False, None, 1.0, nan, nan, nan, nan, nan, nan, nan, nan, nan, k_all,
-                    note=f"{k_all} campaign(s): a step test needs at least {MIN_CAMPAIGNS}")
+    if short:
+        return Step(False, None, 1.0, nan, nan, nan, nan, nan, nan, nan, nan, nan, k_all, note=short)
     detected, index, p = detect_steps(x[None, :], alpha)
     k = int(index[0])
     before, after = x[:k], x[k:]
@@ -416,14 +426,12 @@ def detect_change(levels: Sequence[float], se2: Sequence[float] | None, prior_va
     Raises:
         BenchmatrixError: alpha out of range, a level that is not finite.
     """
-    if not 0 < alpha < 1:
-        raise BenchmatrixError(f"alpha must lie between 0 and 1, got {alpha}")
-    x = np.asarray(levels, dtype="float64").ravel()
+    x, short = _history(levels, alpha)
     k_all = len(x)
-    nan = float("nan")
-    if k_all < MIN_CAMPAIGNS:
+    if short:
+        nan = float("nan")
         return Change(False, "", 1.0, 1.0, 1.0, None, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, k_all,
-                      note=f"{k_all} campaign(s): a step test needs at least {MIN_CAMPAIGNS}")
+                      note=short)
     r = detect_changes(x[None, :], None if se2 is None else np.asarray(se2, dtype="float64")[None, :],
                        prior_var, prior_dof)
     p_step, p_slide, df = float(r["p_step"][0]), float(r["p_slide"][0]), float(r["df"][0])

@@ -25,32 +25,18 @@ from benchmatrix.campaigns.store import list_campaigns
 
 pytestmark = pytest.mark.slow
 
-SPEC = """\
-name: across
-description: A latency whose level a file outside the spec sets
-hosts: localhost
-inventory: config/inventory/test.yml
-factors:
-  size: [1, 2]
-workload:
-  role: workload_command
-  vars:
-    argv:
-      - python3
-      - -c
-      - >-
-        import pathlib, random; c = pathlib.Path('{counter}'); k = int(c.read_text()) if c.exists() else 0;
-        c.write_text(str(k + 1)); f = float(pathlib.Path('{factor}').read_text());
-        print('lat=%.4f' % (100 * {{{{ size }}}} * f * random.Random(k).lognormvariate(0, 0.03)))
-  metrics:
-    lat: {{regex: 'lat=(?P<value>[0-9.]+)', unit: ms, better: lower}}
-  timeout: 60
-replicates: 3
-warmup: 0
-order: {{strategy: random, seed: 5}}
-report:
-  metrics: [lat]
-"""
+
+def _spec() -> str:
+    """test_verdicts_e2e's spec (its workload and counter), renamed, 2 cells, CV 3 %."""
+    from test_verdicts_e2e import SPEC as VERDICTS
+
+    text = VERDICTS
+    for old, new in (("name: verdicts", "name: across"), ("size: [1, 2, 3, 4]", "size: [1, 2]"),
+                     ("lognormvariate(0, 0.2)", "lognormvariate(0, 0.03)"), ("seed: 3", "seed: 5")):
+        assert old in text, old
+        text = text.replace(old, new)
+    return text
+
 
 #: CPU hogs that make the host busy for one campaign: enough runnable processes to
 #: lift the load average well past twice any other campaign's within seconds, each at
@@ -74,7 +60,7 @@ def across(tmp_path_factory):
 
     project = use_fake_port(copy_project(tmp_path_factory.mktemp("across")))
     factor = project.root / "factor"
-    spec = project.write_spec("across", SPEC.format(factor=factor, counter=project.root / "counter"))
+    spec = project.write_spec("across", _spec().format(factor=factor, counter=project.root / "counter"))
     for label, level in (("old1", "1"), ("new1", "2"), ("a", "2")):
         factor.write_text(level)
         _run(project, spec, label)

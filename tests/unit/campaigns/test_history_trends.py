@@ -158,23 +158,3 @@ def test_a_step_right_before_a_is_cut_from_a_short_history():
     same = [CampaignSummary(f"s{i}", f"s{i}", level=x) for i, x in enumerate([0.021, -0.015, 0.03])]
     assert select_history(a, [*same, a]).used == ("s0", "s1", "s2", "k2")
 
-
-def test_after_a_2x_step_in_a_short_history_a_30_percent_change_is_worse_and_aa_exits_0():
-    from test_history_calibration import campaign, judged
-
-    # Two campaigns at twice the latency, one and A at the present level (CV 5 %, n = 4,
-    # 4 cells, campaigns moving by 1 %). The targets: a later +30 % is worse in
-    # >= 90 % of cells; the A/A pair after the step exits 0 in >= 95 %.
-    rng = np.random.default_rng(65)
-    sims = scaled(8)
-    worse_cells = aa_exits = 0
-    for _ in range(sims):
-        kw = {"cells": 4, "n": 4, "cv": 0.05, "campaign_sd": 0.01}
-        earlier = [campaign(rng, factor=2.0, **kw) for _ in range(2)] + [campaign(rng, **kw)]
-        a = campaign(rng, **kw)
-        slow, _ = judged(a, campaign(rng, factor=1.3, **kw), earlier)
-        worse_cells += int((slow["verdict"] == "worse").sum())
-        same, _ = judged(a, campaign(rng, **kw), earlier)
-        aa_exits += (same["verdict"] == "worse").any()
-    assert worse_cells / (4 * sims) >= 0.9, worse_cells
-    assert aa_exits / sims <= upper(sims), aa_exits
