@@ -336,6 +336,37 @@ def judge_gate(table: pd.DataFrame, settings: Settings, family: list[str], elaps
     return Round(pd.DataFrame(rows), extend, look)
 
 
+def runs_at_max(row: dict[str, Any], threshold: float) -> int | None:
+    """About how many measured runs a cell would decide a comparison that stopped at
+    ``max`` (issue 38): the n at which its Holm-adjusted interval, shrinking as
+    1 / sqrt(n) around the same estimate, would just exclude no change (an estimate
+    beyond the threshold: ``better``/``worse``) or fit inside the threshold (one within
+    it: ``equivalent``). At that n about four in ten such comparisons decide (the
+    estimate moves; tests/unit/analyze/test_max_advice.py, docs/report.md "Calibration").
+
+    Args:
+        row: A row of :func:`judge_round`'s comparisons (``n``, ``rel_diff_pct``,
+            ``ci_low_adj_pct``, ``ci_high_adj_pct``).
+        threshold: The metric's practical threshold (a fraction).
+
+    Returns:
+        Runs a cell, or None when the row cannot tell (an unbounded interval end).
+    """
+    try:
+        n, rel, lo, hi = (float(row[k]) for k in ("n", "rel_diff_pct", "ci_low_adj_pct", "ci_high_adj_pct"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not all(map(math.isfinite, (n, rel, lo, hi))) or min(lo, rel) <= -100 or n < 1:
+        return None
+    est = abs(math.log1p(rel / 100.0))
+    half = (math.log1p(hi / 100.0) - math.log1p(lo / 100.0)) / 2
+    limit = math.log1p(threshold)
+    distance = est if est > limit else limit - est
+    if distance <= 0 or half <= 0:
+        return None
+    return math.ceil(n * (half / distance) ** 2)
+
+
 def _futile(rec: dict[str, Any], detect: float) -> bool:
     """True when the comparison's 90 % interval rules out a change as large as ``detect``
     (positive metrics: the interval of a ratio; the others are never stopped so)."""
