@@ -36,7 +36,7 @@ import pandas as pd
 
 from benchmatrix import layout
 from benchmatrix.analyze import comparisons as analysis
-from benchmatrix.analyze.explain import decided_positions, finding_lists, finding_runs
+from benchmatrix.analyze.explain import SHOWN, decided_positions, finding_lists, finding_runs
 from benchmatrix.analyze.stats import (
     bool_column,
     effective_runs,
@@ -862,6 +862,9 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
         # The counters that moved with each finding, as collect computed them (moved_with.csv).
         "moved_with": tables.moved_with,
         "explained": _explained(comparisons, findings, tables.moved_with, runs, units, with_plots),
+        # Under each finding's sentence: its first counters in words, as the terminal prints them.
+        "moved_lines": [", ".join(m["text"] for m in moved[:SHOWN])
+                        for moved in finding_lists(comparisons.table, tables.moved_with)][:FINDING_SENTENCES],
         "numbers": cell_numbers(metric_tables, labels, spec.declared_metrics, spec.report.primary),
         "comparisons": _comparison_context(comparisons),
         "warnings": [w for w in warnings_ if w["severity"] == "warning"],

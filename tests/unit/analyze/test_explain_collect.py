@@ -148,3 +148,16 @@ def test_a_report_without_counters_has_no_moved_with_section(collected):
     assert context["explained"] == []
     assert "What moved with each finding" not in _environment().get_template("report.md.j2").render(context)
     assert 'id="moved-with"' not in _environment().get_template("report.html.j2").render(context)
+
+
+def test_the_report_s_findings_name_what_moved_with_each(rendered):
+    # The summary of findings: under each sentence, the first three counters in words, as
+    # the terminal prints them.
+    md = (rendered / layout.REPORT_MD).read_text()
+    summary = md.split("## Summary of findings")[1].split("\n## ")[0]
+    lines = summary.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("- ") and "read_bw_kib" in ln)
+    assert lines[at + 1].strip().startswith("moved with it: disk_loop0_read_mib_s "), lines[at:at + 2]
+    html = (rendered / layout.REPORT_HTML).read_text()
+    findings = html.split('<section id="findings">')[1].split("</section>")[0]
+    assert 'class="moved">moved with it: disk_loop0_read_mib_s ' in findings
