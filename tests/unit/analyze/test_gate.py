@@ -97,10 +97,10 @@ def test_a_change_of_twice_the_threshold_is_found_by_the_gate_far_more_often_tha
     # are in docs/report.md ("Calibration", "The CI gate").
     sims = scaled(30)
     got = rates(11, sims, 1.0 + 2 * THRESHOLD)
-    # The gate's rate is 72 % (docs/report.md), 5 fixed runs on each side find it 22 % of
-    # the time: a gate at 70 % passes this bound in 999 suites of 1000, one no better
-    # than the fixed design, or than half the gate's rate, fails it.
-    assert got["gate"] >= sps.binom.ppf(0.001, sims, 0.70) / sims, got
+    # The gate's rate is 70 % (docs/report.md), 5 fixed runs on each side find it 21 % of
+    # the time: a gate at 65 % passes this bound in 999 suites of 1000, one no better
+    # than the fixed design fails it in about 24 suites of 25.
+    assert got["gate"] >= sps.binom.ppf(0.001, sims, 0.65) / sims, got
     assert got["fixed5"] < got["gate"] and got["runs"] <= GATE.max, got
 
 
