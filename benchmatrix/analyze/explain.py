@@ -231,7 +231,9 @@ def explain_comparison(runs: pd.DataFrame, row: dict[str, Any], *, factor: str, 
     table = table[moved].copy()
     if not len(table):
         return pd.DataFrame(columns=out_cols)
-    table["correlation"] = [corr[c] for c in table["metric"]]
+    # A counter with one value per cell varies run by run only in its last bits: no correlation.
+    table["correlation"] = np.where(table["_constant"].to_numpy(dtype=bool), np.nan,
+                                    [corr[c] for c in table["metric"]])
     with np.errstate(divide="ignore", invalid="ignore"):
         effect = np.abs(np.log1p(table["rel_diff_pct"].to_numpy(dtype="float64") / 100.0))
     effect = np.where(np.isfinite(effect), effect, np.abs(table["rel_diff_pct"].to_numpy(dtype="float64")) / 100.0)
