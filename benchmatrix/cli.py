@@ -590,6 +590,7 @@ def _check_costs(spec: Spec, proj: Path, exp: Path, cfg: ProjectConfig) -> tuple
     from benchmatrix.execute.hosts import resolve_hosts
     from benchmatrix.plan.design import make_plan, per_run_estimate, plan_costs, run_estimates
     from benchmatrix.plan.measured_costs import orchestration_costs
+    from benchmatrix.plan.wall_time import WallModel
 
     per_run, source = per_run_estimate(spec, exp / layout.RUNS)
     runs = make_plan(spec, resolve_hosts(spec.inventory_path(proj), spec.hosts),
@@ -598,7 +599,24 @@ def _check_costs(spec: Spec, proj: Path, exp: Path, cfg: ProjectConfig) -> tuple
     costs = plan_costs(spec, runs, per_run, orch.batch_s, orch.class_seconds, orch.campaign_s)
     return {**costs, "batch_overhead_s": orch.batch_s, "batch_overhead_source": orch.batch_source,
             "campaign_overhead_source": orch.campaign_source,
+            "until_decided_max_s": _until_decided_max_s(spec, exp, runs, WallModel(run_estimates(spec, exp),
+                                                                                  per_run, orch), cfg),
             "orchestration_text": _orchestration_text(orch)}, source
+
+
+def _until_decided_max_s(spec: Spec, exp: Path, runs: list[Any], model: Any, cfg: ProjectConfig) -> float | None:
+    """Wall seconds of an until-decided campaign whose every comparison goes to max
+    (:func:`benchmatrix.plan.wall_time.adaptive_seconds`); None for a fixed design or
+    without a per-run estimate."""
+    from benchmatrix.analyze.adaptive import settings_of
+    from benchmatrix.plan.wall_time import adaptive_seconds
+    from benchmatrix.results.campaign import read_meta
+
+    settings = settings_of(spec, read_meta(exp))
+    if settings is None:
+        return None
+    walls = adaptive_seconds(spec, runs, settings.schedule, model, cfg.batch_max_runs, cfg.batch_max_seconds)
+    return walls[-1] if walls else None
 
 
 def _check_json(spec: Spec, proj: Path, exp: Path, cfg: ProjectConfig, checks: list[Any]) -> int:
@@ -614,7 +632,8 @@ def _check_json(spec: Spec, proj: Path, exp: Path, cfg: ProjectConfig, checks: l
                                    "batch_overhead_s": costs["batch_overhead_s"],
                                    "batch_overhead_source": costs["batch_overhead_source"],
                                    "campaign_overhead_s": costs["campaign_overhead_s"],
-                                   "campaign_overhead_source": costs["campaign_overhead_source"]}},
+                                   "campaign_overhead_source": costs["campaign_overhead_source"],
+                                   "until_decided_max_s": costs["until_decided_max_s"]}},
                      indent=2, default=str))
     return 1 if blockers else 0
 
@@ -639,6 +658,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     costs, source = _check_costs(spec, proj, exp, cfg)
     when = fmt_hms(costs["campaign_s"]) if costs["campaign_s"] is not None else "unknown (no per-run estimate)"
+    if costs["until_decided_max_s"] is not None:
+        when += f" (until decided: up to {fmt_hms(costs['until_decided_max_s'])} if every comparison goes to max)"
     print(printable(f"estimated campaign time: {when}: {costs['runs']} runs, {costs['batches']} batches "
                     f"(per run: {source}; {costs['orchestration_text']})"))
     for line in blockers:

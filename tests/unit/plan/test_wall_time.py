@@ -131,3 +131,18 @@ def test_a_round_costs_besides_its_runs_what_this_campaigns_passes_and_looks_too
     # Passes of an earlier bmx run (a resumed campaign) are not this one's looks.
     assert round_overhead(exp, since=t0 + 22, now=t0 + 47) == pytest.approx(1.25 * (14 + 2 * 3))
     assert round_overhead(tmp_path / "none", since=t0, now=t0 + 5) == 0.0
+
+
+def test_bmx_check_estimates_an_until_decided_campaign_up_to_max_in_wall_time(in_project):
+    """bmx check priced the first round alone; an until-decided spec may take every look."""
+    from benchmatrix.cli import _check_costs
+    from benchmatrix.layout import exp_dir_of
+    from benchmatrix.spec.config import project_config
+
+    spec = load_spec(in_project.root / "config" / "experiments" / "until_decided.yaml")
+    cfg = project_config(in_project.root)
+    costs, _ = _check_costs(spec, in_project.root, exp_dir_of(in_project.root, spec), cfg)
+    assert costs["until_decided_max_s"] > 3 * costs["campaign_s"], costs   # 4 looks, each a pass
+    plain = load_spec(in_project.root / "config" / "experiments" / "quickstart.yaml")
+    assert _check_costs(plain, in_project.root, exp_dir_of(in_project.root, plain), cfg)[0][
+        "until_decided_max_s"] is None
