@@ -52,7 +52,6 @@ tests use.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -427,30 +426,62 @@ def detect_change(levels: Sequence[float], se2: Sequence[float] | None, prior_va
         BenchmatrixError: alpha out of range, a level that is not finite.
     """
     x, short = _history(levels, alpha)
-    k_all = len(x)
     if short:
         nan = float("nan")
-        return Change(False, "", 1.0, 1.0, 1.0, None, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, k_all,
+        return Change(False, "", 1.0, 1.0, 1.0, None, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, len(x),
                       note=short)
-    r = detect_changes(x[None, :], None if se2 is None else np.asarray(se2, dtype="float64")[None, :],
-                       prior_var, prior_dof)
-    p_step, p_slide, df = float(r["p_step"][0]), float(r["p_slide"][0]), float(r["df"][0])
-    p = float(combined_p(p_step, p_slide))
-    k = int(r["index"][0])
-    slope = float(r["slope"][0])
-    half = float(t_ppf(0.5 + CONFIDENCE / 2, df) * math.sqrt(r["slope_se2"][0]))
-    common = {"detected": p <= alpha, "p_value": p, "p_step": p_step, "p_slide": p_slide, "index": k, "df": df,
-              "slope": slope, "slope_low": slope - half, "slope_high": slope + half, "campaigns": k_all}
-    if p_slide < p_step:
-        c = np.arange(k_all, dtype="float64") - (k_all - 1) / 2
-        sxx = float((c * c).sum())
-        var = float(r["slope_se2"][0]) * sxx
-        ends = float(c[0])  # the first campaign's centred place; the last one's is -ends
-        return Change(kind="slide", before=float(x.mean()) + slope * ends, after=float(x.mean()) - slope * ends,
-                      var_before=var * (1 / k_all + ends * ends / sxx), var_after=var * (1 / k_all + ends * ends / sxx),
-                      cov=var * (1 / k_all - ends * ends / sxx), variance=var, **common)
-    before, after = x[:k], x[k:]
-    within = ((before - before.mean()) ** 2).sum() + ((after - after.mean()) ** 2).sum()
-    var = float((r["prior_ss"][0] + within) / df)
-    return Change(kind="step", before=float(before.mean()), after=float(after.mean()), var_before=var / k,
-                  var_after=var / (k_all - k), cov=0.0, variance=var, **common)
+    return detect_change_many(x[None, :], None if se2 is None else np.asarray(se2, dtype="float64")[None, :],
+                              prior_var, prior_dof, alpha)[0]
+
+
+def detect_change_many(levels: np.ndarray, se2: np.ndarray | None, prior_var: np.ndarray | float,
+                       prior_dof: float, alpha: float = 0.05) -> list[Change]:
+    """:func:`detect_change` on many histories of the same length at once (a history
+    page's series: one pass instead of one per series).
+
+    Args:
+        levels: Shape ``(S, K)``, K >= :data:`MIN_CAMPAIGNS`.
+        se2: Shape ``(S, K)`` or None.
+        prior_var: Per history, or one for all.
+        prior_dof: ν0.
+        alpha: False-alarm rate per history.
+
+    Returns:
+        One :class:`Change` per history.
+    """
+    x = np.atleast_2d(np.asarray(levels, dtype="float64"))
+    s, k_all = x.shape
+    r = detect_changes(x, se2, prior_var, prior_dof)
+    p = combined_p(r["p_step"], r["p_slide"])
+    half = t_ppf(0.5 + CONFIDENCE / 2, r["df"]) * np.sqrt(r["slope_se2"])
+    # The slide: the trend line at the first and the last campaign (the last one's
+    # centred place is minus the first one's), their variances and covariance.
+    c = np.arange(k_all, dtype="float64") - (k_all - 1) / 2
+    sxx, ends = float((c * c).sum()), float(c[0])
+    mean = x.mean(axis=1)
+    slide_var = r["slope_se2"] * sxx
+    # The step: the segments' means at the split found, with the pooled variance.
+    k = r["index"]
+    xc = x - mean[:, None]
+    left = np.cumsum(xc, axis=1)[np.arange(s), k - 1]
+    m1, m2 = left / k, -left / (k_all - k)
+    within = np.maximum((xc * xc).sum(axis=1) - k * m1 * m1 - (k_all - k) * m2 * m2, 0.0)
+    step_var = (r["prior_ss"] + within) / r["df"]
+    out = []
+    for i in range(s):
+        common = {"detected": bool(p[i] <= alpha), "p_value": float(p[i]), "p_step": float(r["p_step"][i]),
+                  "p_slide": float(r["p_slide"][i]), "index": int(k[i]), "df": float(r["df"][i]),
+                  "slope": float(r["slope"][i]), "slope_low": float(r["slope"][i] - half[i]),
+                  "slope_high": float(r["slope"][i] + half[i]), "campaigns": k_all}
+        if r["p_slide"][i] < r["p_step"][i]:
+            var, b = float(slide_var[i]), float(r["slope"][i]) * ends
+            end_var = var * (1 / k_all + ends * ends / sxx)
+            out.append(Change(kind="slide", before=float(mean[i] + b), after=float(mean[i] - b), var_before=end_var,
+                              var_after=end_var, cov=var * (1 / k_all - ends * ends / sxx), variance=var, **common))
+        else:
+            var = float(step_var[i])
+            split = int(k[i])
+            out.append(Change(kind="step", before=float(mean[i] + m1[i]), after=float(mean[i] + m2[i]),
+                              var_before=var / split, var_after=var / (k_all - split), cov=0.0, variance=var,
+                              **common))
+    return out

@@ -44,7 +44,7 @@ import pandas as pd
 
 from benchmatrix import layout
 from benchmatrix.analyze.campaign_model import PRIOR_DOF
-from benchmatrix.analyze.changepoint import MIN_CAMPAIGNS, Change, detect_change
+from benchmatrix.analyze.changepoint import MIN_CAMPAIGNS, Change, detect_change_many
 from benchmatrix.analyze.scale import LINEAR, LOG, declared_positive
 from benchmatrix.analyze.stats import metric_direction
 from benchmatrix.analyze.verdict import CHANGED, ROUNDING, judge
@@ -421,10 +421,16 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA, threshold: fl
         level = np.nanmean(np.where(finite, np.abs(x), np.nan), axis=1)
     s0 = np.array([settings.campaign_sd_for(m) for m in metric_of], dtype="float64")
     prior_var = np.where(positive, s0 * s0, (s0 * level) ** 2)
-    # Every tested series' step and slide (p-values, split, size) over the campaigns it has.
-    steps_at: list[Change | None] = [
-        detect_change(y[row][finite[row]], se2[row][finite[row]], float(prior_var[row]), PRIOR_DOF, alpha)
-        if testable[row] else None for row in range(len(x))]
+    # Every tested series' step and slide (p-values, split, size) over the campaigns it
+    # has: one pass per number of campaigns, not one per series.
+    steps_at: list[Change | None] = [None] * len(x)
+    for k_all in np.unique(count[testable]):
+        rows = np.flatnonzero(testable & (count == k_all))
+        pick = finite[rows]
+        found = detect_change_many(y[rows][pick].reshape(len(rows), -1), se2[rows][pick].reshape(len(rows), -1),
+                                   prior_var[rows], PRIOR_DOF, alpha)
+        for row, change in zip(rows, found):
+            steps_at[row] = change
     p_value = np.array([s.p_value if s else np.nan for s in steps_at], dtype="float64")
     # The engine: Holm across the page's series, intervals, verdicts in the metric's direction.
     judged = pd.DataFrame({
