@@ -34,28 +34,16 @@ order: {{strategy: {strategy}, seed: 5, batch_live_knobs: true}}
 """
 
 
-#: The read-ahead scan (config/experiments/readahead_scan.yaml, small): one cold
-#: sequential pass in 8 KiB reads over a file laid out beforehand, caches dropped before
-#: each run, the disk counters sampled, read-ahead off against 512 KiB.
-SCAN = """\
-name: live_ra
-inventory: config/inventory/test.yml
-factors:
-  read_ahead_kb: [0, 512]
-knobs:
-  read_ahead_kb: {{role: knob_read_ahead, cost: none, vars: {{knob_read_ahead_path: "{mnt}/data"}}}}
-workload:
-  role: workload_fio
-  vars: {{filename: "{mnt}/scan.dat", rw: read, bs: 8k, ioengine: psync, size: {size_mb}m, direct: 0}}
-  timeout: 60
+#: What makes the live read-ahead campaign the read-ahead scan (config/experiments/
+#: readahead_scan.yaml, small): with fio's pass over SCAN_MB MiB in 8 KiB reads of a file
+#: laid out beforehand, caches dropped before each run, the disk counters sampled,
+#: read-ahead off against 512 KiB compared.
+SCAN_TAIL = """\
 before_run: [drop_caches]
 collect: [disk]
-replicates: 3
-warmup: 0
-order: {{strategy: random, seed: 5, batch_live_knobs: true}}
 report:
   metrics: [read_bw_kib, read_runtime_ms]
-  compare: {{factor: read_ahead_kb, baseline: 0}}
+  compare: {factor: read_ahead_kb, baseline: 0}
 """
 SCAN_MB = 4
 
@@ -80,7 +68,15 @@ def test_random_order_sets_live_knobs_between_runs_in_one_batch(project, fs_loop
     # 4 KiB request costs a round trip to the disk below, not a copy from the page cache
     # (whose cost a loaded test machine swamps).
     subprocess.run(["losetup", "--direct-io=on", fs_loop.device], check=True, capture_output=True)
-    spec = project.write_spec("live_ra", SCAN.format(mnt=fs_loop.mountpoint, size_mb=SCAN_MB))
+    text = SPEC.format(name="live_ra", factor="read_ahead_kb", levels="[0, 512]", role="knob_read_ahead",
+                       vars=f'knob_read_ahead_path: "{fs_loop.mountpoint}/data"', mnt=fs_loop.mountpoint,
+                       replicates=3, strategy="random")
+    timed = (f'  vars: {{filename: "{fs_loop.mountpoint}/fio.dat", rw: read, bs: 64k, ioengine: psync, size: 1m, '
+             'runtime: 100ms, time_based: 1}\n')
+    assert timed in text
+    scan = (f'  vars: {{filename: "{fs_loop.mountpoint}/scan.dat", rw: read, bs: 8k, ioengine: psync, '
+            f'size: {SCAN_MB}m, direct: 0}}\n')
+    spec = project.write_spec("live_ra", text.replace(timed, scan) + SCAN_TAIL)
     res = project.bmx("run", str(spec), "--cores", "1")
     assert res.returncode == 0, res.stdout + res.stderr
     exp = project.exp("live_ra")
