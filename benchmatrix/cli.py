@@ -816,10 +816,12 @@ def cmd_time(args: argparse.Namespace) -> int:
     if path.exists() and path.read_text(errors="replace") != text:
         raise BenchmatrixError(f"{shown}: exists and is not the spec this bmx time writes; run it with "
                                f"'bmx run {shown}', or give --spec PATH (or --name) for a new one")
-    if not path.exists():
+    if path.exists():
+        print(f"bmx: spec {shown} (written by an earlier bmx time; each call measures a new campaign)", flush=True)
+    else:
         atomic_write(path, text)
-    print(f"bmx: wrote {shown} (an ordinary spec: keep it, extend it, run it again with 'bmx run {shown}')",
-          flush=True)
+        print(f"bmx: wrote {shown} (an ordinary spec: keep it, extend it, run it again with 'bmx run {shown}')",
+              flush=True)
     run = ["run", str(path)]
     label = args.campaign or _time_label(proj, path)
     if label:

@@ -3,18 +3,20 @@ and extend, loaded by the package's own loader; the commands reach the host as d
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.spec.load import load_spec
-from benchmatrix.spec.time_spec import time_spec_name, time_spec_text
+from benchmatrix.spec.time_spec import TimeOptions, time_spec_name, time_spec_text
 from benchmatrix.workloads import WORKLOADS, metric_names
 from benchmatrix.workloads.command.argv import workload_command_argv
 
 
 def written(tmp_path, commands, **options):
     path = tmp_path / "t.yaml"
-    path.write_text(time_spec_text(commands, **options))
+    path.write_text(time_spec_text(commands, TimeOptions(**options)))
     return load_spec(path, metric_names=metric_names)
 
 
@@ -46,10 +48,10 @@ def test_one_command_is_timed_without_a_comparison(tmp_path):
 
 
 def test_the_name_follows_the_commands_and_options_and_is_a_valid_experiment_name():
-    a = time_spec_name(["sleep 0.05", "sleep 0.2"], replicates=3, warmup=0)
-    assert a == time_spec_name(["sleep 0.05", "sleep 0.2"], replicates=3, warmup=0)
-    assert a != time_spec_name(["sleep 0.05", "sleep 0.2"], replicates=5, warmup=0)
-    assert a != time_spec_name(["sleep 0.2", "sleep 0.05"], replicates=3, warmup=0)
+    a = time_spec_name(["sleep 0.05", "sleep 0.2"], TimeOptions(replicates=3, warmup=0))
+    assert a == time_spec_name(["sleep 0.05", "sleep 0.2"], TimeOptions(replicates=3, warmup=0))
+    assert a != time_spec_name(["sleep 0.05", "sleep 0.2"], TimeOptions(replicates=5, warmup=0))
+    assert a != time_spec_name(["sleep 0.2", "sleep 0.05"], TimeOptions(replicates=3, warmup=0))
     assert a.startswith("time_")
 
 
@@ -62,3 +64,21 @@ def test_the_name_follows_the_commands_and_options_and_is_a_valid_experiment_nam
 def test_bad_commands_are_refused_in_one_line(commands, message):
     with pytest.raises(BenchmatrixError, match=message):
         time_spec_text(commands)
+
+
+def test_bmx_time_says_whether_it_wrote_the_spec_or_found_it(in_project, capsys):
+    from benchmatrix.cli import main
+
+    # A missing inventory stops the run before anything runs: only the spec's part is exercised.
+    call = ["time", "true", "--inventory", "config/inventory/missing.yml"]
+    assert main(call) == 2
+    first = capsys.readouterr()
+    written = re.search(r"^bmx: wrote (config/experiments/time_[0-9a-f]{8}\.yaml) ", first.out, re.MULTILINE)
+    assert written, first.out
+    text = (in_project.root / written.group(1)).read_text()
+    assert "inventory file not found" in first.err
+    assert main(call) == 2
+    second = capsys.readouterr()
+    assert second.out.splitlines()[0] == (f"bmx: spec {written.group(1)} (written by an earlier bmx time; each call "
+                                          "measures a new campaign)")
+    assert (in_project.root / written.group(1)).read_text() == text
