@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+from dataclasses import dataclass
 
 from benchmatrix.errors import BenchmatrixError
 
@@ -63,42 +64,57 @@ def _check(commands: list[str]) -> None:
         seen.add(command)
 
 
-def time_spec_name(commands: list[str], replicates: int = 10, warmup: int = 1, timeout: int = 600) -> str:
+@dataclass(frozen=True)
+class TimeOptions:
+    """The options of ``bmx time`` that shape its spec.
+
+    Attributes:
+        replicates: Measured runs per command (``-n``).
+        warmup: Unmeasured runs per command before them.
+        timeout: Seconds a run may take.
+        inventory: The inventory whose ``localhost`` runs the commands.
+    """
+
+    replicates: int = 10
+    warmup: int = 1
+    timeout: int = 600
+    inventory: str = "config/inventory/local.yml"
+
+
+def time_spec_name(commands: list[str], options: TimeOptions = TimeOptions()) -> str:
     """The experiment name of these commands and options: ``time_`` and 8 hex digits of their digest,
     so the same call finds its earlier campaigns and another call gets an experiment of its own."""
-    text = json.dumps([list(commands), replicates, warmup, timeout])
+    text = json.dumps([list(commands), options.replicates, options.warmup, options.timeout])
     return "time_" + hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-def time_spec_text(commands: list[str], replicates: int = 10, warmup: int = 1, timeout: int = 600,
-                   name: str | None = None, path: str = "SPEC", inventory: str = "config/inventory/local.yml") -> str:
+def time_spec_text(commands: list[str], options: TimeOptions = TimeOptions(), name: str | None = None,
+                   path: str = "SPEC") -> str:
     """The spec's text for ``bmx time COMMAND... -n REPLICATES --warmup WARMUP``.
 
     Args:
         commands: The command lines, the first the baseline of the comparison.
-        replicates: Measured runs per command.
-        warmup: Unmeasured runs per command before them.
-        timeout: Seconds a run may take.
+        options: Replicates, warm-ups, timeout and inventory.
         name: The experiment's name (default :func:`time_spec_name`).
         path: Where the spec is written (named in its header).
-        inventory: The inventory whose ``localhost`` runs the commands.
 
     Raises:
         BenchmatrixError: no command, an empty one, one that cannot be split into
             arguments or has an unprintable character, or one given twice.
     """
     _check(commands)
-    name = name or time_spec_name(commands, replicates, warmup, timeout)
+    name = name or time_spec_name(commands, options)
     # JSON strings are YAML double-quoted scalars: any quote or backslash in a command stays as it is.
     levels = ", ".join(json.dumps(c, ensure_ascii=False) for c in commands)
     compare = ""
     if len(commands) > 1:
         compare = (f"  compare: {{factor: command, baseline: {json.dumps(commands[0], ensure_ascii=False)}}}"
                    "  # each command against the first\n")
-    argv = "bmx time " + " ".join(shlex.quote(c) for c in commands) + f" -n {replicates} --warmup {warmup}"
+    argv = "bmx time " + " ".join(shlex.quote(c) for c in commands) + f" -n {options.replicates} --warmup " \
+        f"{options.warmup}"
     description = json.dumps("bmx time: " + " vs ".join(commands), ensure_ascii=False)
     seed = int(hashlib.sha256(name.encode()).hexdigest()[:6], 16)
     return _TEMPLATE.format(argv=argv, path=path, name=name, description=description, levels=levels,
-                            inventory=json.dumps(inventory, ensure_ascii=False),
-                            timeout=timeout, replicates=replicates, warmup=warmup, seed=seed,
+                            inventory=json.dumps(options.inventory, ensure_ascii=False),
+                            timeout=options.timeout, replicates=options.replicates, warmup=options.warmup, seed=seed,
                             metrics=", ".join(TIME_METRICS), compare=compare)
