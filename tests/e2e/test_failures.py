@@ -24,29 +24,29 @@ from benchmatrix.files import atomic_write
 
 pytestmark = pytest.mark.slow
 
-SPEC = """\
+# The cells and the plan of both specs below; the workload goes between them.
+CELLS = """\
 name: {name}
 inventory: config/inventory/test.yml
 factors:
   target: [good, bad]
   bs: [4k, 64k]
+"""
+PLAN = """\
+replicates: {replicates}
+warmup: {warmup}
+order: {{strategy: random, seed: 5}}
+"""
+SPEC = CELLS + """\
 workload:
   role: workload_fio
   vars: {{filename: "{targets}/{{{{ target }}}}/fio.dat", rw: read, bs: "{{{{ bs }}}}", ioengine: psync,
           size: 4m, runtime: {runtime}, time_based: 1}}
   timeout: {timeout}
-replicates: {replicates}
-warmup: {warmup}
-order: {{strategy: random, seed: 5}}
-"""
-# The same cells as SPEC's, with a command that fails (exit status 1) where the
-# target is no directory and sleeps ``pause`` seconds otherwise.
-COMMAND_SPEC = """\
-name: {name}
-inventory: config/inventory/test.yml
-factors:
-  target: [good, bad]
-  bs: [4k, 64k]
+""" + PLAN
+# A command that fails (exit status 1) where the target is no directory and sleeps
+# ``pause`` seconds otherwise.
+COMMAND_SPEC = CELLS + """\
 workload:
   role: workload_command
   vars:
@@ -55,10 +55,7 @@ workload:
   metrics:
     score: {{regex: 'score = (?P<value>[0-9.]+)', unit: count, better: higher}}
   timeout: 60
-replicates: {replicates}
-warmup: {warmup}
-order: {{strategy: random, seed: 5}}
-"""
+""" + PLAN
 
 
 def write_spec(project, name, runtime="200ms", timeout=60, replicates=2, warmup=0):
