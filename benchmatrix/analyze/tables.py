@@ -92,7 +92,7 @@ def threshold_key_warnings(spec: Spec, measured: set[str]) -> list[dict[str, Any
     """A report warning for each ``report.threshold`` key that names no metric of the
     runs, where ``bmx validate`` could not check the keys: the spec names no metrics
     (``report.metrics``, declared ``metrics``) and the workload's names come from its
-    output (workload_command, a project's own role; :func:`benchmatrix.workloads.metric_names`).
+    output (a project's own role; :func:`benchmatrix.workloads.metric_names`).
     A misspelt key would leave its metric at the default threshold without a word.
 
     Args:

@@ -42,8 +42,7 @@ PARSERS: dict[str, Parser] = {role: w.parse for role, w in WORKLOADS.items()}
 def metric_names(role: str, collect: list[str]) -> MetricNames:
     """The metric names runs of ``role`` can hold with the counters of ``collect``: the
     descriptor's (:meth:`Workload.names`) and the counters'. Not complete for a role
-    whose names come from its output or the spec (workload_command, a project's own
-    role): only the spec's names can be checked then (``bmx validate`` passes this to
+    whose names come from its output (a project's own role): only the spec's names can be checked then (``bmx validate`` passes this to
     :func:`benchmatrix.spec.load.load_spec`).
     """
     workload = WORKLOADS.get(role)
