@@ -716,7 +716,9 @@ def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None,
     result.notes.append(result.basis)
     result.notes.append(_history_note(chosen, result.history_names))
     result.notes += result.busy
-    result.notes += undecided_note(table, family, alpha, a.label or a.id)
+    if not measurement:
+        # Not comparable: no run of B would decide a row, and the gate refuses such an A.
+        result.notes += undecided_note(table, family, alpha, a.label or a.id)
     changes = _changes_by_row(environment)
     table["environment"] = ["; ".join(x for x in (changes.get(("", h), ""), changes.get((c, h), "")) if x)
                             for c, h in zip(table["cell_id"], table["host"])]

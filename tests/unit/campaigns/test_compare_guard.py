@@ -104,6 +104,8 @@ def test_a_refusal_prints_and_shows_short_field_level_lines_not_json(tmp_path, m
     # The same difference in both cells is one line.
     assert "  cells c1, c2 on h1: workload.argv.4: --filename=/a → --filename=/b\n" in out, out
     assert "{" not in out and "seconds" not in out and len(out) < 1000, out
+    # More runs decide nothing between campaigns that measured otherwise: no gate advice.
+    assert "--until-decided" not in out, out
     md = (tmp_path / "out" / "compare.md").read_text()
     assert "| spec | workload.vars.filename | `/a` | `/b` |" in md and "{" not in md.split("## ")[0], md
     html = (tmp_path / "out" / "compare.html").read_text()
