@@ -40,10 +40,18 @@ def _command(run: dict[str, Any], binary: str, project_dir: str) -> dict[str, An
     return {"argv": [str(a) for a in run["vars"].get("argv") or []]}
 
 
+def _build(runs: list[dict[str, Any]], role_vars: Any) -> dict[str, Any]:
+    """The batch's commands (:attr:`Workload.build`); the host's workload_command_env is
+    merged on the host (``env_var``)."""
+    from benchmatrix.workloads.command.argv import workload_command_argv
+
+    return {"commands": workload_command_argv(runs), "files": [], "dirs": []}
+
+
 WORKLOAD = Workload(
     role="workload_command", summary="any command; metrics declared in the spec (regex or JSON path)",
     parse=parse_command, argv="benchmatrix.workloads.command.argv", install_once=True,
     seconds=_seconds, command=_command, install_var="workload_command_install",
-    version_var="workload_command_version")
+    version_var="workload_command_version", build=_build, env_var="workload_command_env")
 
 __all__ = ["PICKS", "WORKLOAD", "argv_seconds", "check_declarations", "parse_command"]
