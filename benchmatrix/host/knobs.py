@@ -2180,14 +2180,14 @@ def host_facts(path, files, host="this host"):
 #: PATH:VALUE lines of the state files). A shell script, run as ``sh -c SCRIPT bmx_probe
 #: PATH FILE...``, so that every host answers in the same words (findmnt, getconf).
 PROBE_SCRIPT = (
-    'p=$1; shift; '
+    'w=$1; p=$1; shift; '
     'echo "boot_id $(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"; '
     'echo "kernel $(uname -srvm)"; '
     'echo "cpus $(getconf _NPROCESSORS_CONF 2>/dev/null)"; '
     'echo "memory $(grep -s MemTotal /proc/meminfo)"; '
     'echo "packages $(stat -c %Y /var/lib/dpkg/status /var/lib/rpm 2>/dev/null | tr \'\\n\' \' \')"; '
     'while [ ! -e "$p" ] && [ "$p" != / ]; do p=$(dirname -- "$p"); done; '
-    'echo "workload_path $1 $(stat -c %d -- "$p" 2>/dev/null) $(findmnt -n -o SOURCE --target "$p" 2>/dev/null)"; '
+    'echo "workload_path $w $(stat -c %d -- "$p" 2>/dev/null) $(findmnt -n -o SOURCE --target "$p" 2>/dev/null)"; '
     'echo ---; '
     'grep -s -H \'\' "$@"; exit 0')
 
