@@ -7,7 +7,7 @@ Each variant is a whole tree of the project (``--before REF``: that commit, take
 runs with ``PYTHONPATH`` pointing at the variant's package. Hosts are namespace SSH hosts
 (tests/netns.py; root). Per variant, a first campaign makes every host known (its facts
 and role variables kept under ``results/.hosts``); then, in rounds whose variant order is
-shuffled, a campaign of ``--runs`` no-op runs (``true``) on one host and the same on
+shuffled, a campaign of ``--runs`` no-op runs (``echo n 1``) on one host and the same on
 ``--hosts`` hosts at once (``--hosts-parallel``). The figure is the CPU seconds of every
 process ``bmx`` starts (wait4's rusage of its whole tree: Snakemake, the jobs,
 ansible-playbook and its workers, ssh clients); the hosts' side (sshd, the runner) is
@@ -48,10 +48,9 @@ factors:
 workload:
   role: workload_command
   vars:
-    argv: ["true"]
+    argv: [echo, "n 1"]
   metrics:
-    none: {{regex: 'never (?P<value>[0-9]+)', unit: x}}
-  success: {{exit_code: 0}}
+    count: {{regex: 'n (?P<value>[0-9]+)', unit: x}}
 replicates: {runs}
 warmup: 0
 """
@@ -67,6 +66,7 @@ def tree_of(ref: str, dest: Path) -> Path:
 
 def project(tree: Path, root: Path, net: Any, tmp: Path, label: str) -> Path:
     """A project copy of ``tree`` with an inventory of the namespace hosts."""
+    root.mkdir(parents=True)
     for part in PROJECT_PARTS:
         src = tree / part
         if src.is_dir():
