@@ -7,7 +7,7 @@ Each variant is a whole tree of the project (``--before REF``: that commit, take
 runs with ``PYTHONPATH`` pointing at the variant's package. Hosts are namespace SSH hosts
 (tests/netns.py; root). Per variant, a first campaign makes every host known (its facts
 and role variables kept under ``results/.hosts``); then, in rounds whose variant order is
-shuffled, a campaign of ``--runs`` no-op runs (``echo n 1``) on one host and the same on
+shuffled, a campaign of ``--runs`` no-op runs (``/bin/echo``, row g's) on one host and the same on
 ``--hosts`` hosts at once (``--hosts-parallel``). The figure is the CPU seconds of every
 process ``bmx`` starts (wait4's rusage of its whole tree: Snakemake, the jobs,
 ansible-playbook and its workers, ssh clients); the hosts' side (sshd, the runner) is
@@ -37,23 +37,9 @@ sys.path.insert(0, str(BENCH.parent / "tests"))
 
 import netns  # noqa: E402
 from _common import PROJECT_PARTS, ROOT, median, run_measured, table, temp_dir, write_result  # noqa: E402
+from overhead import noop_workload, spec_text  # noqa: E402
 
 PY = sys.executable
-SPEC = """\
-name: {name}
-inventory: config/inventory/ssh.yml
-hosts: {hosts}
-factors:
-  word: [a]
-workload:
-  role: workload_command
-  vars:
-    argv: [echo, "n 1"]
-  metrics:
-    count: {{regex: 'n (?P<value>[0-9]+)', unit: x}}
-replicates: {runs}
-warmup: 0
-"""
 
 
 def tree_of(ref: str, dest: Path) -> Path:
@@ -80,7 +66,8 @@ def project(tree: Path, root: Path, net: Any, tmp: Path, label: str) -> Path:
 
 def campaign(net: Any, tree: Path, root: Path, tmp: Path, name: str, hosts: int, runs: int) -> dict[str, Any]:
     spec = root / "config" / "experiments" / f"{name}.yaml"
-    spec.write_text(SPEC.format(name=name, hosts="h1" if hosts == 1 else "all", runs=runs))
+    # The same no-op workload as targets.py's row g.
+    spec.write_text(spec_text(name, noop_workload(), runs, "config/inventory/ssh.yml", "h1" if hosts == 1 else "all"))
     env = {"PATH": f"{Path(PY).parent}:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(tmp),
            "PYTHONPATH": str(tree), "BMX_PROJECT_DIR": str(root),
            "ANSIBLE_SSH_CONTROL_PATH_DIR": str(tmp / "cp")}
