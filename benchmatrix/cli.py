@@ -51,6 +51,9 @@ EXAMPLES = {
     "history": "example:\n  bmx history config/experiments/quickstart.yaml\n"
                "  bmx history config/experiments/quickstart.yaml --json",
     "publish": "example:\n  bmx publish --to site/\n  bmx publish --to /srv/www/bench --results results/",
+    "time": "example:\n  bmx time 'python3 -c pass' 'python3 -S -c pass'\n"
+            "  bmx time 'sleep 0.05' 'sleep 0.2' -n 5 --warmup 0\n"
+            "  bmx time 'sh -c \"sort big.txt | uniq -c\"' --spec config/experiments/uniq.yaml",
 }
 
 
@@ -175,6 +178,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from benchmatrix.execute.planning import plan
     from benchmatrix.plan.design import per_run_estimate, plan_costs, run_estimates, visits_per_cell
     from benchmatrix.plan.measured_costs import orchestration_costs
+    from benchmatrix.plan.wall_time import WallModel
     from benchmatrix.spec.config import project_config
     from benchmatrix.spec.load import load_spec
     from benchmatrix.workloads import metric_names
@@ -222,6 +226,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "campaign_overhead_source": orch.campaign_source,
             "this_plan": chosen, "alternatives": alternatives, "replicate_planning": replicates,
             "until_decided": _until_decided_figures(spec, exp, len(hosts), per_run, detect, args.alpha)}
+    if data["until_decided"]:
+        _until_decided_wall(data["until_decided"], spec, planned, WallModel(estimates, per_run, orch), cfg)
     if args.json:
         # stdout stays pure JSON; the shortfalls are also in replicate_planning.warnings.
         for w in (replicates or {}).get("warnings", []):
@@ -274,6 +280,22 @@ def _until_decided_figures(spec: Spec, exp: Path, hosts: int, per_run: float | N
                           sd_log, detect[0] if detect is not None else None)
 
 
+def _until_decided_wall(f: dict[str, Any], spec: Spec, planned: list[Any], model: Any, cfg: Any) -> None:
+    """Make ``bmx plan``'s until-decided times wall times (in place; ``wall`` says so): each
+    look is a Snakemake pass with its batches (:func:`benchmatrix.plan.wall_time.adaptive_seconds`),
+    not only its runs, which came out about 5x short. Left as they are when a run's time is unknown."""
+    from benchmatrix.plan.wall_time import adaptive_seconds
+
+    walls = adaptive_seconds(spec, planned, f["schedule"], model, cfg.batch_max_runs, cfg.batch_max_seconds)
+    f["wall"] = walls is not None
+    if walls is None:
+        return
+    f["seconds_min"], f["seconds_max"] = walls[0], walls[-1]
+    if f.get("typical_runs_per_cell"):
+        f["expected_seconds"] = {k: walls[f["schedule"].index(n)] if n in f["schedule"] else None
+                                 for k, n in f["typical_runs_per_cell"].items()}
+
+
 def _until_decided_text(f: dict[str, Any], fixed: dict[str, Any]) -> str:
     """The adaptive design beside the fixed one, for ``bmx plan``."""
     def hms(v: float | None) -> str:
@@ -283,7 +305,8 @@ def _until_decided_text(f: dict[str, Any], fixed: dict[str, Any]) -> str:
              f"looks, verdicts at alpha / {f['looks']} = {f['level']:.4g}; stops a comparison when decided, when a "
              f"change of ±{f['detect_pct']:g} % is ruled out, at max" + (" or at the budget" if f["budget_s"] else ""),
              f"  measured runs: {f['runs_min']} (all decided after the first look) to {f['runs_max']} (every cell at "
-             f"max); time {hms(f['seconds_min'])} to {hms(f['seconds_max'])}"]
+             f"max); {'wall time' if f.get('wall') else 'time of the runs'} {hms(f['seconds_min'])} to "
+             f"{hms(f['seconds_max'])}" + (" (each look a pass of its own, with its batches)" if f.get("wall") else "")]
     typical = f.get("typical_runs_per_cell")
     if typical:
         runs, secs = f["expected_runs"], f["expected_seconds"]
@@ -402,31 +425,65 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(w, file=sys.stderr)
     exp = layout.exp_dir_of(proj, spec)
     until = None
+    if args.against is not None and not args.until_decided:
+        raise PlanError(f"--against {args.against} needs --until-decided: the gate adds runs until B's comparison "
+                        f"with A is decided (for a one-off check: bmx run {args.spec}, then bmx compare A B)")
     if args.until_decided or budget_s is not None:
         from benchmatrix.analyze.adaptive import flag_settings, settings_of
 
         if not args.until_decided and settings_of(spec) is None:
             raise PlanError("--budget needs --until-decided (or replicates: {min, max, until: decided} in the spec)")
-        if spec.report.compare is None:
+        if spec.report.compare is None and args.against is None:
             raise PlanError(f"{args.spec}: --until-decided needs report.compare: the comparisons whose verdicts "
-                            "decide when to stop")
-        until = flag_settings(spec, budget_s or 0.0)
+                            "decide when to stop (or --against A: B's cells against campaign A)")
+        until = flag_settings(spec, budget_s or 0.0, gate=args.against is not None)
+    if args.against is not None:
+        args.against = _gate_baseline(args.against, proj, exp, spec).id
     if args.json:
         return _run_json(args, spec, proj, exp, until)
     with experiment_lock(exp, "bmx run", args.spec, args.stop_orphan) as lock:
-        _begin_run(exp, spec, args.campaign, until)
+        _begin_run(exp, spec, args.campaign, until, args.against)
         return execute(args, spec, proj, exp, lock)
 
 
-def _begin_run(exp: Path, spec: Spec, label: str | None, until: Any) -> None:
-    """Start or continue the campaign (under the lock), keeping ``--until-decided``'s settings."""
+def _gate_baseline(ref: str, proj: Path, exp: Path, spec: Spec) -> Any:
+    """Campaign A of ``--against``, refused in one line when unknown or not comparable
+    with what ``spec`` measures (before anything runs)."""
+    from benchmatrix.campaigns.compare import NotComparable, resolve
+    from benchmatrix.campaigns.store import MEASUREMENT_KEYS, SPEC_FILE, measured
+
+    try:
+        a = resolve(ref, proj, exp)
+    except BenchmatrixError as exc:  # a usage error (2): a gate reads 1 as "worse"
+        raise PlanError(f"--against {ref}: {exc}") from None
+    if not (a.path / layout.RUNS).is_file():
+        raise NotComparable(f"--against {ref}: campaign {a.name} ({a.path}) has no runs.csv; run or report it first")
+    try:
+        kept = json.loads((a.path / SPEC_FILE).read_text())
+    except (OSError, ValueError):
+        kept = None  # planned before spec.json was kept: compare checks each run's workload
+    keys = [k for k in MEASUREMENT_KEYS if kept is not None and json.dumps(measured(kept, k), sort_keys=True,
+                                                                             default=str)
+            != json.dumps(measured(spec.data, k), sort_keys=True, default=str)]
+    if keys:
+        raise NotComparable(f"--against {ref}: campaign {a.name} measured differently from {spec.path} "
+                            f"({', '.join(keys)} differ): not comparable")
+    return a
+
+
+def _begin_run(exp: Path, spec: Spec, label: str | None, until: Any, against: str | None = None) -> None:
+    """Start or continue the campaign (under the lock), keeping ``--until-decided``'s
+    settings and the gate's campaign A (``--against``, its id)."""
     _start_campaign(exp, spec, label)
     if until is not None:
-        from benchmatrix.results.campaign import campaign_id, update_meta
+        from benchmatrix.results.campaign import campaign_id, read_meta, update_meta
 
         # Kept with the campaign: its collect job judges at the sequential level too.
         campaign_id(exp, spec_digest=spec.digest)
-        update_meta(exp, until_decided=until.as_dict())
+        if against is not None and read_meta(exp).get("id") == against:
+            raise PlanError(f"--against {against}: that is the campaign this run adds runs to (B); name an earlier "
+                            f"campaign, or start a new one with --campaign LABEL")
+        update_meta(exp, until_decided=until.as_dict(), against=against)
     (exp / layout.LOGS_DIR).mkdir(parents=True, exist_ok=True)
 
 
@@ -441,11 +498,12 @@ def _run_json(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, until
     t0 = time.monotonic()
     with contextlib.redirect_stdout(sys.stderr):
         with experiment_lock(exp, "bmx run", args.spec, args.stop_orphan) as lock:
-            _begin_run(exp, spec, args.campaign, until)
+            _begin_run(exp, spec, args.campaign, until, args.against)
             code = execute(args, spec, proj, exp, lock)
         status = campaign_status(exp, spec.factor_names)
     print(json.dumps({"experiment": spec.name, "exit_code": code, "elapsed_s": round(time.monotonic() - t0, 3),
-                      "totals": status["totals"], "failed": status["failed"], "findings": read_findings(exp)},
+                      "totals": status["totals"], "failed": status["failed"], "findings": read_findings(exp),
+                      **({"gate": args.gate} if getattr(args, "gate", None) else {})},
                      indent=2, default=str))
     return code
 
@@ -532,6 +590,7 @@ def _check_costs(spec: Spec, proj: Path, exp: Path, cfg: ProjectConfig) -> tuple
     from benchmatrix.execute.hosts import resolve_hosts
     from benchmatrix.plan.design import make_plan, per_run_estimate, plan_costs, run_estimates
     from benchmatrix.plan.measured_costs import orchestration_costs
+    from benchmatrix.plan.wall_time import WallModel
 
     per_run, source = per_run_estimate(spec, exp / layout.RUNS)
     runs = make_plan(spec, resolve_hosts(spec.inventory_path(proj), spec.hosts),
@@ -540,7 +599,24 @@ def _check_costs(spec: Spec, proj: Path, exp: Path, cfg: ProjectConfig) -> tuple
     costs = plan_costs(spec, runs, per_run, orch.batch_s, orch.class_seconds, orch.campaign_s)
     return {**costs, "batch_overhead_s": orch.batch_s, "batch_overhead_source": orch.batch_source,
             "campaign_overhead_source": orch.campaign_source,
+            "until_decided_max_s": _until_decided_max_s(spec, exp, runs, WallModel(run_estimates(spec, exp),
+                                                                                  per_run, orch), cfg),
             "orchestration_text": _orchestration_text(orch)}, source
+
+
+def _until_decided_max_s(spec: Spec, exp: Path, runs: list[Any], model: Any, cfg: ProjectConfig) -> float | None:
+    """Wall seconds of an until-decided campaign whose every comparison goes to max
+    (:func:`benchmatrix.plan.wall_time.adaptive_seconds`); None for a fixed design or
+    without a per-run estimate."""
+    from benchmatrix.analyze.adaptive import settings_of
+    from benchmatrix.plan.wall_time import adaptive_seconds
+    from benchmatrix.results.campaign import read_meta
+
+    settings = settings_of(spec, read_meta(exp))
+    if settings is None:
+        return None
+    walls = adaptive_seconds(spec, runs, settings.schedule, model, cfg.batch_max_runs, cfg.batch_max_seconds)
+    return walls[-1] if walls else None
 
 
 def _check_json(spec: Spec, proj: Path, exp: Path, cfg: ProjectConfig, checks: list[Any]) -> int:
@@ -556,7 +632,8 @@ def _check_json(spec: Spec, proj: Path, exp: Path, cfg: ProjectConfig, checks: l
                                    "batch_overhead_s": costs["batch_overhead_s"],
                                    "batch_overhead_source": costs["batch_overhead_source"],
                                    "campaign_overhead_s": costs["campaign_overhead_s"],
-                                   "campaign_overhead_source": costs["campaign_overhead_source"]}},
+                                   "campaign_overhead_source": costs["campaign_overhead_source"],
+                                   "until_decided_max_s": costs["until_decided_max_s"]}},
                      indent=2, default=str))
     return 1 if blockers else 0
 
@@ -581,6 +658,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     costs, source = _check_costs(spec, proj, exp, cfg)
     when = fmt_hms(costs["campaign_s"]) if costs["campaign_s"] is not None else "unknown (no per-run estimate)"
+    if costs["until_decided_max_s"] is not None:
+        when += f" (until decided: up to {fmt_hms(costs['until_decided_max_s'])} if every comparison goes to max)"
     print(printable(f"estimated campaign time: {when}: {costs['runs']} runs, {costs['batches']} batches "
                     f"(per run: {source}; {costs['orchestration_text']})"))
     for line in blockers:
@@ -722,6 +801,49 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_time(args: argparse.Namespace) -> int:
+    """``bmx time CMD...``: write the spec that times the commands on localhost (kept for the
+    user to extend), run it as any campaign and print its answer."""
+    from benchmatrix.files import atomic_write
+    from benchmatrix.spec.time_spec import TimeOptions, time_spec_name, time_spec_text
+
+    proj = project_dir()
+    options = TimeOptions(args.runs, args.warmup, args.timeout, args.inventory)
+    name = args.name or time_spec_name(args.commands, options)
+    path = Path(args.spec) if args.spec else proj / "config" / "experiments" / f"{name}.yaml"
+    shown = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else str(path)
+    text = time_spec_text(args.commands, options, name=name, path=shown)
+    if path.exists() and path.read_text(errors="replace") != text:
+        raise BenchmatrixError(f"{shown}: exists and is not the spec this bmx time writes; run it with "
+                               f"'bmx run {shown}', or give --spec PATH (or --name) for a new one")
+    if path.exists():
+        print(f"bmx: spec {shown} (written by an earlier bmx time; each call measures a new campaign)", flush=True)
+    else:
+        atomic_write(path, text)
+        print(f"bmx: wrote {shown} (an ordinary spec: keep it, extend it, run it again with 'bmx run {shown}')",
+              flush=True)
+    run = ["run", str(path)]
+    label = args.campaign or _time_label(proj, path)
+    if label:
+        run += ["--campaign", label]
+    return cmd_run(build_parser().parse_args(run))
+
+
+def _time_label(proj: Path, path: Path) -> str | None:
+    """A new campaign's label when the experiment's current campaign is complete (each
+    ``bmx time`` measures again; the earlier campaigns are kept), else None."""
+    import time
+
+    from benchmatrix.results.status import campaign_status
+    from benchmatrix.spec.load import load_spec
+
+    spec = load_spec(path)
+    exp = layout.exp_dir_of(proj, spec)
+    if not (exp / layout.PLAN).is_file() or campaign_status(exp, spec.factor_names)["totals"]["pending"]:
+        return None
+    return time.strftime("time-%Y%m%d-%H%M%S", time.gmtime())
+
+
 def cmd_publish(args: argparse.Namespace) -> int:
     from benchmatrix.campaigns.publish import publish
 
@@ -761,6 +883,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_run_commands(sub)
     _add_campaign_commands(sub)
+    _add_time_command(sub)
     return p
 
 
@@ -806,6 +929,9 @@ def _add_run_commands(sub: Any) -> None:
                          "docs/spec.md)")
     sp.add_argument("--budget", metavar="TIME", help="with --until-decided: start no round that would pass this "
                     "much time, e.g. 2h or 90m")
+    sp.add_argument("--against", metavar="A", help="with --until-decided: the CI gate: add runs to this campaign's "
+                    "cells until each one's comparison with campaign A (as bmx compare names it) is decided; exit "
+                    "1 when one is worse (docs/campaigns.md, CI gate)")
     sp.add_argument("--campaign", metavar="LABEL", help="start a new campaign with this label (the finished "
                     "one is kept in results/NAME/campaigns/ID/; docs/campaigns.md)")
     sp.add_argument("--stop-orphan", action="store_true",
@@ -892,6 +1018,28 @@ def _add_campaign_commands(sub: Any) -> None:
                     "write (default: such files stop the publish)")
 
 
+def _add_time_command(sub: Any) -> None:
+    """``bmx time CMD...``: the one-line entry for timing commands."""
+    help_text = ("time commands on this machine: writes the spec it runs (config/experiments/time_*.yaml), runs it "
+                 "as a campaign and compares each command with the first on wall time, CPU and peak memory")
+    sp = sub.add_parser("time", help=help_text, description=help_text, epilog=EXAMPLES["time"],
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sp.add_argument("commands", nargs="+", metavar="COMMAND", help="a command line, split into arguments as a "
+                    "shell splits words and run without a shell (for a pipeline: 'sh -c \"a | b\"')")
+    sp.add_argument("-n", "--runs", type=int, default=10, metavar="N", help="measured runs per command (default 10)")
+    sp.add_argument("--warmup", type=int, default=1, metavar="N",
+                    help="unmeasured runs of each command first (default 1)")
+    sp.add_argument("--timeout", type=int, default=600, metavar="S", help="seconds a run may take (default 600)")
+    sp.add_argument("--name", metavar="NAME", help="the experiment's name (default time_ and a digest of the "
+                    "commands and options)")
+    sp.add_argument("--spec", metavar="PATH", help="where to write the spec (default "
+                    "config/experiments/NAME.yaml)")
+    sp.add_argument("--campaign", metavar="LABEL", help="the campaign's label (default: a new one named by the "
+                    "time when the experiment's last campaign is complete)")
+    sp.add_argument("--inventory", default="config/inventory/local.yml", metavar="PATH",
+                    help="the inventory whose localhost runs the commands (default config/inventory/local.yml)")
+
+
 HELP_COMPARE = ("compare two campaigns cell by cell: relative change B vs A with CIs (ratios of geometric means for "
                 "positive metrics), Holm-adjusted verdicts better/worse/equivalent/inconclusive; exit 0 nothing "
                 "worse, 1 something worse (or inconclusive with --fail-on-inconclusive), 2 usage error, "
@@ -900,7 +1048,7 @@ HELP_COMPARE = ("compare two campaigns cell by cell: relative change B vs A with
 COMMANDS = {"validate": cmd_validate, "plan": cmd_plan, "run": cmd_run, "report": cmd_report,
             "status": cmd_status, "rerun": cmd_rerun, "restore": cmd_restore, "check": cmd_check,
             "export": cmd_export, "campaigns": cmd_campaigns, "compare": cmd_compare, "publish": cmd_publish,
-            "history": cmd_history}
+            "history": cmd_history, "time": cmd_time}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -67,13 +67,13 @@ STAGING_DIR = ".staging"
 HOST_CACHE_DIR = ".hosts"
 
 #: The tables collect writes, in the order it writes them (each a Snakemake output).
-COLLECTED = (RUNS, SUMMARY, SUMMARY_BY_HOST, COMPARISONS, RECORD_NOTES, ANALYSIS, RUNS_LONG)
+COLLECTED = (RUNS, SUMMARY, SUMMARY_BY_HOST, COMPARISONS, RECORD_NOTES, MOVED_WITH, ANALYSIS, RUNS_LONG)
 #: bmx compare's pages of two campaigns: ``compare/A_vs_B/``.
 COMPARE_DIR = "compare"
 #: Files directly under results/NAME (and a kept campaign's directory) that bmx writes
 #: and reads back: nothing else (an export's --out, a report template's output) may
 #: take their names.
-OWNED_FILES = frozenset({PLAN, RERUNS, CAMPAIGN, SPEC, *COLLECTED, MOVED_WITH, REPORT_HTML, REPORT_MD, FINDINGS, LOCK})
+OWNED_FILES = frozenset({PLAN, RERUNS, CAMPAIGN, SPEC, *COLLECTED, REPORT_HTML, REPORT_MD, FINDINGS, LOCK})
 #: Directories under results/NAME whose whole content is the experiment's.
 OWNED_DIRS = frozenset({HOSTS_DIR, BATCHES_DIR, RUNS_DIR, LOGS_DIR, PLOTS_DIR, STAGING_DIR, CAMPAIGNS_DIR,
                         COMPARE_DIR})

@@ -53,6 +53,8 @@ class Project:
         self.hostwork = root / "hostwork"       # batch_runner_root "on the host"
         self.scratch = root / "scratch"         # fio's scratch files
         self.inventory = root / "config" / "inventory" / "test.yml"
+        # Added to every bmx call's environment (fake_ansible.use_fake_port).
+        self.extra_env: dict[str, str] = {}
         self.inventory.write_text(
             "all:\n  hosts:\n    localhost:\n"
             "      ansible_connection: local\n"
@@ -76,6 +78,7 @@ class Project:
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env["BMX_PROJECT_DIR"] = str(self.root)
+        env.update(self.extra_env)
         return env
 
     def bmx(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -31,6 +31,11 @@ keeps its error rate; the report judges the campaign at this same level. Futilit
 stops never claim a change, so they cannot add false alarms (they are non-binding).
 The Monte Carlo tests (tests/unit/analyze/test_adaptive.py) check the false-alarm rate,
 the coverage at stop and the runs saved; docs/spec.md explains the rule.
+
+**The gate** (``bmx run --until-decided --against A``, :func:`judge_gate`) decides B's
+cells against an earlier campaign A instead of the campaign's own comparisons, with the
+same looks, levels and stopping rule; tests/unit/analyze/test_gate.py checks its power
+and false alarms.
 """
 
 from __future__ import annotations
@@ -51,6 +56,10 @@ if TYPE_CHECKING:
 GROWTH = 1.5
 #: ``max`` when ``bmx run --until-decided`` is given without the spec key.
 DEFAULT_MAX = 20
+#: ``max`` of ``bmx run --until-decided --against A`` without the spec key: B alone gets
+#: runs and every comparison carries the campaign-to-campaign variance, so a gate needs
+#: more runs than a campaign's own comparisons (docs/report.md, "Calibration").
+GATE_MAX = 30
 #: The reason re-run rounds of adaptive replication carry in reruns.csv.
 REASON = "until_decided"
 #: Confidence of the futility interval (two-sided; each bound one-sided 95 %).
@@ -119,12 +128,14 @@ def settings_of(spec: Spec, meta: dict[str, Any] | None = None) -> Settings | No
     return None
 
 
-def flag_settings(spec: Spec, budget_s: float = 0.0) -> Settings:
-    """What ``bmx run --until-decided`` means for a spec without the mapping."""
+def flag_settings(spec: Spec, budget_s: float = 0.0, gate: bool = False) -> Settings:
+    """What ``bmx run --until-decided`` means for a spec without the mapping
+    (``gate``: with ``--against``, whose default ``max`` is :data:`GATE_MAX`)."""
     current = settings_of(spec)
     if current is not None:
         return Settings(current.min, current.max, current.detect, budget_s or current.budget_s)
-    return Settings(spec.replicates, max(DEFAULT_MAX, spec.replicates), 2 * spec.report.threshold, budget_s)
+    most = GATE_MAX if gate else DEFAULT_MAX
+    return Settings(spec.replicates, max(most, spec.replicates), 2 * spec.report.threshold, budget_s)
 
 
 def parse_budget(text: str) -> float:
@@ -214,29 +225,17 @@ def judge_round(spec: Spec, runs: pd.DataFrame, settings: Settings, units: dict[
     counts = (eff.groupby(["host", "cell_id"]).size() if len(eff) and "host" in eff.columns
               else pd.Series(dtype="int64"))
     hosts = sorted({str(h) for h in eff["host"]}) if len(eff) and "host" in eff.columns else []
-    # The look is the schedule step the furthest cells have reached (the others stopped earlier).
-    look = max(1, sum(1 for n in settings.schedule if n <= (int(counts.max()) if len(counts) else 0)))
+    look = _look(settings, int(counts.max()) if len(counts) else 0)
     rows, extend = [], {}
-    budget_left = True
-    if settings.budget_s and per_run_s:
-        # Another round of the still open cells must fit in what the budget leaves.
-        budget_left = elapsed_s < settings.budget_s
+    budget_left = _budget_left(settings, elapsed_s, per_run_s)
     by = list(cfg.by)
     for rec in table.to_dict("records"):
         cells = _side_cells(spec, rec, cfg.factor, by, cfg.baseline)
         row_hosts = [str(rec[HOST_COLUMN])] if HOST_COLUMN in rec and str(rec[HOST_COLUMN]) in hosts else hosts
         n_now = min((int(counts.get((h, c), 0)) for h in row_hosts for c in cells), default=0)
         verdict = str(rec["verdict"])
-        if verdict in ("better", "worse", "higher", "lower", "equivalent"):
-            reason = "decided"
-        elif _futile(rec, settings.detect):
-            reason = "futile"
-        elif n_now >= settings.max:
-            reason = "max"
-        elif not budget_left:
-            reason = "budget"
-        else:
-            reason = "running"
+        reason = _stop_reason(verdict, _futile(rec, settings.detect), n_now, settings, budget_left)
+        if reason == "running":
             for h in row_hosts:
                 for c in cells:
                     have = int(counts.get((h, c), 0))
@@ -245,14 +244,127 @@ def judge_round(spec: Spec, runs: pd.DataFrame, settings: Settings, units: dict[
                      "verdict": verdict, "reason": reason, "n": n_now, "look": look,
                      "rel_diff_pct": rec.get("rel_diff_pct"), "ci_low_adj_pct": rec.get("ci_low_adj_pct"),
                      "ci_high_adj_pct": rec.get("ci_high_adj_pct"), "cells": " ".join(cells)})
+    extend = _within_budget(rows, extend, counts, settings, elapsed_s, per_run_s)
+    return Round(pd.DataFrame(rows), extend, look)
+
+
+def _budget_left(settings: Settings, elapsed_s: float, per_run_s: float | None) -> bool:
+    """False once the campaign has spent its budget (unknown run times never stop it)."""
+    # Another round of the still open cells must fit in what the budget leaves.
+    return not (settings.budget_s and per_run_s) or elapsed_s < settings.budget_s
+
+
+def _stop_reason(verdict: str, futile: bool, n_now: int, settings: Settings, budget_left: bool) -> str:
+    """Why a comparison stops after a look (:data:`REASONS`), ``running`` while it goes on."""
+    if verdict in ("better", "worse", "higher", "lower", "equivalent"):
+        return "decided"
+    if futile:
+        return "futile"
+    if n_now >= settings.max:
+        return "max"
+    return "running" if budget_left else "budget"
+
+
+# shape: one look's rows and asked-for totals with the counts and the budget's three figures they are checked against
+def _within_budget(rows: list[dict[str, Any]], extend: dict[tuple[str, str], int], counts: Any,
+                   settings: Settings, elapsed_s: float, per_run_s: float | None) -> dict[tuple[str, str], int]:
+    """``extend``, or nothing when its runs would pass the budget: then the running
+    rows stop for the budget (in place)."""
     if settings.budget_s and per_run_s and extend:
         more = sum(max(0, total - int(counts.get(key, 0))) for key, total in extend.items())
         if elapsed_s + more * per_run_s > settings.budget_s:
             for r in rows:
                 if r["reason"] == "running":
                     r["reason"] = "budget"
-            extend = {}
+            return {}
+    return extend
+
+
+def _look(settings: Settings, most: int) -> int:
+    """Which look the furthest cell, with ``most`` measured runs, has reached (the
+    others stopped earlier)."""
+    return max(1, sum(1 for n in settings.schedule if n <= most))
+
+
+# shape: one look's table of B against A, the settings + the budget's defaulted figures
+def judge_gate(table: pd.DataFrame, settings: Settings, family: list[str], elapsed_s: float = 0.0,
+               per_run_s: float | None = None) -> Round:
+    """The gate's look (``bmx run --until-decided --against A``): which of B's cells get
+    another round.
+
+    The comparisons to decide are B's cells against campaign A
+    (:func:`benchmatrix.campaigns.compare.compare_frames`, the campaign-to-campaign
+    variance in their noise), judged at the sequential level ``settings.level(alpha)``
+    exactly as :func:`judge_round` judges a campaign's own: the same stopping rule
+    (:func:`_stop_reason`: decided, futile, max, budget), the same schedule of looks
+    and the same alpha spent over them, so the error rates hold whenever the gate stops.
+    Only B gets runs: A is a finished campaign.
+
+    Args:
+        table: Rows of compare.csv (``cell_id, host, metric, n_b, verdict`` and the
+            intervals), judged at ``settings.level(alpha)``.
+        settings: The adaptive settings.
+        family: The metrics whose verdicts gate (Holm's family); the others are not decided.
+        elapsed_s: Seconds the campaign has run (for the budget).
+        per_run_s: Expected seconds of one run (for the budget); None: unknown.
+
+    Returns:
+        The :class:`Round`; ``extend`` maps ``(host, cell_id)`` of B to its new total of
+        measured runs and is empty when the gate stops.
+    """
+    table = table[table["metric"].isin(family)] if len(table) else table
+    counts: dict[tuple[str, str], int] = {}
+    for rec in table.to_dict("records"):
+        key = (str(rec["host"]), str(rec["cell_id"]))
+        counts[key] = max(counts.get(key, 0), int(rec["n_b"]))
+    look = _look(settings, max(counts.values(), default=0))
+    budget_left = _budget_left(settings, elapsed_s, per_run_s)
+    rows, extend = [], {}
+    for rec in table.to_dict("records"):
+        key = (str(rec["host"]), str(rec["cell_id"]))
+        verdict, n_now = str(rec["verdict"]), int(rec["n_b"])
+        # _futile reads the comparison's sides as the report names them: B is the level.
+        futile = _futile({**rec, "mean_level": rec.get("mean_b"), "mean_baseline": rec.get("mean_a")},
+                         settings.detect)
+        reason = _stop_reason(verdict, futile, n_now, settings, budget_left)
+        if reason == "running":
+            extend[key] = max(extend.get(key, 0), settings.next_total(counts[key]))
+        rows.append({"cell_id": key[1], "host": key[0], "metric": rec["metric"], "verdict": verdict,
+                     "reason": reason, "n": n_now, "look": look, "rel_diff_pct": rec.get("rel_diff_pct"),
+                     "ci_low_adj_pct": rec.get("ci_low_adj_pct"), "ci_high_adj_pct": rec.get("ci_high_adj_pct")})
+    extend = _within_budget(rows, extend, counts, settings, elapsed_s, per_run_s)
     return Round(pd.DataFrame(rows), extend, look)
+
+
+def runs_at_max(row: dict[str, Any], threshold: float) -> int | None:
+    """About how many measured runs a cell would decide a comparison that stopped at
+    ``max`` (issue 38): the n at which its Holm-adjusted interval, shrinking as
+    1 / sqrt(n) around the same estimate, would just exclude no change (an estimate
+    beyond the threshold: ``better``/``worse``) or fit inside the threshold (one within
+    it: ``equivalent``). At that n about four in ten such comparisons decide (the
+    estimate moves; tests/unit/analyze/test_max_advice.py, docs/report.md "Calibration").
+
+    Args:
+        row: A row of :func:`judge_round`'s comparisons (``n``, ``rel_diff_pct``,
+            ``ci_low_adj_pct``, ``ci_high_adj_pct``).
+        threshold: The metric's practical threshold (a fraction).
+
+    Returns:
+        Runs a cell, or None when the row cannot tell (an unbounded interval end).
+    """
+    try:
+        n, rel, lo, hi = (float(row[k]) for k in ("n", "rel_diff_pct", "ci_low_adj_pct", "ci_high_adj_pct"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not all(map(math.isfinite, (n, rel, lo, hi))) or min(lo, rel) <= -100 or n < 1:
+        return None
+    est = abs(math.log1p(rel / 100.0))
+    half = (math.log1p(hi / 100.0) - math.log1p(lo / 100.0)) / 2
+    limit = math.log1p(threshold)
+    distance = est if est > limit else limit - est
+    if distance <= 0 or half <= 0:
+        return None
+    return math.ceil(n * (half / distance) ** 2)
 
 
 def _futile(rec: dict[str, Any], detect: float) -> bool:
@@ -344,3 +456,48 @@ def design_figures(settings: Settings, cells: int, hosts: int, per_run_s: float 
         out["expected_seconds"] = {k: (v * per_run_s if v and per_run_s else None)
                                    for k, v in out["expected_runs"].items()}
     return out
+
+
+def runs_to_decide(row: dict[str, Any], alpha_each: float, power: float = 0.80) -> int | None:
+    """About how many more runs a cell of B an ``inconclusive`` comparison of two
+    campaigns needs to be decided, A's runs as they are.
+
+    The distance to decide is the estimate's from no change when it lies beyond the
+    threshold (``worse``/``better`` once significant), else from the threshold
+    (``equivalent`` once the interval fits inside it); it is decided with ``power``
+    when the standard error falls to distance / (t(1 - alpha_each / 2) + t(power)), as
+    :func:`benchmatrix.analyze.verdict.detectable_pct` reckons. The standard error is
+    read back from the row's unadjusted 95 % interval and split into the campaign
+    variance (``campaign_sd_pct``, twice) and the runs' (one variance per run for both
+    sides); B's runs shrink only their share.
+
+    Args:
+        row: A row of compare.csv (log scale: ``rel_diff_pct``, ``ci_low_pct``,
+            ``ci_high_pct``, ``df``, ``n_a``, ``n_b``, ``threshold_pct``, ``campaign_sd_pct``).
+        alpha_each: The level of one comparison (the family's alpha over its size).
+        power: The chance of deciding that the figure is for.
+
+    Returns:
+        The more runs a cell of B; None when no number of B's runs would do (A's runs
+        and the campaign variance alone are wider) or the row cannot tell.
+    """
+    from benchmatrix.analyze.stats import t_ppf
+
+    keys = ("rel_diff_pct", "ci_low_pct", "ci_high_pct", "df", "n_a", "n_b", "threshold_pct", "campaign_sd_pct")
+    try:
+        rel, lo, hi, df, n_a, n_b, thr_pct, sd_pct = (float(row[k]) for k in keys)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if row.get("scale") != "log" or not all(map(math.isfinite, (rel, lo, hi, df, thr_pct))) or min(lo, rel) <= -100:
+        return None
+    est = math.log1p(rel / 100.0)
+    thr = math.log1p(thr_pct / 100.0) if est >= 0 else -math.log1p(-thr_pct / 100.0)
+    distance = abs(est) if abs(est) > thr else thr - abs(est)
+    se2 = ((math.log1p(hi / 100.0) - math.log1p(lo / 100.0)) / (2 * float(t_ppf(0.975, df)))) ** 2
+    campaigns = 2 * (sd_pct / 100.0) ** 2 if math.isfinite(sd_pct) else 0.0
+    per_run = max(se2 - campaigns, 0.0) / (1 / n_a + 1 / n_b)
+    wanted = (distance / (float(t_ppf(1 - alpha_each / 2, df)) + float(t_ppf(power, df)))) ** 2
+    room = wanted - campaigns - per_run / n_a
+    if room <= 0 or per_run <= 0:
+        return None
+    return max(1, math.ceil(per_run / room - n_b))

@@ -38,11 +38,14 @@ from benchmatrix.analyze.verdict import campaign_variance
 from benchmatrix.errors import BenchmatrixError
 
 #: Degrees of freedom the prior ``report.campaign_sd`` is worth: as much as an estimate
-#: from five campaigns of one series. Chosen by the Monte Carlo of docs/report.md
-#: ("Calibration"): 4 keeps a one-cell comparison with two earlier campaigns from
-#: trusting their one-degree-of-freedom estimate, and lets a history of 16 cells
-#: (tens of degrees of freedom) dominate.
-PRIOR_DOF = 4.0
+#: from nine campaigns of one series. Chosen with the default SD (2.5 %) by the Monte
+#: Carlo of docs/report.md ("Calibration"): with 4 (and 2 %) one more unchanged campaign
+#: in a one-cell history changed the gate's exit in 7-10 % of cases, as each campaign
+#: moved the pooled variance and its t quantile; 8 keeps that under 5 % and still lets
+#: a history of 16 cells (tens of degrees of freedom) dominate. Lighter tails are paid
+#: for by the larger default SD, which keeps unchanged pairs on a machine that moves
+#: by 3 % under 5 % false alarms.
+PRIOR_DOF = 8.0
 #: A campaign whose offset lies more than this many robust SDs from the median offset
 #: is left out of the estimate (with a normal campaign effect, 1 in about 1.7 million).
 OUTLIER_CUTOFF = 5.0
@@ -284,25 +287,34 @@ def _not_comparable(a: CampaignSummary, c: CampaignSummary) -> str:
     return "; ".join(f"{f} {vc} on {h} (A {va})" for h, f, va, vc in changes)
 
 
-def _step_side(a: CampaignSummary, kept: list[CampaignSummary]) -> tuple[list[CampaignSummary], list[tuple[str, str]]]:
+def _step_side(a: CampaignSummary, kept: list[CampaignSummary], prior_sd: float | None = None,
+               alpha: float = 0.05) -> tuple[list[CampaignSummary], list[tuple[str, str]]]:
     """``kept`` cut to A's side of the last step its levels show, repeatedly (after one
-    step is cut off, the rest is tested again), and the campaigns cut off."""
-    from benchmatrix.analyze.changepoint import MIN_CAMPAIGNS, detect_step
+    step is cut off, the rest is tested again), and the campaigns cut off. The step test
+    counts the prior campaign SD as :data:`PRIOR_DOF` degrees of freedom beside the
+    levels' own scatter (:func:`benchmatrix.analyze.changepoint.detect_change`): on their
+    own scatter alone, two campaigns at 2x and A rest on 1 degree of freedom and the step
+    went unseen. ``prior_sd``: ``report.campaign_sd``'s default when None."""
+    from benchmatrix.analyze.changepoint import MIN_CAMPAIGNS, detect_change
+    from benchmatrix.spec.load import DEFAULT_CAMPAIGN_SD
+
+    prior_sd = DEFAULT_CAMPAIGN_SD if prior_sd is None else prior_sd
 
     out: list[tuple[str, str]] = []
     while True:
         finite = [s for s in kept if math.isfinite(s.level)]
         if len(finite) < MIN_CAMPAIGNS or a not in finite:
             return kept, out
-        step = detect_step([s.level for s in finite])
-        if not step.detected or step.index is None:
+        step = detect_change([s.level for s in finite], None, prior_sd * prior_sd, PRIOR_DOF)
+        if step.p_step > alpha or step.index is None:
             return kept, out
         at = finite[step.index]
-        side = finite[step.index:] if finite.index(a) >= step.index else finite[:step.index]
+        before, after = finite[:step.index], finite[step.index:]
+        side = after if finite.index(a) >= step.index else before
         cut = [s for s in finite if s not in side]
+        size = float(np.mean([s.level for s in after]) - np.mean([s.level for s in before]))
         # Levels are log ratios (or relative differences) to A: expm1 reads as a change.
-        out += [(s.key, f"the other side of a step at {at.name} ({math.expm1(step.difference) * 100:+.0f} %)")
-                for s in cut]
+        out += [(s.key, f"the other side of a step at {at.name} ({math.expm1(size) * 100:+.0f} %)") for s in cut]
         kept = [s for s in kept if s not in cut]
 
 
@@ -316,7 +328,7 @@ def select_history(a: CampaignSummary, candidates: list[CampaignSummary],
         rule: ``auto``: the campaigns comparable with A (same spec digest, the same
             :data:`HOST_STATE_FIELDS` and loads within :data:`LOAD_FACTOR`), of those
             the ones on A's side of the last step their levels show
-            (:func:`benchmatrix.analyze.changepoint.detect_step`); ``none``: no
+            (:func:`benchmatrix.analyze.changepoint.detect_change`, its step test); ``none``: no
             campaign (the prior alone); a count N: the N most recent comparable ones;
             a list of labels or ids: those campaigns.
 

@@ -57,7 +57,8 @@ all hosts together), the Holm-consistent interval beside each verdict
 (``ci_low_adj_pct``/``ci_high_adj_pct``; ``ci_low_pct``/``ci_high_pct`` stay the
 unadjusted 95 % interval), the practical threshold (``report.threshold``), the
 smallest detectable change, and the verdicts ``better``/``worse`` (``higher``/``lower``
-when the direction is unknown), ``equivalent``, ``inconclusive``,
+when the direction is unknown: significant and estimated beyond the threshold, the one
+meaning of :mod:`benchmatrix.analyze.verdict`), ``equivalent``, ``inconclusive``,
 ``insufficient_data`` (no test possible) and ``descriptive`` (outside the family).
 A comparison resting on fewer than :data:`MIN_UNITS` runs or visits a side earns a
 warning.

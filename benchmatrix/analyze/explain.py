@@ -15,11 +15,17 @@ The counters of one finding form a family of their own, Holm-adjusted within it,
 that they cost the primary metrics no power and a finding with no real cause behind
 its counters lists none of them more often than alpha. A counter is listed when its
 Holm-adjusted interval excludes no change and its estimate lies beyond the threshold.
+Columns identical run by run (the sums over the disks where there is one disk) are one
+counter, named by the device. A counter that takes one value in every run of each cell
+(the request size of a device nothing else reads) has no spread to test, and no noise
+gives a counter one value per cell: it is listed where the two values differ beyond the
+threshold (p 0, the interval the point), outside the family.
 
 Listed counters are ordered by their effect (the absolute log of the ratio of the
 means) weighted by how closely the counter follows the metric run by run inside the
 two cells (``(1 + |r|) / 2``, with ``r`` the within-cell correlation of the counter
-with the metric, pooled over the two cells): a counter that tracks the metric comes
+with the metric, pooled over the two cells; 1 for a counter with one value per cell,
+which has no noise of its own to move by): a counter that tracks the metric comes
 before one that moved as far but independently. The words are "moved with", never
 "caused": a counter that moved is a lead, not a proof.
 
@@ -29,6 +35,7 @@ Everything here is pure (no file I/O): collect computes the table
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -52,6 +59,21 @@ def counter_columns(runs: pd.DataFrame) -> list[str]:
     """The counter columns of ``runs`` (the names :func:`counter_metric_names` gives), sorted."""
     names = counter_metric_names(["cpu", "disk"])
     return sorted(c for c in runs.columns if isinstance(c, str) and names.matches(c))
+
+
+def distinct_counters(runs: pd.DataFrame, counters: Iterable[str]) -> list[str]:
+    """``counters`` without the columns identical to another run by run, each kept once
+    under its longest name: with one physical disk the sums over the disks
+    (``disk_reads_s``) are that disk's own columns (``disk_vda_reads_s``), one counter
+    and one test in the family, named by the device."""
+    kept: dict[bytes, str] = {}
+    for column in counters:
+        values = pd.to_numeric(runs[column], errors="coerce").to_numpy(dtype="float64")
+        key = np.where(np.isfinite(values), values, np.inf).tobytes()
+        if key not in kept or len(column) > len(kept[key]):
+            kept[key] = column
+    chosen = set(kept.values())
+    return [c for c in counters if c in chosen]
 
 
 def _number(value: float) -> str:
@@ -196,15 +218,29 @@ def explain_comparison(runs: pd.DataFrame, row: dict[str, Any], *, factor: str, 
     table = pd.DataFrame(rows)
     # Their own family: Holm over this finding's counters only.
     engine.judge(table, set(table["metric"]), alpha, threshold)
-    moved = table["verdict"].isin(engine.CHANGED) & (table["rel_diff_pct"].abs() >= threshold * 100.0)
-    table = table[moved.to_numpy()].copy()
+    beyond = table["rel_diff_pct"].abs() >= threshold * 100.0
+    # A counter that takes one value in every run of a cell (the request size of a device
+    # nothing else reads) has no spread for a test, and no noise gives such a counter one
+    # value per cell: where the two values differ beyond the threshold it moved, with
+    # certainty (p 0, the interval the point), outside the family.
+    fixed = table["_constant"].to_numpy(dtype=bool) & beyond.to_numpy()
+    table.loc[fixed, "p_value"] = 0.0
+    table.loc[fixed, "ci_low_adj_pct"] = table.loc[fixed, "rel_diff_pct"]
+    table.loc[fixed, "ci_high_adj_pct"] = table.loc[fixed, "rel_diff_pct"]
+    moved = (table["verdict"].isin(engine.CHANGED) & beyond).to_numpy() | fixed
+    table = table[moved].copy()
     if not len(table):
         return pd.DataFrame(columns=out_cols)
-    table["correlation"] = [corr[c] for c in table["metric"]]
+    # A counter with one value per cell varies run by run only in its last bits: no correlation.
+    table["correlation"] = np.where(table["_constant"].to_numpy(dtype=bool), np.nan,
+                                    [corr[c] for c in table["metric"]])
     with np.errstate(divide="ignore", invalid="ignore"):
         effect = np.abs(np.log1p(table["rel_diff_pct"].to_numpy(dtype="float64") / 100.0))
     effect = np.where(np.isfinite(effect), effect, np.abs(table["rel_diff_pct"].to_numpy(dtype="float64")) / 100.0)
-    weight = (1.0 + np.nan_to_num(np.abs(table["correlation"].to_numpy(dtype="float64")))) / 2.0
+    # A counter with one value per cell has no run-to-run noise that could show it moving
+    # on its own: it follows the cells exactly, weight 1.
+    weight = np.where(table["_constant"].to_numpy(dtype=bool), 1.0,
+                      (1.0 + np.nan_to_num(np.abs(table["correlation"].to_numpy(dtype="float64")))) / 2.0)
     table["_score"] = effect * weight
     table = table.sort_values(["_score", "metric"], ascending=[False, True], kind="stable")
     table["rank"] = range(1, len(table) + 1)
@@ -237,7 +273,7 @@ def moved_with(runs: pd.DataFrame, comparisons: pd.DataFrame, *, factor: str | N
     if factor is None or not len(comparisons) or "verdict" not in comparisons.columns or not len(runs):
         return pd.DataFrame(columns=COLUMNS)
     eff = effective_runs(runs)
-    counters = counter_columns(eff)
+    counters = distinct_counters(eff, counter_columns(eff))
     if not counters or factor not in eff.columns:
         return pd.DataFrame(columns=COLUMNS)
     parts, cache = [], {}
@@ -255,16 +291,83 @@ def moved_with(runs: pd.DataFrame, comparisons: pd.DataFrame, *, factor: str | N
     return pd.concat(parts, ignore_index=True).reindex(columns=COLUMNS)
 
 
-def finding_lists(comparisons: pd.DataFrame, table: pd.DataFrame | None) -> list[list[dict[str, Any]]]:
-    """The listed counters of each decided comparison, in the findings' order (largest
-    effect first, as the report lists them): one list of ``{counter, unit,
-    mean_baseline, mean_level, rel_diff_pct, ci_low_pct, ci_high_pct, p_value,
-    correlation, text}`` per finding (empty where none moved)."""
+#: Counters bmx compare prints beside a worse or better row.
+SHOWN = 3
+#: The column of the combined runs that tells campaign A's runs from B's.
+_CAMPAIGN = "_campaign"
+
+
+# shape: the two campaigns' runs and compare's rows, then what they were judged with, keyword-only
+def moved_between(runs_a: pd.DataFrame, runs_b: pd.DataFrame, table: pd.DataFrame, *, units: dict[str, str],
+                  alpha: float, threshold: float, shown: int = SHOWN) -> list[str]:
+    """For each row of bmx compare's table, the counters that moved between campaign A
+    and campaign B in its cell and host, as :func:`explain_comparison` lists them for a
+    finding (B the level, A the baseline; the runs' noise only: no campaign variance),
+    the first ``shown`` in words joined by ", "; "" for a row that is not ``worse`` or
+    ``better`` (``higher``/``lower``) and where none moved.
+
+    Args:
+        runs_a: Rows of A's runs.csv (every attempt; the effective runs are used).
+        runs_b: Rows of B's runs.csv.
+        table: compare's rows (``cell_id``, ``host``, ``metric``, ``scale``, ``verdict``).
+        units: Metric -> unit.
+        alpha: The significance level of each row's counters' family.
+        threshold: The practical threshold (a fraction) a counter's change must pass.
+        shown: How many counters a row names.
+    """
+    out = [""] * len(table)
+    if not len(table) or "verdict" not in table.columns:
+        return out
+    both = pd.concat([effective_runs(runs_a).assign(**{_CAMPAIGN: "A"}),
+                      effective_runs(runs_b).assign(**{_CAMPAIGN: "B"})], ignore_index=True)
+    counters = distinct_counters(both, counter_columns(both))
+    if not counters:
+        return out
+    cache: dict[Any, Any] = {}
+    for i, row in enumerate(table.to_dict("records")):
+        if row.get("verdict") not in engine.CHANGED:
+            continue
+        judged = {"metric": row["metric"], "level": "B", "baseline": "A", by_column("cell_id"): row["cell_id"],
+                  HOST_COLUMN: row.get("host"), "analysis": "welch"}
+        found = explain_comparison(both, judged, factor=_CAMPAIGN, by=["cell_id"], scale=str(row.get("scale") or ""),
+                                   units=units, alpha=alpha, threshold=threshold, counters=counters, cache=cache)
+        out[i] = ", ".join(found["text"].astype(str).tolist()[:shown])
+    return out
+
+
+def decided_positions(comparisons: pd.DataFrame) -> list[int]:
+    """The rows of comparisons.csv (0-based) that are findings (``better``/``worse``,
+    ``higher``/``lower``), in the findings' order: largest effect first, ties in table order."""
     if not len(comparisons) or "verdict" not in comparisons.columns:
         return []
     decided = [i for i, v in enumerate(comparisons["verdict"]) if v in engine.CHANGED]
     size = pd.to_numeric(comparisons["rel_diff_pct"], errors="coerce").abs().fillna(0.0).to_numpy()
     decided.sort(key=lambda i: -size[i])
+    return decided
+
+
+def finding_runs(runs: pd.DataFrame, row: dict[str, Any], *, factor: str, by: list[str]) -> pd.DataFrame:
+    """The effective runs of one comparison's two cells, with a column ``side``
+    (``baseline`` or ``level``): what the report's plot of a finding shows run by run.
+
+    Args:
+        runs: Rows of runs.csv (every attempt; the effective runs are used).
+        row: The comparison (a comparisons.csv row).
+        factor: The compared factor.
+        by: The ``by`` factors of ``report.compare``.
+    """
+    eff = effective_runs(runs)
+    level, baseline = _sides(eff, row, factor, by, HOST_COLUMN in row, {})
+    side = np.where(level, "level", np.where(baseline, "baseline", ""))
+    return eff.assign(side=side)[level | baseline].reset_index(drop=True)
+
+
+def finding_lists(comparisons: pd.DataFrame, table: pd.DataFrame | None) -> list[list[dict[str, Any]]]:
+    """The listed counters of each decided comparison, in the findings' order (largest
+    effect first, as the report lists them): one list of ``{counter, unit,
+    mean_baseline, mean_level, rel_diff_pct, ci_low_pct, ci_high_pct, p_value,
+    correlation, text}`` per finding (empty where none moved)."""
+    decided = decided_positions(comparisons)
     by_position: dict[int, list[dict[str, Any]]] = {}
     if table is not None and len(table) and "comparison" in table.columns:
         for r in table.sort_values(["comparison", "rank"], kind="stable").to_dict("records"):
@@ -283,3 +386,152 @@ def _plain(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if np.isfinite(number) else None
+
+
+# ------------------------------------------------------------- consistency checks
+
+#: A run's device saw fewer than 1 / BYTES_SLACK or more than BYTES_SLACK times the bytes
+#: its workload says it read: beyond the noise of reading the device's rate over the
+#: counters' window (a second's sampling, the process's start and exit around the I/O).
+BYTES_SLACK = 2.0
+#: IOPS × request size departs from the bandwidth by more than this share: fio computes
+#: both over one runtime, so only requests of another size move them apart.
+SIZE_SLACK = 0.10
+#: Runs listed under a consistency warning.
+LISTED = 10
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmg]?)(?:i?b)?", re.IGNORECASE)
+_SIZE_KIB = {"": 1 / 1024, "k": 1.0, "m": 1024.0, "g": 1024.0 ** 2}
+
+
+def _size_kib(value: Any) -> float | None:
+    """fio's size notation (``8k``, ``1m``, ``4096``: bytes) in KiB; None for anything else
+    (ranges, splits, per-direction lists)."""
+    match = _SIZE.fullmatch(str(value).strip())
+    return float(match.group(1)) * _SIZE_KIB[match.group(2).lower()] if match else None
+
+
+def request_sizes(spec: Any) -> dict[str, float]:
+    """Cell id -> the request size in KiB that a fio workload's ``bs`` says (a literal or
+    exactly ``{{ factor }}``); empty for other workloads, a job file or another ``bs``."""
+    workload = getattr(spec, "workload", None) or {}
+    variables = workload.get("vars") or {}
+    if workload.get("role") != "workload_fio" or "bs" not in variables or variables.get("job_file"):
+        return {}
+    bs = str(variables["bs"])
+    whole = re.fullmatch(r"\{\{\s*(\w+)\s*\}\}", bs)
+    out = {}
+    for cell in spec.cells:
+        size = _size_kib(cell.factors.get(whole.group(1)) if whole else bs)
+        if size is not None and size > 0:
+            out[cell.cell_id] = size
+    return out
+
+
+def _numbers(runs: pd.DataFrame, column: str) -> np.ndarray:
+    return pd.to_numeric(runs[column], errors="coerce").to_numpy(dtype="float64")
+
+
+def _mib(kib: float) -> str:
+    return f"{kib / 1024:.2g}" if kib < 10 * 1024 else f"{kib / 1024:.0f}"
+
+
+def _bytes_warning(eff: pd.DataFrame) -> dict[str, Any] | None:
+    """The bytes the workload read (``read_io_kib``) against those its device saw (the
+    device's MiB/s over the run): the device that saw the closest amount is the workload's."""
+    from benchmatrix.analyze.sanity import warning
+
+    devices = [m.group(1) for c in eff.columns if isinstance(c, str)
+               and (m := re.fullmatch(r"disk_(.+)_read_mib_s", c))]
+    if not devices or "read_io_kib" not in eff.columns or "duration_s" not in eff.columns:
+        return None
+    read, seconds = _numbers(eff, "read_io_kib"), _numbers(eff, "duration_s")
+    best = None
+    for device in sorted(devices):
+        seen = _numbers(eff, f"disk_{device}_read_mib_s") * 1024.0 * seconds
+        ok = np.isfinite(seen) & np.isfinite(read) & (read > 0)
+        if not ok.any():
+            continue
+        distance = abs(np.log(max(float(np.median(seen[ok] / read[ok])), 1e-9)))
+        if best is None or distance < best[0]:
+            best = (distance, device, seen, ok)
+    if best is None:
+        return None
+    _, device, seen, ok = best
+    ratio = np.where(ok, seen / np.where(read > 0, read, np.nan), np.nan)
+    bad = ok & ((ratio < 1 / BYTES_SLACK) | (ratio > BYTES_SLACK))
+    if not bad.any():
+        return None
+    ids = eff["run_id"].astype(str).to_numpy()[bad]
+    low, high = float(np.nanmin(ratio[bad])), float(np.nanmax(ratio[bad]))
+    why = ("the workload did not do what its options say (reads served from the page cache: "
+           "no drop_caches before the run, direct: 0 on a file read before)" if high < 1 else
+           "something else used the device, or the workload read more than it reports")
+    items = [f"{i}: the workload read {_mib(r)} MiB, {device} saw {_mib(s)} MiB"
+             for i, r, s in zip(ids, read[bad], seen[bad])]
+    return warning("consistency_bytes", "the device did not see the bytes the workload read",
+                   f"In {int(bad.sum())} of {int(ok.sum())} runs {device}, the device that saw the closest amount, "
+                   f"saw {low:.2g} to {high:.2g} times the bytes the workload says it read (read_io_kib, against "
+                   f"{device}'s read MiB/s over the run): {why}.", ids, items=items[:LISTED],
+                   more=max(len(items) - LISTED, 0))
+
+
+def _size_warning(eff: pd.DataFrame, request_kib: dict[str, float]) -> dict[str, Any] | None:
+    """IOPS × the request size the options say against the bandwidth, per direction."""
+    from benchmatrix.analyze.sanity import warning
+
+    said = eff["cell_id"].astype(str).map(request_kib).to_numpy(dtype="float64") if request_kib else None
+    if said is None:
+        return None
+    for d in ("read", "write"):
+        if f"{d}_iops" not in eff.columns or f"{d}_bw_kib" not in eff.columns:
+            continue
+        iops, bw = _numbers(eff, f"{d}_iops"), _numbers(eff, f"{d}_bw_kib")
+        ok = np.isfinite(iops) & np.isfinite(bw) & np.isfinite(said) & (iops > 0) & (bw > 0)
+        per_io = np.where(ok, bw / np.where(iops > 0, iops, np.nan), np.nan)
+        bad = ok & (np.abs(per_io / said - 1.0) > SIZE_SLACK)
+        if not bad.any():
+            continue
+        ids = eff["run_id"].astype(str).to_numpy()[bad]
+        items = [f"{i}: {d}_iops {n:.4g} × {s:g} KiB = {n * s:.4g} KiB/s, {d}_bw_kib {b:.4g}"
+                 for i, n, s, b in zip(ids, iops[bad], said[bad], bw[bad])]
+        return warning("consistency_request_size", "IOPS × request size is not the bandwidth",
+                       f"In {int(bad.sum())} of {int(ok.sum())} runs {d}_iops × the request size the options say "
+                       f"({_sizes(said[bad])}) is not {d}_bw_kib: the workload moved "
+                       f"{_sizes(per_io[bad])} per IO. It did not do what its options say (a job file's own bs, "
+                       "bsrange or bssplit).", ids, items=items[:LISTED], more=max(len(items) - LISTED, 0))
+    return None
+
+
+def _sizes(values: np.ndarray) -> str:
+    """``8 KiB`` or ``8 to 64 KiB``."""
+    low, high = float(np.nanmin(values)), float(np.nanmax(values))
+    return f"{low:.3g} KiB" if f"{low:.3g}" == f"{high:.3g}" else f"{low:.3g} to {high:.3g} KiB"
+
+
+def consistency_warnings(runs: pd.DataFrame, request_kib: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """The checks the read-ahead case study made by hand, where the units allow.
+
+    Throughput × runtime against the bytes the device saw: the workload's ``read_io_kib``
+    against the device's ``disk_DEV_read_mib_s`` over the run (``duration_s``), on the
+    device that saw the closest amount; a run beyond :data:`BYTES_SLACK` times either way
+    is a mismatch (writes are left out: write-back lands after the run). IOPS × request
+    size against bandwidth: ``read_iops``/``write_iops`` × the request size the options say
+    (``request_kib``, :func:`request_sizes`) against ``read_bw_kib``/``write_bw_kib``,
+    beyond :data:`SIZE_SLACK`.
+
+    Args:
+        runs: Rows of runs.csv (every attempt; the effective runs are checked).
+        request_kib: Cell id -> the request size in KiB the workload's options say.
+
+    Returns:
+        The report's warnings (:func:`benchmatrix.analyze.sanity.warning`), checks
+        ``consistency_bytes`` and ``consistency_request_size``; empty when the runs agree
+        or lack the columns.
+    """
+    if not len(runs) or "run_id" not in runs.columns:
+        return []
+    eff = effective_runs(runs)
+    if not len(eff):
+        return []
+    found = [_bytes_warning(eff), _size_warning(eff, request_kib or {})]
+    return [w for w in found if w is not None]

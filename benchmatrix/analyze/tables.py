@@ -17,7 +17,7 @@ import pandas as pd
 from benchmatrix import layout
 from benchmatrix.analyze import sanity
 from benchmatrix.analyze.comparisons import Comparisons, compare
-from benchmatrix.analyze.explain import moved_with
+from benchmatrix.analyze.explain import consistency_warnings, moved_with, request_sizes
 from benchmatrix.analyze.stats import effective_runs, run_hosts, summarize, summarize_by_host, with_start_ns
 from benchmatrix.layout import summary_by_host_columns
 from benchmatrix.names import shown
@@ -146,6 +146,8 @@ def derive_checks(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
     # Comparisons that rest on too few visits or runs to decide.
     warnings += [sanity.warning(w["check"], w["title"], w["message"]) for w in comparisons.warnings]
     warnings += threshold_key_warnings(spec, set(summary["metric"].dropna()) if len(summary) else set())
+    # The bytes and request sizes the workload reports against what its device saw.
+    warnings += consistency_warnings(runs, request_sizes(spec))
     # The drift test's own control runs, so that the report draws a flagged shift where it was found.
     controls = sanity.control_runs(runs, spec.cooling_knobs, spec.warmup)
     keys = [(str(r), int(a)) for r, a in zip(controls["run_id"], pd.to_numeric(controls["attempt"]).fillna(0))]

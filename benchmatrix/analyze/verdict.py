@@ -14,23 +14,20 @@ exports. It works on a table with one row per comparison, each holding:
   campaign-to-campaign variance);
 * ``mean_level``/``mean_baseline`` on the same scale, ``_va``/``_vb``/``_cov`` (the
   variances of the two estimated means, for Fieller's interval of a difference
-  scale's ratio), ``_constant`` and ``better`` (the metric's direction);
-* ``_basis``: what a change is tested against. ``zero`` (the default): the
-  interval must exclude no change, as within one campaign and across campaigns
-  whose campaign-to-campaign variance is estimated. ``threshold``: the interval
-  must lie beyond the practical threshold, as across two campaigns with no history
-  to estimate how much campaigns wobble (docs/report.md, "Verdicts").
+  scale's ratio), ``_constant`` and ``better`` (the metric's direction).
 
 :func:`judge` adds the p-values (unadjusted and Holm-adjusted over the family), the
 95 % interval and the Holm-consistent one in percent, the smallest change the
-comparison could have detected, and the verdict:
+comparison could have detected, and the verdict, with one meaning wherever it is shown (docs/report.md, "Verdicts"):
 
-* ``better`` / ``worse``: the Holm-adjusted interval excludes no change (basis
-  ``zero``) or lies wholly beyond the threshold (basis ``threshold``), in the
-  metric's better direction; ``higher`` / ``lower`` when the direction is unknown;
+* ``better`` / ``worse``: a change that matters: significant after Holm's
+  adjustment (the adjusted interval excludes no change) **and** estimated beyond
+  the practical threshold, in the metric's better direction; ``higher`` / ``lower``
+  when the direction is unknown. A significant change whose estimate lies inside
+  the threshold is not one: it never fails a gate by default;
 * ``equivalent``: the Holm-adjusted interval lies inside plus or minus the practical
-  threshold;
-* ``inconclusive``: neither: the data cannot tell a change from none;
+  threshold (significant or not: a change too small to matter);
+* ``inconclusive``: neither: the data cannot tell whether the change matters;
 * ``insufficient_data``: no test was possible (a side with fewer than two values or
   visits, or no variation at all on both sides, to rounding level);
 * ``descriptive``: a metric outside the family (``report.primary``).
@@ -55,8 +52,6 @@ VERDICTS = ("better", "worse", "higher", "lower", "equivalent", "inconclusive", 
 CHANGED = frozenset({"better", "worse", "higher", "lower"})
 #: Verdict of a comparison of a metric outside the family (``report.primary``).
 DESCRIPTIVE = "descriptive"
-#: What a change is tested against: no change, or the practical threshold.
-ZERO, THRESHOLD = "zero", "threshold"
 #: Power at which the smallest detectable change (``detectable_pct``) is given.
 DETECT_POWER = 0.80
 #: Sides whose spread is below this share of their level vary only by rounding:
@@ -94,19 +89,12 @@ def threshold_bounds(threshold, scale, mean_baseline) -> tuple[np.ndarray, np.nd
     return low, high
 
 
-def p_values(est, se2, df, basis, low, high) -> np.ndarray:
-    """Unadjusted two-sided p-values: of "no change" (basis ``zero``), or of "a change
-    within the threshold" (basis ``threshold``: twice the smaller one-sided p-value of
-    the estimate against the nearer bound, capped at 1), so that the interval at
-    level ``1 - a`` lies wholly beyond a bound exactly when p < a."""
+def p_values(est, se2, df) -> np.ndarray:
+    """Unadjusted two-sided p-values of "no change": the interval at level ``1 - a``
+    excludes no change exactly when p < a."""
     est, se2, df = (np.asarray(x, dtype="float64") for x in (est, se2, df))
     with np.errstate(invalid="ignore", divide="ignore"):
-        se = np.sqrt(se2)
-        p_zero = 2.0 * t_sf(np.abs(est) / se, df)
-        p_high = t_sf((est - high) / se, df)
-        p_low = t_sf((low - est) / se, df)
-        p_thr = np.minimum(1.0, 2.0 * np.minimum(p_high, p_low))
-    return np.where(np.asarray(basis, dtype=object) == THRESHOLD, p_thr, p_zero)
+        return 2.0 * t_sf(np.abs(est) / np.sqrt(se2), df)
 
 
 def adjusted_levels(p_values, alpha: float) -> np.ndarray:
@@ -180,18 +168,20 @@ def relative_pct(est, scale, mean_baseline) -> np.ndarray:
 
 
 # shape: vectorized columns of the comparisons table, one per term of the formula
-def detectable_pct(se2, df, scale, mean_baseline, alpha_each, basis, low, high,
+def detectable_pct(se2, df, scale, mean_baseline, alpha_each, high,
                    power: float = DETECT_POWER) -> np.ndarray:
     """The smallest change (in percent, in the worse-looking upward direction) the
-    comparison would find with ``power``: ``(t_{1-a/2} + t_power) * se`` on its scale
-    at the per-comparison level ``alpha_each`` (Bonferroni's share of the family, a
-    lower bound of Holm's), beyond the threshold for basis ``threshold``."""
+    comparison would find with ``power``. A change is found when it is significant and
+    its estimate lies beyond the threshold's upper bound ``high`` (on the row's scale),
+    so the estimate must clear the larger of ``high`` and ``t_{1-a/2} * se``, which it
+    does with ``power`` at ``t_power * se`` beyond it; ``a`` is the per-comparison level
+    ``alpha_each`` (Bonferroni's share of the family, a lower bound of Holm's)."""
     se = np.sqrt(np.asarray(se2, dtype="float64"))
     df = np.asarray(df, dtype="float64")
     with np.errstate(invalid="ignore", over="ignore"):
-        margin = (t_ppf(1.0 - np.asarray(alpha_each, dtype="float64") / 2, df) + t_ppf(power, df)) * se
-    start = np.where(np.asarray(basis, dtype=object) == THRESHOLD, high, 0.0)
-    return relative_pct(start + margin, scale, mean_baseline)
+        critical = t_ppf(1.0 - np.asarray(alpha_each, dtype="float64") / 2, df) * se
+        start = np.fmax(critical, np.asarray(high, dtype="float64"))
+        return relative_pct(start + t_ppf(power, df) * se, scale, mean_baseline)
 
 
 def judge(table: pd.DataFrame, family: set[str] | frozenset[str], alpha: float,
@@ -201,8 +191,8 @@ def judge(table: pd.DataFrame, family: set[str] | frozenset[str], alpha: float,
     Args:
         table: One row per comparison with the columns the module docstring names
             (``metric``, ``better``, ``mean_level``, ``mean_baseline``, ``df``, ``_est``,
-            ``_se2``, ``_scale``, ``_va``, ``_vb``, ``_cov``, ``_constant``; ``_basis``
-            optional, default ``zero``). ``mean_level``/``mean_baseline`` are given on
+            ``_se2``, ``_scale``, ``_va``, ``_vb``, ``_cov``, ``_constant``; ``_p``
+            optional: a p-value of its own test). ``mean_level``/``mean_baseline`` are given on
             the row's scale and come out as the user reads them (geometric means for
             the log scale).
         family: Metrics in Holm's family; the others are descriptive.
@@ -210,7 +200,7 @@ def judge(table: pd.DataFrame, family: set[str] | frozenset[str], alpha: float,
         thresholds: The practical threshold (a fraction) per metric, or one for all.
 
     Adds ``scale, threshold_pct, rel_diff_pct, ci_low_pct, ci_high_pct, ci_low_adj_pct,
-    ci_high_adj_pct, p_value_unadjusted, p_value, detectable_pct, basis, verdict``.
+    ci_high_adj_pct, p_value_unadjusted, p_value, detectable_pct, verdict``.
     """
     n = len(table)
     metric = table["metric"].astype(str).to_numpy()
@@ -218,8 +208,6 @@ def judge(table: pd.DataFrame, family: set[str] | frozenset[str], alpha: float,
         thr = np.array([float(thresholds.get(m, thresholds.get("default", 0.05))) for m in metric])
     else:
         thr = np.full(n, float(thresholds))
-    basis = (table["_basis"].fillna(ZERO).astype(str).to_numpy(dtype=object) if "_basis" in table.columns
-             else np.full(n, ZERO, dtype=object))
     f = {"scale": table["_scale"].astype(str).to_numpy(dtype=object),
          "est": table["_est"].to_numpy(dtype="float64"), "se2": table["_se2"].to_numpy(dtype="float64"),
          "df": table["df"].to_numpy(dtype="float64"), "ma": table["mean_level"].to_numpy(dtype="float64"),
@@ -228,7 +216,7 @@ def judge(table: pd.DataFrame, family: set[str] | frozenset[str], alpha: float,
     constant = table["_constant"].to_numpy(dtype=bool) | near_constant(f["se2"], f["ma"], f["mb"], f["scale"])
     tested = np.isfinite(f["est"]) & np.isfinite(f["se2"]) & (f["se2"] > 0) & (f["df"] >= 1) & ~constant
     low, high = threshold_bounds(thr, f["scale"], f["mb"])
-    p_raw = np.where(tested, p_values(f["est"], f["se2"], f["df"], basis, low, high), np.nan)
+    p_raw = np.where(tested, p_values(f["est"], f["se2"], f["df"]), np.nan)
     if "_p" in table.columns:
         # A test of its own (the history's max-over-splits step test): its calibrated
         # p-value replaces the t-test's; the interval stays the estimate's.
@@ -246,9 +234,12 @@ def judge(table: pd.DataFrame, family: set[str] | frozenset[str], alpha: float,
     verdict = np.full(n, "inconclusive", dtype=object)
     inside = tested & (lo_adj >= -thr * 100.0) & (hi_adj <= thr * 100.0)
     verdict[inside] = "equivalent"
-    up = np.where(basis == THRESHOLD, f["est"] > high, f["est"] > 0)
+    up = f["est"] > 0
     better = table["better"].fillna("").astype(str).to_numpy(dtype=object)
-    hit = tested & primary & (p_adj < alpha)
+    # A change that matters: significant and estimated beyond the threshold. A
+    # significant estimate inside it stays equivalent or inconclusive, as the interval says.
+    beyond = (f["est"] > high) | (f["est"] < low)
+    hit = tested & primary & (p_adj < alpha) & beyond
     verdict[hit & (better == "higher")] = np.where(up, "better", "worse")[hit & (better == "higher")]
     verdict[hit & (better == "lower")] = np.where(up, "worse", "better")[hit & (better == "lower")]
     unknown = hit & ~np.isin(better, ["higher", "lower"])
@@ -261,7 +252,6 @@ def judge(table: pd.DataFrame, family: set[str] | frozenset[str], alpha: float,
         table["mean_level"] = np.where(log, np.exp(f["ma"]), f["ma"])
         table["mean_baseline"] = np.where(log, np.exp(f["mb"]), f["mb"])
     table["scale"] = f["scale"]
-    table["basis"] = basis
     table["threshold_pct"] = thr * 100.0
     table["rel_diff_pct"] = relative_pct(f["est"], f["scale"], f["mb"])
     table["ci_low_pct"], table["ci_high_pct"] = np.where(tested, lo95, np.nan), np.where(tested, hi95, np.nan)
@@ -270,7 +260,7 @@ def judge(table: pd.DataFrame, family: set[str] | frozenset[str], alpha: float,
     table["p_value_unadjusted"] = p_raw
     table["p_value"] = p_adj
     table["detectable_pct"] = np.where(tested, detectable_pct(f["se2"], f["df"], f["scale"], f["mb"], alpha_each,
-                                                              basis, low, high), np.nan)
+                                                              high), np.nan)
     table["_constant"] = constant
     table["verdict"] = verdict
 

@@ -58,11 +58,12 @@ import pandas as pd
 from benchmatrix import layout
 from benchmatrix.analyze import campaign_model
 from benchmatrix.analyze import verdict as engine
+from benchmatrix.analyze.bounds import pct_interval
 from benchmatrix.analyze.campaign_model import CampaignVariance
 from benchmatrix.analyze.comparisons import family_metrics, level_key
+from benchmatrix.analyze.explain import moved_between
 from benchmatrix.analyze.scale import LINEAR, LOG, metric_scales
 from benchmatrix.analyze.stats import effective_runs, metric_direction, welch_df
-from benchmatrix.analyze.verdict import ZERO
 from benchmatrix.campaigns.store import (
     CAMPAIGNS_DIR,
     MEASUREMENT_KEYS,
@@ -102,7 +103,7 @@ _RUN_COLUMNS = layout.NON_METRIC_COLUMNS
 #: Columns of compare.csv after the factor columns.
 TAIL_COLUMNS = ["host", "metric", "unit", "better", "n_a", "n_b", "mean_a", "mean_b", "rel_diff_pct",
                 "ci_low_pct", "ci_high_pct", "ci_low_adj_pct", "ci_high_adj_pct", "p_value",
-                "p_value_unadjusted", "df", "verdict", "environment", "scale", "threshold_pct",
+                "p_value_unadjusted", "df", "verdict", "environment", "moved_with", "scale", "threshold_pct",
                 "detectable_pct", "basis", "campaign_sd_pct"]
 #: Exit status of ``bmx compare`` when the campaigns are not comparable (2 stays a
 #: usage error or an invalid spec, as for every command).
@@ -463,7 +464,7 @@ def compare_frames(runs_a: pd.DataFrame, runs_b: pd.DataFrame, metrics: list[str
         extra = basis.variance * scale_sq  # each side's mean moves by it
         part["_va"], part["_vb"] = part["_va"] + extra, part["_vb"] + extra
         part.insert(0, "metric", metric)
-        part = part.assign(unit=(units or {}).get(metric, ""), better=direction, _scale=scale, _basis=ZERO,
+        part = part.assign(unit=(units or {}).get(metric, ""), better=direction, _scale=scale,
                            _basis_text=basis.kind, campaign_sd_pct=basis.sd_pct)
         rows.append(part.reset_index())
         models[metric] = basis
@@ -715,9 +716,13 @@ def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None,
     result.notes.append(result.basis)
     result.notes.append(_history_note(chosen, result.history_names))
     result.notes += result.busy
+    result.notes += undecided_note(table, family, alpha, a.label or a.id)
     changes = _changes_by_row(environment)
     table["environment"] = ["; ".join(x for x in (changes.get(("", h), ""), changes.get((c, h), "")) if x)
                             for c, h in zip(table["cell_id"], table["host"])]
+    # The counters of the same cells that moved between A and B beside each worse/better row (issue 37).
+    table["moved_with"] = moved_between(sa.runs, sb.runs, table, units=units, alpha=alpha,
+                                        threshold=threshold if threshold is not None else stored.report.threshold)
     levels = _levels(sb, sa, factor_names)
     for f in factor_names:
         col = f"factor_{f}" if f in TAIL_COLUMNS or f == "cell_id" else f
@@ -733,6 +738,39 @@ def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None,
         result.notes.append(f"verdicts and Holm's adjustment cover {', '.join(family) or 'none'}; descriptive "
                             f"(unadjusted 95 % intervals, no verdict): {', '.join(result.descriptive)}")
     return result
+
+
+def undecided_note(table: pd.DataFrame, family: list[str], alpha: float, a_name: str) -> list[str]:
+    """What would decide the ``inconclusive`` rows (issue 33): about how many more runs
+    a cell of B (:func:`benchmatrix.analyze.adaptive.runs_to_decide`, at Bonferroni's
+    share of the family's alpha), or the gate that adds them until decided; [] when none.
+
+    Args:
+        table: Rows of compare.csv.
+        family: Metrics of Holm's family.
+        alpha: The family's significance level.
+        a_name: A's label or id, for the gate's command.
+    """
+    from benchmatrix.analyze.adaptive import runs_to_decide
+
+    undecided = table[table["verdict"] == "inconclusive"]
+    if not len(undecided):
+        return []
+    tested = table[table["metric"].isin(family) & np.isfinite(pd.to_numeric(table["p_value"], errors="coerce"))]
+    more = [runs_to_decide(r, alpha / max(1, len(tested))) for r in undecided.to_dict("records")]
+    known = sorted(x for x in more if x is not None)
+    parts = []
+    if known:
+        spread = f" ({known[0]} to {known[-1]})" if known[0] != known[-1] else ""
+        parts.append(f"about {known[len(known) // 2]} more runs a cell of B would decide "
+                     f"{'them' if len(known) > 1 else 'it'} (80 % of the time){spread}")
+    if len(known) < len(more):
+        parts.append(f"{len(more) - len(known)} cannot be decided by B's runs alone (A's runs and the campaign "
+                     f"variance are wider: measure A with more runs, or set a report.campaign_sd that fits the "
+                     f"machine)")
+    parts.append(f"or let the gate add runs until decided: bmx run SPEC --until-decided --against {a_name} "
+                 f"(B the current campaign; docs/campaigns.md, CI gate)")
+    return [f"{len(undecided)} inconclusive: " + "; ".join(parts)]
 
 
 def _basis_note(models: dict[str, CampaignVariance], history: int) -> str:
@@ -850,12 +888,13 @@ def context(result: CampaignComparison) -> dict[str, Any]:
         r["cell"] = ", ".join(f"{f}={r.get(f'factor_{f}', r.get(f, ''))}" for f in result.factor_names) or r["cell_id"]
         adjusted = r["verdict"] != "descriptive"
         lo, hi = (r["ci_low_adj_pct"], r["ci_high_adj_pct"]) if adjusted else (r["ci_low_pct"], r["ci_high_pct"])
-        r["ci"] = (f"[{lo:+.1f}, {hi:+.1f}]" if _finite(lo) and _finite(hi) else "unbounded"
-                   if _finite(r["rel_diff_pct"]) else "-")
+        # The one rule of benchmatrix.analyze.bounds: an end past its limits prints as "unbounded".
+        r["ci"] = pct_interval(lo, hi, suffix="") if _finite(r["rel_diff_pct"]) else "-"
         r["rel"] = f"{r['rel_diff_pct']:+.1f}" if _finite(r["rel_diff_pct"]) else "-"
         r["threshold"] = f"{r['threshold_pct']:g}" if _finite(r.get("threshold_pct")) else "-"
         r["detectable"] = f"{r['detectable_pct']:.1f}" if _finite(r.get("detectable_pct")) else "-"
         r["scale_text"] = "ratio" if r.get("scale") == "log" else "difference"
+        r["moved_with"] = r.get("moved_with") if isinstance(r.get("moved_with"), str) else ""
         r["verdict_text"] = r["verdict"].replace("_", " ") + (f" ({r['environment']})" if r["environment"]
                                                               and r["verdict"] in ("better", "worse", "higher",
                                                                                     "lower") else "")
@@ -865,6 +904,19 @@ def context(result: CampaignComparison) -> dict[str, Any]:
             "descriptive": result.descriptive, "notes": [n for n in result.notes if n != result.basis],
             "counts": result.counts(), "basis": result.basis or "",
             "multi_host": len({r["host"] for r in rows}) > 1}
+
+
+def _print_moved(result: CampaignComparison) -> None:
+    """The counters that moved between A and B under compare's table, one line per worse
+    or better row that has any (issue 37): ``  METRIC CELL on HOST: TEXT, TEXT``."""
+    rows = [r for r in result.table.to_dict("records") if isinstance(r.get("moved_with"), str) and r["moved_with"]]
+    if not rows:
+        return
+    print("moved with it (the counters of the same runs, B vs A):")
+    for r in rows[:_TABLE_ROWS]:
+        cell = layout.cell_label((f, r.get(f"factor_{f}" if f in TAIL_COLUMNS or f == "cell_id" else f))
+                                 for f in result.factor_names) or r["cell_id"]
+        print(f"  {r['metric']} {cell} on {r['host']}: {r['moved_with']}")
 
 
 def _finite(x: Any) -> bool:
@@ -908,8 +960,6 @@ def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | Non
         color: Colour the verdicts: ``auto`` (a terminal without ``NO_COLOR``), ``always``, ``never``.
         history: ``--history``: ``auto``, ``none``, a count or a list of labels.
     """
-    from benchmatrix.report.terminal import compare_records, compare_table, use_color
-
     exp = None
     if spec_path:
         from benchmatrix.spec.load import load_spec
@@ -920,6 +970,23 @@ def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | Non
         raise BenchmatrixError(f"{ref_a} and {ref_b} name the same campaign {a.id}")
     result = compare_campaigns(a, b, threshold=threshold, history=history)
     result.fail_on_inconclusive = fail_on_inconclusive
+    return show_comparison(result, out, as_json, color)
+
+
+def show_comparison(result: CampaignComparison, out: Path | None = None, as_json: bool = False,
+                    color: str = "auto") -> int:
+    """Write a comparison's files and print it as ``bmx compare`` does (the gate of
+    ``bmx run --against`` prints its verdicts so too); returns the exit code.
+
+    Args:
+        result: The comparison of B against A.
+        out: Where to write the files (default :func:`default_out`).
+        as_json: Print JSON instead of lines.
+        color: Colour the verdicts: ``auto``, ``always``, ``never``.
+    """
+    from benchmatrix.report.terminal import compare_records, compare_table, use_color
+
+    a, b = result.a, result.b
     paths = write_comparison(result, out)
     if as_json:
         print(json.dumps({"a": a.id, "b": b.id, "exit_code": result.exit_code, "refused": result.refused,
@@ -948,6 +1015,7 @@ def compare_main(ref_a: str, ref_b: str, project_dir: Path, spec_path: str | Non
         # Largest effect first (pyperf compare_to --table); compare.csv has every row.
         print(compare_table(compare_records(result.table, result.factor_names), result.factor_names,
                             use_color(sys.stdout, color), limit=_TABLE_ROWS))
+        _print_moved(result)
     for n in result.notes:
         print(f"bmx: note: {n}")
     print(f"compare: {paths['compare.md']}")

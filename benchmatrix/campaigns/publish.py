@@ -43,7 +43,8 @@ import numpy as np
 import pandas as pd
 
 from benchmatrix import layout
-from benchmatrix.analyze.changepoint import MIN_CAMPAIGNS, detect_step
+from benchmatrix.analyze.campaign_model import PRIOR_DOF
+from benchmatrix.analyze.changepoint import MIN_CAMPAIGNS, Change, detect_change_many
 from benchmatrix.analyze.scale import LINEAR, LOG, declared_positive
 from benchmatrix.analyze.stats import metric_direction
 from benchmatrix.analyze.verdict import CHANGED, ROUNDING, judge
@@ -51,12 +52,12 @@ from benchmatrix.campaigns.compare import host_state_steps
 from benchmatrix.campaigns.store import Campaign, list_campaigns
 from benchmatrix.errors import BenchmatrixError
 from benchmatrix.layout import State
-from benchmatrix.report.plots import WIDTH, _pyplot, _svg, safe_file_stem
+from benchmatrix.report.plots import WIDTH, _clip_intervals, _pyplot, _set_limits, _svg, robust_limits, safe_file_stem
 from benchmatrix.report.render import format_number
 from benchmatrix.report.units import display_unit, pct_interval
 from benchmatrix.results.status import decide
 from benchmatrix.results.tables import metric_units, read_analysis
-from benchmatrix.spec.load import DEFAULT_THRESHOLD
+from benchmatrix.spec.load import DEFAULT_THRESHOLD, ReportSettings
 
 #: File in a published site's root: ``bmx publish`` only ever replaces such a directory.
 SITE_MARKER = ".benchmatrix-site"
@@ -292,7 +293,7 @@ class History:
 
     long: pd.DataFrame
     steps: pd.DataFrame
-    plots: list[dict[str, str]]
+    plots: list[dict[str, Any]]
     tables: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -314,10 +315,11 @@ def experiment_history(exp_dir: Path) -> tuple[list[CampaignPage], History | Non
     return pages, build_history(pages, plots=False)
 
 
-def history_metrics(pages: list[CampaignPage]) -> tuple[list[str] | None, dict[str, Any]]:
-    """The metrics whose history is tested for steps, and the declared metrics, from the
-    newest campaign's spec.json: ``report.primary``, else ``report.metrics``; None (every
-    metric) when it names neither or has no spec.json."""
+def history_metrics(pages: list[CampaignPage]) -> tuple[list[str] | None, dict[str, Any], ReportSettings]:
+    """The metrics whose history is tested for steps, the declared metrics and the report
+    settings (``report.campaign_sd``: the prior of the tests), from the newest campaign's
+    spec.json: ``report.primary``, else ``report.metrics``; None (every metric) when it
+    names neither or has no spec.json."""
     for page in reversed(pages):
         if _refusal(page.campaign.path / layout.SPEC, page.campaign.path):
             continue  # missing, or not a regular file inside the campaign: never followed
@@ -328,23 +330,28 @@ def history_metrics(pages: list[CampaignPage]) -> tuple[list[str] | None, dict[s
         report = spec.get("report") or {}
         declared = (spec.get("workload") or {}).get("metrics") or {}
         named = report.get("primary") or report.get("metrics")
-        return ([str(m) for m in named] if named else None), (declared if isinstance(declared, dict) else {})
-    return None, {}
+        return ([str(m) for m in named] if named else None), (declared if isinstance(declared, dict) else {}), \
+            ReportSettings.of(report if isinstance(report, dict) else None)
+    return None, {}, ReportSettings()
 
 
 # shape: one vectorized pass: masks, steps and verdicts index the same rows; split, they'd pass ten arrays
 def build_history(pages: list[CampaignPage], alpha: float = ALPHA, threshold: float = DEFAULT_THRESHOLD,
                   plots: bool = True) -> History | None:
-    """Campaign means per cell and metric over the campaigns, with the step test.
+    """Campaign means per cell and metric over the campaigns, with the step and slide tests.
 
     Only the report's metrics are tested (``report.primary``, else ``report.metrics`` of
     the newest campaign's spec; every metric when it names none). A positive metric's
     series is tested on the log of its campaign means (a step is a ratio). A series whose
     runs never vary (every campaign's sd at rounding level) is ``constant`` and not
-    tested. The max-over-splits test (:mod:`benchmatrix.analyze.changepoint`) gives each
-    series a calibrated p-value; Holm's adjustment runs across every tested series of the
-    page, so an unchanged experiment shows any step at most ``alpha`` of the time; the
-    verdict engine (:func:`benchmatrix.analyze.verdict.judge`) turns them into verdicts.
+    tested. :func:`benchmatrix.analyze.changepoint.detect_change` tests each series for a
+    step (max over splits) and a slide (the trend over the campaigns) on the campaign
+    means with their runs' noise and the campaign variance's prior (``report.campaign_sd``
+    of the newest campaign's spec, worth :data:`benchmatrix.analyze.campaign_model.PRIOR_DOF`
+    degrees of freedom) pooled with the history's own scatter; Holm's adjustment runs
+    across every tested series of the page, so an unchanged experiment shows any step or
+    slide at most ``alpha`` of the time; the verdict engine
+    (:func:`benchmatrix.analyze.verdict.judge`) turns them into verdicts.
 
     Args:
         pages: The experiment's campaigns, oldest first.
@@ -374,7 +381,11 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA, threshold: fl
     stat_cols = {"cell_id", "metric", "unit", "n", "mean", "median", "min", "max", "sd", "cv", "ci_low",
                  "ci_high", "ci_method", "campaign", "#name", "started_at", "#pos"}
     labels = _cell_labels(long, stat_cols)
-    means = long.pivot_table(index=["metric", "cell_id"], columns="#pos", values="mean", aggfunc="last")
+    # One pivot for the means and each campaign's run spread (the tests' noise of a mean).
+    wide = long.assign(sd=pd.to_numeric(long["sd"], errors="coerce"), n=pd.to_numeric(long["n"], errors="coerce"))
+    wide = wide.pivot_table(index=["metric", "cell_id"], columns="#pos", values=["mean", "sd", "n"],
+                            aggfunc="last")
+    means = wide["mean"].dropna(how="all").dropna(axis=1, how="all")
     # The summaries' order (cells by their factors' levels, metrics as declared), not the ids' sort order.
     keys = long[["metric", "cell_id"]]
     order = keys.assign(m=pd.factorize(keys["metric"])[0], c=pd.factorize(keys["cell_id"])[0])
@@ -384,7 +395,7 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA, threshold: fl
     pos_name = {k: pages[k].campaign.name for k in positions}
     # The one unit rule, newest campaign last: a campaign that names a unit overrides the ones before.
     units = pd.Series(metric_units(None, *[p.summary for p in pages]), dtype=object)
-    wanted, declared = history_metrics(pages)
+    wanted, declared, settings = history_metrics(pages)
     metric_of = means.index.get_level_values("metric").to_numpy()
     in_report = np.ones(len(means), dtype=bool) if wanted is None else np.isin(metric_of, wanted)
     x = means.to_numpy(dtype="float64")
@@ -400,19 +411,38 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA, threshold: fl
     constant = rel_sd.to_numpy(dtype="float64") <= ROUNDING
     count = finite.sum(axis=1)
     testable = in_report & ~constant & (count >= MIN_CAMPAIGNS)
-    # Every tested series' step (its p-value, split and size) over the campaigns it has.
-    steps_at = [detect_step(y[row][finite[row]], alpha) if testable[row] else None for row in range(len(x))]
+    # Each campaign mean's noise from its runs (SE², on the tested scale) and the prior
+    # campaign variance (report.campaign_sd, relative to the level on the linear scale).
+    held = set(wide.columns.get_level_values(0))  # a column without any value is not in the pivot
+    grid = {col: (wide[col] if col in held else pd.DataFrame(index=wide.index))
+            .reindex(index=means.index, columns=positions).to_numpy(dtype="float64") for col in ("sd", "n")}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        se2 = np.where(positive[:, None], (grid["sd"] / x) ** 2, grid["sd"] ** 2) / grid["n"]
+        level = np.nanmean(np.where(finite, np.abs(x), np.nan), axis=1)
+    s0 = np.array([settings.campaign_sd_for(m) for m in metric_of], dtype="float64")
+    prior_var = np.where(positive, s0 * s0, (s0 * level) ** 2)
+    # Every tested series' step and slide (p-values, split, size) over the campaigns it
+    # has: one pass per number of campaigns, not one per series.
+    steps_at: list[Change | None] = [None] * len(x)
+    for k_all in np.unique(count[testable]):
+        rows = np.flatnonzero(testable & (count == k_all))
+        pick = finite[rows]
+        found = detect_change_many(y[rows][pick].reshape(len(rows), -1), se2[rows][pick].reshape(len(rows), -1),
+                                   prior_var[rows], PRIOR_DOF, alpha)
+        for row, change in zip(rows, found):
+            steps_at[row] = change
     p_value = np.array([s.p_value if s else np.nan for s in steps_at], dtype="float64")
-    parts = [_step_parts(y[row][finite[row]], s) for row, s in enumerate(steps_at)]
     # The engine: Holm across the page's series, intervals, verdicts in the metric's direction.
     judged = pd.DataFrame({
         "metric": metric_of, "better": [metric_direction(m, declared) for m in metric_of],
         "mean_level": [s.after if s else np.nan for s in steps_at],
         "mean_baseline": [s.before if s else np.nan for s in steps_at],
-        "df": [s.campaigns - 2 if s else np.nan for s in steps_at],
+        "df": [s.df if s else np.nan for s in steps_at],
         "_est": [s.difference if s else np.nan for s in steps_at],
-        "_se2": [va + vb for va, vb in parts], "_va": [va for va, _ in parts], "_vb": [vb for _, vb in parts],
-        "_cov": 0.0, "_constant": constant,
+        "_se2": [s.var_after + s.var_before - 2 * s.cov if s else np.nan for s in steps_at],
+        "_va": [s.var_after if s else np.nan for s in steps_at],
+        "_vb": [s.var_before if s else np.nan for s in steps_at],
+        "_cov": [s.cov if s else 0.0 for s in steps_at], "_constant": constant,
         "_scale": np.where(positive, LOG, LINEAR), "_p": p_value})
     judge(judged, set(judged.loc[testable, "metric"]), alpha, threshold)
     verdicts = judged["verdict"].to_numpy(dtype=object)
@@ -431,9 +461,12 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA, threshold: fl
             "detected": bool(detected[row]), "p_value": p_value[row], "p_adjusted": judged["p_value"].iloc[row],
             "verdict": verdicts[row], "scale": "log" if positive[row] else "linear", "step_campaign": "",
             "before": np.nan, "after": np.nan, "relative_pct": np.nan, "relative_low_pct": np.nan,
-            "relative_high_pct": np.nan}
+            "relative_high_pct": np.nan, "kind": "", "p_step": np.nan, "p_slide": np.nan,
+            "slide_pct": np.nan, "slide_low_pct": np.nan, "slide_high_pct": np.nan}
         if step is not None and step.index is not None:
-            rec.update(step_campaign=pos_name[present[step.index]],
+            rec.update(kind=step.kind if detected[row] else "", p_step=step.p_step, p_slide=step.p_slide,
+                       **_slide_pct(step, bool(positive[row])),
+                       step_campaign=pos_name[present[step.index]] if step.kind == "step" else "",
                        before=float(np.exp(step.before)) if positive[row] else step.before,
                        after=float(np.exp(step.after)) if positive[row] else step.after,
                        relative_pct=judged["rel_diff_pct"].iloc[row],
@@ -451,16 +484,13 @@ def build_history(pages: list[CampaignPage], alpha: float = ALPHA, threshold: fl
     return History(long, steps, plots_out, _mean_tables(long, steps, [pos_name[k] for k in positions]))
 
 
-def _step_parts(values: np.ndarray, step: Any) -> tuple[float, float]:
-    """Variances of a step's two segment means (after, before): the pooled
-    within-segment variance of the campaign means over K - k and k campaigns, as the
-    step test uses it."""
-    if step is None or step.index is None:
-        return float("nan"), float("nan")
-    k, k_all = step.index, len(values)
-    before, after = values[:k], values[k:]
-    var = (((before - before.mean()) ** 2).sum() + ((after - after.mean()) ** 2).sum()) / (k_all - 2)
-    return float(var / (k_all - k)), float(var / k)
+def _slide_pct(change: Change, positive: bool) -> dict[str, float]:
+    """The trend per campaign in percent of the level (the trend line's first value on the
+    linear scale) with its 95 % interval: ``slide_pct``, ``slide_low_pct``, ``slide_high_pct``."""
+    ends = np.array([change.slope, change.slope_low, change.slope_high])
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        pct = np.expm1(ends) * 100 if positive else ends / abs(change.before) * 100
+    return dict(zip(("slide_pct", "slide_low_pct", "slide_high_pct"), (float(v) for v in pct)))
 
 
 def _in_display_unit(step: dict[str, Any]) -> dict[str, Any]:
@@ -511,7 +541,7 @@ def _campaign_times(started: list[str]) -> np.ndarray | None:
 
 # shape: the frames build_history already computed, for one metric: long, steps, means, positions, names, start times
 def _history_plot(long: pd.DataFrame, steps: pd.DataFrame, metric: str, positions: list[int],
-                  campaign_names: list[str], means: pd.DataFrame, started: list[str] | None = None) -> dict[str, str]:
+                  campaign_names: list[str], means: pd.DataFrame, started: list[str] | None = None) -> dict[str, Any]:
     """One metric over time: each shown cell's mean and 95 % interval relative to its
     first campaign at the campaign's start time, and the band all cells span (10-90 %)."""
     plt = _pyplot()
@@ -547,19 +577,32 @@ def _history_plot(long: pd.DataFrame, steps: pd.DataFrame, metric: str, position
     label_of = dict(zip(mine["cell_id"], mine["cell"]))
     # Campaigns are placed by their position, not their label: two campaigns may share a label.
     pos = {k: i for i, k in enumerate(positions)}
+    lines = []
     for cell in shown:
         rows = sub[sub["cell_id"] == cell]
         base = first[cell_index[cell]]
-        cx = xs[rows["#pos"].map(pos).to_numpy(dtype="int64")]
-        y = (rows["mean"].to_numpy(dtype="float64") / base - 1) * 100
-        lo = (rows["ci_low"].to_numpy(dtype="float64") / base - 1) * 100
-        hi = (rows["ci_high"].to_numpy(dtype="float64") / base - 1) * 100
+        lines.append((cell, xs[rows["#pos"].map(pos).to_numpy(dtype="int64")],
+                      *[(pd.to_numeric(rows[c], errors="coerce").to_numpy(dtype="float64") / base - 1) * 100
+                        for c in ("mean", "ci_low", "ci_high")]))
+    # One wide interval (a campaign of two runs, a metric near 0) would flatten every
+    # other line: the axis spans the means and the ordinary intervals, the rest is clipped.
+    drawn = [np.concatenate([part[k] for part in lines]) if lines else np.array([]) for k in (2, 3, 4)]
+    limits = robust_limits(np.concatenate([drawn[0], [0.0]]), drawn[1], drawn[2])
+    clipped = 0
+    for cell, cx, y, lo, hi in lines:
         text = label_of.get(cell, cell)
         (handle,) = ax.plot(cx, y, marker="o", ms=3, lw=1, label=text if len(text) <= 60 else text[:57] + "…")
         # Each interval as it is: of a skewed metric it may lie beside the mean (error
         # bars around the mean would mirror it).
         known = np.isfinite(lo) & np.isfinite(hi)
-        ax.vlines(cx[known], lo[known], hi[known], color=handle.get_color(), lw=1)
+        ax.vlines(cx[known], np.maximum(lo[known], limits[0]), np.minimum(hi[known], limits[1]),
+                  color=handle.get_color(), lw=1)
+        clipped += _clip_intervals(ax, cx, lo, hi, limits, handle.get_color())
+    if lines:
+        _set_limits(ax, limits)
+    if clipped:
+        caption += (f" {clipped} interval end(s) reach beyond the axis: clipped, marked ▲/▼ (history.csv has "
+                    f"their values).")
     ax.axhline(0, color="0.3", lw=0.6)
     unit = str(sub["unit"].iloc[0]) if len(sub) else ""
     ax.set_ylabel(f"{metric}: % vs first campaign")
@@ -583,7 +626,8 @@ def _history_plot(long: pd.DataFrame, steps: pd.DataFrame, metric: str, position
     # The RDF block names external vocabularies by URL; the page needs none of it.
     svg = re.sub(r"<metadata>.*?</metadata>\s*", "", svg, flags=re.S)
     svg = re.sub(r'<svg ([^>]*?)width="[^"]*" height="[^"]*"', r'<svg \1', svg, count=1)
-    return {"metric": metric, "title": f"{metric}{f' ({unit})' if unit else ''}", "caption": caption, "svg": svg}
+    return {"metric": metric, "title": f"{metric}{f' ({unit})' if unit else ''}", "caption": caption, "svg": svg,
+            "clipped": clipped}
 
 
 # ------------------------------------------------------------------ rendering

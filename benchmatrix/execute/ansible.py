@@ -16,6 +16,7 @@ kind (:data:`RESULT_SCHEMAS`), and :func:`read_payloads` validates each one;
 from __future__ import annotations
 
 import fcntl
+import importlib
 import os
 import re
 import shutil
@@ -425,6 +426,25 @@ def _task_place(task_path: Any) -> str:
     return f"{os.path.realpath(file)}:{line}" if file else ""
 
 
+#: Environment variable: ``MODULE:FUNCTION``, a stand-in called instead of ansible-runner with
+#: :func:`run_playbook`'s arguments (the test suite's fake port, tests/fake_ansible.py, which runs
+#: the batch runner without Ansible); unset in every real use.
+PORT_ENV = "BMX_PLAYBOOK_PORT"
+
+
+def _port(name: str) -> Callable[..., PlaybookResult]:
+    """The stand-in ``MODULE:FUNCTION`` names (:data:`PORT_ENV`).
+
+    Raises:
+        AnsibleError: it cannot be imported.
+    """
+    module, _, function = name.partition(":")
+    try:
+        return getattr(importlib.import_module(module), function)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise AnsibleError(f"{PORT_ENV}={name!r}: {exc}") from None
+
+
 # shape: one call's playbook, host, inventory, vars, log + optional data/timeout/slot, keyword-only
 def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str,
                  extravars: dict[str, Any], log: Path, data: dict[str, Any] | None = None,
@@ -467,6 +487,10 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
         ResultChannelError: A result payload the playbook published is malformed or
             unknown (:func:`read_payloads`).
     """
+    port = os.environ.get(PORT_ENV, "")
+    if port:
+        return _port(port)(playbook, project_dir=project_dir, inventory=inventory, host=host, extravars=extravars,
+                           log=log, data=data, timeout=timeout, start_tag=start_tag, on_started=on_started)
     import ansible_runner  # imported late: costs ~0.2 s, only batch jobs need it
 
     # ansible-playbook sits beside this interpreter in a virtualenv that may not be on PATH.

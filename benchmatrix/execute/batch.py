@@ -260,6 +260,9 @@ def _manifest_entry(job: _Batch, r: PlannedRun) -> dict[str, Any]:
         # The runner sets the live knobs of a run whose items differ from the last
         # applied (a batch may span settings of cost-none knobs: plan.design.assign_batches).
         entry["knobs"] = knob_items(spec, cell)
+    workload = WORKLOADS.get(spec.workload["role"])
+    if workload is not None and workload.measure is not None and workload.measure(spec.workload):
+        entry["measure"] = True  # the runner times the command itself (usage.json)
     return entry
 
 
@@ -611,7 +614,7 @@ def save_run_baselines(exp: Path, host: str, spec: Spec, results: Iterable[dict[
 
 #: What a run's directory in a batch archive may hold (the runner's layout); nothing
 #: else in the archive is unpacked.
-_RUN_FILES = frozenset({"stdout", "stderr", "counters.json"})
+_RUN_FILES = frozenset({"stdout", "stderr", "counters.json", "usage.json"})
 
 
 def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun], touched: dict[str, Any]) -> dict[str, Any]:
@@ -619,7 +622,7 @@ def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun], touched: dict
     result.json contents by run id (read, not written: the record replaces it).
 
     Only the files of ``todo``'s attempts are taken (``runs/RUN_ID/ATTEMPT/`` with
-    stdout, stderr, counters.json and inputs/NAME, regular files only), so no member
+    stdout, stderr, counters.json, usage.json and inputs/NAME, regular files only), so no member
     can land anywhere else. Each directory is noted in ``touched["partial"]`` first:
     a failure removes the ones without a record.
     """

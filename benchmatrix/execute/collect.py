@@ -90,8 +90,11 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool 
     from benchmatrix.results.campaign import read_meta
 
     meta = read_meta(exp)
+    # A gate's rounds (bmx run --against) decide B against campaign A, not the report's
+    # own comparisons: those are judged as a fixed design's, and bmx run says the gate's.
+    adaptive = None if meta.get("against") else settings_of(spec, meta)
     tables = derive_tables(spec, plan, read_back, units, record_notes=record_notes,
-                           adaptive=settings_of(spec, meta), stopped_by=str(meta.get("until_decided_stop") or ""))
+                           adaptive=adaptive, stopped_by=str(meta.get("until_decided_stop") or ""))
     written = write_tables(exp, tables, runs_text=runs_text)
     del runs_text
     # The tidy long table (runs_long.parquet) that export, compare and publish read.

@@ -30,6 +30,16 @@ from benchmatrix.spec.load import Spec
 #: beside it; more would only add Ansible processes to a controller already slow.
 MAX_IN_FLIGHT = 2
 
+#: Most seconds between two renewals: each also reads what the runner finished, and
+#: ``bmx run`` prints a progress line every 20 s (supervise.TICK_SECONDS) that should
+#: count runs finished on the host a moment ago, not a quarter lease (75 s) ago.
+PROGRESS_READ_SECONDS = 20.0
+
+
+def renewal_interval(lease_seconds: float) -> float:
+    """Seconds between renewals: a quarter lease, at most :data:`PROGRESS_READ_SECONDS`."""
+    return min(lease_seconds / 4, PROGRESS_READ_SECONDS)
+
 
 def renewal_timeout(seconds: float) -> int:
     """Seconds a renewal call may take (ansible-runner's timeout, whole seconds): one
@@ -88,10 +98,12 @@ def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[thre
     The batch runner stops before its next run once the lease is older than
     ``runner_lease_seconds``: when the whole controller is gone (machine lost, every
     process killed), nothing is left measuring on the host for hours. A renewal (a
-    small playbook) is due every quarter lease, on a fixed schedule whatever the calls
-    take (:func:`renew_on_time`); a failed renewal is retried at the next due time. The
+    small playbook that also reads the runner's progress) is due every quarter lease,
+    or every :data:`PROGRESS_READ_SECONDS` when that is shorter (:func:`renewal_interval`),
+    on a fixed schedule whatever the calls take (:func:`renew_on_time`); a failed
+    renewal is retried at the next due time. The
     runner takes the lease itself as it starts (the manifest's ``lease_seconds``), so
-    the first renewal comes a quarter lease after the runner's start: a batch shorter
+    the first renewal comes one interval after the runner's start: a batch shorter
     than that costs no second ansible-playbook at all (on many hosts at once, half the
     batches' Ansible processes, memory and CPU), and neither does a call's wait for a
     start slot nor the host's preparation in its first batch.
@@ -131,7 +143,7 @@ def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[thre
 
     def schedule() -> None:
         started.wait()  # also set as the batch ends, so a runner that never started frees the thread
-        renew_on_time(renew, seconds / 4, stop)
+        renew_on_time(renew, renewal_interval(seconds), stop)
 
     thread = threading.Thread(target=schedule, name=f"lease-{batch}", daemon=True)
     thread.start()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmatrix import layout
+from benchmatrix.errors import BenchmatrixError
 from benchmatrix.names import printable
 
 if TYPE_CHECKING:
@@ -162,89 +163,162 @@ def _plan_outdated(exp: Path, spec_path: Path) -> bool:
 #: How the reason of a doomed campaign's stop starts (:class:`DoomWatch`).
 DOOMED = "doomed: "
 
-#: Seconds between the progress lines printed while a batch job runs (Snakemake itself
-#: prints one only when a job ends, and one batch may now take many minutes).
-TICK_SECONDS = 30.0
+#: Seconds between the progress lines printed while Snakemake runs (it prints one itself
+#: only when a job ends, and one batch may take many minutes): on a fixed schedule, well
+#: inside the 30 s the README promises even on a loaded controller.
+TICK_SECONDS = 20.0
+
+#: What ``bmx run`` says Snakemake is doing when no run is left to count, per rule.
+PHASES = {"plan": "planning", "run_batch": "fetching the last results", "restore_host": "restoring the hosts",
+          "collect": "collecting the results and writing the report"}
+_JOB_START = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):")
+_JOB_END = re.compile(r"^Finished jobid: \d+ \(Rule: (\w+)\)|^Error in rule (\w+):")
 
 
 class RunProgress:
     """Progress counted in runs, not Snakemake jobs: plan.csv's attempts against the
-    records written, and an ETA from the rate at which this pass writes records (a
-    batch job may hold one run or a thousand, so jobs say little about the time left).
+    records written and the runs the hosts' runners reported finished, an ETA and, once
+    no run is left to count, what Snakemake is doing.
+
+    The ETA (:func:`benchmatrix.plan.wall_time.seconds_left`) prices the runs left at
+    each host's own pace in this pass, before that at the estimates of earlier
+    campaigns, plus the batches not started and the campaign's tail; without a model
+    (or a run's time unknown) it falls back on the rate at which this pass finishes
+    runs, and before its first run there is none.
     """
 
-    def __init__(self, exp: Path, t0: float):
+    def __init__(self, exp: Path, t0: float, spec: Spec | None = None, model: Any = None):
         self.exp = exp
         self.t0 = t0  # bmx run's start: elapsed counts from it
         self.start = time.monotonic()  # this pass's start: the rate counts from it
+        self.spec, self.model = spec, model
         self.before = self.records()  # written by earlier passes and campaigns' resumes
-        self._planned: tuple[float, int] | None = None  # (plan.csv's mtime, its attempts)
+        self._planned: tuple[float, list[Any]] | None = None  # (plan.csv's mtime, its runs)
+        self.on_hosts: set[tuple[str, int]] = set()  # finished on the hosts, as last read
+        self.pace: dict[str, float] = {}  # host -> seconds a run in this pass
+        self.jobs_running: dict[str, int] = {}
+        self.jobs_seen = False
+        self.said_phase = ""
+
+    def job_started(self, rule: str) -> None:
+        """Snakemake started a job of ``rule``."""
+        self.jobs_seen = True
+        self.jobs_running[rule] = self.jobs_running.get(rule, 0) + 1
+
+    def job_ended(self, rule: str) -> None:
+        """A job of ``rule`` finished or failed."""
+        self.jobs_running[rule] = max(self.jobs_running.get(rule, 0) - 1, 0)
+
+    def recorded(self) -> set[tuple[str, int]]:
+        """(run id, attempt) of the run records written so far."""
+        runs = self.exp / layout.RUNS_DIR
+        if not runs.is_dir():
+            return set()
+        return {(p.parent.parent.name, int(p.parent.name)) for p in runs.glob(f"*/*/{layout.RECORD}")
+                if p.parent.name.isdigit()}
 
     def records(self) -> int:
         """The run records written so far."""
-        runs = self.exp / layout.RUNS_DIR
-        return sum(1 for _ in runs.glob(f"*/*/{layout.RECORD}")) if runs.is_dir() else 0
+        return len(self.recorded())
 
-    def planned(self) -> int | None:
-        """plan.csv's attempts (read again only when the plan changed), None before a plan."""
+    def plan_runs(self) -> list[Any] | None:
+        """plan.csv's runs (read again only when the plan changed), None before a plan."""
+        from benchmatrix.plan.design import read_plan
+
         path = self.exp / layout.PLAN
         try:
             mtime = path.stat().st_mtime
             if self._planned is None or self._planned[0] != mtime:
-                with open(path, newline="") as fh:
-                    self._planned = (mtime, max(sum(1 for _ in csv.reader(fh)) - 1, 0))
-        except OSError:
+                self._planned = (mtime, read_plan(path)[0])
+        except (OSError, ValueError, IndexError, StopIteration):
             return None
         return self._planned[1]
 
-    def line(self, now: float, records: int, jobs: tuple[int, int] | None = None, on_hosts: int = 0) -> str:
-        """``bmx: R/P runs done[, M more finished on the hosts][, J/K jobs], elapsed E[, ETA T]``."""
-        planned = self.planned()
-        done = f"{records}/{planned} runs done" if planned else f"{records} run records"
+    def planned(self) -> int | None:
+        """plan.csv's attempts, None before a plan."""
+        runs = self.plan_runs()
+        return None if runs is None else len(runs)
+
+    def phase(self, all_done: bool) -> str:
+        """What Snakemake is doing, said when no run is left to count ("" while batches run)."""
+        rules = [rule for rule, n in self.jobs_running.items() if n > 0]
+        if "run_batch" in rules and not all_done:
+            return ""
+        names = [text for rule, text in PHASES.items() if rule in rules]
+        if names:
+            return " and ".join(names)
+        return "" if self.jobs_seen else "starting"
+
+    def phase_line(self, now: float) -> str | None:
+        """The line to print as a job starts: when no run is left to count, the new phase
+        is said at once (restoring, collecting, the report), not at the next tick; None
+        when the phase said last has not changed, or runs are still being counted."""
+        runs = self.plan_runs()
+        finished = self.recorded() | self.on_hosts
+        all_done = runs is not None and all((r.run_id, r.attempt) in finished for r in runs)
+        phase = self.phase(all_done)
+        if not phase or phase == self.said_phase:
+            return None
+        self.said_phase = phase
+        return self.line(now)
+
+    def line(self, now: float, jobs: tuple[int, int] | None = None) -> str:
+        """``bmx: R/P runs done[, M more finished on the hosts][, J/K jobs], elapsed E[, ETA T][; PHASE]``."""
+        recorded = self.recorded()
+        on_hosts = self.on_hosts - recorded
+        runs = self.plan_runs()
+        planned = len(runs) if runs is not None else None
+        done = f"{len(recorded)}/{planned} runs done" if planned else f"{len(recorded)} run records"
         parts = [done]
         if on_hosts:
-            parts.append(f"{on_hosts} more finished on the hosts")
+            parts.append(f"{len(on_hosts)} more finished on the hosts")
         if jobs:
             parts.append(f"{jobs[0]}/{jobs[1]} jobs")
         parts.append(f"elapsed {fmt_hms(now - self.t0)}")
-        eta = self.eta(now, records + on_hosts, planned, jobs)
+        finished = recorded | on_hosts
+        left = [r for r in runs if (r.run_id, r.attempt) not in finished] if runs is not None else None
+        eta = None
+        if left:
+            eta = self._eta_left(runs, left, finished)
+            if eta is None:
+                eta = self.eta(now, len(finished), planned)
         if eta is not None:
             parts.append(f"ETA {fmt_hms(eta)}")
-        return "bmx: " + ", ".join(parts)
+        phase = self.phase(runs is not None and not left)
+        return "bmx: " + ", ".join(parts) + (f"; {phase}" if phase else "")
 
-    def eta(self, now: float, finished: int, planned: int | None, jobs: tuple[int, int] | None) -> float | None:
-        """Seconds left: the runs left at this pass's rate; the jobs left at their rate
-        before any run of this pass finished; None when neither is known."""
+    def _eta_left(self, runs: list[Any], left: list[Any], finished: set[tuple[str, int]]) -> float | None:
+        """Seconds left by the model (None without one, or a run's time unknown)."""
+        if self.model is None or self.spec is None:
+            return None
+        from benchmatrix.plan.wall_time import seconds_left
+
+        started = {r.batch for r in runs if (r.run_id, r.attempt) in finished}
+        return seconds_left(self.spec, left, self.model, self.pace, started)
+
+    def eta(self, now: float, finished: int, planned: int | None) -> float | None:
+        """Seconds left at the rate at which this pass finishes runs; None before its
+        first run (the jobs' rate said "3 s" at every start: the plan job is quick)."""
         elapsed = now - self.start
         new = finished - self.before
         if planned and new > 0 and elapsed > 0:
             return max(planned - finished, 0) * elapsed / new
-        if jobs and jobs[0]:
-            return elapsed / jobs[0] * (jobs[1] - jobs[0])
         return None
 
 
-def progress_tick(progress: RunProgress, now: float,
-                  last: tuple[int, int] | None) -> tuple[str | None, tuple[int, int]]:
-    """The line to print while batches run, or None when nothing changed since ``last``.
+def progress_tick(progress: RunProgress, now: float) -> str:
+    """The line printed every :data:`TICK_SECONDS`, changed or not.
 
-    Counts the run records written so far (a batch writes them after each time slice)
-    and the runs the hosts' runners reported finished that have no record yet
-    (``batches/BATCH.progress.json``, read with each lease renewal).
-
-    Returns:
-        (the line or None, the counts to pass as ``last`` next time).
+    Reads the runs the hosts' runners reported finished (``batches/BATCH.progress.json``,
+    read with each lease renewal) and learns each host's pace from them.
     """
-    from benchmatrix.results.status import finished_on_hosts
+    from benchmatrix.plan.wall_time import pace_of
+    from benchmatrix.results.status import host_progress
 
-    exp = progress.exp
-    n_rec = progress.records()
-    on_hosts = sum(1 for run_id, attempts in finished_on_hosts(exp).items() for a in attempts
-                   if not layout.record_path(exp, run_id, a).is_file())
-    counts = (n_rec, on_hosts)
-    if counts == last or counts == (0, 0):
-        return None, counts
-    return progress.line(now, n_rec, on_hosts=on_hosts), counts
+    items = host_progress(progress.exp)
+    progress.on_hosts = {(str(i["run_id"]), int(i["attempt"])) for i in items}
+    progress.pace.update(pace_of((str(i.get("host")), str(i.get("ended_at"))) for i in items))
+    return progress.line(now)
 
 
 #: The flag of ``bmx run`` and ``bmx rerun`` that goes on with a doomed campaign.
@@ -312,16 +386,35 @@ def _doom_poll(watch: DoomWatch, look: Any, stop: threading.Event) -> None:
 
 
 def _ticker(progress: RunProgress, stop: threading.Event, look: Any = None) -> None:
-    last = None
-    while not stop.wait(TICK_SECONDS):
+    from benchmatrix.execute.lease import renew_on_time
+
+    def tick() -> None:
         try:
-            line, last = progress_tick(progress, time.monotonic(), last)
-        except OSError:
-            continue  # progress is a courtesy
-        if line:
-            say(line, flush=True)
+            say(progress_tick(progress, time.monotonic()), flush=True)
+        except (OSError, ValueError):
+            pass  # progress is a courtesy
         if look is not None:
             look()
+
+    def inline(call: Any) -> Any:
+        call()
+        return lambda: False
+
+    # The lease's fixed schedule: a slow tick (a loaded controller) does not shift the later ones.
+    renew_on_time(tick, TICK_SECONDS, stop, start=inline)
+
+
+def _wall_model(spec: Spec, proj: Path, exp: Path) -> Any:
+    """The ETA's model of the experiment (:func:`benchmatrix.plan.wall_time.wall_model`),
+    None when its tables cannot be read: an estimate never stops a campaign."""
+    from benchmatrix.errors import BenchmatrixError
+    from benchmatrix.plan.wall_time import wall_model
+    from benchmatrix.spec.config import project_config
+
+    try:
+        return wall_model(spec, exp, project_config(proj))
+    except (OSError, ValueError, csv.Error, BenchmatrixError):
+        return None
 
 
 # shape: one Snakemake process: its signal handler and output loop fill the same failed/stopped lists
@@ -408,7 +501,7 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
         old = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
         logging = True
         ticking = threading.Event()
-        progress = RunProgress(exp, t0)
+        progress = RunProgress(exp, t0, spec, _wall_model(spec, proj, exp))
         threading.Thread(target=_ticker, args=(progress, ticking, look), name="bmx-progress", daemon=True).start()
         if watch is not None:
             threading.Thread(target=_doom_poll, args=(watch, look, ticking), name="bmx-doomed", daemon=True).start()
@@ -424,10 +517,19 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
                         stop(describe_os_error(exc, log_path))
                 if line.startswith("benchmatrix:"):
                     last_msg = line.strip()
+                m = _JOB_START.match(line)
+                if m:
+                    progress.job_started(m.group(1))
+                    said = None if interrupted else progress.phase_line(time.monotonic())
+                    if said:
+                        say(said, flush=True)
+                m = _JOB_END.match(line)
+                if m:
+                    progress.job_ended(m.group(1) or m.group(2))
                 m = _PROGRESS.match(line)
                 if m and not interrupted:
                     jobs = (int(m.group(1)), int(m.group(2)))
-                    say(progress.line(time.monotonic(), progress.records(), jobs), flush=True)
+                    say(progress.line(time.monotonic(), jobs), flush=True)
                     look()  # a job ended: its runs' records are in
                 m = _ERROR_RULE.match(line)
                 if m:
@@ -475,29 +577,65 @@ def _recorded_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, 
     return rc, interrupted, failed, stopped
 
 
-def _next_round(spec: Spec, exp: Path, settings: Any, elapsed_s: float) -> bool:
+def _gate_comparison(spec: Spec, exp: Path, settings: Any, against: str) -> Any:
+    """The current campaign (B) compared with campaign ``against`` (A's id) at the
+    sequential level of ``settings``: what the gate decides on and says at its end.
+
+    Raises:
+        NotComparable: A is gone, or the two campaigns cannot be compared.
+    """
+    from benchmatrix.campaigns.compare import NotComparable, compare_campaigns
+    from benchmatrix.campaigns.store import find_campaign, read_campaign
+
+    try:
+        a = find_campaign(exp, against)
+    except BenchmatrixError as exc:
+        raise NotComparable(f"--against: {exc}") from None
+    b = read_campaign(exp, current=True)
+    result = compare_campaigns(a, b, alpha=settings.level(spec.report.alpha))
+    if result.refused:
+        why = "the measurement differs" if result.measurement else "no cell was measured on the same host in both"
+        raise NotComparable(f"{exp}: campaign {b.name} cannot be compared with {a.name}: {why}; see "
+                            f"'bmx compare {a.id} {b.id} --spec {spec.path}'")
+    return result
+
+
+def _next_round(spec: Spec, exp: Path, settings: Any, elapsed_s: float, against: str | None = None) -> bool:
     """Judge the comparisons after a pass and append the next adaptive round; say what
-    was decided. Returns True when a round was added (another pass runs it)."""
+    was decided. With ``against`` (the gate) the comparisons are B's cells against that
+    campaign. Returns True when a round was added (another pass runs it)."""
     from collections import Counter
 
     import pandas as pd
 
-    from benchmatrix.analyze.adaptive import REASON, judge_round
+    from benchmatrix.analyze.adaptive import REASON, judge_gate, judge_round
     from benchmatrix.plan.design import earlier_run_seconds
     from benchmatrix.plan.reruns import append_round, replicate_counts, round_requests
+    from benchmatrix.plan.wall_time import round_overhead
     from benchmatrix.results.campaign import update_meta
     from benchmatrix.results.tables import read_analysis
 
-    runs = pd.read_csv(exp / layout.RUNS) if (exp / layout.RUNS).is_file() else pd.DataFrame()
     earlier = earlier_run_seconds(exp / layout.RUNS)
-    units = dict(read_analysis(exp).get("units") or {})
-    judged = judge_round(spec, runs, settings, units, elapsed_s, earlier[0] if earlier else None)
+    # The budget is wall time: besides its runs a round costs a pass and a look, as this
+    # run's own rounds took them (counting the runs alone, budget: 8m took 11 minutes).
+    now = time.time()
+    elapsed_s += round_overhead(exp, now - elapsed_s, now)
+    per_run_s = earlier[0] if earlier else None
+    if against:
+        result = _gate_comparison(spec, exp, settings, against)
+        judged = judge_gate(result.table, settings, result.family, elapsed_s, per_run_s)
+    else:
+        runs = pd.read_csv(exp / layout.RUNS) if (exp / layout.RUNS).is_file() else pd.DataFrame()
+        units = dict(read_analysis(exp).get("units") or {})
+        judged = judge_round(spec, runs, settings, units, elapsed_s, per_run_s)
     rnd = 0
     if judged.extend:
         plan = pd.read_csv(exp / layout.PLAN, dtype=str)
         rnd = append_round(exp, round_requests(judged.extend, replicate_counts(plan)), REASON)
     reasons = Counter(judged.comparisons["reason"]) if len(judged.comparisons) else Counter()
     said = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items()))
+    if against:
+        said = f"against {against}: {said or 'no comparison'}"
     if rnd:
         runs = len(judged.extend)
         say(f"bmx: look {judged.look}: {said or 'no comparison'}; round {rnd} adds runs to {runs} cell(s) "
@@ -506,7 +644,38 @@ def _next_round(spec: Spec, exp: Path, settings: Any, elapsed_s: float) -> bool:
     if reasons.get("budget"):
         update_meta(exp, until_decided_stop="budget")
     say(f"bmx: look {judged.look}: {said or 'no comparison'}; replicates until decided: stopped", flush=True)
+    advice = "" if against else max_advice_line(spec, judged.comparisons)
+    if advice:
+        say(advice, flush=True)
     return False
+
+
+def max_advice_line(spec: Spec, rows: Any) -> str:
+    """What ``bmx run`` says of the comparisons an until-decided campaign left undecided
+    at ``max``: about how many runs a cell each would need
+    (:func:`benchmatrix.analyze.adaptive.runs_at_max`); "" when none stopped there.
+
+    Args:
+        spec: The experiment (``report.compare``'s ``by`` factors, the thresholds).
+        rows: :func:`benchmatrix.analyze.adaptive.judge_round`'s comparisons.
+    """
+    from benchmatrix.analyze.adaptive import runs_at_max
+
+    if not len(rows) or "reason" not in rows.columns:
+        return ""
+    by = list(spec.report.compare.by) if spec.report.compare is not None else []
+    said = []
+    for row in rows[rows["reason"] == "max"].to_dict("records"):
+        where = ", ".join(f"{f}={row[f]}" for f in by if f in row)
+        n = runs_at_max(row, spec.report.threshold_for(str(row["metric"])))
+        need = f"about {n} runs a cell" if n is not None else "an unknown number of runs"
+        said.append(f"{row['metric']} {row['level']} vs {row['baseline']}{' at ' + where if where else ''} "
+                    f"would need {need}")
+    if not said:
+        return ""
+    more = f"; and {len(said) - 3} more" if len(said) > 3 else ""
+    return (f"bmx: stopped at max undecided: {'; '.join(said[:3])}{more} "
+            "(at this estimate; raise replicates max in the spec to go on)")
 
 
 def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: Any) -> int:
@@ -522,7 +691,11 @@ def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: A
     say(f"bmx: running {spec.name} ({len(spec.cells)} cells) on {len(args.hosts)} host(s); log {log_path}",
         flush=True)
     t0 = time.monotonic()
-    adaptive = settings_of(spec, read_meta(exp))
+    meta = read_meta(exp)
+    adaptive = settings_of(spec, meta)
+    # The gate (bmx run --until-decided --against A): kept with the campaign, so that
+    # resuming an interrupted gate goes on deciding against the same A.
+    against = str(meta["against"]) if adaptive and meta.get("against") else None
     # Adaptive replication: after each pass the comparisons are judged and the cells of
     # the undecided ones get a round of new replicates (at most one pass per look).
     for _look in range(adaptive.looks if adaptive else 1):
@@ -547,7 +720,7 @@ def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: A
             if rc != 0 or reruns_digest(exp) == before:
                 break
             print("bmx: resuming the runs that an interrupt cut short", flush=True)
-        if rc != 0 or adaptive is None or not _next_round(spec, exp, adaptive, time.monotonic() - t0):
+        if rc != 0 or adaptive is None or not _next_round(spec, exp, adaptive, time.monotonic() - t0, against):
             break
     if rc != 0:
         for rule, log_file, msg in failed:
@@ -565,4 +738,24 @@ def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: A
     from benchmatrix.report.terminal import print_findings
 
     print_findings(exp, sys.stdout, getattr(args, "color", "auto"))
-    return exit_code(status) if bad else 0
+    code = exit_code(status) if bad else 0
+    if against:
+        # The gate's answer is its exit status, as bmx compare's: 1 when a verdict is worse.
+        return _gate_end(args, spec, exp, adaptive, against) or code
+    return code
+
+
+def _gate_end(args: argparse.Namespace, spec: Spec, exp: Path, settings: Any, against: str) -> int:
+    """Print the gate's verdicts (B against A at the sequential level) as ``bmx compare``
+    does, keep them on ``args.gate`` for ``bmx run --json``; returns compare's exit code."""
+    from benchmatrix.campaigns.compare import show_comparison
+    from benchmatrix.report.terminal import compare_records
+
+    result = _gate_comparison(spec, exp, settings, against)
+    level = settings.level(spec.report.alpha)
+    say(f"bmx: gate: {result.b.name} against {result.a.name}, judged at alpha / {settings.looks} = {level:.4g}",
+        flush=True)
+    code = show_comparison(result, color=getattr(args, "color", "auto"))
+    args.gate = {"against": result.a.id, "b": result.b.id, "level": level, "exit_code": code,
+                 "counts": result.counts(), "rows": compare_records(result.table, result.factor_names)}
+    return code

@@ -9,7 +9,8 @@ Host layout under the manifest's ``workdir``::
 
     runs/RUN_ID/ATTEMPT/         a finished run: stdout, stderr, result.json, and
                                  counters.json (system counters, when the run
-                                 collects them), inputs/ (files the run used)
+                                 collects them), usage.json (when it is measured),
+                                 inputs/ (files the run used)
     runs/RUN_ID/ATTEMPT.partial/ the run in flight (removed if it does not finish)
     batches/BATCH.tar.gz         the batch's finished runs, for Ansible to fetch
     batches/BATCH.progress       one JSON line per run finished so far (run_id,
@@ -51,6 +52,11 @@ before_run, argv, env and cwd:
     pin_pidfiles ["/path/postmaster.pid"]: processes (first line of each file: a
                  PID) that are pinned, with every descendant and thread, to the same
                  CPUs before the run: a server the workload talks to.
+    measure      true: time the command itself (a workload_command without declared
+                 metrics): a small timer process forks it, waits for it and writes
+                 usage.json: wall_s, user_s, system_s (CPU of the command and the
+                 children it waited for) and max_rss_kib (peak resident memory of its
+                 largest process); result.json gets the same as ``usage``.
 
 Optional keys of the manifest itself: ``containment`` ("auto": a cgroup where
 possible, the default; "process_tree": never a cgroup), ``kill_grace_s`` (seconds
@@ -560,9 +566,83 @@ class Containment:
             self.cgroup = None
 
 
-def _start_workload(run, out, errf, env, containment):
-    """Start the counters, then the workload (on the run's CPUs, in its own session and containment)."""
-    global _sampler
+#: A measured run's (``measure``) raw file: the command's wall time, user and system CPU
+#: and peak resident memory, as its timer (``_TIMER``) wrote them.
+USAGE_FILE = "usage.json"
+
+#: The timer of a measured run: the runner's Python (-S -I: no site, no PYTHON* variables)
+#: forks the command, waits for it with wait4 and writes USAGE_FILE, then exits as the
+#: command did (its status, or its signal). Why not the runner's own wait4: a child's peak
+#: memory counts the pages its parent's fork carried until the exec, about 17 MiB of the
+#: runner's and 6 MiB of this small process's (GNU time's: 1 MiB). It ignores the signals
+#: that end a run until the command is gone (the sweep signals both); the command gets
+#: them back at their defaults.
+_TIMER = """import json, os, signal, sys, time
+path, argv = sys.argv[1], sys.argv[2:]
+ends = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+for s in ends:
+    signal.signal(s, signal.SIG_IGN)
+r, w = os.pipe()
+t0 = time.monotonic()
+pid = os.fork()
+if pid == 0:
+    try:
+        for s in ends:
+            signal.signal(s, signal.SIG_DFL)
+        os.execvp(argv[0], argv)
+    except OSError as exc:
+        os.write(w, (exc.strerror or str(exc)).encode())
+    finally:
+        os._exit(127)
+os.close(w)
+err = os.read(r, 1000).decode(errors="replace")
+_, status, ru = os.wait4(pid, 0)
+wall = time.monotonic() - t0
+doc = {"error": err} if err else {"wall_s": round(wall, 6), "user_s": round(ru.ru_utime, 6),
+                                  "system_s": round(ru.ru_stime, 6), "max_rss_kib": ru.ru_maxrss}
+with open(path, "w") as fh:
+    json.dump(doc, fh)
+if os.WIFSIGNALED(status):
+    sig = os.WTERMSIG(status)
+    import resource
+    resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+    if sig not in (signal.SIGKILL, signal.SIGSTOP):
+        signal.signal(sig, signal.SIG_DFL)
+    os.kill(os.getpid(), sig)
+    os._exit(128 + sig)
+os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+"""
+
+_timer_pid = None  # the timer of the measured run in flight, if any (not the workload's own process)
+
+
+def _timed(argv, usage):
+    """``argv`` run under the timer, which writes ``usage`` (a path); ``argv`` itself without one."""
+    if not usage:
+        return argv
+    return [sys.executable or "python3", "-S", "-I", "-c", _TIMER, usage] + list(argv)
+
+
+def _take_usage(path, run, result):
+    """What the timer measured (USAGE_FILE) into ``result["usage"]``; a command it could not
+    start fails to start, as without the timer. Nothing when the timer was ended before it wrote."""
+    try:
+        with open(path) as fh:
+            usage = json.load(fh)
+    except (OSError, ValueError):
+        return
+    if isinstance(usage, dict) and usage.get("error"):
+        os.unlink(path)
+        result["outcome"], result["exit_code"] = "start_failed", None
+        result["error"] = "cannot start %s: %s" % (run["argv"][0], usage["error"])
+    elif isinstance(usage, dict):
+        result["usage"] = usage
+
+
+def _start_workload(run, out, errf, env, containment, usage=None):
+    """Start the counters, then the workload (on the run's CPUs, in its own session and
+    containment; under the timer when ``usage``, the path it writes, is given)."""
+    global _sampler, _timer_pid
     kinds = [k for k in (run.get("collect") or []) if k in ("cpu", "disk")]
     if kinds:
         _sampler = _Sampler(kinds, float(run.get("collect_interval_s") or 1.0))
@@ -575,9 +655,11 @@ def _start_workload(run, out, errf, env, containment):
         saved = os.sched_getaffinity(0)
         os.sched_setaffinity(0, run_cpus(affinity))
     try:
-        return containment.spawn(lambda: subprocess.Popen(
-            run["argv"], stdin=subprocess.DEVNULL, stdout=out, stderr=errf, cwd=run.get("cwd") or None,
-            env=containment.environment(env), start_new_session=True))
+        proc = containment.spawn(lambda: subprocess.Popen(
+            _timed(run["argv"], usage), stdin=subprocess.DEVNULL, stdout=out, stderr=errf,
+            cwd=run.get("cwd") or None, env=containment.environment(env), start_new_session=True))
+        _timer_pid = proc.pid if usage else None
+        return proc
     finally:
         if saved is not None:
             os.sched_setaffinity(0, saved)
@@ -730,8 +812,11 @@ def _wait(proc, timeout):
 
 def _end_run(containment, result, after):
     """End whatever the run left running; record it in ``result``."""
-    global _child
+    global _child, _timer_pid
     killed, survivors = containment.end()
+    # The timer is no process of the workload's: what the sweep ended of the run is.
+    killed = [k for k in killed if k["pid"] != _timer_pid]
+    _timer_pid = None
     for k in killed:
         k["after"] = after
     result["killed"] = killed
@@ -934,6 +1019,7 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S, knobs=None):
     cont = None
     out = errf = None
     refused = knobs.get("error")
+    usage = os.path.join(partial, USAGE_FILE) if run.get("measure") else None
     try:
         if refused:  # the host is not in the run's setting: nothing of the run runs
             result["before_run"], err = [], None
@@ -954,7 +1040,7 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S, knobs=None):
             try:
                 env = dict(os.environ)
                 env.update(run.get("env") or {})
-                _child = _start_workload(run, out, errf, env, cont)
+                _child = _start_workload(run, out, errf, env, cont, usage)
             except OSError as exc:
                 result["outcome"] = "start_failed"
                 result["error"] = "cannot start %s: %s" % (run["argv"][0], exc.strerror or exc)
@@ -982,6 +1068,8 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S, knobs=None):
                     extra = _killed_text(killed, survivors)
                     if extra:
                         result["error"] += "; " + extra
+                if usage:
+                    _take_usage(usage, run, result)
             cont = None
         _finish_counters(partial, result)
         result["ended_at"] = time.time()

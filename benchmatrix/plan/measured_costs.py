@@ -21,7 +21,9 @@ retried Ansible call) from moving the estimate.
 
 A campaign's fixed start and end (the plan job, preparing and restoring the hosts,
 collect, the report, Snakemake's own start) come from campaign.json's ``passes``,
-when each Snakemake pass of ``bmx run`` started and ended (:func:`campaign_overhead`).
+when each Snakemake pass of ``bmx run`` started and ended (:func:`campaign_overhead`);
+so does its tail, the seconds from the last run's end to the pass's (restoring the
+hosts, collect, the report): what ``bmx run``'s ETA still counts once every run is done.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from __future__ import annotations
 import csv
 import json
 import statistics
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -57,6 +59,8 @@ class OrchestrationCosts:
         class_source: Where ``class_seconds`` come from ("" when empty).
         campaign_s: Fixed seconds of a campaign's start and end.
         campaign_source: Where ``campaign_s`` comes from.
+        tail_s: Seconds of a pass after its last run (part of ``campaign_s``).
+        tail_source: Where ``tail_s`` comes from.
     """
 
     batch_s: float
@@ -65,6 +69,8 @@ class OrchestrationCosts:
     class_source: str = ""
     campaign_s: float = 0.0
     campaign_source: str = ""
+    tail_s: float = 0.0
+    tail_source: str = ""
 
 
 def orchestration_costs(spec: Spec, exp_dir: str | Path, batch_overhead_s: float,
@@ -106,7 +112,10 @@ def orchestration_costs(spec: Spec, exp_dir: str | Path, batch_overhead_s: float
             measured[cls] = max(statistics.median(with_cls) - batch_s, 0.0)
             notes.append(f"{cls}: median of {len(with_cls)} reconfiguration(s) in {campaigns} earlier campaign(s)")
     fixed, fixed_source = _campaign_overhead(tables, batch_s, campaign_overhead_s)
-    return OrchestrationCosts(batch_s, source, measured, "; ".join(notes), fixed, fixed_source)
+    tail, tail_source = _per_campaign_median(tables, _pass_tail)
+    if tail is None:
+        tail, tail_source = campaign_overhead_s / 2, f"half of {CAMPAIGN_CONFIG_SOURCE}"
+    return OrchestrationCosts(batch_s, source, measured, "; ".join(notes), fixed, fixed_source, tail, tail_source)
 
 
 def campaign_overhead(exp_dir: str | Path, batch_s: float, default_s: float) -> tuple[float, str]:
@@ -130,18 +139,26 @@ def campaign_overhead(exp_dir: str | Path, batch_s: float, default_s: float) -> 
 def _campaign_overhead(tables: dict[Path, list[dict[str, str]]], batch_s: float,
                        default_s: float) -> tuple[float, str]:
     """:func:`campaign_overhead` of the campaigns' runs.csv rows, read once by the caller."""
+    got, source = _per_campaign_median(tables, lambda window, rows: _pass_overhead(window, rows, batch_s))
+    return (default_s, CAMPAIGN_CONFIG_SOURCE) if got is None else (got, source)
+
+
+def _per_campaign_median(tables: dict[Path, list[dict[str, str]]],
+                         measure: Callable[[tuple[float, float], list[dict[str, str]]], float | None],
+                         ) -> tuple[float | None, str]:
+    """The median over campaigns of each campaign's median ``measure`` of its completed
+    passes, and where it comes from; None when no pass measured anything."""
     per_campaign = []
     for camp, rows in tables.items():
-        passes = _passes(camp)
-        found = [s for s in (_pass_overhead(p, rows, batch_s) for p in passes) if s is not None]
+        found = [s for s in (measure(p, rows) for p in completed_passes(camp)) if s is not None]
         if found:
             per_campaign.append(statistics.median(found))
     if not per_campaign:
-        return default_s, CAMPAIGN_CONFIG_SOURCE
+        return None, ""
     return statistics.median(per_campaign), f"median of {len(per_campaign)} earlier campaign(s)"
 
 
-def _passes(camp: Path) -> list[tuple[float, float]]:
+def completed_passes(camp: Path) -> list[tuple[float, float]]:
     """(start, end) of every completed pass in a campaign's campaign.json."""
     try:
         passes = json.loads((camp / CAMPAIGN).read_text()).get("passes")
@@ -157,8 +174,8 @@ def _passes(camp: Path) -> list[tuple[float, float]]:
     return out
 
 
-def _pass_overhead(window: tuple[float, float], rows: list[dict[str, str]], batch_s: float) -> float | None:
-    """One pass's fixed seconds (None when no run started in it)."""
+def pass_spans(window: tuple[float, float], rows: list[dict[str, str]]) -> dict[str, list[float]]:
+    """Each host's [first start, last end] of the runs that started in the pass."""
     start, end = window
     spans: dict[str, list[float]] = {}
     for row in rows:
@@ -167,18 +184,32 @@ def _pass_overhead(window: tuple[float, float], rows: list[dict[str, str]], batc
             continue
         span = spans.setdefault(row.get("host") or "", [t0, t1])
         span[0], span[1] = min(span[0], t0), max(span[1], t1)
+    return spans
+
+
+def _pass_overhead(window: tuple[float, float], rows: list[dict[str, str]], batch_s: float) -> float | None:
+    """One pass's fixed seconds (None when no run started in it)."""
+    spans = pass_spans(window, rows)
     if not spans:
         return None
-    return max(end - start - max(b - a for a, b in spans.values()) - batch_s, 0.0)
+    return max(window[1] - window[0] - max(b - a for a, b in spans.values()) - batch_s, 0.0)
+
+
+def _pass_tail(window: tuple[float, float], rows: list[dict[str, str]]) -> float | None:
+    """One pass's seconds after its last run ended (None when no run started in it)."""
+    spans = pass_spans(window, rows)
+    if not spans:
+        return None
+    return max(window[1] - max(b for _, b in spans.values()), 0.0)
 
 
 def _runs_tables(exp_dir: str | Path) -> dict[Path, list[dict[str, str]]]:
     """Each campaign directory (the current one, then the kept ones) -> its runs.csv rows
     (none without a readable table)."""
-    return {camp: _rows(camp / RUNS) for camp in campaign_dirs(exp_dir)}
+    return {camp: runs_rows(camp / RUNS) for camp in campaign_dirs(exp_dir)}
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
+def runs_rows(path: Path) -> list[dict[str, str]]:
     """The rows of a runs.csv; none when it cannot be read (an old table only loses its figures)."""
     try:
         with open(path, newline="", encoding="utf-8") as fh:

@@ -12,6 +12,8 @@ Each plot answers one question of the seeds:
 * ``order``: every run in execution order coloured by cell; warm-ups hollow,
   control runs black. Drift and order effects show up as slopes or steps.
 * ``control``: the control cell over time, with the detected level shift.
+* ``moved_with_N``: the N-th finding's metric against the counter that moved most
+  with it, one point per run of its two cells (docs/report.md "What moved with it").
 
 Plots are SVG with text kept as text (small, searchable, crisp). Point clouds larger
 than ``RASTER_POINTS`` are rasterized inside the SVG so a million-run campaign stays
@@ -149,6 +151,28 @@ def _plain_axis(axis) -> None:
     if isinstance(fmt, ScalarFormatter):
         fmt.set_useOffset(False)
         fmt.set_scientific(False)
+
+
+def _tick_text(value: float, pos: Any = None) -> str:
+    """A tick label in the axis' (display) unit: 0.1, 2.5, 500, 1,500; no exponent."""
+    if value == 0:
+        return "0"
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
+def _readable_x(axis, decades: float | None = None) -> None:
+    """Few x tick labels, as plain numbers, none on the minor ticks: the labels of a
+    narrow (phone-width) plot never run together. ``decades``: the axis is logarithmic
+    over that many powers of ten (labels at 1, 10, 100; also 3, 30 over less than two),
+    else linear (at most six labels on round steps)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
+    if decades is None:
+        axis.set_major_locator(MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]))
+    else:
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0,) if decades >= 2 else (1.0, 3.0), numticks=6))
+    axis.set_major_formatter(FuncFormatter(_tick_text))
+    axis.set_minor_formatter(NullFormatter())
 
 
 #: An interval end farther from the means than this many times their spread (the
@@ -355,7 +379,7 @@ def latency_beside_throughput(spec: Spec, summary: pd.DataFrame, metrics: list[s
         clipped = _clip_intervals(left, y, low, high, limits, "black", horizontal=True)
         _set_limits(left, limits, horizontal=True)
     left.set_xlabel(throughput + _label(tp_unit if tp is not None else units.get(throughput, "")))
-    _plain_axis(left.xaxis)
+    _readable_x(left.xaxis)
     # The levels alone, the factors' names once on the axis: the bars keep the narrow figure's width.
     short = [re.sub(r"(^|\s)[^\s=]+=", r"\1", labels.get(c, c)).replace(" ", " · ") for c in cells]
     left.set_yticks(y, short)
@@ -374,8 +398,9 @@ def latency_beside_throughput(spec: Spec, summary: pd.DataFrame, metrics: list[s
     values = summary.loc[summary["metric"].isin(latency), "mean"].astype("float64")
     if len(values) and values.min() > 0 and values.max() / values.min() > 20:
         right.set_xscale("log")
+        _readable_x(right.xaxis, float(np.log10(values.max() / values.min())))
     else:
-        _plain_axis(right.xaxis)
+        _readable_x(right.xaxis)
     right.legend(loc="best", title="percentile" if latency[0].startswith(prefix) else None)
     fig.tight_layout()
     return [Plot("latency", f"{throughput} beside latency",
@@ -475,3 +500,50 @@ def control_over_time(drift_table: pd.DataFrame, metrics: list[str],
     return [Plot("control", "control cell over time",
                  "The same configuration measured throughout the campaign; it should be flat. Red dashed: a "
                  "detected level shift (medians before and after); red dotted: a detected trend.", _svg(fig))]
+
+
+# shape: one finding's plot: its name and words, then the two columns and their runs
+def metric_against_counter(name: str, title: str, metric: str, counter: str, units: dict[str, str],
+                           runs: pd.DataFrame, sides: dict[str, str]) -> Plot | None:
+    """One finding's metric against a counter that moved with it, one point per run.
+
+    Args:
+        name: The plot's file stem (``moved_with_1``).
+        title: Its heading (the finding's sentence).
+        metric: The finding's metric (the y axis).
+        counter: The counter (the x axis).
+        units: Metric -> unit.
+        runs: The runs of the finding's two cells with a ``side`` column (``baseline``
+            or ``level``), as :func:`benchmatrix.analyze.explain.finding_runs` gives them.
+        sides: ``side`` -> its legend label (``read_ahead_kb=0``).
+
+    Returns:
+        The plot, or None when no run has both values.
+    """
+    if metric not in runs.columns or counter not in runs.columns or "side" not in runs.columns:
+        return None
+    x = pd.to_numeric(runs[counter], errors="coerce").to_numpy(dtype="float64")
+    y = pd.to_numeric(runs[metric], errors="coerce").to_numpy(dtype="float64")
+    ok = np.isfinite(x) & np.isfinite(y)
+    if not ok.any():
+        return None
+    xf, xunit = _in_display_unit(x[ok], units.get(counter, ""))
+    yf, yunit = _in_display_unit(y[ok], units.get(metric, ""))
+    fig, ax = _subplots(figsize=(WIDTH, 2.8))
+    side = runs["side"].astype(str).to_numpy()
+    for key, colour, marker in (("baseline", "#1f77b4", "o"), ("level", "#ff7f0e", "s")):
+        sel = ok & (side == key)
+        if sel.any():
+            ax.plot(x[sel] * xf, y[sel] * yf, ls="", marker=marker, ms=4, color=colour,
+                    label=sides.get(key, key), rasterized=int(sel.sum()) > RASTER_POINTS)
+    ax.set_xlabel(counter + _label(xunit))
+    ax.set_ylabel(metric + _label(yunit))
+    _plain_axis(ax.xaxis)
+    _plain_axis(ax.yaxis)
+    ax.legend(loc="best", fontsize=7)
+    fig.tight_layout()
+    return Plot(name, title, f"Each point is one run of the two cells: {metric} against {counter}, the counter "
+                "that moved most with this finding. Two clouds apart on both axes: the counter moved with the "
+                "metric; a line inside each cloud: it also follows the metric run by run. It moved with the "
+                "finding; that alone does not make it the cause.", _svg(fig))
+

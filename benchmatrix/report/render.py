@@ -36,7 +36,7 @@ import pandas as pd
 
 from benchmatrix import layout
 from benchmatrix.analyze import comparisons as analysis
-from benchmatrix.analyze.explain import finding_lists
+from benchmatrix.analyze.explain import SHOWN, decided_positions, finding_lists, finding_runs
 from benchmatrix.analyze.stats import (
     bool_column,
     effective_runs,
@@ -78,6 +78,9 @@ FAILED_ROWS = 200
 #: Comparisons listed in the table and significant findings spelled out as sentences.
 COMPARISON_ROWS = 500
 FINDING_SENTENCES = 40
+#: Findings that get a section of their own under "What moved with each finding" (the
+#: first ones that moved a counter): the counters' table and a plot each.
+FINDING_SECTIONS = 5
 #: Batches listed in the timeline (first and last half).
 TIMELINE_BATCHES = 40
 #: Rows per metric of the per-host tables (summary_by_host.csv has them all).
@@ -662,6 +665,39 @@ def _findings(result: analysis.Comparisons) -> dict[str, Any]:
             "tradeoffs": tradeoffs, "total": len(records)}
 
 
+def _plot_entry(plot: plots.Plot) -> dict[str, Any]:
+    """A plot as the templates show it: its words, file (``plots/NAME.svg``) and the SVG as a data URI."""
+    return {"name": plot.name, "title": plot.title, "caption": plot.caption, "file": f"plots/{plot.name}.svg",
+            "data_uri": "data:image/svg+xml;base64," + base64.b64encode(plot.svg.encode()).decode("ascii"),
+            "svg": plot.svg}
+
+
+def _explained(result: analysis.Comparisons, findings: dict[str, Any], moved: pd.DataFrame | None,
+               runs: pd.DataFrame, units: dict[str, str], with_plots: bool) -> list[dict[str, Any]]:
+    """The first :data:`FINDING_SECTIONS` findings that moved a counter, each with its
+    counters (as collect listed them, moved_with.csv) and the plot of its metric against
+    the first counter per run (None without plots)."""
+    config = result.config or {}
+    factor, by = config.get("factor"), list(config.get("by") or [])
+    lists = finding_lists(result.table, moved)
+    out: list[dict[str, Any]] = []
+    for finding, position, counters in zip(findings["decided"], decided_positions(result.table), lists):
+        if not counters or len(out) >= FINDING_SECTIONS:
+            continue
+        row = result.table.iloc[position].to_dict()
+        plot = None
+        if with_plots and factor:
+            sides = {"level": f"{factor}={format_value(row.get('level'))}",
+                     "baseline": f"{factor}={format_value(row.get('baseline'))}"}
+            drawn = plots.metric_against_counter(f"moved_with_{len(out) + 1}", finding["sentence"], finding["metric"],
+                                                 counters[0]["counter"], units,
+                                                 finding_runs(runs, row, factor=factor, by=by), sides)
+            plot = None if drawn is None else _plot_entry(drawn)
+        out.append({"sentence": finding["sentence"], "metric": finding["metric"], "verdict": finding["verdict"],
+                    "counters": counters, "plot": plot})
+    return out
+
+
 def _means_text(row: dict[str, Any]) -> str:
     """``, means BASELINE → LEVEL UNIT``: the two means in the unit that reads best (``, means 95.6 → 296.4 ms``)."""
     a, b = row.get("mean_baseline"), row.get("mean_level")
@@ -800,10 +836,9 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
         rendered += plots.factor_lines(spec, summary, metrics, units, plot_notes)
         rendered += plots.latency_beside_throughput(spec, summary, metrics, units, labels, plot_notes)
         rendered += plots.run_order(runs, metrics, units, labels)
-    plot_list = [{"name": p.name, "title": p.title, "caption": p.caption, "file": f"plots/{p.name}.svg",
-                  "data_uri": "data:image/svg+xml;base64," + base64.b64encode(p.svg.encode()).decode("ascii"),
-                  "svg": p.svg} for p in rendered]
+    plot_list = [_plot_entry(p) for p in rendered]
     control_plot = next((p for p in plot_list if p["name"] == "control"), None)
+    findings = _findings(comparisons)
     return {
         "name": spec.name,
         "description": spec.description,
@@ -823,9 +858,13 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
         "metrics": metric_tables,
         "by_host": _by_host(spec, hosts, summary_by_host, host_table, cells, metrics, units),
         "pivots": _pivots(spec, runs, units),
-        "findings": _findings(comparisons),
+        "findings": findings,
         # The counters that moved with each finding, as collect computed them (moved_with.csv).
         "moved_with": tables.moved_with,
+        "explained": _explained(comparisons, findings, tables.moved_with, runs, units, with_plots),
+        # Under each finding's sentence: its first counters in words, as the terminal prints them.
+        "moved_lines": [", ".join(m["text"] for m in moved[:SHOWN])
+                        for moved in finding_lists(comparisons.table, tables.moved_with)][:FINDING_SENTENCES],
         "numbers": cell_numbers(metric_tables, labels, spec.declared_metrics, spec.report.primary),
         "comparisons": _comparison_context(comparisons),
         "warnings": [w for w in warnings_ if w["severity"] == "warning"],
@@ -914,10 +953,11 @@ def render_report(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
     # Always made, even empty: rule collect declares plots/ as an output directory.
     plot_dir = out_dir / layout.PLOTS_DIR
     plot_dir.mkdir(exist_ok=True)
-    for plot in context["plots"]:
+    drawn = [*context["plots"], *(s["plot"] for s in context["explained"] if s["plot"])]
+    for plot in drawn:
         atomic_write(out_dir / plot["file"], plot["svg"])
     # Plots of an earlier render that this one did not draw would mislead the Markdown.
-    keep = {Path(p["file"]).name for p in context["plots"]}
+    keep = {Path(p["file"]).name for p in drawn}
     for stale in plot_dir.glob("*.svg"):
         if stale.name not in keep:
             stale.unlink(missing_ok=True)

@@ -250,15 +250,19 @@ def compare_page_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- history
 
 def history_text(campaigns: list[str], steps: list[dict[str, Any]], color: bool = False) -> str:
-    """The history's steps (steps.csv rows of :func:`benchmatrix.campaigns.publish.build_history`):
-    the detected ones as a table, largest first, then the other series counted by verdict."""
+    """The history's steps and slides (steps.csv rows of
+    :func:`benchmatrix.campaigns.publish.build_history`): the detected ones as a table, largest
+    first (a slide's "from campaign" says ``slide -20.0% a campaign``), then the other series
+    counted by verdict."""
     lines = [f"history: {len(campaigns)} campaigns, oldest first: {printable(', '.join(campaigns))}"]
     if not steps:
         return "\n".join([*lines, "no steps: the history needs two or more campaigns with a summary"])
     found = [s for s in steps if s.get("detected")]
     found.sort(key=lambda s: -abs(s["relative_pct"]) if _finite(s.get("relative_pct")) else 0)
     if found:
-        rows = [[str(s["metric"]), str(s["cell"]), str(s["step_campaign"]),
+        rows = [[str(s["metric"]), str(s["cell"]),
+                 f"slide {_pct(s.get('slide_pct'))} a campaign" if s.get("kind") == "slide"
+                 else str(s["step_campaign"]),
                  quantity(s["before"], s.get("unit")), quantity(s["after"], s.get("unit")),
                  _pct(s["relative_pct"]), _interval(s["relative_low_pct"], s["relative_high_pct"]),
                  str(s["verdict"]).replace("_", " ")] for s in found]

@@ -163,18 +163,29 @@ def _ts(value: str | None) -> float | None:
     return datetime.fromisoformat(value).timestamp() if value else None
 
 
-def finished_on_hosts(exp_dir: Path) -> dict[str, set[int]]:
-    """run_id -> attempts that batches still running reported finished on their hosts
-    (``batches/BATCH.progress.json``, refreshed with each lease renewal)."""
+def host_progress(exp_dir: Path) -> list[dict[str, Any]]:
+    """The runs that batches still running reported finished on their hosts
+    (``batches/BATCH.progress.json``, refreshed with each lease renewal): the runner's
+    items (``run_id``, ``attempt`` an int, ``ended_at`` on the host's clock) with ``host``."""
     import json
 
-    done: dict[str, set[int]] = {}
+    out: list[dict[str, Any]] = []
     for path in Path(exp_dir).glob(f"{BATCHES_DIR}/*.progress.json"):
         try:
-            for item in json.loads(path.read_text()).get("finished", []):
-                done.setdefault(str(item["run_id"]), set()).add(int(item["attempt"]))
+            doc = json.loads(path.read_text())
+            out += [{**item, "attempt": int(item["attempt"]), "host": doc.get("host")}
+                    for item in doc.get("finished", []) if "run_id" in item]
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue  # being replaced, or not ours: progress is a courtesy
+    return out
+
+
+def finished_on_hosts(exp_dir: Path) -> dict[str, set[int]]:
+    """run_id -> attempts that batches still running reported finished on their hosts
+    (:func:`host_progress`)."""
+    done: dict[str, set[int]] = {}
+    for item in host_progress(exp_dir):
+        done.setdefault(str(item["run_id"]), set()).add(item["attempt"])
     return done
 
 

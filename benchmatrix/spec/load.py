@@ -504,9 +504,10 @@ def _schema_errors(doc: LocatedDocument) -> list[SpecError]:
             extra = sorted(set(err.instance) - set(err.schema.get("properties", {})))
             # Point at the unknown key itself, not at its parent.
             for key in extra:
+                allowed = sorted(err.schema.get("properties", {}))
                 errors.append(doc.error(tuple(err.absolute_path) + (key,),
-                                        f"unknown key '{key}' in {where}"
-                                        f" (allowed: {', '.join(sorted(err.schema.get('properties', {})))})"))
+                                        f"unknown key '{key}' in {where} (allowed: {', '.join(allowed)})"
+                                        + did_you_mean(key, allowed)))
             continue
         if err.validator == "oneOf" and where.endswith(".cost"):
             msg = "must be none, restart, reboot or {class: ..., seconds: ...}"
@@ -902,11 +903,43 @@ def _threshold_key_errors(doc: LocatedDocument, metric_names: MetricNamesOf | No
         for key in given:
             if key == "default" or known.matches(str(key)):
                 continue
-            hint = did_you_mean(key, known.names)
-            shown = sorted(known.names) + [form for _, form in known.patterns]
-            listed = ", ".join(shown[:20]) + (", ..." if len(shown) > 20 else "")
-            errs.append(doc.error(("report", name, key),
-                                  f"report.{name} names {shown_name(key)}, {what} (metrics: {listed}){hint}"))
+            errs.append(_unknown_metric(doc, ("report", name, key), f"report.{name}", key, known, what))
+    return errs
+
+
+def _unknown_metric(doc: LocatedDocument, at: tuple[Any, ...], where: str, name: Any, known: MetricNames,
+                    what: str) -> SpecError:
+    """``WHERE names 'X', WHAT (metrics: ...); did you mean 'Y'?`` at ``at``."""
+    shown = sorted(known.names) + [form for _, form in known.patterns]
+    listed = ", ".join(shown[:20]) + (", ..." if len(shown) > 20 else "")
+    return doc.error(at, f"{where} names {shown_name(str(name))}, {what} (metrics: {listed})"
+                         + did_you_mean(name, known.names))
+
+
+def _metric_reference_errors(doc: LocatedDocument, metric_names: MetricNamesOf | None) -> list[SpecError]:
+    """Metric names the spec refers to (report.metrics, report.primary, report.tables' metric,
+    workload.success.metrics) that no run can hold, with "did you mean": a misspelt name
+    showed nothing, or a criterion that never applies. Checked against the workload
+    descriptors' names (a built-in workload, a command timed by bmx), the spec's declared
+    metrics and the counters of collect; not without the descriptors, nor for a role whose
+    names come from its output."""
+    if metric_names is None:
+        return []
+    d = doc.data
+    produced = metric_names(str(d["workload"]["role"]), list(d.get("collect") or []))
+    declared = frozenset(d["workload"].get("metrics") or {})
+    known = MetricNames(declared, complete=True) | produced if declared else produced
+    if not known.complete:
+        return []
+    what = f"which no metric of {d['workload']['role']} can be"
+    errs: list[SpecError] = []
+    for at, name in _metric_names(d):
+        if at[:2] == ("workload", "metrics") or (at[:2] == ("report", "primary") and d["report"].get("metrics")):
+            continue  # a declaration names itself; primary within report.metrics is checked there
+        if metric_name_problem(name, list(d["factors"])) is None and not known.matches(str(name)):
+            # The key's path without the name itself: report.metrics, report.tables.0.metric, ...
+            where = ".".join(map(str, at[:-1] if at[0] == "workload" or isinstance(at[-1], int) else at))
+            errs.append(_unknown_metric(doc, at, where, name, known, what))
     return errs
 
 
@@ -1203,6 +1236,7 @@ def load_spec(path: str | Path, cost_seconds: dict[str, float] | None = None,
     errors, warnings = _semantic_errors(doc)
     errors += _role_errors(doc, roles) if roles is not None else []
     errors += _threshold_key_errors(doc, metric_names)
+    errors += _metric_reference_errors(doc, metric_names)
     if errors:
         raise SpecErrors(errors)
     d = doc.data

@@ -176,6 +176,9 @@ class Workload:
         env_var: The host variable of an environment every run gets under its own
             (``workload_command_env``, the place for secrets): never known to the
             controller, the one call merges it on the host; "" for none.
+        measure: ``measure(workload)``: whether the batch runner times each run's command
+            itself for the spec's ``workload`` section (wall time, user and system CPU, peak
+            memory in the run's ``usage.json``, which the parser reads); None: never.
     """
 
     role: str
@@ -203,6 +206,7 @@ class Workload:
     build: Callable[[list[dict[str, Any]], Mapping[str, Any]], dict[str, Any]] | None = None
     build_vars: tuple[str, ...] = ()
     env_var: str = ""
+    measure: Callable[[Mapping[str, Any]], bool] | None = None
 
     def names(self) -> MetricNames:
         """Every metric name the parser can give (``report.threshold``'s keys are checked
@@ -228,6 +232,19 @@ def registry(workloads: Iterable[Workload]) -> dict[str, Workload]:
             raise ValueError(f"workload {w.role!r} registered twice: {out[w.role].summary!r} and {w.summary!r}")
         out[w.role] = w
     return out
+
+
+def unknown_variables(given: Iterable[Any], known: Iterable[str]) -> str:
+    """The refusal of workload variables the role does not read, or "" when there are none:
+    ``unknown variable(s) X (known: ...)`` with ``did you mean`` the closest known name."""
+    from benchmatrix.spec.load import did_you_mean
+
+    names = sorted(known)
+    unknown = sorted(str(name) for name in set(given) - set(names))
+    if not unknown:
+        return ""
+    hint = next((h for h in (did_you_mean(name, names) for name in unknown) if h), "")
+    return f"unknown variable(s) {', '.join(unknown)} (known: {', '.join(names)}){hint}"
 
 
 def as_text(stdout: Any, tool: str) -> str:

@@ -1,5 +1,6 @@
 """Adaptive replication end to end: a real campaign of a command workload that stops
-early where the data is clear and adds rounds where it is not.
+early where the data is clear and adds rounds where it is not (real Snakemake and batch
+runner, the fake Ansible port: tests/fake_ansible.py).
 
 Three comparisons of ``v=new`` against ``v=old``: ``clear`` (latency doubles, CV 5 %)
 is decided after the first round, ``quiet`` (no change, CV 1 %) is futile at once (a
@@ -49,8 +50,9 @@ report:
 @pytest.fixture(scope="module")
 def adaptive(tmp_path_factory):
     from conftest import copy_project
+    from fake_ansible import use_fake_port
 
-    project = copy_project(tmp_path_factory.mktemp("adaptive"))
+    project = use_fake_port(copy_project(tmp_path_factory.mktemp("adaptive")))
     spec = project.write_spec("adaptive", SPEC.format(counter=project.root / "counter"))
     res = project.bmx("run", str(spec), "--cores", "1")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

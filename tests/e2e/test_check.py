@@ -1,4 +1,4 @@
-"""``bmx check SPEC`` through real Ansible: on localhost and on a namespace SSH host.
+"""``bmx check SPEC`` through real Ansible (playbooks/check_host.yml): on localhost and on a namespace SSH host.
 
 The settable knob is knob_sysfs pointed at a plain file the test owns (its
 ``knob_sysfs_root``); the blocked one is knob_smt against a CPU tree the test builds

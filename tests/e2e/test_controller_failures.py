@@ -1,7 +1,10 @@
 """The controller under stress (issue 13): a batch job that dies, a second controller,
 a killed controller, a full disk. Real Snakemake, ansible-runner and workload_command on
 localhost; the knob is knob_sysfs pointed at a plain file the test owns (its
-``knob_sysfs_root``), so that restores are visible without touching the machine.
+``knob_sysfs_root``), so that restores are visible without touching the machine. The
+knob-less campaigns (:func:`plain_spec`) go through the fake Ansible port
+(tests/fake_ansible.py), but for the one whose every controller process is killed,
+ansible-playbook included.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import read_csv
+from fake_ansible import use_fake_port
 
 pytestmark = pytest.mark.slow
 
@@ -145,6 +149,7 @@ def plain_snakemake(project, spec, timeout=300):
 
 def test_snakemake_beside_bmx_run_is_refused_and_overwrites_nothing(project):
     """13.7: `snakemake --config spec=...` takes the experiment lock like `bmx run`."""
+    use_fake_port(project)
     spec = plain_spec(project, "both_ways", sleep=3, replicates=2)  # bmx busy long enough
     first = project.popen_bmx("run", str(spec), "--cores", "1")
     try:
@@ -179,6 +184,7 @@ def test_snakemake_beside_bmx_run_is_refused_and_overwrites_nothing(project):
 
 def test_sigkill_of_bmx_stops_snakemake_and_the_runner_at_once(project):
     """13.6: Snakemake and its in-flight batch stop with bmx; the next run resumes."""
+    use_fake_port(project)
     spec = plain_spec(project, "kill_bmx", sleep=5, replicates=5)  # one batch of 10 runs: 50 s
     proc = project.popen_bmx("run", str(spec), "--cores", "1")
     wait_for(lambda: list(project.host_runs().glob("*/1/result.json")), 180, "the first run", proc)
@@ -201,6 +207,7 @@ def test_sigkill_of_bmx_stops_snakemake_and_the_runner_at_once(project):
 def test_an_orphan_is_named_and_can_be_stopped(project):
     """13.6: a Snakemake that outlived its bmx (here: stopped, so it cannot notice) is named
     by the next `bmx run`, and `--stop-orphan` stops it and runs the campaign."""
+    use_fake_port(project)
     spec = plain_spec(project, "orphan", sleep=2, replicates=2)
     proc = project.popen_bmx("run", str(spec), "--cores", "1")
     wait_for(lambda: list(project.host_runs().glob("*/1/result.json")), 180, "the first run", proc)
@@ -240,6 +247,7 @@ def test_the_host_runner_stops_when_the_whole_controller_is_gone(project):
     run once the controller's lease (runner_lease_seconds, 12 s here) is not renewed."""
     cfg = project.root / "config" / "config.yaml"
     cfg.write_text(cfg.read_text().replace("runner_lease_seconds: 300", "runner_lease_seconds: 12"))
+    # Real Ansible: the processes killed include ansible-playbook.
     spec = plain_spec(project, "lease_case", sleep=3, replicates=10)  # one batch of 20 runs: 60 s
     proc = project.popen_bmx("run", str(spec), "--cores", "1")
     wait_for(lambda: list(project.host_runs().glob("*/1/result.json")), 180, "the first run", proc)
@@ -285,6 +293,7 @@ def test_a_full_disk_stops_cleanly_names_the_path_and_resumes(project, tiny_resu
     """13.8: six runs of 1.5 MB output each cannot fit in a 5 MiB results directory.
     bmx says which path and how much space is left, stops, releases the lock, leaves
     no staging or partial run directory; after space is freed, nothing is lost."""
+    use_fake_port(project)
     spec = plain_spec(project, "full_disk", sleep=0, replicates=3, tail="; print('y' * 1500000)")
     res = project.bmx("run", str(spec), "--cores", "1")
     assert res.returncode == 1, res.stdout + res.stderr

@@ -1,5 +1,7 @@
-"""A doomed campaign stops (issue 38, item 4): real Snakemake and ansible-runner on
-localhost, a workload_command whose program does not exist, so every run fails alike."""
+"""A doomed campaign stops (issue 38, item 4): real Snakemake and batch runner on
+localhost through the fake Ansible port (tests/fake_ansible.py: what the controller does
+with the runs' results), a workload_command whose program does not exist, so every run
+fails alike."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import json
 
 import pytest
 from conftest import read_csv
+from fake_ansible import use_fake_port
 
 pytestmark = pytest.mark.slow
 
@@ -26,6 +29,7 @@ order: {{strategy: random, seed: 3}}
 
 
 def test_thirty_runs_that_all_fail_alike_stop_after_at_most_ten(project):
+    use_fake_port(project)
     prog = project.root / "bin" / "bench-tool"
     spec = project.write_spec("doomed", SPEC.format(name="doomed", prog=prog))
     # One batch holds all 30 runs (their time is unknown): its runner ends the slice after
@@ -60,6 +64,7 @@ def test_thirty_runs_that_all_fail_alike_stop_after_at_most_ten(project):
 
 
 def test_keep_going_on_failures_runs_every_doomed_run(project):
+    use_fake_port(project)
     prog = project.root / "bin" / "absent-tool"
     spec = project.write_spec("doomed_on", SPEC.format(name="doomed_on", prog=prog).replace(
         "replicates: 10", "replicates: 3"))

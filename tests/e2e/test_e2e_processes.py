@@ -57,6 +57,8 @@ def test_a_run_leaves_no_process_behind_and_the_record_says_what_was_killed(proj
     assert "ignored SIGTERM and got SIGKILL" in stubborn["reason"]
     assert {k["signal"] for k in stubborn["details"]["killed"]} == {"SIGTERM", "SIGKILL"}
     assert setsid["status"] == "ok"
+    # No declared metric: the runner timed the command (through the real playbooks).
+    assert setsid["metrics"]["wall_s"]["unit"] == "s" and setsid["metrics"]["max_rss_kib"]["value"] > 0
     assert len(setsid["details"]["killed"]) == 1 and setsid["details"]["killed"][0]["pid"] in children
     with open(exp / "record_notes.csv", newline="") as fh:
         notes = [n for n in csv.DictReader(fh) if n["check"] == "killed"]

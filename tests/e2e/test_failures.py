@@ -1,7 +1,10 @@
-"""Failures and re-runs, end to end: real Snakemake, ansible-runner and fio on localhost.
+"""Failures and re-runs, end to end: real Snakemake and the batch runner on localhost.
 
-A cell fails deterministically because its fio target path runs through a regular
-file (ENOTDIR) until the test replaces that file by a directory.
+What the controller does with failed runs (states, re-runs, the lock, a killed
+controller, re-planning) runs through the fake Ansible port (tests/fake_ansible.py) and
+the command workload: a cell fails deterministically because its target path is a
+regular file (``test -d``) until the test replaces that file by a directory. The
+timeout's kill of fio on the host runs with real Ansible and fio.
 """
 
 from __future__ import annotations
@@ -15,26 +18,44 @@ import time
 
 import pytest
 from conftest import read_csv
+from fake_ansible import use_fake_port
 
 from benchmatrix.files import atomic_write
 
 pytestmark = pytest.mark.slow
 
-SPEC = """\
+# The cells and the plan of both specs below; the workload goes between them.
+CELLS = """\
 name: {name}
 inventory: config/inventory/test.yml
 factors:
   target: [good, bad]
   bs: [4k, 64k]
+"""
+PLAN = """\
+replicates: {replicates}
+warmup: {warmup}
+order: {{strategy: random, seed: 5}}
+"""
+SPEC = CELLS + """\
 workload:
   role: workload_fio
   vars: {{filename: "{targets}/{{{{ target }}}}/fio.dat", rw: read, bs: "{{{{ bs }}}}", ioengine: psync,
           size: 4m, runtime: {runtime}, time_based: 1}}
   timeout: {timeout}
-replicates: {replicates}
-warmup: {warmup}
-order: {{strategy: random, seed: 5}}
-"""
+""" + PLAN
+# A command that fails (exit status 1) where the target is no directory and sleeps
+# ``pause`` seconds otherwise.
+COMMAND_SPEC = CELLS + """\
+workload:
+  role: workload_command
+  vars:
+    argv: [sh, -c, 'test -d "$0" && sleep {pause} && echo "score = 1 ($1)"', "{targets}/{{{{ target }}}}",
+           "{{{{ bs }}}}"]
+  metrics:
+    score: {{regex: 'score = (?P<value>[0-9.]+)', unit: count, better: higher}}
+  timeout: 60
+""" + PLAN
 
 
 def write_spec(project, name, runtime="200ms", timeout=60, replicates=2, warmup=0):
@@ -44,8 +65,17 @@ def write_spec(project, name, runtime="200ms", timeout=60, replicates=2, warmup=
                                                 timeout=timeout, replicates=replicates, warmup=warmup))
 
 
+def write_command_spec(project, name, pause=0, replicates=2, warmup=0):
+    """COMMAND_SPEC as ``name``, run through the fake Ansible port from now on."""
+    use_fake_port(project)
+    targets = project.root / "targets"
+    (targets / "good").mkdir(parents=True, exist_ok=True)
+    return project.write_spec(name, COMMAND_SPEC.format(name=name, targets=targets, pause=pause,
+                                                        replicates=replicates, warmup=warmup))
+
+
 def test_failed_cells_status_rerun_failed_and_where(project):
-    spec = write_spec(project, "fail_rerun")
+    spec = write_command_spec(project, "fail_rerun")
     blocker = project.root / "targets" / "bad"
     blocker.write_text("a regular file where fio expects a directory\n")
 
@@ -58,9 +88,9 @@ def test_failed_cells_status_rerun_failed_and_where(project):
     for r in runs:
         if r["target"] == "bad":
             assert r["status"] == "failed" and r["reason"].startswith("exit status 1"), r
-            assert r["read_iops"] == "", "a failed run must carry no metric"
+            assert r["score"] == "", "a failed run must carry no metric"
         else:
-            assert r["status"] == "ok" and float(r["read_iops"]) > 0
+            assert r["status"] == "ok" and float(r["score"]) > 0
 
     status = project.bmx("status", str(spec))
     assert status.returncode == 1, status.stdout
@@ -102,7 +132,7 @@ def test_failed_cells_status_rerun_failed_and_where(project):
     summary = read_csv(exp / "summary.csv")
     cell = again[0]["cell_id"]
     n = {s["metric"]: s["n"] for s in summary if s["cell_id"] == cell}
-    assert n["read_iops"] == "2", "the newest ok attempt of each run counts once"
+    assert n["score"] == "2", "the newest ok attempt of each run counts once"
 
     res = project.bmx("rerun", str(spec), "--where", "bs == ", "--cores", "1")
     assert res.returncode == 1 and res.stderr.count("\n") == 1 and "--where" in res.stderr
@@ -124,7 +154,8 @@ def test_timeout_kills_the_workload_on_the_host(project):
 
 
 def test_a_second_bmx_run_of_the_same_experiment_is_refused(project):
-    spec = write_spec(project, "lock_case", runtime="1", replicates=2)
+    spec = write_command_spec(project, "lock_case", pause=1, replicates=2)
+    (project.root / "targets" / "bad").mkdir()
     first = project.popen_bmx("run", str(spec), "--cores", "1")
     try:
         lock = project.exp("lock_case") / ".bmx.lock"
@@ -143,7 +174,7 @@ def test_a_second_bmx_run_of_the_same_experiment_is_refused(project):
 
 
 def test_sigkill_of_the_controller_loses_nothing(project):
-    spec = write_spec(project, "sigkill_case", runtime="500ms", replicates=3, warmup=1)
+    spec = write_command_spec(project, "sigkill_case", pause=0.5, replicates=3, warmup=1)
     (project.root / "targets" / "bad").mkdir()
     proc = project.popen_bmx("run", str(spec), "--cores", "1")
     deadline = time.monotonic() + 240
@@ -211,6 +242,7 @@ replicates: 1
 warmup: 0
 order: {{strategy: sequential}}
 """
+    use_fake_port(project)
     spec = project.write_spec("plan_first", text.format(levels="1", fails=fails))
     assert project.bmx("plan", str(spec)).returncode == 0
     fails.write_text("yes\n")

@@ -2,12 +2,15 @@
 the settings of `cost: none` knobs and the batch runner sets them between runs, through
 the same backends as the knob module; every record says what it intended and what the
 host had, a setting the host refuses makes only its runs invalid, and the campaign's end
-puts the baseline back (real Snakemake, Ansible, fio and sysfs on a loop device)."""
+puts the baseline back (real Snakemake, Ansible, fio and sysfs on a loop device). The
+read-ahead campaign is also the read-ahead scan of issue 37: its bandwidth and runtime
+findings name the loop device's read request size first, as the case study did by hand."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 from knobkit import LoopDevice
@@ -31,6 +34,20 @@ order: {{strategy: {strategy}, seed: 5, batch_live_knobs: true}}
 """
 
 
+#: What makes the live read-ahead campaign the read-ahead scan (config/experiments/
+#: readahead_scan.yaml, small): with fio's pass over SCAN_MB MiB in 8 KiB reads of a file
+#: laid out beforehand, caches dropped before each run, the disk counters sampled,
+#: read-ahead off against 512 KiB compared.
+SCAN_TAIL = """\
+before_run: [drop_caches]
+collect: [disk]
+report:
+  metrics: [read_bw_kib, read_runtime_ms]
+  compare: {factor: read_ahead_kb, baseline: 0}
+"""
+SCAN_MB = 4
+
+
 @pytest.fixture
 def fs_loop(tmp_path):
     dev = LoopDevice(tmp_path / "loop", size_mb=64, mkfs=True)
@@ -45,15 +62,26 @@ def _records(exp):
 def test_random_order_sets_live_knobs_between_runs_in_one_batch(project, fs_loop):
     ra = fs_loop.sysfs("read_ahead_kb")
     ra.write_text("256\n")
-    spec = project.write_spec("live_ra", SPEC.format(
-        name="live_ra", factor="read_ahead_kb", levels="[0, 512]", role="knob_read_ahead",
-        vars=f'knob_read_ahead_path: "{fs_loop.mountpoint}/data"', mnt=fs_loop.mountpoint,
-        replicates=4, strategy="random"))
+    # Laid out here, so that no run's pass is the one that writes it.
+    (fs_loop.mountpoint / "scan.dat").write_bytes(os.urandom(SCAN_MB << 20))
+    # The loop device reads its backing file directly, as a disk reads its platters: a
+    # 4 KiB request costs a round trip to the disk below, not a copy from the page cache
+    # (whose cost a loaded test machine swamps).
+    subprocess.run(["losetup", "--direct-io=on", fs_loop.device], check=True, capture_output=True)
+    text = SPEC.format(name="live_ra", factor="read_ahead_kb", levels="[0, 512]", role="knob_read_ahead",
+                       vars=f'knob_read_ahead_path: "{fs_loop.mountpoint}/data"', mnt=fs_loop.mountpoint,
+                       replicates=3, strategy="random")
+    timed = (f'  vars: {{filename: "{fs_loop.mountpoint}/fio.dat", rw: read, bs: 64k, ioengine: psync, size: 1m, '
+             'runtime: 100ms, time_based: 1}\n')
+    assert timed in text
+    scan = (f'  vars: {{filename: "{fs_loop.mountpoint}/scan.dat", rw: read, bs: 8k, ioengine: psync, '
+            f'size: {SCAN_MB}m, direct: 0}}\n')
+    spec = project.write_spec("live_ra", text.replace(timed, scan) + SCAN_TAIL)
     res = project.bmx("run", str(spec), "--cores", "1")
     assert res.returncode == 0, res.stdout + res.stderr
     exp = project.exp("live_ra")
     records = _records(exp)
-    assert len(records) == 8 and all(r["status"] == "ok" for r in records), [r["reason"] for r in records]
+    assert len(records) == 6 and all(r["status"] == "ok" for r in records), [r["reason"] for r in records]
     assert len({r["batch"] for r in records}) == 1, "one batch holds both settings"
     levels = [str(r["factors"]["read_ahead_kb"]) for r in records]
     assert len(set(levels)) == 2 and any(a != b for a, b in zip(levels, levels[1:])), "the order changes settings"
@@ -65,6 +93,25 @@ def test_random_order_sets_live_knobs_between_runs_in_one_batch(project, fs_loop
         assert k["changed"] is (level != previous), (r["seq"], k, previous)
         previous = level
     assert ra.read_text().strip() == "256", "the campaign's end puts the baseline back"
+    # What moved with the findings: the device's read request size, first, on the
+    # terminal, in findings.json and in the report.
+    size = f"disk_{fs_loop.name}_read_kib_per_io"
+    digest = json.loads((exp / "findings.json").read_text())
+    findings = {f["metric"]: f for f in digest["findings"]}
+    # The device saw the bytes fio read, in the requests its options say: no consistency warning.
+    assert not [w for w in digest["warnings"] if w["check"].startswith("consistency")], digest["warnings"]
+    assert {"read_bw_kib", "read_runtime_ms"} <= set(findings), ((exp / "comparisons.csv").read_text(), res.stdout)
+    for metric in ("read_bw_kib", "read_runtime_ms"):
+        moved = findings[metric]["moved_with"]
+        assert moved and moved[0]["counter"] == size, (metric, moved)
+        assert moved[0]["mean_level"] > 4 * moved[0]["mean_baseline"], moved[0]
+        at = res.stdout.index(findings[metric]["sentence"])
+        assert res.stdout[at:].splitlines()[1].strip().startswith(f"moved with it: {size} "), res.stdout[at:]
+    md = (exp / "report.md").read_text().split("## What moved with each finding")[1].split("\n## ")[0]
+    for metric in ("read_bw_kib", "read_runtime_ms"):
+        section = md.split(f"### {findings[metric]['sentence']}")[1].split("\n### ")[0]
+        first = section.split("|---|")[1].split("\n")[1]
+        assert first.startswith(f"| {size} |") and "one value per cell" in first, section
 
 
 def _selected(sched) -> str:

@@ -1,64 +1,113 @@
-"""While a long batch runs, `bmx status` sees the runs its runner already finished
-(issue 15): the runner appends each finished run to a progress file on the host, the
-batch job reads it with every lease renewal.
+"""What `bmx run` says while a campaign runs (issues 15 and 38): a progress line at least
+every 30 s, changed or not, that counts the runs the hosts' runners finished (read with
+the lease renewals from the runner's progress file; `bmx status` sees them too), with
+an ETA, and after the last run the phase (restoring, collecting, the report); a batch
+of runs of unknown duration returns its results every batch_max_seconds; an
+until-decided budget is wall time.
 
-Real Snakemake, ansible-runner, batch runner and `bmx status` on localhost.
+Real Snakemake, ansible-runner, batch runner and `bmx status`, on localhost and on a
+namespace host over SSH (tests/netns.py) in one campaign.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
+from fake_ansible import use_fake_port
+from netns import NamespaceHosts, available
 
 pytestmark = pytest.mark.slow
 
-SPEC = """\
-name: progress_case
-inventory: config/inventory/test.yml
+# 12 runs of 5 s on each host: one 60 s batch a host, both hosts at once.
+SIXTY = """\
+name: sixty
+hosts: all
+inventory: config/inventory/ns.yml
 factors:
-  step: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+  step: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
 workload:
   role: workload_command
   vars:
-    argv: [sh, -c, "sleep 2; echo 'took 2'", "{{ step }}"]
+    argv: [sh, -c, "sleep 5; echo 'took 5'", "{{ step }}"]
   metrics:
     took: {regex: 'took (?P<value>[0-9]+)', unit: s}
 replicates: 1
 warmup: 0
 """
 
+_ELAPSED = re.compile(r"^bmx: .*elapsed (\d+):(\d\d):(\d\d)")
+_ON_HOSTS = re.compile(r"^bmx: 0/24 runs done, (\d+) more finished on the hosts")
+PHASE = "; collecting the results and writing the report"
 
-def test_status_counts_runs_finished_on_the_host_before_the_batch_returns(project):
-    config = project.root / "config" / "config.yaml"
-    # A short lease: renewed (and the progress read) every 7.5 s.
-    config.write_text(config.read_text().replace("runner_lease_seconds: 300", "runner_lease_seconds: 30"))
-    spec = project.write_spec("progress_case", SPEC)
-    run = subprocess.Popen([sys.executable, "-m", "benchmatrix.cli", "run", str(spec), "--cores", "1"],
-                           cwd=project.root, env=project.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True)
-    seen = []
-    try:
-        while run.poll() is None:
-            res = project.bmx("status", str(spec), "--json", timeout=120)
-            if res.stdout.strip().startswith("{"):
-                totals = json.loads(res.stdout)["totals"]
-                seen.append((totals["ok"], totals["finished_on_host"]))
-            time.sleep(0.5)
-        out = run.communicate()[0]
-    finally:
-        if run.poll() is None:
-            run.kill()
+
+def _seconds(line: str) -> int | None:
+    m = _ELAPSED.match(line)
+    return int(m.group(1)) * 3600 + int(m.group(2)) * 60 + int(m.group(3)) if m else None
+
+
+@pytest.mark.skipif(bool(available()), reason=available() or "ok")
+def test_a_line_at_least_every_30_s_counting_runs_finished_on_localhost_and_over_ssh(project, tmp_path):
+    """One campaign, two hosts (localhost and h1 over SSH), a 60 s batch each: a line at
+    least every 30 s by the elapsed time it prints, runs counted on both hosts before
+    any record came back (bmx status too), an ETA, and the phase after the last run."""
+    with NamespaceHosts(tmp_path / "net", 1) as net:
+        inventory = net.inventory({"h1": {"batch_runner_root": str(tmp_path / "hosts" / "h1")}})
+        inventory += ("    localhost:\n      ansible_connection: local\n"
+                      "      ansible_python_interpreter: \"{{ ansible_playbook_python }}\"\n"
+                      f"      batch_runner_root: {project.hostwork}\n")
+        (project.root / "config" / "inventory" / "ns.yml").write_text(inventory)
+        spec = project.write_spec("sixty", SIXTY)
+        env = {**project.env(), "ANSIBLE_SSH_CONTROL_PATH_DIR": str(net.workdir / "cp")}
+        run = subprocess.Popen(net.ctl_cmd([sys.executable, "-m", "benchmatrix.cli", "run", str(spec)]),
+                               cwd=project.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(run.stdout), daemon=True)
+        reader.start()
+        hosts_seen, status_seen = set(), []
+        try:
+            while run.poll() is None:
+                for path in project.exp("sixty").glob("batches/*.progress.json"):
+                    try:
+                        doc = json.loads(path.read_text())
+                    except (OSError, ValueError):
+                        continue
+                    if doc.get("finished"):
+                        hosts_seen.add(doc.get("host"))
+                # bmx status costs a Python start: ask until it saw them (at most 3 times).
+                if len(status_seen) < 3 and hosts_seen and not any(ok == 0 < on for ok, on in status_seen):
+                    res = project.bmx("status", str(spec), "--json", timeout=120)
+                    if res.stdout.strip().startswith("{"):
+                        totals = json.loads(res.stdout)["totals"]
+                        status_seen.append((totals["ok"], totals["finished_on_host"]))
+                time.sleep(1)
+            reader.join(timeout=30)
+        finally:
+            if run.poll() is None:
+                run.kill()
+    out = "".join(lines)
     assert run.returncode == 0, out
-    # Some runs were seen finished on the host while none of them was recorded yet ...
-    assert any(ok == 0 and on_host > 0 for ok, on_host in seen), seen
-    # ... and once the batch is back, they are ok and nothing is left "on the host".
+    said = [ln for ln in out.splitlines() if _seconds(ln) is not None]
+    times = [_seconds(ln) for ln in said]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert times and times[-1] >= 60 and max(gaps) <= 30, said
+    # The runners' own counts, from both hosts, before any record came back ...
+    assert hosts_seen == {"localhost", "h1"}, hosts_seen
+    counted = [int(m.group(1)) for m in map(_ON_HOSTS.match, said) if m]
+    assert counted and max(counted) > 0, said
+    assert any(ok == 0 and on_host > 0 for ok, on_host in status_seen), status_seen
+    # ... with an ETA while runs are left, and the phase once none is.
+    assert all("ETA" in ln for ln in said if _ON_HOSTS.match(ln)), said
+    assert any(ln.startswith("bmx: 24/24 runs done") and ln.endswith(PHASE) for ln in said), said
     final = json.loads(project.bmx("status", str(spec), "--json").stdout)["totals"]
-    assert final["ok"] == 10 and final["finished_on_host"] == 0
-    assert list(project.exp("progress_case").glob("batches/*.progress.json")) == []
+    assert final["ok"] == 24 and final["finished_on_host"] == 0
+    assert list(project.exp("sixty").glob("batches/*.progress.json")) == []
 
 
 SLICED = """\
@@ -80,7 +129,9 @@ warmup: 0
 def test_a_batch_of_unknown_durations_returns_its_results_every_batch_max_seconds(project):
     """Runs of unknown duration fill one batch (up to batch_max_runs), and the runner
     hands back what it finished after each batch_max_seconds of execution: the batch
-    job writes those records, then starts the rest, all in one Snakemake job."""
+    job writes those records, then starts the rest, all in one Snakemake job (the
+    controller's slicing: through the fake Ansible port, tests/fake_ansible.py)."""
+    use_fake_port(project)
     config = project.root / "config" / "config.yaml"
     config.write_text(config.read_text().replace("batch_max_seconds: 300", "batch_max_seconds: 1"))
     spec = project.write_spec("sliced_case", SLICED)
@@ -97,3 +148,39 @@ def test_a_batch_of_unknown_durations_returns_its_results_every_batch_max_second
     # Each 0.6 s run takes a 1 s slice past its end at the second run at the latest.
     assert 2 <= marker["slices"] <= 4 and marker["executed"] == 4
     assert len({r["batch_started_at"] for r in records}) == marker["slices"]
+
+
+# Two levels drawn alike from 100..1000: never decided, never futile; each run 1 s.
+BUDGETED = """\
+name: budgeted
+inventory: config/inventory/test.yml
+factors:
+  side: [a, b]
+workload:
+  role: workload_command
+  vars:
+    argv: [sh, -c, "sleep 1; echo value=$(shuf -i 100-1000 -n 1)", "{{ side }}"]
+  metrics:
+    speed: {regex: 'value=(?P<value>[0-9]+)', unit: ops/s, better: higher}
+replicates: {min: 3, max: 20, until: decided, budget: 50s}
+warmup: 0
+report:
+  compare: {factor: side, baseline: a}
+"""
+
+
+def test_an_until_decided_budget_is_wall_time(project):
+    """``budget: 8m`` took 11:10: a round of short runs looked free while its pass (plan,
+    batch, collect, the report) took most of the time. The campaign now ends within its
+    budget plus one run's time, stopped by the budget."""
+    use_fake_port(project)
+    spec = project.write_spec("budgeted", BUDGETED)
+    res = project.bmx("run", str(spec), timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    m = re.search(r"^bmx: done in (\d+):(\d\d):(\d\d)", res.stdout, re.M)
+    assert m, res.stdout
+    took = int(m.group(1)) * 3600 + int(m.group(2)) * 60 + int(m.group(3))
+    assert took <= 50 + 1, res.stdout
+    assert "replicates until decided: stopped" in res.stdout and "budget" in res.stdout, res.stdout
+    meta = json.loads((project.exp("budgeted") / "campaign.json").read_text())
+    assert meta.get("until_decided_stop") == "budget", meta

@@ -1,5 +1,6 @@
 """What ``bmx run``, ``report``, ``validate`` and ``export`` print, on a real small
-campaign: snapshot tests (``bmx compare`` and ``bmx history``: test_verdicts_e2e.py).
+campaign (real Snakemake and batch runner, the fake Ansible port: tests/fake_ansible.py):
+snapshot tests (``bmx compare`` and ``bmx history``: test_verdicts_e2e.py).
 
 A command workload whose latency grows with ``size``, its noise a fixed sequence (a
 counter file outside the spec), so every number is the same on every run of the test.
@@ -49,8 +50,9 @@ report:
 def campaign(tmp_path_factory):
     """One campaign; ``bmx run``'s output kept."""
     from conftest import copy_project
+    from fake_ansible import use_fake_port
 
-    project = copy_project(tmp_path_factory.mktemp("terminal"))
+    project = use_fake_port(copy_project(tmp_path_factory.mktemp("terminal")))
     factor = project.root / "factor"
     factor.write_text("1")
     spec = project.write_spec("terminal", SPEC.format(factor=factor, counter=project.root / "counter"))

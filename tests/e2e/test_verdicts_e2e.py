@@ -1,4 +1,5 @@
-"""Verdicts end to end: real campaigns of a command workload, compared with ``bmx compare``.
+"""Verdicts end to end: real campaigns of a command workload, compared with ``bmx compare``
+(real Snakemake and batch runner, the fake Ansible port: tests/fake_ansible.py).
 
 The issue's case: a latency that triples between two campaigns (lognormal noise, CV
 about 20 %, 3 runs a cell, 4 cells) was called "no difference" in every cell and
@@ -55,8 +56,9 @@ def campaigns(tmp_path_factory):
     """Campaigns ``a1`` and ``a2`` (factor 1) compared with each other before ``slow``
     (factor 3) is run; then ``a2`` vs ``slow``."""
     from conftest import copy_project
+    from fake_ansible import use_fake_port
 
-    project = copy_project(tmp_path_factory.mktemp("verdicts"))
+    project = use_fake_port(copy_project(tmp_path_factory.mktemp("verdicts")))
     factor = project.root / "factor"
     spec = project.write_spec("verdicts", SPEC.format(factor=factor, counter=project.root / "counter"))
     out = {}

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from fake_ansible import use_fake_port
 
 pytestmark = pytest.mark.slow
 
@@ -106,6 +107,8 @@ def test_command_with_declared_metrics_and_system_counters(project):
 
 
 def test_command_failing_a_success_criterion_is_recorded_as_failed(project):
+    # The controller judges the criteria (results/judge.py): the fake Ansible port carries the runs.
+    use_fake_port(project)
     text = COMMAND_SPEC.format(name="wl_command_fail", scratch=project.scratch).replace(
         "metrics: {iops: {min: 1}}", "metrics: {iops: {min: 1000000000000}}")
     project.scratch.mkdir(exist_ok=True)

@@ -12,10 +12,12 @@ rule collect:
         summary_by_host="results/{experiment}/summary_by_host.csv",
         comparisons="results/{experiment}/comparisons.csv",
         record_notes="results/{experiment}/record_notes.csv",
+        moved_with="results/{experiment}/moved_with.csv",
         analysis="results/{experiment}/analysis.json",
         runs_long="results/{experiment}/runs_long.parquet",
         html="results/{experiment}/report.html",
         md="results/{experiment}/report.md",
+        findings="results/{experiment}/findings.json",
         plots=directory("results/{experiment}/plots"),
     log:
         "results/{experiment}/logs/collect.log",

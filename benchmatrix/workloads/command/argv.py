@@ -2,21 +2,24 @@
 workload_command role (a batch's runs -> the same runs with the argv the spec declared,
 ``workload.vars.argv``, checked).
 
-A run's variables: ``argv`` (required: a list, one item per argument, already
-rendered with the cell's factors), ``env`` (extra environment variables), ``cwd``
-(working directory on the host), ``cpus`` (CPU list the command is confined to).
-Items are passed to the program as they are: no shell ever sees them.
+A run's variables: ``argv`` (a list, one item per argument, already rendered with the
+cell's factors) or ``command`` (one command line, split into arguments as a shell
+splits words, by :func:`shlex.split`: quotes group, nothing is expanded, no pipes),
+``env`` (extra environment variables), ``cwd`` (working directory on the host),
+``cpus`` (CPU list the command is confined to). Items are passed to the program as
+they are: no shell ever sees them.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 
 from benchmatrix.errors import WorkloadVarsError
 from benchmatrix.names import shown
-from benchmatrix.workloads.base import filter_module, run_cpus, runs_filter
+from benchmatrix.workloads.base import filter_module, run_cpus, runs_filter, unknown_variables
 
-KNOWN = {"argv", "env", "cwd", "cpus"}
+KNOWN = {"argv", "command", "env", "cwd", "cpus"}
 _ENV = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -35,6 +38,24 @@ def _text(run, what, value):
     return text
 
 
+def command_argv(run, v):
+    """The run's argv: ``vars.argv`` as it is, or ``vars.command`` split into arguments."""
+    if "command" in v:
+        if "argv" in v:
+            _fail(run, "give vars.argv or vars.command, not both")
+        try:
+            argv = shlex.split(_text(run, "vars.command", v["command"]))
+        except ValueError as exc:
+            _fail(run, f"vars.command cannot be split into arguments: {exc}")
+        if not argv:
+            _fail(run, "vars.command is empty")
+        return argv
+    argv = v.get("argv")
+    if not isinstance(argv, list) or not argv:
+        _fail(run, "vars.argv must be a non-empty list (one item per argument), or vars.command a command line")
+    return argv
+
+
 def workload_command_argv(runs, host_env=None):
     """Add ``argv`` (and ``env``, ``cwd``, ``cpus``) to every run and drop its ``vars``.
 
@@ -46,12 +67,10 @@ def workload_command_argv(runs, host_env=None):
     out = []
     for run in runs or []:
         v = run.get("vars") or {}
-        unknown = set(v) - KNOWN
+        unknown = unknown_variables(v, KNOWN)
         if unknown:
-            _fail(run, f"unknown variable(s) {', '.join(sorted(unknown))} (known: argv, env, cwd, cpus)")
-        argv = v.get("argv")
-        if not isinstance(argv, list) or not argv:
-            _fail(run, "vars.argv must be a non-empty list (one item per argument)")
+            _fail(run, unknown)
+        argv = command_argv(run, v)
         item = {k: val for k, val in run.items() if k not in ("vars", "factors")}
         item["argv"] = [_text(run, f"argv[{i}]", a) for i, a in enumerate(argv)]
         if v.get("env") or host_env:

@@ -22,6 +22,10 @@ Each entry of the spec's ``workload.metrics`` names one metric::
 
 A declared metric that cannot be found makes the run fail with a clear reason: a
 number that silently went missing is worse than a failed run.
+
+Without declared metrics the batch runner times the command itself (the manifest's
+``measure``) and writes ``usage.json`` into the run's directory: its metrics are
+:data:`TIMED_METRICS`, each lower is better.
 """
 
 from __future__ import annotations
@@ -38,16 +42,26 @@ from benchmatrix.spec.declared import check_declarations
 from benchmatrix.spec.declared import compile_path as _compile_path
 from benchmatrix.workloads.base import Parsed, as_text, headline
 
+#: The metrics of a command the batch runner timed (its usage.json) -> unit: wall time from
+#: the fork to the exit, user and system CPU of the command and the children it waited for,
+#: peak resident memory of its largest process.
+TIMED_METRICS = {"wall_s": "s", "user_s": "s", "system_s": "s", "max_rss_kib": "KiB"}
+USAGE_FILE = "usage.json"
+
 
 def parse_command(stdout: str, workload: Mapping[str, Any] | None = None,
                   run_dir: Path | None = None) -> Parsed:
-    """Extract the metrics the spec declares (``workload.metrics``) from the output.
+    """Extract the metrics the spec declares (``workload.metrics``) from the output, or
+    without declarations the command's time as the batch runner measured it.
 
     Raises:
         ParseError: A declaration is invalid, the JSON cannot be decoded, or a
-            declared metric is not found or is not a number.
+            declared metric is not found or is not a number; the runner's
+            measurement cannot be read.
     """
     decls = dict((workload or {}).get("metrics") or {})
+    if not decls:
+        return Parsed(metrics=_timed(run_dir), jobs={}, extra={})
     texts = {"stdout": as_text(stdout, "command")}
     metrics: dict[str, tuple[float, str]] = {}
     documents: dict[str, Any] = {}
@@ -75,6 +89,18 @@ def parse_command(stdout: str, workload: Mapping[str, Any] | None = None,
             raise ParseError(f"metric '{name}': {where} found nothing in {source}{hint}")
         metrics[name] = (_pick(values, pick), str(decl.get("unit", "")))
     return Parsed(metrics=metrics, jobs={}, extra={})
+
+
+def _timed(run_dir: Path | None) -> dict[str, tuple[float, str]]:
+    """The metrics of the run's usage.json (none without one: a run the runner did not time)."""
+    path = Path(run_dir) / USAGE_FILE if run_dir is not None else None
+    if path is None or not path.is_file():
+        return {}
+    try:
+        usage = json.loads(path.read_text())
+        return {name: (_number(name, usage[name]), unit) for name, unit in TIMED_METRICS.items()}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ParseError(f"the runner's {USAGE_FILE} cannot be read: {type(exc).__name__}: {exc}") from None
 
 
 def _read_stderr(run_dir: Path | None) -> str:

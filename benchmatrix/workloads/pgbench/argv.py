@@ -44,7 +44,14 @@ import re
 
 from benchmatrix.errors import WorkloadVarsError
 from benchmatrix.names import shown
-from benchmatrix.workloads.base import filter_module, refuse_characters, render_template, run_cpus, runs_filter
+from benchmatrix.workloads.base import (
+    filter_module,
+    refuse_characters,
+    render_template,
+    run_cpus,
+    runs_filter,
+    unknown_variables,
+)
 
 BUILTINS = ("select-only", "tpcb-like", "simple-update")
 KNOWN = {"builtin", "scripts", "think_ms", "clients", "threads", "duration", "transactions", "rate",
@@ -175,9 +182,9 @@ def _scripts(run, v, context, base_dir, builtin_texts):
 def pgbench_run(run, conn, binary, directory, base_dir, builtin_texts, progress):
     """(argv, files {path: text}, cwd, inputs {name: path}) of one run."""
     v = dict(run.get("vars") or {})
-    unknown = set(v) - KNOWN
+    unknown = unknown_variables(v, KNOWN)
     if unknown:
-        _fail(run, f"unknown variable(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(KNOWN))})")
+        _fail(run, unknown)
     context = dict(run.get("factors") or {})
     context.update(v)
     context.update({"run_id": run.get("run_id"), "attempt": run.get("attempt")})

@@ -16,7 +16,7 @@ import re
 
 from benchmatrix.errors import WorkloadVarsError
 from benchmatrix.names import shown
-from benchmatrix.workloads.base import filter_module, run_cpus, runs_filter
+from benchmatrix.workloads.base import filter_module, run_cpus, runs_filter, unknown_variables
 
 KNOWN = ("stressors", "timeout", "options", "cpus")
 #: Options benchmatrix sets itself: the output it parses and the run's length.
@@ -40,9 +40,9 @@ def workload_stress_ng_argv(runs, binary="stress-ng"):
     out = []
     for run in runs or []:
         v = run.get("vars") or {}
-        unknown = sorted(set(v) - set(KNOWN))
+        unknown = unknown_variables(v, KNOWN)
         if unknown:
-            _refuse(run, f"unknown variable(s) {', '.join(map(str, unknown))} (known: {', '.join(KNOWN)})")
+            _refuse(run, unknown)
         stressors = v.get("stressors")
         if not isinstance(stressors, dict) or not stressors:
             _refuse(run, "vars.stressors must be a mapping of stressor to instances, e.g. {cpu: 1}")

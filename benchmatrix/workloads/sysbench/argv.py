@@ -37,7 +37,7 @@ import re
 
 from benchmatrix.errors import WorkloadVarsError
 from benchmatrix.names import shown
-from benchmatrix.workloads.base import filter_module, run_cpus, runs_filter
+from benchmatrix.workloads.base import filter_module, run_cpus, runs_filter, unknown_variables
 
 SIMPLE_TESTS = ("cpu", "memory", "fileio", "threads", "mutex")
 DB_TESTS = ("oltp_read_only", "oltp_read_write", "oltp_point_select", "oltp_write_only", "oltp_update_index",
@@ -98,9 +98,9 @@ def _options(run):
 
 def _test(run):
     v = run.get("vars") or {}
-    unknown = set(v) - KNOWN
+    unknown = unknown_variables(v, KNOWN)
     if unknown:
-        _fail(run, f"unknown variable(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(KNOWN))})")
+        _fail(run, unknown)
     test = v.get("test")
     if test not in SIMPLE_TESTS + DB_TESTS:
         _fail(run, f"test '{test}' is not one of {', '.join(SIMPLE_TESTS + DB_TESTS)}")

@@ -53,30 +53,44 @@ def two_level_campaign(rng, n, ratio=1.0, sd=0.05):
 
 HT_SPEC = make_spec({"ht": ["off", "on"]}, {"factor": "ht", "baseline": "off", "by": []},
                     metrics={"tps": {"better": "higher", "unit": "tx/s"}})
+#: The same at a practical threshold of 2 %: a +5 % effect is one that matters.
+HT_SPEC_2PCT = make_spec({"ht": ["off", "on"]}, {"factor": "ht", "baseline": "off", "by": []},
+                         metrics={"tps": {"better": "higher", "unit": "tx/s"}}, threshold="2%")
+
+
+def significant(table) -> pd.Series:
+    """Rows whose Holm-adjusted test rejects "no change": the false detections of the
+    test itself. A verdict better/worse also needs the estimate beyond the practical
+    threshold (docs/report.md, "Verdicts"), so it is rarer still."""
+    return table["p_value"] < ALPHA
 
 
 # ----------------------------------------------------------------- known truth
 
 def test_false_detection_rate_stays_near_alpha():
-    # 200 campaigns without a real difference: the share of "detectable difference"
-    # verdicts must be compatible with alpha (99.9 % binomial interval).
+    # 200 campaigns without a real difference: the share of significant comparisons
+    # must be compatible with alpha (99.9 % binomial interval); a changed verdict is
+    # never given without one.
     rng = np.random.default_rng(20240601)
     hits = 0
     for _ in range(200):
-        result = compare(HT_SPEC, two_level_campaign(rng, 5), ["tps"])
-        hits += result.table["verdict"].iloc[0] in CHANGED
+        table = compare(HT_SPEC, two_level_campaign(rng, 5), ["tps"]).table
+        hits += significant(table).iloc[0]
+        assert table["verdict"].iloc[0] not in CHANGED or significant(table).iloc[0]
     low, high = sps.binom.interval(0.999, 200, ALPHA)
     assert low <= hits <= high, hits
 
 
 def test_ratio_interval_covers_the_true_effect():
     # With a real +5 % effect the 95 % interval of the relative difference covers 5 %
-    # in about 95 % of campaigns, and the effect is usually detected.
+    # in about 95 % of campaigns, and at a 2 % practical threshold the effect is
+    # usually detected (at the default 5 % it is the threshold itself: found about half
+    # the time, docs/report.md "Calibration").
     rng = np.random.default_rng(7)
     covered = detected = 0
     sims = 300
     for _ in range(sims):
-        row = compare(HT_SPEC, two_level_campaign(rng, 8, ratio=1.05, sd=0.03), ["tps"]).table.iloc[0]
+        row = compare(HT_SPEC_2PCT, two_level_campaign(rng, 8, ratio=1.05, sd=0.03), ["tps"]).table.iloc[0]
         covered += row["ci_low_pct"] <= 5.0 <= row["ci_high_pct"]
         detected += row["verdict"] == "better"
     low, high = sps.binom.interval(0.999, sims, 0.95)
@@ -212,8 +226,10 @@ def test_mixed_model_keeps_false_detections_near_alpha_where_welch_does_not():
     mixed = naive = 0
     for _ in range(sims):
         runs = split_plot_campaign(rng, runs_per_visit=8)
-        mixed += compare(SPLIT_SPEC, runs, ["tps"]).table["verdict"].iloc[0] in CHANGED
-        naive += compare(NAIVE_SPEC, runs, ["tps"]).table["verdict"].iloc[0] in CHANGED
+        # Significance, not the verdict: a false effect of the visits' size is mostly
+        # inside the 5 % threshold, yet Welch's test on runs calls it real.
+        mixed += significant(compare(SPLIT_SPEC, runs, ["tps"]).table).iloc[0]
+        naive += significant(compare(NAIVE_SPEC, runs, ["tps"]).table).iloc[0]
     # Two comparisons per campaign (users 10 and 20), Holm-corrected: family-wise rate <= alpha.
     assert mixed <= sps.binom.ppf(0.999, sims, ALPHA), mixed
     assert naive >= sims * 0.15, naive     # about 30 % in the long run
@@ -403,7 +419,9 @@ def test_adjusted_interval_agrees_with_the_holm_verdict():
         assert {"ci_low_adj_pct", "ci_high_adj_pct"} <= set(table.columns)
         lo, hi = table["ci_low_adj_pct"], table["ci_high_adj_pct"]
         excludes = (lo > 0) | (hi < 0)
-        assert (excludes == table["verdict"].isin(["better", "worse"])).all()
+        assert (excludes == significant(table)).all()
+        # better/worse: significant and the estimate beyond the 5 % threshold.
+        assert (table["verdict"].isin(["better", "worse"]) == (excludes & (table["rel_diff_pct"].abs() > 5.0))).all()
         assert (lo <= table["ci_low_pct"] + 1e-9).all() and (hi >= table["ci_high_pct"] - 1e-9).all()
         raw = (table["ci_low_pct"] > 0) | (table["ci_high_pct"] < 0)
         disagreements += int((raw & ~excludes).sum())
@@ -541,13 +559,15 @@ def test_failed_rerun_and_missing_cells_are_reported():
 
 # ----------------------------------------------------------------- several hosts
 
+# The effects of these tests are 4-10 %: a practical threshold of 2 % makes them matter.
 HOST_SPEC = make_spec({"ht": ["off", "on"], "users": [10, 20]}, {"factor": "ht", "baseline": "off", "by": ["users"]},
-                      metrics={"tps": {"better": "higher", "unit": "tx/s"}})
+                      metrics={"tps": {"better": "higher", "unit": "tx/s"}}, threshold="2%")
 
 
 def host_spec(mode, base=HOST_SPEC):
+    report = {k: v for k, v in base.data["report"].items() if k != "compare"}
     spec = make_spec(base.data["factors"], base.data["report"]["compare"], strategy=base.data["order"]["strategy"],
-                     knobs=base.knobs, metrics=base.data["workload"]["metrics"])
+                     knobs=base.knobs, metrics=base.data["workload"]["metrics"], **report)
     spec.data["hosts_mode"] = mode
     return spec
 
@@ -666,7 +686,7 @@ def test_partition_blocking_keeps_false_detections_near_alpha():
         offsets = dict(zip(["h1", "h2", "h3"], rng.normal(1.0, 0.2, 3)))
         rows = [{"cell_id": f"c_{ht}", "ht": ht, "host": h, "tps": 100 * o * rng.normal(1, 0.02)}
                 for h, o in offsets.items() for ht in ("off", "on") for _ in range(2)]
-        hits += compare(spec, runs_frame(rows), ["tps"]).table["verdict"].iloc[0] in CHANGED
+        hits += significant(compare(spec, runs_frame(rows), ["tps"]).table).iloc[0]
     low, high = sps.binom.interval(0.999, sims, ALPHA)
     assert low <= hits <= high, hits
 

@@ -51,7 +51,8 @@ def test_many_campaigns_dominate_the_prior():
     history = [pd.concat([_stats(rng, 1, 10, 0.02, rng.normal(0.0, 0.03)) .rename(index={"c0": f"c{i}"})
                           for i in range(50)]) for _ in range(8)]
     m = model(history, prior_sd=0.01)
-    assert m.estimate_dof > 50 * PRIOR_DOF
+    # The history's weight is over 30 times the prior's (8 degrees of freedom).
+    assert m.estimate_dof > 30 * PRIOR_DOF
     assert m.sd_pct == pytest.approx(3.0, rel=0.15)
 
 

@@ -18,7 +18,7 @@ from benchmatrix import layout
 from benchmatrix.analyze.stats import summarize
 from benchmatrix.analyze.tables import derive_tables
 from benchmatrix.report import terminal
-from benchmatrix.report.render import findings_digest, report_context
+from benchmatrix.report.render import FINDING_SECTIONS, _environment, findings_digest, render_report, report_context
 from benchmatrix.results.tables import read_tables, write_tables
 from benchmatrix.spec.load import load_spec
 
@@ -101,3 +101,63 @@ def test_the_terminal_prints_the_first_three_counters_of_a_finding_in_one_line()
     assert lines[2] == ("    moved with it: disk_d1_reads_s 1 → 2 IO/s (+100 %), disk_d2_reads_s 2 → 4 IO/s (+100 %), "
                         "disk_d3_reads_s 3 → 6 IO/s (+100 %)")
     assert lines[3].startswith("  size=4 vs 1") and "moved with" not in lines[4]
+
+
+@pytest.fixture(scope="module")
+def rendered(collected, tmp_path_factory):
+    spec, plan, runs, tables = collected
+    out = tmp_path_factory.mktemp("report")
+    summary = summarize(runs, spec.factor_names, UNITS)
+    render_report(spec, plan, runs, summary, {}, out, tables=tables)
+    return out
+
+
+def test_the_report_gives_each_finding_a_section_with_its_counters_and_a_plot(collected, rendered):
+    # report.md: a section per finding that moved a counter, its sentence, the counters'
+    # table and the plot of the metric against the first counter, run by run.
+    _, _, _, tables = collected
+    md = (rendered / layout.REPORT_MD).read_text()
+    assert "## What moved with each finding" in md
+    part = md.split("## What moved with each finding")[1].split("\n## ")[0]
+    bandwidth = [s for s in part.split("\n### ")[1:] if "read_bw_kib" in s.splitlines()[0]]
+    assert bandwidth, part[:3000]
+    first = bandwidth[0]
+    assert "| disk_loop0_read_mib_s |" in first and "MiB/s" in first and "caused" not in part
+    image = first.split("](")[1].split(")")[0]
+    assert image.startswith("plots/moved_with_") and image.endswith(".svg")
+    svg = (rendered / image).read_text()
+    assert svg.startswith("<svg") and "disk_loop0_read_mib_s" in svg and "read_bw_kib" in svg
+    # At most FINDING_SECTIONS sections, each of a finding that lists counters.
+    sections = part.split("\n### ")[1:]
+    assert 0 < len(sections) <= FINDING_SECTIONS
+    assert len(sections) <= len(set(tables.moved_with["comparison"]))
+    # report.html: the same sections, the plot embedded.
+    html = (rendered / layout.REPORT_HTML).read_text()
+    section = html.split('<section id="moved-with">')[1].split("</section>")[0]
+    assert section.count("<h3>") == len(sections)
+    assert "disk_loop0_read_mib_s" in section and 'src="data:image/svg+xml;base64,' in section
+
+
+def test_a_report_without_counters_has_no_moved_with_section(collected):
+    spec, plan, runs, tables = collected
+    bare = runs.drop(columns=[c for c in runs.columns if c.startswith(("disk_", "cpu_"))])
+    units = {k: v for k, v in UNITS.items() if not k.startswith(("disk_", "cpu_"))}
+    summary = summarize(bare, spec.factor_names, units)
+    context = report_context(spec, plan, bare, summary, {}, with_plots=False,
+                             tables=derive_tables(spec, plan, bare, units))
+    assert context["explained"] == []
+    assert "What moved with each finding" not in _environment().get_template("report.md.j2").render(context)
+    assert 'id="moved-with"' not in _environment().get_template("report.html.j2").render(context)
+
+
+def test_the_report_s_findings_name_what_moved_with_each(rendered):
+    # The summary of findings: under each sentence, the first three counters in words, as
+    # the terminal prints them.
+    md = (rendered / layout.REPORT_MD).read_text()
+    summary = md.split("## Summary of findings")[1].split("\n## ")[0]
+    lines = summary.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("- ") and "read_bw_kib" in ln)
+    assert lines[at + 1].strip().startswith("moved with it: disk_loop0_read_mib_s "), lines[at:at + 2]
+    html = (rendered / layout.REPORT_HTML).read_text()
+    findings = html.split('<section id="findings">')[1].split("</section>")[0]
+    assert 'class="moved">moved with it: disk_loop0_read_mib_s ' in findings

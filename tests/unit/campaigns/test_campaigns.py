@@ -261,10 +261,12 @@ def kept(tmp_path_factory):
     workload's command changed), with a no-op ``bmx run`` between them. How a label
     alone keeps a campaign of an unchanged spec is run for real by
     tests/e2e/test_verdicts_e2e.py (a1, a2); what reads campaigns uses synthetic ones
-    (below)."""
+    (below). Ansible only carries the runs here: the fake Ansible port stands in for it
+    (tests/fake_ansible.py)."""
     from conftest import copy_project
+    from fake_ansible import use_fake_port
 
-    project = copy_project(tmp_path_factory.mktemp("campaigns"))
+    project = use_fake_port(copy_project(tmp_path_factory.mktemp("campaigns")))
     spec = project.write_spec("keep_cmp", SPEC.format(base=100))
     out = {}
     for label in ("before", None):

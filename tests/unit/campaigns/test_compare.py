@@ -188,7 +188,7 @@ def test_compare_campaigns_names_the_environment_change_in_the_verdicts(tmp_path
     assert set(t["environment"]) == {"kernel 6.1 -> 6.6"} and t["unit"].tolist() == ["tx/s", "tx/s"]
     # B's spec.json says campaigns move by about 1 %: no history, so the prior alone.
     assert t["campaign_sd_pct"].tolist() == pytest.approx([1.0, 1.0]) and set(t["basis"]) == {"prior"}
-    assert "tps 1 % on 4 df (prior 1 %, report.campaign_sd, alone" in result.basis
+    assert "tps 1 % on 8 df (prior 1 %, report.campaign_sd, alone" in result.basis
     md = write_comparison(result, tmp_path / "out")["compare.md"].read_text()
     assert "| tps (tx/s) | x=1 | 5 | 5 | 100.00 | 90.00 | -10.0 |" in md and "worse (kernel 6.1 -> 6.6)" in md
     assert "| ±5 |" in md and "| ratio | worse" in md

@@ -1,7 +1,8 @@
 """Export: the long table (runs_long.parquet) and bmx export's formats.
 
 Fast unit tests on a synthetic runs.csv and summary.csv; one slow end-to-end suite
-that runs a tiny real campaign (workload_command, real Snakemake and Ansible) and reads
+that runs a tiny real campaign (workload_command, real Snakemake and batch runner, the
+fake Ansible port: tests/fake_ansible.py) and reads
 its exports with pyarrow; pyperf itself reads the exports of two synthetic campaigns
 (tests/campaign_factory.py).
 """
@@ -254,8 +255,9 @@ def campaigns(tmp_path_factory):
     """One real campaign, ``export_a``: what a run writes (the long table, the host's
     environment in every record); its cell ``loops=0`` fails."""
     from conftest import copy_project
+    from fake_ansible import use_fake_port
 
-    project = copy_project(tmp_path_factory.mktemp("export"))
+    project = use_fake_port(copy_project(tmp_path_factory.mktemp("export")))
     specs = {"export_a": project.write_spec("export_a", SPEC.format(name="export_a", work=1))}
     res = project.bmx("run", str(specs["export_a"]), "--cores", "1")
     assert res.returncode == 1 and "3 failed" in res.stdout, res.stdout[-2000:] + res.stderr[-2000:]

@@ -8,7 +8,8 @@ A real campaign, not synthetic results (docs/contributing.md, "Which grade a tes
 should use"): it tests how the controller made the results (Snakemake's per-host
 chaining of batches, the runner's order), and it is the only real test of the order
 across several batches of a host (tests/e2e/test_hosts_ssh.py and test_e2e_local.py
-check a host's plan order too, not across this many batches).
+check a host's plan order too, not across this many batches). Ansible only carries
+the manifest here: the fake Ansible port (tests/fake_ansible.py) stands in for it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import csv
 from datetime import datetime
 
 import pytest
+from fake_ansible import use_fake_port
 
 pytestmark = pytest.mark.slow
 
@@ -37,6 +39,7 @@ order: {strategy: random, seed: 9}
 
 
 def test_every_host_starts_its_runs_in_plan_order(project):
+    use_fake_port(project)
     inv = ["all:", "  hosts:"]
     for h in ("h1", "h2"):
         inv += [f"    {h}:", "      ansible_connection: local",

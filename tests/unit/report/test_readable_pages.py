@@ -8,10 +8,12 @@ the files publish reads.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from test_readable_numbers import UNITS, _plan_and_runs, bare
 
 from benchmatrix.analyze.stats import summarize
@@ -122,3 +124,48 @@ def test_the_site_history_page_uses_the_unbounded_rule():
         host_changes=[])
     table = page[page.index('id="step-table"'):]
     assert "8213105" not in table and "unbounded" in table
+
+
+def _x_tick_labels(svg: str) -> list[list[tuple[float, str]]]:
+    """Each plot panel's x tick labels as drawn in the SVG: (x position, text); a label drawn
+    as mathtext (``10^{-1}``) is kept as its TeX so a test can refuse it. The axis' title
+    lies below its tick labels and is left out."""
+    panels = []
+    for axis in re.findall(r'<g id="matplotlib\.axis_\d+">(.*?)(?=<g id="matplotlib\.axis_\d+">|<g id="patch_|$)',
+                           svg, re.S):
+        if '<g id="xtick_' not in axis:
+            continue
+        found = []
+        for tex in re.finditer(r"<!-- (\$.*?\$) -->\s*<g transform=\"translate\(([\d.]+) ([\d.]+)\)", axis):
+            found.append((float(tex.group(3)), float(tex.group(2)), tex.group(1)))
+        plain = r'<text style="font-size: [\d.]+px[^"]*"[^>]* x="([\d.]+)" y="([\d.]+)"[^>]*>([^<]+)</text>'
+        for text in re.finditer(plain, axis):
+            found.append((float(text.group(2)), float(text.group(1)), text.group(3)))
+        top = min(y for y, _, _ in found)
+        panels.append(sorted((x, t) for y, x, t in found if y < top + 5))
+    return panels
+
+
+def _latency_svg(scale_p99: float) -> str:
+    spec = bare()
+    plan, runs = _plan_and_runs(spec)
+    summary = summarize(runs, spec.factor_names, UNITS)
+    p99 = summary["metric"] == "read_clat_p99_us"
+    for col in ("mean", "ci_low", "ci_high"):
+        summary.loc[p99, col] = summary.loc[p99, col] * scale_p99
+    labels = {c.cell_id: c.cell_id for c in spec.cells}
+    (plot,) = plots.latency_beside_throughput(spec, summary, ["read_bw_kib", "read_clat_mean_us", "read_clat_p99_us"],
+                                              UNITS, labels, [])
+    return plot.svg
+
+
+@pytest.mark.parametrize("scale_p99", [1.0, 30.0, 3000.0], ids=["linear", "log", "wide-log"])
+def test_the_latency_plots_x_ticks_are_plain_numbers_that_do_not_run_together(scale_p99):
+    panels = _x_tick_labels(_latency_svg(scale_p99))
+    assert len(panels) == 2, panels  # throughput, latency
+    for labels in panels:
+        assert 2 <= len(labels) <= 6, labels
+        assert all(re.fullmatch(r"-?[0-9][0-9,]*(\.[0-9]+)?", text) for _, text in labels), labels
+        # 9 px DejaVu Sans: a digit or comma is at most 0.64 em wide; a gap of 4 px between neighbours.
+        for (x1, t1), (x2, t2) in zip(labels, labels[1:]):
+            assert x2 - x1 >= 0.64 * 9 * (len(t1) + len(t2)) / 2 + 4, (t1, t2, x2 - x1)

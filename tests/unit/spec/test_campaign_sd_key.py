@@ -10,7 +10,7 @@ from benchmatrix.spec.load import DEFAULT_CAMPAIGN_SD, campaign_sd_fraction, loa
 
 def test_default_and_given_campaign_sd_globally_or_per_metric(tmp_path):
     report = load_spec(write(tmp_path, BASE)).report
-    assert report.campaign_sd == DEFAULT_CAMPAIGN_SD == 0.02 and report.campaign_sd_for("x") == 0.02
+    assert report.campaign_sd == DEFAULT_CAMPAIGN_SD == 0.025 and report.campaign_sd_for("x") == 0.025
     report = load_spec(write(tmp_path, BASE + "report:\n  campaign_sd: 1%\n")).report
     assert report.campaign_sd_for("x") == pytest.approx(0.01)
     report = load_spec(write(tmp_path, BASE + "report:\n  campaign_sd: {default: 0.5%, p99: 0.05}\n")).report

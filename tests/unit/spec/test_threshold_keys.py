@@ -86,10 +86,13 @@ def test_declared_metrics_with_counters_are_checked(tmp_path):
     assert load_spec(write(tmp_path, ok), metric_names=metric_names).report.threshold_for("tps") == 0.2
 
 
-def test_a_command_without_declared_metrics_is_left_to_the_runs(tmp_path):
-    # workload_command's names come from its output: nothing is known before the runs.
+def test_a_command_without_declared_metrics_has_the_metrics_bmx_times(tmp_path):
+    # Without declared metrics, bmx times the command (issue 38, item 3): those are its names.
+    path = spec_of(tmp_path, "workload_command", "{wall_s: 20%}")
+    assert load_spec(path, metric_names=metric_names).report.threshold_for("wall_s") == 0.2
     path = spec_of(tmp_path, "workload_command", "{whatever_it_prints: 20%}")
-    assert load_spec(path, metric_names=metric_names).report.threshold_for("whatever_it_prints") == 0.2
+    with pytest.raises(SpecErrors, match="which no metric of workload_command can be"):
+        load_spec(path, metric_names=metric_names)
 
 
 def test_bmx_validate_refuses_the_key_with_file_and_line(tmp_path, capsys):
@@ -138,7 +141,7 @@ def test_every_counter_metric_is_one_the_counters_name():
         except ParseError:
             continue
     assert any(n.startswith("disk_") for n in names) and any(n.startswith("cpu_") for n in names), names
-    known = metric_names("workload_command", ["cpu", "disk"])
+    known = metric_names("workload_own", ["cpu", "disk"])  # a project's own role: its names are its output's
     assert not known.complete
     assert sorted(n for n in names if not known.matches(n)) == []
 

@@ -71,7 +71,7 @@ def test_argv():
 
 
 @pytest.mark.parametrize(("run_vars", "message"), [
-    ({"stressors": {"cpu": 1}, "threads": 2}, "unknown variable(s) threads (known: stressors, timeout, options, cpus)"),
+    ({"stressors": {"cpu": 1}, "threads": 2}, "unknown variable(s) threads (known: cpus, options, stressors, timeout)"),
     ({}, "vars.stressors must be a mapping of stressor to instances"),
     ({"stressors": {"cpu": "two"}}, "stressor cpu: instances must be a whole number"),
     ({"stressors": {"--cpu": 1}}, "'--cpu' is not a stressor name"),
