@@ -31,7 +31,6 @@ from benchmatrix.execute.lease import lease
 from benchmatrix.execute.prepare import (
     RUNNER_KNOBS_PATH,
     RUNNER_PATH,
-    STATE_FILES,
     Preparation,
     cached_role_vars,
     preparation,
@@ -370,7 +369,7 @@ def _one_call(job: _Batch, todo: list[PlannedRun], call: Callable[..., Any]) -> 
         if not prep.known or not prep.cache.get("fingerprint") or prep.extravars["bmx_install_always"]:
             return None
         bmx_call.update(fingerprint=prep.cache["fingerprint"], probe_path=workload_path(role, role_vars),
-                        state_files=STATE_FILES + list(prep.cache.get("state_files") or []),
+                        state_files=list(prep.cache.get("state_files") or []),
                         sources=_runner_sources())
     from benchmatrix.errors import WorkloadVarsError
 

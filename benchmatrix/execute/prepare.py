@@ -30,9 +30,6 @@ RUNNER_PATH = PACKAGE_DIR / "host" / "batch_runner.py"
 RUNNER_KNOBS_PATH = RUNNER_PATH.parent / "knobs.py"
 
 
-#: The CPU and SMT state files every probe of a host reads (tasks/prepare.yml, the one-call batch).
-STATE_FILES = ["/sys/devices/system/cpu/online", "/sys/devices/system/cpu/smt/control",
-               "/sys/devices/system/cpu/smt/active"]
 #: The workload path when neither the inventory nor the workload's descriptor names one.
 SCRATCH_DIR = "/var/tmp/benchmatrix/scratch"
 
@@ -87,7 +84,7 @@ def preparation(spec: Spec, project_dir: Path, host: str) -> Preparation:
         host=host, cache_path=cache_path, known=known, cache=cache,
         data={"bmx_cached_fingerprint": cache.get("fingerprint", "") if known else "",
               "bmx_cached_state_files": cache.get("state_files", []) if known else []},
-        extravars={"bmx_prepare": True, "bmx_state_files": STATE_FILES,
+        extravars={"bmx_prepare": True,
                    # "" is a known version: a command that declares no version command. A role
                    # whose install.yml only installs the tool (install_once) is skipped on a known host.
                    "bmx_install_always": not getattr(workload, "install_once", False)

@@ -2157,15 +2157,15 @@ def setting_names(knobs):
 def host_facts(path, files, host="this host"):
     """Mode ``facts`` (tasks/prepare.yml, a new or changed host): what every backend
     finds about the workload path (:meth:`Backend.describe`) and ``state_lines``, grep's
-    ``PATH:LINE`` lines of ``files`` and of the backends' state files (a missing or
-    unreadable file gives none)."""
+    ``PATH:LINE`` lines of :data:`STATE_FILES`, ``files`` and the backends' state files (a
+    missing or unreadable file gives none)."""
     out = {"device": {}, "state_files": []}
     for cls in BACKENDS.values():
         found = cls.describe(path, host)
         out["device"].update(found.get("device") or {})
         out["state_files"] += [f for f in found.get("state_files") or [] if f not in out["state_files"]]
     lines = []
-    for name in list(files or []) + out["state_files"]:
+    for name in dict.fromkeys(STATE_FILES + list(files or []) + out["state_files"]):
         try:
             with open(name, encoding="utf-8", errors="replace") as fh:
                 lines += [f"{name}:{line.rstrip(chr(10))}" for line in fh]
@@ -2192,6 +2192,12 @@ PROBE_SCRIPT = (
     'grep -s -H \'\' "$@"; exit 0')
 
 
+#: The CPU and SMT state files every probe of a host reads, before the workload path's
+#: block-device files the backends name (:func:`host_facts`, cached by the controller).
+STATE_FILES = ["/sys/devices/system/cpu/online", "/sys/devices/system/cpu/smt/control",
+               "/sys/devices/system/cpu/smt/active"]
+
+
 def host_state(lines):
     """{online_cpus, smt, read_ahead_kb, io_scheduler}: the host's CPU, SMT and block-device
     state from grep's ``PATH:VALUE`` lines of the state files (facts.json's state keys)."""
@@ -2211,10 +2217,11 @@ def host_state(lines):
 def probe(path, files):
     """Mode ``probe`` (tasks/prepare.yml, and the one-call batch of a known host):
     {fingerprint, state_lines, state} of :data:`PROBE_SCRIPT` for the workload path
-    ``path`` and the state ``files``."""
+    ``path`` and the state files (:data:`STATE_FILES`, then ``files``)."""
     import subprocess
 
-    out = subprocess.run(["sh", "-c", PROBE_SCRIPT, "bmx_probe", str(path)] + [str(f) for f in files or []],
+    files = STATE_FILES + [str(f) for f in files or [] if str(f) not in STATE_FILES]
+    out = subprocess.run(["sh", "-c", PROBE_SCRIPT, "bmx_probe", str(path)] + files,
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False,
                          universal_newlines=True).stdout
     lines = out.splitlines()
