@@ -8,7 +8,8 @@ failures into :class:`~benchmatrix.errors.HostUnreachableError` or
 
 Results come back as data, never by task name: a playbook publishes them with
 ``ansible.builtin.set_stats`` (``per_host: true``, ``aggregate: false``), one key per
-kind (:data:`RESULT_SCHEMAS`), and :func:`read_payloads` validates each one;
+kind (:data:`RESULT_SCHEMAS`), or a module returns them in its result under
+``bmx_payloads`` (the one-call batch, bmx_batch), and :func:`read_payloads` validates each one;
 ``PlaybookResult.payload(KEY)`` hands it to the caller or raises
 :class:`~benchmatrix.errors.ResultChannelError`.
 """
