@@ -1,10 +1,12 @@
 """The benchmarks in bench/ still run: their --quick variants, results in tmp_path.
 
 Only the cheap ones (no peers to install): floor, scale, report (also --fixed), publish, overhead's
-bare-versus-bmx smoke run and targets' rows a and d-g at tiny sizes (d, e and g need
+bare-versus-bmx smoke run and targets' rows a and d-f at tiny sizes (d and e need
 root). Rows i and j (issue 23) are left to `bench/targets.py --quick --only i,j`: five
 small campaigns would add about 3 minutes to the suite, and what they time has e2e tests
-of its own (test_live_knobs_e2e.py, the campaign passes in test_e2e_local.py). The
+of its own (test_live_knobs_e2e.py, the campaign passes in test_e2e_local.py). So is row
+g (`--quick --only g`, issue 36): its namespace hosts and their campaign were 31 of the
+smoke's 145 s, and bmx over several SSH hosts has its own (test_hosts_ssh.py). The
 published figures come from the full runs (bench/README.md).
 """
 
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # about 2 minutes together on an idle machine
+pytestmark = pytest.mark.slow  # about 2 minutes together on a shared 2-core machine
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,11 +92,11 @@ def test_publish_quick(tmp_path):
 
 
 def test_targets_quick(tmp_path):
-    # Under 90 s on an idle machine; the timeout leaves room for a shared, busy one.
-    data = run_bench("targets.py", tmp_path, 900, "--only", "a,b,c,d,e,f,g,h")
+    # Under 60 s on an idle machine; the timeout leaves room for a shared, busy one.
+    data = run_bench("targets.py", tmp_path, 900, "--only", "a,b,c,d,e,f,h")
     rows = {r["row"]: r for r in data["targets"]}
     assert sorted(rows) == list("abcdefghij")  # every target has a row, measured or saying why not
-    assert {k for k, r in rows.items() if r["benchmatrix"] == "not run"} == {"b", "c", "h", "i", "j"}
+    assert {k for k, r in rows.items() if r["benchmatrix"] == "not run"} == {"b", "c", "g", "h", "i", "j"}
     sl = data["sections"]["local_slope"]["variants"]
     # A slope from a smoke run's tiny campaigns is noise around a few ms (both sizes are
     # one batch now), so only its presence is checked, not its sign.
@@ -104,11 +106,8 @@ def test_targets_quick(tmp_path):
     assert col["runs"] >= 2000 and col["collect_s"] > 0 and col["peak_rss_mib"] > 0
     assert rows["f"]["met"] is None  # 1M records only with --full
     assert data["machine"]["loadavg_at_start"]
+    assert "many_hosts" not in data["sections"]
     if os.geteuid() == 0:
-        g = data["sections"]["many_hosts"]
-        assert (g["hosts"], g["runs_per_host"]) == (2, 3)
-        assert g["many"]["peak_tree_rss_mib"] > 0 and g["many"]["peak_rss_mib"] > 0
-        assert g["one"]["added_per_run_s"] > 0 and g["ratio_to_one_host"] > 0
         (knob,) = data["sections"]["knobs"]["cases"].values()
         assert knob["no-op_added_s"] is not None and knob["direct_change_s"] >= 0
-        assert rows["d"]["met"] is not None and rows["g"]["met"] is not None
+        assert rows["d"]["met"] is not None
