@@ -8,7 +8,8 @@ failures into :class:`~benchmatrix.errors.HostUnreachableError` or
 
 Results come back as data, never by task name: a playbook publishes them with
 ``ansible.builtin.set_stats`` (``per_host: true``, ``aggregate: false``), one key per
-kind (:data:`RESULT_SCHEMAS`), and :func:`read_payloads` validates each one;
+kind (:data:`RESULT_SCHEMAS`), or a module returns them in its result under
+``bmx_payloads`` (the one-call batch, bmx_batch), and :func:`read_payloads` validates each one;
 ``PlaybookResult.payload(KEY)`` hands it to the caller or raises
 :class:`~benchmatrix.errors.ResultChannelError`.
 """
@@ -54,9 +55,17 @@ RESULT_SCHEMAS: dict[str, dict[str, Any]] = {
                   "properties": {"gathered": {"type": "boolean"}, "fingerprint": {"type": "string"},
                                  "state_files": _STR_LIST, "facts": {"type": "object"}}},
     # run_batch.yml, collect_batch.yml (roles/batch_runner): where the batch's archive is; in place on a
-    # local-connection host, else fetched into the job's staging directory.
+    # local-connection host, else fetched into the job's staging directory. run_known_batch.yml's
+    # one call: the archive itself (content, base64), or remote when it is too large for the result.
     "bmx_archive": {"type": "object", "required": ["in_place", "path"],
-                    "properties": {"in_place": {"type": "boolean"}, "path": {"type": "string", "minLength": 1}}},
+                    "properties": {"in_place": {"type": "boolean"}, "path": {"type": "string", "minLength": 1},
+                                   "content": {"type": "string"}, "remote": {"type": "boolean"}}},
+    # run_batch.yml: the host's values of the role variables a one-call batch builds its
+    # commands with (benchmatrix.execute.prepare.role_var_names), "" for an unset one.
+    "bmx_role_vars": {"type": "object"},
+    # run_known_batch.yml: why the one call ran nothing (the runner missing or stale; the
+    # host's fingerprint or role variables changed).
+    "bmx_call": {"type": "object", "properties": {"missing": {"type": "string"}, "stale": {"type": "string"}}},
     # renew_lease.yml: the runner's progress file, base64 ("" before the first run ends).
     "bmx_progress": {"type": "object", "required": ["content"], "properties": {"content": {"type": "string"}}},
     # check_host.yml: what bmx check judges (benchmatrix.execute.check.check_host).
@@ -126,19 +135,23 @@ def read_payloads(events: list[dict[str, Any]], playbook: str, log: str = "") ->
     out: dict[str, dict[str, Any]] = {}
     for ev in events:
         data = ev.get("event_data") or {}
-        stats = (data.get("res") or {}).get("ansible_stats") if ev.get("event") == "runner_on_ok" else None
-        if not isinstance(stats, dict):
+        res = data.get("res") or {}
+        stats = res.get("ansible_stats") if ev.get("event") == "runner_on_ok" else None
+        # The one-call batch's module (bmx_batch) returns its payloads in its result, failed or not.
+        module = res.get("bmx_payloads") if ev.get("event") in ("runner_on_ok", "runner_on_failed") else None
+        if not isinstance(stats, dict) and not isinstance(module, dict):
             continue
         host = str(data.get("host", ""))
 
         def refuse(why: str, host: str = host) -> ResultChannelError:
             return ResultChannelError(f"playbook {playbook}: {why}", host=host, log=log)
 
-        if not stats.get("per_host"):
-            raise refuse("set_stats must publish with per_host: true")
-        if stats.get("aggregate", True):
-            raise refuse("set_stats must publish with aggregate: false")
-        for key, value in (stats.get("data") or {}).items():
+        if isinstance(stats, dict):
+            if not stats.get("per_host"):
+                raise refuse("set_stats must publish with per_host: true")
+            if stats.get("aggregate", True):
+                raise refuse("set_stats must publish with aggregate: false")
+        for key, value in ((stats or {}).get("data") or module or {}).items():
             if key not in RESULT_SCHEMAS:
                 raise refuse(f"unknown payload {key} (known: {', '.join(sorted(RESULT_SCHEMAS))})")
             error = jsonschema.exceptions.best_match(

@@ -4,6 +4,7 @@ and a record per finished run.
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import sys
@@ -28,11 +29,17 @@ from benchmatrix.errors import (
 from benchmatrix.execute.ansible import START_TAG, run_playbook
 from benchmatrix.execute.lease import lease
 from benchmatrix.execute.prepare import (
+    RUNNER_KNOBS_PATH,
     RUNNER_PATH,
     Preparation,
+    cached_role_vars,
     preparation,
+    role_var_names,
     runner_digest,
     runner_knobs_digest,
+    save_role_vars,
+    workload_cleanup,
+    workload_path,
     write_facts,
 )
 from benchmatrix.execute.restore import knob_items, restore_quietly, save_baseline
@@ -150,6 +157,9 @@ class _Batch:
     manifest: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Whether the current slice's call reached the runner (its run task started).
     runner_reached: bool = False
+    #: False once a one-call batch found the host changed (or its commands need the role's
+    #: tasks): the job's other slices take run_batch.yml.
+    one_call: bool = True
 
     def record(self, r: PlannedRun, **fields: Any) -> dict[str, Any]:
         """A run's record: the fields every record has, then ``fields``."""
@@ -297,21 +307,26 @@ def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
         if job.on_started is not None:
             job.on_started()
 
-    try:
+    def call(playbook: str, data: dict[str, Any], extravars: dict[str, Any]) -> Any:
         return run_playbook(
-            "run_batch.yml", project_dir=job.project_dir / "playbooks",
-            inventory=spec.inventory_path(job.project_dir), host=host,
-            # One JSON text: Ansible neither checks nor templates it run by run (the
-            # workload role's filter decodes it, the runner decodes the commands).
-            data={"bmx_runs": json.dumps([job.manifest[r.run_id] for r in todo]),
-                  "bmx_knobs": batch_call_items(spec, job.cells[todo[0].cell_id]), **(prep.data if prep else {})},
-            extravars={**(prep.extravars if prep else {}), **_runner_vars(job),
-                       "bmx_workload_role": spec.workload["role"],
+            playbook, project_dir=job.project_dir / "playbooks", inventory=spec.inventory_path(job.project_dir),
+            host=host, data={"bmx_knobs": batch_call_items(spec, job.cells[todo[0].cell_id]), **data},
+            extravars={**extravars, **_runner_vars(job), "bmx_workload_role": spec.workload["role"],
                        "batch_runner_lease_seconds": int(config.runner_lease_seconds),
-                       "bmx_allow_reboot": spec.allow_reboot,
                        "batch_runner_stop_after_s": config.batch_max_seconds,
                        "batch_runner_timeout": int(sum(spec.workload["timeout"] + 30 for _ in todo) + 60)},
             log=batch_log, start_tag=START_TAG, on_started=started)
+
+    try:
+        result = _one_call(job, todo, call)
+        if result is not None:
+            return result
+        return call("run_batch.yml",
+                    # One JSON text: Ansible neither checks nor templates it run by run (the
+                    # workload role's filter decodes it, the runner decodes the commands).
+                    {"bmx_runs": json.dumps([job.manifest[r.run_id] for r in todo]), **(prep.data if prep else {})},
+                    {**(prep.extravars if prep else {}), "bmx_allow_reboot": spec.allow_reboot,
+                     "bmx_role_var_names": role_var_names(spec.workload["role"])})
     except (KeyboardInterrupt, Interrupted) as exc:
         stop_runner(spec, job.project_dir, host)
         # The knob call may have run (and the runner set live knobs): its baselines first.
@@ -319,6 +334,72 @@ def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
         restore_quietly(spec, job.project_dir, host)
         raise Interrupted(f"batch {batch} interrupted; the runner on {host} was stopped, "
                           "its finished runs are kept there for the next 'bmx run'") from None
+
+
+def _one_call_knob(item: dict[str, Any]) -> bool:
+    """Whether the one call can set this knob: its backend needs no service started by a
+    role and no reboot (tasks/knobs.yml does both)."""
+    from benchmatrix.host.knobs import BACKENDS, Backend
+
+    cls = BACKENDS.get(item.get("role"))
+    return cls is not None and not cls.reboot and cls.services is Backend.services
+
+
+def _one_call(job: _Batch, todo: list[PlannedRun], call: Callable[..., Any]) -> Any:
+    """The slice as one module call (run_known_batch.yml) on a host the controller knows:
+    the commands built here by the workload's descriptor (``build``) from the role
+    variables the host's last run_batch.yml call published; on the host's first batch of
+    the campaign the call also installs the runner and probes the host against its cached
+    fingerprint. Returns the call's result, or None when the slice takes run_batch.yml:
+    the workload's commands need its role's tasks, a knob a service or a reboot, the host
+    is new or changed, or its role variables changed since they were published.
+    """
+    spec, role = job.spec, job.spec.workload["role"]
+    workload = WORKLOADS.get(role)
+    prep = job.prepare
+    if not job.one_call or workload is None or workload.build is None:
+        return None
+    if not all(_one_call_knob(k) for k in batch_call_items(spec, job.cells[todo[0].cell_id])):
+        return None
+    role_vars = cached_role_vars(job.project_dir, job.host, role)
+    if role_vars is None:
+        return None
+    bmx_call: dict[str, Any] = {"role_vars": role_vars}
+    if prep is not None:
+        if not prep.known or not prep.cache.get("fingerprint") or prep.extravars["bmx_install_always"]:
+            return None
+        bmx_call.update(fingerprint=prep.cache["fingerprint"], probe_path=workload_path(role, role_vars),
+                        state_files=list(prep.cache.get("state_files") or []),
+                        sources=_runner_sources())
+    from benchmatrix.errors import WorkloadVarsError
+
+    try:
+        built = workload.build([job.manifest[r.run_id] for r in todo], role_vars)
+    except WorkloadVarsError:
+        job.one_call = False  # the role's filter fails the call with the same message, recorded per run
+        return None
+    bmx_call.update(dirs=built["dirs"], files=built["files"], secret=any("env" in c for c in built["commands"]))
+    data = {"bmx_runs": json.dumps(built["commands"]), "bmx_call": bmx_call}
+    extravars = {"bmx_workload_env_var": workload.env_var}
+    result = call("run_known_batch.yml", data, extravars)
+    status = (result.payloads.get(job.host) or {}).get("bmx_call") or {}
+    if status.get("missing") and "sources" not in bmx_call:
+        # Someone cleaned the host, or another benchmatrix installed its own runner.
+        bmx_call["sources"] = _runner_sources()
+        result = call("run_known_batch.yml", data, extravars)
+        status = (result.payloads.get(job.host) or {}).get("bmx_call") or {}
+    if status:
+        job.one_call = False
+        return None
+    facts = (result.payloads.get(job.host) or {}).get("bmx_facts")
+    if facts is not None:
+        facts["facts"]["workload_cleanup"] = workload_cleanup(role, role_vars)
+    return result
+
+
+def _runner_sources() -> dict[str, str]:
+    """The batch runner and its knob backends, as the one call installs them."""
+    return {RUNNER_PATH.name: RUNNER_PATH.read_text(), "knobs.py": RUNNER_KNOBS_PATH.read_text()}
 
 
 def _run_slice(job: _Batch, todo: list[PlannedRun]) -> tuple[list[dict[str, Any]], list[PlannedRun]]:
@@ -358,6 +439,9 @@ def _run_slice(job: _Batch, todo: list[PlannedRun]) -> tuple[list[dict[str, Any]
         return collected + records, left
     if job.prepare is not None:
         _prepared(job, result.payload("bmx_facts"))
+    role_vars = (result.payloads.get(job.host) or {}).get("bmx_role_vars")
+    if role_vars is not None:  # after the facts: a gathering rewrites the host cache
+        save_role_vars(job.project_dir, job.host, job.spec.workload["role"], role_vars)
     knob_states = result.payload("bmx_knobs")
     save_baseline(exp, job.host, job.spec, knob_states)
     wrong = {f: k for f, k in knob_states.items() if not k.get("ok") and not k.get("live")}
@@ -381,9 +465,7 @@ def _take_in(job: _Batch, todo: list[PlannedRun], result: Any, knob_states: dict
         (the records written, the runner's result of each run id taken in).
     """
     exp = job.exp
-    # A host reached with the local connection is the controller itself: the archive
-    # is read where the runner left it (batch_runner's archive_in_place), else fetched.
-    archive = Path(result.payload("bmx_archive")["path"])
+    archive = _archive(job, todo, result)
     # The archive's files go straight to the runs' directories (no unpacked copy to
     # remove afterwards: a few file operations less per run).
     results = _unpack_runs(archive, exp, todo, job.touched)
@@ -407,6 +489,27 @@ def _take_in(job: _Batch, todo: list[PlannedRun], result: Any, knob_states: dict
         append_round(exp, resume, "interrupted")
     shutil.rmtree(job.touched["staging"], ignore_errors=True)
     return records, results
+
+
+def _archive(job: _Batch, todo: list[PlannedRun], result: Any) -> Path:
+    """Where the slice's archive is on the controller. A host reached with the local
+    connection is the controller itself: the archive is read where the runner left it
+    (batch_runner's archive_in_place); else it came in the one call's result (base64), or
+    was fetched; one too large for the result is fetched now (collect_batch.yml)."""
+    info = result.payload("bmx_archive")
+    if "content" in info:
+        path = job.touched["staging"] / f"{job.batch}.tar.gz"
+        path.write_bytes(base64.b64decode(info["content"]))
+        return path
+    if info.get("remote"):
+        fetched = run_playbook(
+            "collect_batch.yml", project_dir=job.project_dir / "playbooks",
+            inventory=job.spec.inventory_path(job.project_dir), host=job.host,
+            data={"bmx_runs": json.dumps([{"run_id": r.run_id, "attempt": r.attempt} for r in todo])},
+            extravars={**_runner_vars(job), "batch_runner_timeout": 120},
+            log=layout.ansible_log(job.exp, f"{job.batch}-fetch"))
+        return Path(fetched.payload("bmx_archive")["path"])
+    return Path(info["path"])
 
 
 def _collect_finished(job: _Batch, todo: list[PlannedRun], knob_states: dict[str, Any], batch_log: Path,

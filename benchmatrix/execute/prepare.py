@@ -30,6 +30,10 @@ RUNNER_PATH = PACKAGE_DIR / "host" / "batch_runner.py"
 RUNNER_KNOBS_PATH = RUNNER_PATH.parent / "knobs.py"
 
 
+#: The workload path when neither the inventory nor the workload's descriptor names one.
+SCRATCH_DIR = "/var/tmp/benchmatrix/scratch"
+
+
 @functools.cache
 def runner_digest() -> str:
     """SHA-256 of the batch runner: a batch replaces a copy on its host that differs."""
@@ -51,6 +55,8 @@ class Preparation:
     #: The host cache (``results/.hosts/HOST/ROLE.json``) and what it held.
     cache_path: Path
     known: dict[str, Any]
+    #: The whole cache entry (fingerprint, state_files, facts, role_vars).
+    cache: dict[str, Any]
     #: ansible-runner's data (the cached fingerprint and state files) and extra vars.
     data: dict[str, Any]
     extravars: dict[str, Any]
@@ -75,7 +81,7 @@ def preparation(spec: Spec, project_dir: Path, host: str) -> Preparation:
     known = cache.get("facts") or {}
     workload = WORKLOADS.get(role)
     return Preparation(
-        host=host, cache_path=cache_path, known=known,
+        host=host, cache_path=cache_path, known=known, cache=cache,
         data={"bmx_cached_fingerprint": cache.get("fingerprint", "") if known else "",
               "bmx_cached_state_files": cache.get("state_files", []) if known else []},
         extravars={"bmx_prepare": True,
@@ -108,3 +114,55 @@ def write_facts(prep: Preparation, published: dict[str, Any], out: Path) -> dict
     facts["gathered_at"] = iso(time.time())
     atomic_write(out, json.dumps(facts, indent=1) + "\n")
     return facts
+
+
+def role_var_names(role: str) -> list[str]:
+    """The host variables a one-call batch of ``role`` depends on: the workload path
+    (``bmx_workload_path``, the descriptor's ``directory_var``), ``cleanup_var`` and the
+    variables its commands are built with (``build_vars``). run_batch.yml publishes
+    their values (``bmx_role_vars``), the one call checks they still hold."""
+    workload = WORKLOADS.get(role)
+    names = ["bmx_workload_path"] + ([workload.directory_var, workload.cleanup_var, *workload.build_vars]
+                                     if workload else [])
+    return [n for i, n in enumerate(names) if n and n not in names[:i]]
+
+
+def cached_role_vars(project_dir: Path, host: str, role: str) -> dict[str, Any] | None:
+    """The role variables run_batch.yml last published for ``host`` (the host cache), or None."""
+    try:
+        cache = json.loads(layout.host_cache_path(project_dir, host, role).read_text())
+    except (OSError, ValueError):
+        return None
+    found = cache.get("role_vars") if isinstance(cache, dict) else None
+    return found if isinstance(found, dict) and set(found) == set(role_var_names(role)) else None
+
+
+def save_role_vars(project_dir: Path, host: str, role: str, role_vars: dict[str, Any]) -> None:
+    """Keep the role variables run_batch.yml published in the host cache (for the one call)."""
+    path = layout.host_cache_path(project_dir, host, role)
+    try:
+        cache = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError):
+        cache = {}
+    if cache.get("role_vars") != role_vars:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps({**cache, "role_vars": role_vars}, indent=1) + "\n")
+
+
+def workload_path(role: str, role_vars: dict[str, Any]) -> str:
+    """The workload path tasks/prepare.yml probes, from the host's role variables."""
+    workload = WORKLOADS.get(role)
+    directory = role_vars.get(workload.directory_var) if workload and workload.directory_var else None
+    return str(role_vars.get("bmx_workload_path") or directory or SCRATCH_DIR)
+
+
+def workload_cleanup(role: str, role_vars: dict[str, Any]) -> bool:
+    """Whether the role's finish.yml has work on the host (tasks/prepare.yml's ``workload_cleanup``)."""
+    workload = WORKLOADS.get(role)
+    var = workload.cleanup_var if workload else ""
+    if not var:
+        return True
+    try:
+        return int(role_vars.get(var) or 0) > 0
+    except (TypeError, ValueError):
+        return False  # as Ansible's int filter reads it: 0

@@ -2157,15 +2157,15 @@ def setting_names(knobs):
 def host_facts(path, files, host="this host"):
     """Mode ``facts`` (tasks/prepare.yml, a new or changed host): what every backend
     finds about the workload path (:meth:`Backend.describe`) and ``state_lines``, grep's
-    ``PATH:LINE`` lines of ``files`` and of the backends' state files (a missing or
-    unreadable file gives none)."""
+    ``PATH:LINE`` lines of :data:`STATE_FILES`, ``files`` and the backends' state files (a
+    missing or unreadable file gives none)."""
     out = {"device": {}, "state_files": []}
     for cls in BACKENDS.values():
         found = cls.describe(path, host)
         out["device"].update(found.get("device") or {})
         out["state_files"] += [f for f in found.get("state_files") or [] if f not in out["state_files"]]
     lines = []
-    for name in list(files or []) + out["state_files"]:
+    for name in dict.fromkeys(STATE_FILES + list(files or []) + out["state_files"]):
         try:
             with open(name, encoding="utf-8", errors="replace") as fh:
                 lines += [f"{name}:{line.rstrip(chr(10))}" for line in fh]
@@ -2173,6 +2173,62 @@ def host_facts(path, files, host="this host"):
             continue
     out["state_lines"] = lines
     return out
+
+
+#: The host's fingerprint (lines before "---": boot id, kernel, CPUs, memory, the package
+#: databases' change times, the workload path's file system) and its state (after: grep's
+#: PATH:VALUE lines of the state files). A shell script, run as ``sh -c SCRIPT bmx_probe
+#: PATH FILE...``, so that every host answers in the same words (findmnt, getconf).
+PROBE_SCRIPT = (
+    'w=$1; p=$1; shift; '
+    'echo "boot_id $(cat /proc/sys/kernel/random/boot_id 2>/dev/null)"; '
+    'echo "kernel $(uname -srvm)"; '
+    'echo "cpus $(getconf _NPROCESSORS_CONF 2>/dev/null)"; '
+    'echo "memory $(grep -s MemTotal /proc/meminfo)"; '
+    'echo "packages $(stat -c %Y /var/lib/dpkg/status /var/lib/rpm 2>/dev/null | tr \'\\n\' \' \')"; '
+    'while [ ! -e "$p" ] && [ "$p" != / ]; do p=$(dirname -- "$p"); done; '
+    'echo "workload_path $w $(stat -c %d -- "$p" 2>/dev/null) $(findmnt -n -o SOURCE --target "$p" 2>/dev/null)"; '
+    'echo ---; '
+    'grep -s -H \'\' "$@"; exit 0')
+
+
+#: The CPU and SMT state files every probe of a host reads, before the workload path's
+#: block-device files the backends name (:func:`host_facts`, cached by the controller).
+STATE_FILES = ["/sys/devices/system/cpu/online", "/sys/devices/system/cpu/smt/control",
+               "/sys/devices/system/cpu/smt/active"]
+
+
+def host_state(lines):
+    """{online_cpus, smt, read_ahead_kb, io_scheduler}: the host's CPU, SMT and block-device
+    state from grep's ``PATH:VALUE`` lines of the state files (facts.json's state keys)."""
+    sysfs = {}
+    for line in lines:
+        name, _, value = line.partition(":")
+        sysfs[os.path.basename(name)] = value.rsplit(":", 1)[-1].strip()
+    scheduler = sysfs.get("scheduler")
+    if scheduler is not None and "[" in scheduler:
+        scheduler = scheduler.split("[", 1)[1].split("]", 1)[0]
+    return {"online_cpus": sysfs.get("online", "unknown"),
+            "smt": sysfs.get("control", "absent") + (" (active %s)" % sysfs["active"] if "active" in sysfs else ""),
+            "read_ahead_kb": sysfs.get("read_ahead_kb", "unknown"),
+            "io_scheduler": "unknown" if scheduler is None else scheduler}
+
+
+def probe(path, files):
+    """Mode ``probe`` (tasks/prepare.yml, and the one-call batch of a known host):
+    {fingerprint, state_lines, state} of :data:`PROBE_SCRIPT` for the workload path
+    ``path`` and the state files (:data:`STATE_FILES`, then ``files``)."""
+    import subprocess
+
+    files = STATE_FILES + [str(f) for f in files or [] if str(f) not in STATE_FILES]
+    out = subprocess.run(["sh", "-c", PROBE_SCRIPT, "bmx_probe", str(path)] + files,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False,
+                         universal_newlines=True).stdout
+    lines = out.splitlines()
+    if "---" not in lines:
+        return {"fingerprint": "", "state_lines": [], "state": host_state([])}
+    cut = lines.index("---")
+    return {"fingerprint": "\n".join(lines[:cut]), "state_lines": lines[cut + 1:], "state": host_state(lines[cut + 1:])}
 
 
 def backend(knob, settings, host):
@@ -2313,7 +2369,7 @@ def inspect(knobs, levels, settings=None, host="this host"):
     return out
 
 
-MODES = ("apply", "read", "inspect", "facts")
+MODES = ("apply", "read", "inspect", "facts", "probe")
 
 
 def main():
@@ -2335,6 +2391,9 @@ def main():
         host, settings = p.get("host") or "this host", p.get("settings") or {}
         if mode == "facts":
             out = {"changed": False, **host_facts(str(p.get("path") or "/"), p.get("files") or [], host)}
+            out["state"] = host_state(out["state_lines"])
+        elif mode == "probe":
+            out = {"changed": False, **probe(str(p.get("path") or "/"), p.get("files") or [])}
         elif mode == "inspect":
             out = {"changed": False, "knobs": inspect(knobs, p.get("levels") or {}, settings, host)}
         else:

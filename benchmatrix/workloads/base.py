@@ -164,6 +164,18 @@ class Workload:
         dry_run: For ``bmx check``: ``dry_run(argv, job)``, the cheap check of one built
             command on the host (a :class:`DryRunCommand`), or None when the tool has none.
             Also asked for a ``workload_command`` argv that runs this tool (by binary).
+        build: For the one-call batch (playbooks/run_known_batch.yml): ``build(runs, role_vars)``,
+            the batch's commands built by the batch job with the role's own builder from the
+            runs (manifest entries with ``vars``) and the host's values of ``build_vars``:
+            ``{commands, files: [{path, content}], dirs}`` (the files and directories the
+            call writes on the host first). Raises
+            :class:`benchmatrix.errors.WorkloadVarsError`. None: the role's tasks/main.yml
+            builds them in run_batch.yml (the tool needs work on the host first).
+        build_vars: The role variables ``build`` reads (their values on the host, from the
+            host's last run_batch.yml call; the one call checks they still hold).
+        env_var: The host variable of an environment every run gets under its own
+            (``workload_command_env``, the place for secrets): never known to the
+            controller, the one call merges it on the host; "" for none.
         measure: ``measure(workload)``: whether the batch runner times each run's command
             itself for the spec's ``workload`` section (wall time, user and system CPU, peak
             memory in the run's ``usage.json``, which the parser reads); None: never.
@@ -191,6 +203,9 @@ class Workload:
     seconds: Callable[[Mapping[str, Any]], float | None] | None = None
     command: Callable[[dict[str, Any], str, str], dict[str, Any]] | None = None
     dry_run: Callable[[list[str], str | None], DryRunCommand | None] | None = None
+    build: Callable[[list[dict[str, Any]], Mapping[str, Any]], dict[str, Any]] | None = None
+    build_vars: tuple[str, ...] = ()
+    env_var: str = ""
     measure: Callable[[Mapping[str, Any]], bool] | None = None
 
     def names(self) -> MetricNames:

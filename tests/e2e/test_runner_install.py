@@ -74,6 +74,29 @@ def test_stale_and_missing_runners_are_reinstalled_by_the_batch(project):
     got = read_batch_rows(exp)
     assert got.missing == [] and len(list(exp.glob("batches/*.runs.csv"))) == 3
     pd.testing.assert_frame_equal(got.rows, pd.read_csv(exp / "runs.csv"))
+    # Issue 34: the first batch prepared the new host (run_batch.yml); the later ones, on a
+    # host known to the campaign, were one module call each (run_known_batch.yml).
+    logs = sorted((exp / "logs" / "ansible").glob("localhost-b*.log"))
+    assert [_one_call(p) for p in logs] == [False, True, True]
+    # A second campaign (another experiment) on the known host: its first batch is one call
+    # too, which installs the runner in the campaign's new work directory and probes the host.
+    spec2 = project.write_spec("install_again", SPEC.replace("name: install_case", "name: install_again"))
+    res = project.bmx("run", str(spec2), "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    exp2 = project.exp("install_again")
+    assert [_one_call(p) for p in (exp2 / "logs" / "ansible").glob("localhost-b*.log")] == [True]
+    assert _statuses(exp2) == ["ok", "ok"]
+    facts = json.loads((exp2 / "hosts" / "localhost" / "facts.json").read_text())
+    assert facts["facts_from"] == "cache" and facts["online_cpus"] and facts["workload_cleanup"] is True
+    assert len(list(project.hostwork.glob("*/batch_runner.py"))) == 2
+
+
+def _one_call(log: Path) -> bool:
+    """Whether a batch's Ansible log is run_known_batch.yml's: one module call, no install, fetch or facts."""
+    text = log.read_text()
+    one = "PLAY [Run one batch of benchmark runs in one call]" in text
+    assert not one or not any(t in text for t in ("Gathering Facts", "Install", "Fetch", "Build the workload"))
+    return one
 
 
 def test_a_missing_runner_is_reinstalled_for_a_manifest_larger_than_the_pipe(project):

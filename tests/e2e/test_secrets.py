@@ -97,6 +97,19 @@ def test_vault_variable_used_by_a_workload_is_absent_from_results(project, tmp_p
     leaks = [str(p) for p in exp.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
     assert leaks == []
     assert secret not in res.stdout + res.stderr
+    # A re-run on the host the campaign knows is one module call (run_known_batch.yml,
+    # issue 34) whose arguments and result are hidden: the host's environment is merged
+    # on the host, the secret reaches the workload and still lands in no file.
+    res = subprocess.run([sys.executable, "-m", "benchmatrix.cli", "rerun", str(spec), "--where", "k == 2",
+                          "--cores", "1"], cwd=project.root, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    (again,) = [json.loads(p.read_text()) for p in exp.glob("runs/*/2/record.json")]
+    assert again["status"] == "ok" and again["metrics"]["token_len"]["value"] == len(secret)
+    logs = [p.read_text() for p in (exp / "logs" / "ansible").glob("localhost-b*.log")]
+    assert sum("PLAY [Run one batch of benchmark runs in one call]" in text for text in logs) == 1
+    assert [str(p) for p in list(exp.rglob("*")) + list(host_root.rglob("*"))
+            if p.is_file() and secret.encode() in p.read_bytes()] == []
+    assert secret not in res.stdout + res.stderr
 
 
 def test_levels_are_data_never_templates(project, tmp_path):

@@ -163,6 +163,14 @@ def test_fio_job_file_per_group_and_the_stonewall_warning(project):
         job_file = exp / "runs" / rec["run_id"] / str(rec["attempt"]) / "inputs" / "job.fio"
         assert f"bs={rec['factors']['bs']}\n" in job_file.read_text()
     assert (project.scratch / "seed.dat").is_file()  # relative names land in the scratch directory
+    # A second campaign on the now known host is one module call (issue 34): the batch job
+    # built fio's argv and job files from the descriptor, the call wrote them: the same
+    # commands and job files as the role's filter made.
+    again = run_ok(project, "wl_fio_again", FIO_JOB_SPEC.format(name="wl_fio_again"))
+    (log,) = (project.exp("wl_fio_again") / "logs" / "ansible").glob("localhost-b*.log")
+    assert "PLAY [Run one batch of benchmark runs in one call]" in log.read_text()
+    assert sorted(r["workload"]["argv"] for r in again) == sorted(r["workload"]["argv"] for r in recs)
+    assert all(any("ran at the same time" in w for w in r["details"]["warnings"]) for r in again)
 
 
 PGBENCH_SPEC = """\

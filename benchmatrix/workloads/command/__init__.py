@@ -54,12 +54,21 @@ def _measure(workload: Any) -> bool:
     return not workload.get("metrics")
 
 
+def _build(runs: list[dict[str, Any]], role_vars: Any) -> dict[str, Any]:
+    """The batch's commands (:attr:`Workload.build`); the host's workload_command_env is
+    merged on the host (``env_var``)."""
+    from benchmatrix.workloads.command.argv import workload_command_argv
+
+    return {"commands": workload_command_argv(runs), "files": [], "dirs": []}
+
+
 WORKLOAD = Workload(
     role="workload_command",
     summary="any command; metrics declared in the spec (regex or JSON path), else timed by bmx",
     parse=parse_command, argv="benchmatrix.workloads.command.argv", install_once=True,
     seconds=_seconds, command=_command, install_var="workload_command_install",
     version_var="workload_command_version", measure=_measure, metric_names=tuple(TIMED_METRICS),
+    build=_build, env_var="workload_command_env",
     # Time and memory: positive, and less is better (a spec's own metric says its own direction).
     directions=(("^(" + "|".join(TIMED_METRICS) + ")$", "lower"),))
 

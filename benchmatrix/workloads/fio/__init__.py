@@ -56,6 +56,18 @@ def _dry_run(argv: list[str], job: str | None) -> DryRunCommand:
     return DryRunCommand("parse", (argv[0], "--parse-only", *argv[1:]))
 
 
+def _build(runs: list[dict[str, Any]], role_vars: Any) -> dict[str, Any]:
+    """The batch's commands, job files and their directories (:attr:`Workload.build`)."""
+    from benchmatrix.workloads.fio.argv import workload_fio_plan
+
+    directory = str(role_vars["workload_fio_directory"])
+    out = workload_fio_plan(runs, str(role_vars["workload_fio_binary"]),
+                            f"{directory}/{role_vars['workload_fio_filename']}", directory,
+                            str(role_vars["workload_fio_base_dir"]))
+    return {"commands": out["commands"], "files": out["files"],
+            "dirs": [directory] + ([f"{directory}/jobs"] if out["files"] else [])}
+
+
 WORKLOAD = Workload(
     role="workload_fio", summary="fio from a spec's options or a job file template; JSON output",
     parse=parse_fio, argv="benchmatrix.workloads.fio.argv", binary="fio", metrics=FIO_METRICS,
@@ -64,7 +76,8 @@ WORKLOAD = Workload(
     files_var="workload_fio_directory", files_default="/var/tmp/benchmatrix/scratch",
     binary_var="workload_fio_binary", install_var="workload_fio_install", loopfs_var="workload_fio_loopfs_mb",
     version_var="workload_fio_version",
-    seconds=_seconds, command=_command, dry_run=_dry_run)
+    seconds=_seconds, command=_command, dry_run=_dry_run, build=_build,
+    build_vars=("workload_fio_binary", "workload_fio_directory", "workload_fio_filename", "workload_fio_base_dir"))
 
 __all__ = ["FIO_METRICS", "JOB_FILE_INPUT", "WORKLOAD", "JobIntent", "concurrency_warnings", "fio_seconds",
            "job_file_intent", "parse_fio"]

@@ -25,12 +25,20 @@ def _dry_run(argv: list[str], job: str | None) -> DryRunCommand:
     return DryRunCommand("parse", (argv[0], "--dry-run", *argv[1:]))
 
 
+def _build(runs: list[dict[str, Any]], role_vars: Any) -> dict[str, Any]:
+    """The batch's commands (:attr:`Workload.build`)."""
+    from benchmatrix.workloads.stress_ng.argv import workload_stress_ng_argv
+
+    return {"commands": workload_stress_ng_argv(runs, str(role_vars["workload_stress_ng_binary"])),
+            "files": [], "dirs": []}
+
+
 WORKLOAD = Workload(
     role="workload_stress_ng", summary="stress-ng stressors (cpu, vm, io, ...); its YAML metrics report",
     parse=parse_stress_ng, argv="benchmatrix.workloads.stress_ng.argv", binary="stress-ng",
     metrics=STRESS_NG_METRICS, directions=((r"^bogo_ops_per_s", "higher"),), install_once=True,
     seconds=_seconds, command=_command, dry_run=_dry_run,
     binary_var="workload_stress_ng_binary", install_var="workload_stress_ng_install",
-    version_var="workload_stress_ng_version")
+    version_var="workload_stress_ng_version", build=_build, build_vars=("workload_stress_ng_binary",))
 
 __all__ = ["STRESS_NG_METRICS", "WORKLOAD", "parse_stress_ng"]

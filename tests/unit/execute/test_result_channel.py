@@ -111,3 +111,24 @@ def test_a_real_playbook_with_a_malformed_or_missing_payload_fails(project, tmp_
         _run(project, tmp_path, {"level": {"role": "knob_sysctl"}})
     with pytest.raises(ResultChannelError, match=r"published no bmx_knobs"):
         _run(project, tmp_path, None).payload("bmx_knobs")
+
+
+def _module_event(host: str, payloads: dict, event: str = "runner_on_ok") -> dict:
+    return {"event": event, "event_data": {"host": host, "task": "whatever", "res": {
+        "changed": True, "failed": event == "runner_on_failed", "bmx_payloads": payloads}}}
+
+
+def test_the_one_call_module_returns_its_payloads_in_its_result_checked_alike():
+    """bmx_batch (run_known_batch.yml) returns its payloads in its result: read from the
+    module's ok or failed result, validated by the same schemas."""
+    archive = {"in_place": False, "path": "/w/batches/b1.tar.gz", "content": "H4sI"}
+    events = [_module_event("h1", {"bmx_knobs": {"x": STATE}, "bmx_archive": archive}),
+              _module_event("h2", {"bmx_knobs": {"x": STATE}}, "runner_on_failed"),
+              _module_event("h3", {"bmx_call": {"stale": "the host's fingerprint changed"}})]
+    assert read_payloads(events, "run_known_batch.yml") == {
+        "h1": {"bmx_knobs": {"x": STATE}, "bmx_archive": archive}, "h2": {"bmx_knobs": {"x": STATE}},
+        "h3": {"bmx_call": {"stale": "the host's fingerprint changed"}}}
+    with pytest.raises(ResultChannelError, match="bmx_archive is malformed"):
+        read_payloads([_module_event("h1", {"bmx_archive": dict(archive, content=3)})], "run_known_batch.yml")
+    with pytest.raises(ResultChannelError, match="unknown payload bmx_batch"):
+        read_payloads([_module_event("h1", {"bmx_batch": {}})], "run_known_batch.yml")

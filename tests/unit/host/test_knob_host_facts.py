@@ -39,6 +39,12 @@ def expected(path: str) -> dict:
             "partition": real.name if disk != real else ""}
 
 
+def cpu_lines() -> list[str]:
+    """grep's lines of the CPU and SMT state files every probe reads first (knobs.STATE_FILES), here."""
+    return [f"{name}:{line}" for name in knobs.STATE_FILES if Path(name).is_file()
+            for line in Path(name).read_text().splitlines()]
+
+
 @pytest.mark.parametrize("where", ["", "not/made/yet"])
 def test_the_device_of_the_workload_path(tmp_path, where):
     path = str(tmp_path / where) if where else str(tmp_path)
@@ -46,7 +52,9 @@ def test_the_device_of_the_workload_path(tmp_path, where):
     state.write_text("0-3\n")
     facts = knobs.host_facts(path, [str(state), str(tmp_path / "absent")], "h1")
     assert facts["device"] == expected(path)
-    lines = facts["state_lines"]
+    cpu = cpu_lines()
+    assert facts["state_lines"][:len(cpu)] == cpu
+    lines = facts["state_lines"][len(cpu):]
     assert lines[0] == f"{state}:0-3" and len(lines) == 1 + 2 * (facts["device"]["error"] == "")
     if not facts["device"]["error"]:
         queue = Path(facts["device"]["read_ahead_file"])
@@ -57,7 +65,7 @@ def test_a_path_without_a_file_system_says_why(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no findmnt: as on a host without util-linux
     facts = knobs.host_facts("/var/tmp/x", [], "h1")
     assert facts["device"]["error"].startswith("cannot find the filesystem of /var/tmp/x on h1: ")
-    assert facts["device"]["name"] == "" and facts["state_lines"] == []
+    assert facts["device"]["name"] == "" and facts["state_lines"] == cpu_lines()
 
 
 def test_the_module_answers_mode_facts(tmp_path):

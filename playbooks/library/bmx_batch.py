@@ -1,0 +1,1 @@
+../../benchmatrix/host/batch_call.py
