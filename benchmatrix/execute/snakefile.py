@@ -176,3 +176,30 @@ def die_with_bmx(spec: Spec, poll_s: float = 0.5) -> None:
         os.killpg(os.getpgrp(), signal.SIGINT)
 
     threading.Thread(target=watch, name="bmx-parent-watch", daemon=True).start()
+
+
+def params_without_pandas() -> None:
+    """Let Snakemake record the jobs' params without importing pandas.
+
+    Snakemake keeps each job's params for the ``params`` rerun trigger; to hash a pandas
+    object by its content it imports pandas first, for every workflow, although the
+    rules' params are strings and numbers (about 0.45 CPU-s of each Snakemake, issue 34).
+    A pandas object can only exist once pandas is imported, so the check is skipped
+    until then; a param that is one is still hashed by Snakemake's own code. Called by
+    the Snakefile; does nothing on a Snakemake without that method.
+    """
+    try:
+        from snakemake.persistence import PersistenceBase
+    except ImportError:
+        return
+    original = getattr(PersistenceBase, "_serialize_param_pandas", None)
+    if original is None or getattr(original, "bmx_lean", False):
+        return
+
+    def serialize(self: Any, value: Any) -> Any:
+        if "pandas" not in sys.modules:
+            return self._serialize_param_builtin(value)
+        return original(self, value)
+
+    serialize.bmx_lean = True  # type: ignore[attr-defined]
+    PersistenceBase._serialize_param_pandas = serialize
