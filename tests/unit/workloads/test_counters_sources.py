@@ -1,0 +1,209 @@
+"""Tests of the counter sources beyond cpu and disk (``collect: [memory, pressure,
+process, perf]``): the real batch runner sampling this machine's /proc while a real
+process does known work, the metrics the controller makes of them, their names in the
+spec's checks and their place in what moved with a finding."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fake_ansible import use_fake_port
+from unit.analyze.test_explain import UNITS, campaign, judged
+
+from benchmatrix.analyze.explain import counter_columns, moved_with
+from benchmatrix.host import batch_runner
+from benchmatrix.workloads import load_counters
+from benchmatrix.workloads.counters import SOURCES, counter_metric_names
+
+#: Work whose traces each source must show: 0.3 s of user CPU, 150 short sleeps
+#: (voluntary context switches), 80 MiB held for 0.5 s (peak memory), and an 8 MiB
+#: file read through a mapping with its pages dropped from the page cache first and
+#: read-ahead turned off (one major fault and one page-in per 4 KiB page).
+WORK = textwrap.dedent("""\
+    import mmap, os, sys, time
+    t = time.process_time()
+    while time.process_time() - t < 0.3:
+        pass
+    for _ in range(150):
+        time.sleep(0.001)
+    held = bytearray(80 * 1024 * 1024)
+    for i in range(0, len(held), 4096):
+        held[i] = 1
+    time.sleep(0.5)
+    del held
+    path = sys.argv[1]
+    with open(path, "wb") as fh:
+        fh.write(os.urandom(8 * 1024 * 1024))
+        fh.flush()
+        os.fsync(fh.fileno())
+    fd = os.open(path, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+    m.madvise(mmap.MADV_RANDOM)
+    total = sum(m[i] for i in range(0, len(m), 4096))
+    print(total >= 0)
+""")
+
+NEW = ["memory", "pressure", "process"]
+
+
+def _run_batch(tmp_path: Path, runs: list[dict], env: dict | None = None) -> Path:
+    """The real batch runner, as a process of its own, on ``runs``; returns its workdir."""
+    wd = tmp_path / "wd"
+    manifest = {"experiment": "t", "batch": "b1", "workdir": str(wd), "archive": str(wd / "b1.tar.gz"),
+                "runs": [{"attempt": 1, "seq": i + 1, "timeout": 60, "before_run": [], **r}
+                         for i, r in enumerate(runs)]}
+    (tmp_path / "m.json").write_text(json.dumps(manifest))
+    done = subprocess.run([sys.executable, batch_runner.__file__, str(tmp_path / "m.json")],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    return wd
+
+
+@pytest.fixture(scope="module")
+def sampled(tmp_path_factory):
+    """One runner, two runs with every new source: WORK, and ``true`` beside it."""
+    tmp = tmp_path_factory.mktemp("sources")
+    wd = _run_batch(tmp, [
+        {"run_id": "work", "argv": [sys.executable, "-c", WORK, str(tmp / "data.bin")], "collect": NEW,
+         "collect_interval_s": 0.1},
+        {"run_id": "idle", "argv": ["true"], "collect": NEW, "collect_interval_s": 0.1},
+    ])
+    out = {}
+    for run in ("work", "idle"):
+        run_dir = wd / "runs" / run / "1"
+        result = json.loads((run_dir / "result.json").read_text())
+        assert result["outcome"] == "exited" and result["exit_code"] == 0, result
+        out[run] = (run_dir, json.loads((run_dir / "counters.json").read_text()), load_counters(run_dir))
+    return out
+
+
+def test_the_workloads_own_cpu_switches_faults_and_peak_memory(sampled):
+    _, raw, parsed = sampled["work"]
+    _, _, idle = sampled["idle"]
+    m, seconds = parsed.metrics, parsed.extra["seconds"]
+    assert raw["collect"] == NEW and "process_fields" in raw
+    # The busy loop's 0.3 s of CPU (process_time is a system call: user and system time).
+    cpu = m["proc_cpu_user_s"][0] + m["proc_cpu_system_s"][0]
+    assert m["proc_cpu_user_s"][1] == m["proc_cpu_system_s"][1] == "s" and 0.3 <= cpu < 5
+    assert idle.metrics["proc_cpu_user_s"][0] + idle.metrics["proc_cpu_system_s"][0] < 0.1
+    assert m["proc_cpu_pct"][1] == "%" and 0 < m["proc_cpu_pct"][0] <= 100 * os.cpu_count()
+    # 150 sleeps are 150 voluntary switches at least.
+    assert m["proc_voluntary_switches_s"][0] * seconds >= 150
+    assert m["proc_voluntary_switches_s"][1] == "switches/s" and "proc_involuntary_switches_s" in m
+    # Read-ahead off: every one of the 2048 pages of the file is a major fault of its own.
+    assert m["proc_major_faults"][0] >= 1800 and idle.metrics["proc_major_faults"][0] < 100
+    assert 80 * 1024 <= m["proc_max_rss_kib"][0] < 1024 * 1024 and m["proc_max_rss_kib"][1] == "KiB"
+    assert idle.metrics.get("proc_max_rss_kib", (0,))[0] < 80 * 1024
+
+
+def test_page_cache_and_paging_of_the_host(sampled):
+    _, raw, parsed = sampled["work"]
+    m, seconds = parsed.metrics, parsed.extra["seconds"]
+    first, last = raw["samples"][0], raw["samples"][-1]
+    fields = raw["memory_fields"]
+    # The means over the run: the difference of the first and last sample over their time.
+    pgpgin = last["memory"][fields.index("pgpgin")] - first["memory"][fields.index("pgpgin")]
+    assert m["mem_page_in_kib_s"] == (pytest.approx(pgpgin / (last["t"] - first["t"])), "KiB/s")
+    # The 8 MiB file came from the disk again, page by page (others on the host only add).
+    assert m["mem_page_in_kib_s"][0] * seconds >= 0.9 * 8 * 1024
+    assert m["mem_major_faults_s"][0] * seconds >= 1800 and m["mem_major_faults_s"][1] == "faults/s"
+    for name in ("mem_cached_mib", "mem_available_mib"):
+        assert m[name][1] == "MiB" and m[name][0] > 0
+    assert "mem_cached_growth_mib" in m and "mem_dirty_mib" in m
+
+
+def test_pressure_stall_shares(sampled):
+    _, raw, parsed = sampled["work"]
+    psi = {k: v for k, v in parsed.metrics.items() if k.startswith("psi_")}
+    # This kernel has PSI (tests would need another host to see it missing).
+    assert {"psi_cpu_some_pct", "psi_io_some_pct", "psi_io_full_pct", "psi_memory_some_pct",
+            "psi_memory_full_pct"} <= set(psi)
+    for value, unit in psi.values():
+        assert unit == "%" and 0 <= value <= 100
+
+
+def test_every_sampled_name_is_a_known_counter_name(sampled):
+    names = counter_metric_names(NEW)
+    for run in ("work", "idle"):
+        _, _, parsed = sampled[run]
+        assert parsed.metrics and all(names.matches(k) for k in parsed.metrics), sorted(parsed.metrics)
+    assert not counter_metric_names(["cpu"]).matches("proc_cpu_user_s")
+    assert set(SOURCES) == {"cpu", "disk", "memory", "pressure", "process", "perf"}
+
+
+def test_perf_absent_or_without_the_events_is_skipped_with_a_note(tmp_path):
+    # No perf on the runner's PATH: the run runs, no perf metric, one line saying why.
+    wd = _run_batch(tmp_path, [{"run_id": "p", "argv": ["/bin/true"], "collect": ["perf"]}],
+                    env={**os.environ, "PATH": str(tmp_path / "empty")})
+    parsed = load_counters(wd / "runs" / "p" / "1")
+    assert not [k for k in parsed.metrics if k.startswith("perf_")]
+    assert len(parsed.warnings) == 1 and "perf" in parsed.warnings[0] and "\n" not in parsed.warnings[0]
+    assert "not found" in parsed.warnings[0]
+
+
+def test_perf_where_the_host_has_it(tmp_path):
+    import shutil
+
+    if shutil.which("perf") is None:
+        pytest.skip("no perf on this machine")
+    wd = _run_batch(tmp_path, [{"run_id": "p", "argv": [sys.executable, "-c", "sum(range(10**6))"],
+                                "collect": ["perf"]}])
+    run_dir = wd / "runs" / "p" / "1"
+    assert json.loads((run_dir / "result.json").read_text())["exit_code"] == 0
+    parsed = load_counters(run_dir)
+    found = {k: v for k, v in parsed.metrics.items() if k.startswith("perf_")}
+    if found:  # the host counts them: a million additions take millions of instructions
+        assert found["perf_instructions"][0] > 1e6 and found["perf_cycles"][0] > 0
+    else:  # a virtual machine without a PMU (this one): the events are not supported
+        assert len(parsed.warnings) == 1 and "not supported" in parsed.warnings[0], parsed.warnings
+
+
+SPEC = """\
+name: sources_case
+factors:
+  pause: ["0.05", "0.2"]
+workload:
+  role: workload_command
+  vars:
+    argv: [sleep, "{{ pause }}"]
+collect: [memory, process]
+replicates: 2
+order: {strategy: random, seed: 3}
+"""
+
+
+@pytest.mark.slow
+def test_a_campaign_through_the_batch_runner_has_the_new_columns_in_runs_csv(project):
+    use_fake_port(project)
+    spec = project.write_spec("sources_case", SPEC)
+    res = project.bmx("run", str(spec), timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    with open(project.exp("sources_case") / "runs.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 4 and all(r["status"] == "ok" for r in rows)
+    for r in rows:
+        # sleep blocks once at least: a voluntary switch of the workload's own.
+        assert float(r["proc_voluntary_switches_s"]) > 0
+        assert float(r["mem_major_faults_s"]) >= 0 and float(r["mem_cached_mib"]) > 0
+        assert float(r["proc_cpu_user_s"]) >= 0
+
+
+def test_the_explain_engine_counts_the_new_sources_as_counters():
+    rng = np.random.default_rng(5)
+    runs = campaign(rng, n=4, effect=3.0)
+    runs["proc_cpu_user_s"] = np.where(runs["ra"] == "on", 3.0, 1.0) * np.exp(rng.normal(0, 0.05, len(runs)))
+    runs["mem_major_faults_s"] = 1.0
+    assert {"proc_cpu_user_s", "mem_major_faults_s"} <= set(counter_columns(runs))
+    result = judged(runs)
+    table = moved_with(runs, result.table, factor="ra", by=[], scales=result.scales,
+                       units={**UNITS, "proc_cpu_user_s": "s"}, alpha=0.05, threshold=0.05)
+    assert "proc_cpu_user_s" in table["counter"].tolist()
