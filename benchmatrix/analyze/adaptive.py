@@ -44,12 +44,11 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
-
 from benchmatrix.errors import BenchmatrixError
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from benchmatrix.spec.load import Spec
 
 #: Each round grows an undecided cell's measured runs by this factor (at least one more run).
@@ -207,6 +206,8 @@ def judge_round(spec: Spec, runs: pd.DataFrame, settings: Settings, units: dict[
     Returns:
         The :class:`Round`; ``extend`` is empty when the campaign stops.
     """
+    import pandas as pd
+
     from benchmatrix.analyze.comparisons import compare, family_metrics
     from benchmatrix.analyze.stats import effective_runs
     from benchmatrix.layout import HOST_COLUMN
@@ -312,6 +313,8 @@ def judge_gate(table: pd.DataFrame, settings: Settings, family: list[str], elaps
         The :class:`Round`; ``extend`` maps ``(host, cell_id)`` of B to its new total of
         measured runs and is empty when the gate stops.
     """
+    import pandas as pd  # here, not at the top: bmx run imports settings_of before every campaign
+
     table = table[table["metric"].isin(family)] if len(table) else table
     counts: dict[tuple[str, str], int] = {}
     for rec in table.to_dict("records"):
@@ -373,7 +376,7 @@ def _futile(rec: dict[str, Any], detect: float) -> bool:
     from benchmatrix.analyze.stats import t_ppf
 
     values = [rec.get(k) for k in ("df", "mean_level", "mean_baseline", "ci_low_pct", "ci_high_pct")]
-    if rec.get("scale") != "log" or any(v is None or not np.isfinite(float(v)) for v in values):
+    if rec.get("scale") != "log" or any(v is None or not math.isfinite(float(v)) for v in values):
         return False
     df, level, base, lo, hi = (float(v) for v in values)
     est = math.log(level / base)
