@@ -207,3 +207,17 @@ def test_the_explain_engine_counts_the_new_sources_as_counters():
     table = moved_with(runs, result.table, factor="ra", by=[], scales=result.scales,
                        units={**UNITS, "proc_cpu_user_s": "s"}, alpha=0.05, threshold=0.05)
     assert "proc_cpu_user_s" in table["counter"].tolist()
+
+
+def test_the_counters_bench_runs_every_variant_side_by_side(tmp_path):
+    # bench/counters.py --quick: the sampler as execute drives it, every variant measured.
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run([sys.executable, str(root / "bench" / "counters.py"), "--quick"], cwd=root,
+                          env={**os.environ, "BMX_BENCH_RESULTS": str(tmp_path)}, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads((tmp_path / "counters_quick.json").read_text())
+    assert set(data["summary"]) == {"none", "cpu,disk", "+ new /proc", "+ perf"}
+    assert all(len(runs) == 2 for runs in data["raw"].values())
+    assert data["summary"]["+ new /proc"]["samples"] >= 2 and data["summary"]["none"]["samples"] == 0
+    assert "new /proc sources (memory, pressure, process) beyond cpu,disk" in done.stdout
