@@ -89,9 +89,15 @@ class InputFunctions:
         return f"results/{wildcards.experiment}/batches/{mine[-1]}.done"
 
     def restore_markers(self, wildcards: Any) -> list[str]:
-        """One restore marker per host (the collect rule waits for every host's restore)."""
+        """The restore marker of every host that may have something to put back (the
+        collect rule waits for those restores; a host with no knob and no workload
+        clean-up gets no restore job, :func:`benchmatrix.execute.restore.restore_needed`)."""
+        from benchmatrix.execute.restore import restore_needed
+
         _, host_of = batches(self._plan(wildcards))
-        return [f"results/{wildcards.experiment}/hosts/{h}/restored.json" for h in sorted(set(host_of.values()))]
+        exp = Path(layout.RESULTS_DIR) / wildcards.experiment
+        return [f"results/{wildcards.experiment}/hosts/{h}/restored.json" for h in sorted(set(host_of.values()))
+                if restore_needed(self._spec, exp, h)]
 
     def all_markers(self, wildcards: Any) -> list[str]:
         """Every batch marker of the plan (the collect rule's input)."""
