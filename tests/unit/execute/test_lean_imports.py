@@ -18,3 +18,16 @@ def test_bmx_run_tells_a_fixed_design_without_pandas():
     assert "benchmatrix" in loaded
     assert "pandas" not in loaded
     assert "numpy" not in loaded
+
+
+
+def test_a_job_imports_only_its_own_task():
+    # Every scripts/TASK.py goes through execute.entry: the plan job needs neither the
+    # batch machinery (leases, Ansible, records) nor collect's tables, and so on.
+    loaded = _loaded_after("from benchmatrix.execute.entry import TASKS\n"
+                           # _loaded_after lists top-level names: the submodules as such names
+                           "sys.modules.update({m.replace('.', '/'): sys for m in list(sys.modules)\n"
+                           "                    if m.startswith('benchmatrix.')})")
+    assert "benchmatrix/execute/entry" in loaded
+    assert not {f"benchmatrix/execute/{m}" for m in ("batch", "collect", "planning", "restore", "lease",
+                                                         "ansible")} & set(loaded)
