@@ -515,6 +515,9 @@ def _schema_errors(doc: LocatedDocument) -> list[SpecError]:
             msg = "must not be empty"
         elif err.validator == "type" and err.validator_value == "integer" and isinstance(err.instance, float):
             msg = f"must be a whole number, not {err.instance!r}"
+        elif err.validator == "enum" and isinstance(err.instance, str):
+            # A misspelt name (collect: [memroy]) gets the closest one, as unknown keys do.
+            msg = err.message + did_you_mean(err.instance, err.validator_value)
         else:
             msg = err.message
         errors.append(doc.error(tuple(err.absolute_path), f"{where}: {msg}"))

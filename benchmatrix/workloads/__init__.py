@@ -26,7 +26,7 @@ from benchmatrix.spec.declared import MetricNames
 from benchmatrix.workloads import command, fio, pgbench, stress_ng, sysbench
 from benchmatrix.workloads.base import Parsed, Parser, Workload, registry
 from benchmatrix.workloads.command import check_declarations, parse_command
-from benchmatrix.workloads.counters import counter_metric_names, load_counters, parse_counters
+from benchmatrix.workloads.counters import counter_direction, counter_metric_names, load_counters, parse_counters
 from benchmatrix.workloads.fio import FIO_METRICS, parse_fio
 from benchmatrix.workloads.pgbench import PGBENCH_METRICS, parse_pgbench
 from benchmatrix.workloads.stress_ng import STRESS_NG_METRICS, parse_stress_ng
@@ -62,8 +62,9 @@ def workload_variables(role: str, given: Mapping[str, Any]) -> tuple[frozenset[s
 
 def metric_direction(metric: str) -> str:
     """Which way a built-in workload's metric is better (``higher``, ``lower``, or "" when
-    no workload's ``directions`` name it): the first descriptor that knows it says."""
-    return next((d for d in (w.direction(metric) for w in WORKLOADS.values()) if d), "")
+    no workload's ``directions`` name it): the first descriptor that knows it says, else
+    the counters' own direction (:func:`benchmatrix.workloads.counters.counter_direction`)."""
+    return next((d for d in (w.direction(metric) for w in WORKLOADS.values()) if d), "") or counter_direction(metric)
 
 
 __all__ = [

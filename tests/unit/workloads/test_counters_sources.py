@@ -19,8 +19,10 @@ from fake_ansible import use_fake_port
 from unit.analyze.test_explain import UNITS, campaign, judged
 
 from benchmatrix.analyze.explain import counter_columns, moved_with
+from benchmatrix.errors import SpecErrors
 from benchmatrix.host import batch_runner
-from benchmatrix.workloads import load_counters
+from benchmatrix.spec.load import load_spec
+from benchmatrix.workloads import load_counters, metric_direction, metric_names
 from benchmatrix.workloads.counters import SOURCES, counter_metric_names
 
 #: Work whose traces each source must show: 0.3 s of user CPU, 150 short sleeps
@@ -195,6 +197,32 @@ def test_a_campaign_through_the_batch_runner_has_the_new_columns_in_runs_csv(pro
         assert float(r["proc_voluntary_switches_s"]) > 0
         assert float(r["mem_major_faults_s"]) >= 0 and float(r["mem_cached_mib"]) > 0
         assert float(r["proc_cpu_user_s"]) >= 0
+
+
+def test_directions_of_the_counters_that_have_one():
+    assert metric_direction("mem_major_faults_s") == "lower"
+    assert metric_direction("psi_io_full_pct") == "lower"
+    assert metric_direction("mem_cached_mib") == ""
+
+
+def test_spec_collect_names_are_checked_with_did_you_mean(tmp_path):
+    base = textwrap.dedent("""\
+        name: t
+        factors: {x: [1, 2]}
+        workload:
+          role: workload_command
+          vars: {argv: [sleep, "0.1"]}
+        report:
+          threshold: {psi_io_some_pct: 10%}
+        """)
+    good = tmp_path / "good.yaml"
+    good.write_text(base + "collect: [cpu, memory, pressure, process, perf]\n")
+    assert load_spec(good, metric_names=metric_names).collect == ["cpu", "memory", "pressure", "process", "perf"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(base + "collect: [cpu, memroy]\n")
+    with pytest.raises(SpecErrors) as err:
+        load_spec(bad, metric_names=metric_names)
+    assert f"{bad}:8:" in str(err.value) and "did you mean 'memory'?" in str(err.value)
 
 
 def test_the_explain_engine_counts_the_new_sources_as_counters():
