@@ -14,26 +14,14 @@ from types import SimpleNamespace
 
 import pytest
 from unit.execute.test_batch_chain import ROWS, PlanCheckpoint, write_plan
+from unit.execute.test_restore_skip import SPEC
 
 from benchmatrix.execute.snakefile import InputFunctions
 from benchmatrix.spec.load import load_spec
 
-COMMAND = """name: exp
-hosts: all
-inventory: inv.yml
-factors: {bs: [4k]}
-workload:
-  role: workload_command
-  vars: {argv: [/bin/true]}
-"""
-FIO = """name: exp
-hosts: all
-inventory: inv.yml
-factors: {bs: [4k]}
-workload:
-  role: workload_fio
-  vars: {rw: read, bs: "{{ bs }}", size: 1m, runtime: 1, time_based: 1}
-"""
+# test_restore_skip's fio spec over every host of the inventory, and the same with workload_command.
+FIO = SPEC.replace("name: rs_t", "name: exp").replace("hosts: nowhere", "hosts: all")
+COMMAND = FIO[:FIO.index("  role: workload_fio")] + "  role: workload_command\n  vars: {argv: [/bin/true]}\n"
 KNOB = COMMAND.replace("factors: {bs: [4k]}", "factors: {ra: [0, 128]}") + \
     "knobs: {ra: {role: knob_read_ahead, cost: none}}\n"
 BOTH = ["results/exp/hosts/a/restored.json", "results/exp/hosts/b/restored.json"]
