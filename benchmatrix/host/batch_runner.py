@@ -675,17 +675,20 @@ def _start_workload(run, out, errf, env, containment, usage=None):
             os.sched_setaffinity(0, saved)
 
 
-def _stop_counters():
+def _stop_counters(keep=False):
+    """Halt the sampler; unless ``keep`` (its document is written next), drop perf's output."""
     global _sampler
     sampler, _sampler = _sampler, None
     if sampler is not None:
         sampler.halt()
+        if not keep:
+            sampler._perf()
     return sampler
 
 
 def _finish_counters(partial, result):
     """Stop the sampler (one last sample) and write counters.json."""
-    sampler = _stop_counters()
+    sampler = _stop_counters(keep=True)
     if sampler is None:
         return
     _fsync_write(os.path.join(partial, "counters.json"), json.dumps(sampler.document()))

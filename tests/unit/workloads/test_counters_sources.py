@@ -249,3 +249,20 @@ def test_the_counters_bench_runs_every_variant_side_by_side(tmp_path):
     assert all(len(runs) == 2 for runs in data["raw"].values())
     assert data["summary"]["+ new /proc"]["samples"] >= 2 and data["summary"]["none"]["samples"] == 0
     assert "new /proc sources (memory, pressure, process) beyond cpu,disk" in done.stdout
+
+
+def test_a_run_that_ends_without_its_counters_leaves_no_perf_output_behind(tmp_path, monkeypatch):
+    # execute()'s error path halts the sampler without writing counters.json: the file perf
+    # stat would have written its counts to goes too.
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "perf").write_text("#!/bin/sh\nexit 0\n")
+    (fake / "perf").chmod(0o755)
+    sampler = batch_runner._Sampler(["perf"], 1.0)
+    argv = sampler.wrap(["/bin/true"], {"PATH": f"{fake}:/bin:/usr/bin"})
+    assert argv[0] == str(fake / "perf") and argv[-2:] == ["--", "/bin/true"]
+    output = Path(sampler.perf_file)
+    assert output.exists()
+    monkeypatch.setattr(batch_runner, "_sampler", sampler)
+    assert batch_runner._stop_counters() is sampler
+    assert not output.exists()
