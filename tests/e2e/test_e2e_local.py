@@ -123,32 +123,26 @@ def test_run_extend_and_rerun_only_new_cells(project):
     assert_reports_name_cells(exp, plan2)
 
 
-#: test_sigint_during_batch_then_resume's matrix (SPEC's cells, warm-up and order) with
-#: runs of 0.5 s of the command workload: what it tests is the controller's interrupt
-#: and resume, not fio (test_run_extend_and_rerun_only_new_cells runs fio for real; the
-#: interrupt with real Ansible and a knob: test_e2e_states.py).
-SIGINT_SPEC = """\
-name: e2e_sigint
-inventory: config/inventory/test.yml
-factors:
-  rw: [randread, read]
-  bs: [4k, 64k]
-workload:
+#: test_sigint_during_batch_then_resume's workload, in place of SPEC's fio: runs of 0.5 s
+#: of the command workload. What it tests is the controller's interrupt and resume, not
+#: fio (test_run_extend_and_rerun_only_new_cells runs fio for real; the interrupt with
+#: real Ansible and a knob: test_e2e_states.py).
+SLEEPS = """\
   role: workload_command
   vars: {argv: [sh, -c, "sleep 0.5; echo 'took 1'", "{{ rw }}", "{{ bs }}"]}
   metrics:
     took: {regex: 'took (?P<value>[0-9]+)', unit: s}
-  timeout: 60
-replicates: 2
-warmup: 1
-order: {strategy: random, seed: 3}
 """
 
 
 def test_sigint_during_batch_then_resume(project):
     """Ctrl-C in a batch, then the resume (through the fake Ansible port, tests/fake_ansible.py)."""
     use_fake_port(project)
-    spec = project.write_spec("e2e_sigint", SIGINT_SPEC)
+    fio = ('  role: workload_fio\n  vars: {rw: "{{ rw }}", bs: "{{ bs }}", ioengine: psync, size: 8m, '
+           'runtime: 300ms, time_based: 1}\n')
+    text = spec_text("e2e_sigint")
+    assert text.count(fio) == 1
+    spec = project.write_spec("e2e_sigint", text.replace(fio, SLEEPS))
     proc = project.popen_bmx("run", str(spec), "--cores", "1")
     deadline = time.monotonic() + 240
     # Interrupt once two runs have finished on the host and a third is under way.
