@@ -22,7 +22,7 @@ from benchmatrix.analyze.explain import counter_columns, moved_with
 from benchmatrix.errors import SpecErrors
 from benchmatrix.host import batch_runner
 from benchmatrix.spec.load import load_spec
-from benchmatrix.workloads import load_counters, metric_direction, metric_names
+from benchmatrix.workloads import load_counters, metric_direction, metric_names, parse_counters
 from benchmatrix.workloads.counters import SOURCES, counter_metric_names
 
 #: Work whose traces each source must show: 0.3 s of user CPU, 150 short sleeps
@@ -266,3 +266,42 @@ def test_a_run_that_ends_without_its_counters_leaves_no_perf_output_behind(tmp_p
     monkeypatch.setattr(batch_runner, "_sampler", sampler)
     assert batch_runner._stop_counters() is sampler
     assert not output.exists()
+
+
+def _document(**extra) -> str:
+    """A counters.json of two samples one second apart, cpu only, plus ``extra``."""
+    doc = {"version": 1, "collect": ["cpu"], "interval_s": 1.0,
+           "samples": [{"t": 0.0, "cpu": [0] * 8}, {"t": 1.0, "cpu": [50, 0, 0, 50, 0, 0, 0, 0]}]}
+    for key, value in extra.items():
+        if key.startswith("sample_"):
+            for sample, v in zip(doc["samples"], value):
+                sample[key[7:]] = v
+        else:
+            doc[key] = value
+    return json.dumps(doc)
+
+
+def test_a_kernels_readahead_counters_become_rates_by_their_name():
+    # This machine's kernel has none; a kernel that counts read-ahead pages in /proc/vmstat
+    # gets its counters by name (the runner keeps every vmstat name that says read-ahead).
+    parsed = parse_counters(_document(memory_fields=["Cached", "pgpgin", "pgra_readahead_pages"],
+                                      sample_memory=[[1024, 100, 0], [3072, 612, 20000]]))
+    m = parsed.metrics
+    assert m["mem_pgra_readahead_pages_s"] == (20000.0, "pages/s")
+    assert counter_metric_names(["memory"]).matches("mem_pgra_readahead_pages_s")
+    assert m["mem_page_in_kib_s"] == (512.0, "KiB/s")
+    assert m["mem_cached_mib"] == (2.0, "MiB") and m["mem_cached_growth_mib"] == (2.0, "MiB")
+
+
+def test_perf_counts_as_perf_stat_writes_them_where_the_host_counts():
+    # perf stat -x , on a host with a PMU (events may carry a :u modifier under paranoid 2).
+    output = ("# started on Thu Dec  3 04:50:00 2026\n\n"
+              "2000000,,cycles:u,1000000,100.00,,\n"
+              "3000000,,instructions:u,1000000,100.00,1.50,insn per cycle\n"
+              "<not counted>,,cache-misses:u,0,0.00,,\n")
+    parsed = parse_counters(_document(perf={"events": ["cycles", "instructions", "cache-misses"],
+                                            "output": output}))
+    m = parsed.metrics
+    assert m["perf_cycles"] == (2e6, "cycles") and m["perf_instructions"] == (3e6, "instructions")
+    assert m["perf_ipc"] == (1.5, "instructions/cycle") and "perf_cache_misses" not in m
+    assert parsed.warnings == []
