@@ -193,8 +193,8 @@ def derive_tables(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, units: dic
         comparisons.adaptive = rounds_summary(spec, plan, runs, adaptive, units, stopped_by, judged=comparisons)
         comparisons.notes.append(
             f"replicates until decided: the design allows {adaptive.looks} looks, so every verdict is judged at "
-            f"alpha / {adaptive.looks} = {alpha:.4g} (repeated confidence intervals: the error rates hold whenever "
-            "the campaign stopped; docs/spec.md)")
+            f"{adaptive.level_words(spec.report.alpha)} (repeated confidence intervals: the error rates hold "
+            "whenever the campaign stopped; docs/spec.md)")
     if len(runs) and len(run_hosts(runs)) > 1:
         metrics = [m for m in sorted(measured) if m in runs.columns]
         by_host = summarize_by_host(runs, spec.factor_names, units, metrics, spec.declared_metrics)
