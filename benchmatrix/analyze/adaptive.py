@@ -404,10 +404,10 @@ def judge_gate(table: pd.DataFrame, settings: Settings, family: list[str], elaps
     The comparisons to decide are B's cells against campaign A
     (:func:`benchmatrix.campaigns.compare.compare_frames`, the campaign-to-campaign
     variance in their noise), judged at the sequential level ``settings.level(alpha)``
-    exactly as :func:`judge_round` judges a campaign's own: the same stopping rule
-    (:func:`_stop_reason`: decided, futile, max, budget), the same schedule of looks
-    and the same alpha spent over them, so the error rates hold whenever the gate stops.
-    Only B gets runs: A is a finished campaign.
+    with :func:`judge_round`'s stopping rule (:func:`_stop_reason`: decided, futile, max,
+    budget) under the gate's own design (:func:`gate_settings`: its looks, their exact
+    level, its futility interval), so the error rates hold whenever the gate stops. Only
+    B gets runs: A is a finished campaign.
 
     Args:
         table: Rows of compare.csv (``cell_id, host, metric, n_b, verdict`` and the
