@@ -204,8 +204,12 @@ def derive_tables(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, units: dic
     checks = derive_checks(spec, plan, runs, summary, comparisons=comparisons, summary_by_host=by_host,
                            record_notes=notes)
     factor = (comparisons.config or {}).get("factor")
+    from benchmatrix.workloads import WORKLOADS
+
+    workload = WORKLOADS.get(str(spec.workload.get("role") or ""))
     moved = moved_with(runs, comparisons.table, factor=factor, by=list((comparisons.config or {}).get("by") or []),
-                       scales=comparisons.scales, units=units, alpha=alpha, threshold=spec.report.threshold)
+                       scales=comparisons.scales, units=units, alpha=alpha, threshold=spec.report.threshold,
+                       first=workload.explained_by if workload is not None else ())
     return Tables(plan=plan, runs=runs, summary=summary, units=units, comparisons=comparisons.table,
                   analysis=comparisons.meta(), summary_by_host=by_host, record_notes=notes, checks=checks,
                   moved_with=moved)

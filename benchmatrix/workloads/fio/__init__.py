@@ -85,7 +85,9 @@ WORKLOAD = Workload(
     binary_var="workload_fio_binary", install_var="workload_fio_install", loopfs_var="workload_fio_loopfs_mb",
     version_var="workload_fio_version",
     seconds=_seconds, command=_command, dry_run=_dry_run, build=_build, variables=_variables,
-    build_vars=("workload_fio_binary", "workload_fio_directory", "workload_fio_filename", "workload_fio_base_dir"))
+    build_vars=("workload_fio_binary", "workload_fio_directory", "workload_fio_filename", "workload_fio_base_dir"),
+    # What the read-ahead case study turned to: the device's request size, then its await.
+    explained_by=(r"disk_([A-Za-z0-9_]+_)?(read|write)_kib_per_io", r"disk_([A-Za-z0-9_]+_)?(read|write)_await_ms"))
 
 __all__ = ["FIO_METRICS", "JOB_FILE_INPUT", "WORKLOAD", "JobIntent", "concurrency_warnings", "fio_seconds",
            "job_file_intent", "parse_fio"]

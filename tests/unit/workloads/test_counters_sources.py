@@ -17,12 +17,16 @@ import numpy as np
 import pytest
 from fake_ansible import use_fake_port
 from unit.analyze.test_explain import UNITS, campaign, judged
+from unit.analyze.test_explain_collect import ROOT
+from unit.analyze.test_explain_collect import UNITS as FIO_UNITS
+from unit.analyze.test_explain_collect import campaign as fio_campaign
 
 from benchmatrix.analyze.explain import counter_columns, moved_with
+from benchmatrix.analyze.tables import derive_tables
 from benchmatrix.errors import SpecErrors
 from benchmatrix.host import batch_runner
 from benchmatrix.spec.load import load_spec
-from benchmatrix.workloads import load_counters, metric_direction, metric_names, parse_counters
+from benchmatrix.workloads import WORKLOADS, load_counters, metric_direction, metric_names, parse_counters
 from benchmatrix.workloads.counters import SOURCES, counter_metric_names
 
 #: Work whose traces each source must show: 0.3 s of user CPU, 150 short sleeps
@@ -223,6 +227,39 @@ def test_spec_collect_names_are_checked_with_did_you_mean(tmp_path):
     with pytest.raises(SpecErrors) as err:
         load_spec(bad, metric_names=metric_names)
     assert f"{bad}:8:" in str(err.value) and "did you mean 'memory'?" in str(err.value)
+
+
+def test_counters_a_workload_names_come_first_in_what_moved_with_it():
+    # fio names the device's request size and await: of two counters that moved, the one
+    # the descriptor names is listed first, even though the other moved further.
+    assert WORKLOADS["workload_fio"].explained_by
+    rng = np.random.default_rng(5)
+    runs = campaign(rng, n=6, effect=3.0, planted={"disk_loop0_read_await_ms": (1.5, 0.5),
+                                                   "cpu_iowait_pct": (3.0, 0.5)})
+    result = judged(runs)
+    kwargs = {"factor": "ra", "by": [], "scales": result.scales, "units": UNITS, "alpha": 0.05, "threshold": 0.05}
+    plain = moved_with(runs, result.table, **kwargs)
+    assert plain["counter"].tolist()[:2] == ["cpu_iowait_pct", "disk_loop0_read_await_ms"]
+    first = moved_with(runs, result.table, first=WORKLOADS["workload_fio"].explained_by, **kwargs)
+    assert first["counter"].tolist()[:2] == ["disk_loop0_read_await_ms", "cpu_iowait_pct"]
+    assert first["rank"].tolist()[:2] == [1, 2]
+
+def test_collect_lists_the_counters_fio_names_first():
+    # Through collect's derive_tables on a synthetic quickstart (fio) campaign: the device's
+    # request size grows by half with iodepth 8 while its MiB/s triples; both moved with
+    # every bandwidth finding, and the request size, which fio's descriptor names, is first.
+    spec = load_spec(ROOT / "config" / "experiments" / "quickstart.yaml")
+    plan, runs = fio_campaign()
+    rng = np.random.default_rng(9)
+    runs["disk_loop0_read_kib_per_io"] = (4.0 * runs["iodepth"].map({1: 1.0, 8: 1.5})
+                                          * np.exp(rng.normal(0, 0.01, len(runs))))
+    tables = derive_tables(spec, plan, runs, {**FIO_UNITS, "disk_loop0_read_kib_per_io": "KiB"})
+    both = 0
+    for _, group in tables.moved_with[tables.moved_with["metric"] == "read_bw_kib"].groupby("comparison"):
+        counters = group.sort_values("rank")["counter"].tolist()
+        assert counters[0] == "disk_loop0_read_kib_per_io", counters
+        both += "disk_loop0_read_mib_s" in counters
+    assert both >= 2
 
 
 def test_the_explain_engine_counts_the_new_sources_as_counters():
