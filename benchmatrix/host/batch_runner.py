@@ -817,6 +817,27 @@ def _peak_kib(pids):
     return best
 
 
+_perf_refusals = {}  # perf's path -> why perf stat refuses to count on this host ("" when it counts)
+
+
+def _perf_refusal(perf, path):
+    """Why ``perf stat`` exits before it starts a command here (perf_event_paranoid, a
+    seccomp profile), or "": asked once per runner, so a perf that cannot count never
+    fails a run."""
+    if perf not in _perf_refusals:
+        probe = shutil.which("true", path=path) or "/bin/true"
+        try:
+            done = subprocess.run([perf, "stat", "-x", ",", "-e", ",".join(PERF_EVENTS), "--", probe],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  timeout=30)
+            lines = [ln.strip() for ln in done.stderr.decode(errors="replace").splitlines() if ln.strip()]
+            _perf_refusals[perf] = "" if done.returncode == 0 else (
+                lines[0][:200] if lines else "perf stat exited with status %d" % done.returncode)
+        except (OSError, subprocess.SubprocessError) as exc:
+            _perf_refusals[perf] = str(exc)[:200]
+    return _perf_refusals[perf]
+
+
 class _Sampler(threading.Thread):
     """Samples /proc counters every ``interval`` seconds until halted."""
 
@@ -862,6 +883,10 @@ class _Sampler(threading.Thread):
             self.notes.append("perf: hardware counters skipped, perf not found on the host's PATH")
             return argv
         if shutil.which(argv[0], path=path) is None:
+            return argv
+        refused = _perf_refusal(perf, path)
+        if refused:
+            self.notes.append("perf: hardware counters skipped (perf stat cannot count here: %s)" % refused)
             return argv
         fd, self.perf_file = tempfile.mkstemp(prefix="bmx-perf-", suffix=".csv")
         os.close(fd)

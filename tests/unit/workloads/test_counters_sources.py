@@ -342,3 +342,20 @@ def test_perf_counts_as_perf_stat_writes_them_where_the_host_counts():
     assert m["perf_cycles"] == (2e6, "cycles") and m["perf_instructions"] == (3e6, "instructions")
     assert m["perf_ipc"] == (1.5, "instructions/cycle") and "perf_cache_misses" not in m
     assert parsed.warnings == []
+
+
+def test_a_perf_that_cannot_count_here_is_skipped_and_the_run_runs(tmp_path):
+    # perf_event_paranoid 3 (Debian's default for users) or a seccomp profile: perf stat
+    # refuses before it starts the command. The run must run as without perf, with a note.
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "perf").write_text("#!/bin/sh\necho 'Error: Access to performance monitoring is limited.' >&2\n"
+                               "exit 255\n")
+    (fake / "perf").chmod(0o755)
+    wd = _run_batch(tmp_path, [{"run_id": "p", "argv": ["/bin/echo", "ran"], "collect": ["perf"]}],
+                    env={**os.environ, "PATH": f"{fake}:/bin:/usr/bin"})
+    run_dir = wd / "runs" / "p" / "1"
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["exit_code"] == 0 and (run_dir / "stdout").read_text() == "ran\n"
+    parsed = load_counters(run_dir)
+    assert len(parsed.warnings) == 1 and "Access to performance monitoring is limited" in parsed.warnings[0]
