@@ -42,8 +42,11 @@ TEST_WORKERS ?= 2
 
 # PYTHONDONTWRITEBYTECODE is emptied for the tests: every campaign starts bmx, Snakemake
 # and a script per job, and each would compile benchmatrix again (0.3 s of CPU a process).
+# PYTEST_ARGS adds options: --update-file-seconds rewrites tests/file_seconds.json (the
+# slow-file order a clean clone uses) from the run.
+PYTEST_ARGS ?=
 test: test-setup test-deps
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=30
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=30 $(PYTEST_ARGS)
 
 # Unit tests only (no Snakemake/Ansible/fio campaigns).
 test-fast: test-setup

@@ -547,6 +547,8 @@ def bmx_phases(exp: Path, recs: list[dict[str, Any]], events: list[dict[str, Any
         out["parse_s (records' phases.parse_s)"] = out.get("parse_s (records' phases.parse_s)", 0.0) + sum(
             r["phases"].get("parse_s") or 0 for r in mine)
     for h in hosts:
+        if not (logs / "hosts" / f"{h}.restore.log").exists():
+            continue  # nothing to undo on the host: no restore job (execute.restore.restore_needed)
         r0 = b(logs / "hosts" / f"{h}.restore.log")
         r1 = m(exp / "hosts" / h / "restored.json")
         add("restore_host job", r1 - r0)

@@ -93,9 +93,9 @@ def _roles(spec_path: str) -> set[str]:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from benchmatrix.spec.load import load_spec
-    from benchmatrix.workloads import metric_names
+    from benchmatrix.workloads import metric_names, workload_variables
 
-    spec = load_spec(args.spec, roles=_roles(args.spec), metric_names=metric_names)
+    spec = load_spec(args.spec, roles=_roles(args.spec), metric_names=metric_names, variables=workload_variables)
     for w in spec.warnings:
         print(w, file=sys.stderr)
     runs_per_host = len(spec.cells) * (spec.replicates + spec.warmup)
@@ -181,11 +181,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from benchmatrix.plan.wall_time import WallModel
     from benchmatrix.spec.config import project_config
     from benchmatrix.spec.load import load_spec
-    from benchmatrix.workloads import metric_names
+    from benchmatrix.workloads import metric_names, workload_variables
 
     proj = project_dir()
     cfg = project_config(proj)
-    spec = load_spec(args.spec, cost_seconds=cfg.cost_seconds, metric_names=metric_names)
+    spec = load_spec(args.spec, cost_seconds=cfg.cost_seconds, metric_names=metric_names, variables=workload_variables)
     for w in spec.warnings:
         print(w, file=sys.stderr)
     max_runs = args.batch_max_runs or cfg.batch_max_runs
@@ -408,7 +408,7 @@ def _replicates_text(rp: dict[str, Any]) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from benchmatrix.spec.load import load_spec
-    from benchmatrix.workloads import metric_names
+    from benchmatrix.workloads import metric_names, workload_variables
 
     budget_s = None
     if args.budget is not None:  # an empty --budget '' used to mean no budget at all
@@ -420,7 +420,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         args.campaign = check_label(args.campaign)
     proj = project_dir()
-    spec = load_spec(args.spec, metric_names=metric_names)
+    spec = load_spec(args.spec, metric_names=metric_names, variables=workload_variables)
     for w in spec.warnings:
         print(w, file=sys.stderr)
     exp = layout.exp_dir_of(proj, spec)
@@ -643,11 +643,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     from benchmatrix.execute.check import check_lines, check_spec, planned_levels
     from benchmatrix.spec.config import project_config
     from benchmatrix.spec.load import load_spec
-    from benchmatrix.workloads import metric_names
+    from benchmatrix.workloads import metric_names, workload_variables
 
     proj = project_dir()
     cfg = project_config(proj)
-    spec = load_spec(args.spec, cost_seconds=cfg.cost_seconds, roles=_roles(args.spec), metric_names=metric_names)
+    spec = load_spec(args.spec, cost_seconds=cfg.cost_seconds, roles=_roles(args.spec), metric_names=metric_names,
+                     variables=workload_variables)
     exp = layout.exp_dir_of(proj, spec)
     checks = check_spec(spec, proj, exp / layout.LOGS_DIR / "ansible")
     if args.json:
@@ -805,7 +806,7 @@ def cmd_time(args: argparse.Namespace) -> int:
     """``bmx time CMD...``: write the spec that times the commands on localhost (kept for the
     user to extend), run it as any campaign and print its answer."""
     from benchmatrix.files import atomic_write
-    from benchmatrix.spec.time_spec import TimeOptions, time_spec_name, time_spec_text
+    from benchmatrix.spec.time_spec import TimeOptions, time_spec_name, time_spec_text, timer_floor_kib
 
     proj = project_dir()
     options = TimeOptions(args.runs, args.warmup, args.timeout, args.inventory)
@@ -826,7 +827,13 @@ def cmd_time(args: argparse.Namespace) -> int:
     label = args.campaign or _time_label(proj, path)
     if label:
         run += ["--campaign", label]
-    return cmd_run(build_parser().parse_args(run))
+    code = cmd_run(build_parser().parse_args(run))
+    floor = timer_floor_kib()
+    if floor is not None:
+        print(f"bmx: max_rss_kib reads at least {floor / 1024:.1f} MiB on this host ('true' does): the timer's "
+              "own memory until the command starts counts, so a smaller command shows that floor "
+              "(docs/workloads.md, \"Timed by bmx\")")
+    return code
 
 
 def _time_label(proj: Path, path: Path) -> str | None:

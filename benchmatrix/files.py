@@ -66,3 +66,13 @@ def sync_filesystem(path: Path) -> None:
     from benchmatrix.host.batch_runner import sync_filesystem as sync
 
     sync(path)
+
+
+def user_cache_dir() -> Path:
+    """The user's cache folder of benchmatrix: ``$XDG_CACHE_HOME/benchmatrix`` (default
+    ``~/.cache/benchmatrix``); not created here.
+
+    Raises:
+        RuntimeError: no home directory to put it in.
+    """
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "benchmatrix"

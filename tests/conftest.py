@@ -22,7 +22,8 @@ PROJECT_PARTS = ["Snakefile", "workflow", "playbooks", "config", "scripts", "pro
 # its tests' phases, as the xdist controller receives them) in LAST_SECONDS (git-ignored);
 # the next run orders by those, falling back to FILE_SECONDS_JSON (committed: the seconds
 # of the last full run on a 2-core machine, copied from LAST_SECONDS when the suite
-# changes much; a clean clone has only this). pytest_configure keeps xdist from
+# changes much; a clean clone has only this: `make test PYTEST_ARGS=--update-file-seconds`
+# rewrites it from the run, write_committed_seconds). pytest_configure keeps xdist from
 # reordering them. A file measured nowhere comes after the measured ones (an end-to-end
 # one first); only the order changes, never what runs.
 FILE_SECONDS_JSON = ROOT / "tests" / "file_seconds.json"
@@ -126,6 +127,12 @@ def copy_project(tmp_path: Path) -> Project:
     return Project(root)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-file-seconds", action="store_true", default=False,
+                     help="write this run's seconds per test file into tests/file_seconds.json, the order a "
+                          "clean clone uses (after a full run on 2 cores: make test PYTEST_ARGS=--update-file-seconds)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Keep the order pytest_collection_modifyitems gives the files (pytest-xdist's
     # --loadscope-reorder, on by default, would sort them by their number of tests).
@@ -159,12 +166,25 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _MEASURED[path] = _MEASURED.get(path, 0.0) + float(report.duration or 0.0)
 
 
+def _write_seconds(path: Path, seconds: dict[str, float]) -> None:
+    path.write_text(json.dumps(dict(sorted(seconds.items(), key=lambda kv: -kv[1])), indent=1) + "\n")
+
+
+def write_committed_seconds(measured: dict[str, float]) -> None:
+    """Rewrite FILE_SECONDS_JSON from a run: its files' seconds replace theirs, files it did
+    not run keep theirs, files that no longer exist are dropped (slowest first)."""
+    kept = {path: secs for path, secs in _read_seconds(FILE_SECONDS_JSON).items() if (ROOT / path).is_file()}
+    _write_seconds(FILE_SECONDS_JSON, {**kept, **{k: round(v, 1) for k, v in measured.items()}})
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Record this run's seconds per file in LAST_SECONDS (merged: files not run keep theirs)."""
+    """Record this run's seconds per file in LAST_SECONDS (merged: files not run keep
+    theirs), and in FILE_SECONDS_JSON with ``--update-file-seconds``."""
     if hasattr(session.config, "workerinput") or not _MEASURED:
         return  # an xdist worker: its controller records the whole run
-    merged = {**_read_seconds(LAST_SECONDS), **{k: round(v, 1) for k, v in _MEASURED.items()}}
+    if session.config.getoption("update_file_seconds"):
+        write_committed_seconds(_MEASURED)
     try:
-        LAST_SECONDS.write_text(json.dumps(dict(sorted(merged.items(), key=lambda kv: -kv[1])), indent=1) + "\n")
+        _write_seconds(LAST_SECONDS, {**_read_seconds(LAST_SECONDS), **{k: round(v, 1) for k, v in _MEASURED.items()}})
     except OSError:
         pass  # a read-only checkout: the order is only an optimisation

@@ -34,22 +34,26 @@ the coverage at stop and the runs saved; docs/spec.md explains the rule.
 
 **The gate** (``bmx run --until-decided --against A``, :func:`judge_gate`) decides B's
 cells against an earlier campaign A instead of the campaign's own comparisons, with the
-same looks, levels and stopping rule; tests/unit/analyze/test_gate.py checks its power
-and false alarms.
+same stopping rule but its own design (:func:`gate_settings`): fewer looks (B's runs
+double each round), every look at the *exact* constant level of those looks
+(:func:`exact_level`, Pocock's boundary computed for the looks' information instead of
+Bonferroni's alpha / L) and a futility interval of 98 % instead of 90 %;
+tests/unit/analyze/test_gate.py checks its power and false alarms, docs/report.md
+("Calibration", "The CI gate") gives the designs measured.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
-
 from benchmatrix.errors import BenchmatrixError
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from benchmatrix.spec.load import Spec
 
 #: Each round grows an undecided cell's measured runs by this factor (at least one more run).
@@ -64,6 +68,15 @@ GATE_MAX = 30
 REASON = "until_decided"
 #: Confidence of the futility interval (two-sided; each bound one-sided 95 %).
 FUTILITY_CONFIDENCE = 0.90
+#: The gate's growth of B's runs a round (5, 10, 20, 30 for min 5 and max 30): fewer looks
+#: than :data:`GROWTH` gives, each one at a less strict level.
+GATE_GROWTH = 2.0
+#: The gate's futility interval (each bound one-sided 99 %): at 90 % a change of exactly
+#: ``detect`` was ruled out, wrongly, in about one gate of twelve (docs/report.md).
+GATE_FUTILITY_CONFIDENCE = 0.98
+#: How the family's alpha is spent over the looks: ``bonferroni`` (alpha / L at each
+#: look) or ``exact`` (:func:`exact_level`).
+LEVEL_RULES = ("bonferroni", "exact")
 #: Why a comparison stopped, or ``running`` while it has not.
 REASONS = ("decided", "futile", "max", "budget", "running")
 
@@ -77,19 +90,27 @@ class Settings:
         max: The most measured runs a cell gets.
         detect: The change (a fraction) whose exclusion stops a comparison for futility.
         budget_s: Time budget in seconds for the whole campaign, 0 for none.
+        growth: Each round grows an undecided cell's runs by this factor.
+        levels: How alpha is spent over the looks (:data:`LEVEL_RULES`).
+        futility_confidence: Confidence of the futility interval (two-sided).
+        futility_look: The first look at which a comparison may stop for futility.
     """
 
     min: int
     max: int
     detect: float
     budget_s: float = 0.0
+    growth: float = GROWTH
+    levels: str = "bonferroni"
+    futility_confidence: float = FUTILITY_CONFIDENCE
+    futility_look: int = 1
 
     @property
     def schedule(self) -> list[int]:
-        """Measured runs per cell at each look: min, growing by :data:`GROWTH`, up to max."""
+        """Measured runs per cell at each look: min, growing by ``growth``, up to max."""
         out = [self.min]
         while out[-1] < self.max:
-            out.append(min(self.max, max(out[-1] + 1, math.ceil(out[-1] * GROWTH))))
+            out.append(min(self.max, max(out[-1] + 1, math.ceil(out[-1] * self.growth))))
         return out
 
     @property
@@ -98,8 +119,17 @@ class Settings:
         return len(self.schedule)
 
     def level(self, alpha: float) -> float:
-        """The family's significance level at each look: alpha / L."""
+        """The family's significance level at each look: alpha / L, or the exact
+        constant level of the schedule's looks (:func:`exact_level`)."""
+        if self.levels == "exact":
+            return exact_level(tuple(self.schedule), alpha)
         return alpha / self.looks
+
+    def level_words(self, alpha: float) -> str:
+        """The level at each look as ``bmx run`` and the report say it."""
+        if self.levels == "exact":
+            return f"{self.level(alpha):.4g} (alpha {alpha:g} held exactly over {self.looks} looks)"
+        return f"alpha / {self.looks} = {self.level(alpha):.4g}"
 
     def next_total(self, current: int) -> int:
         """Measured runs a cell with ``current`` of them gets in the next round."""
@@ -119,12 +149,19 @@ def settings_of(spec: Spec, meta: dict[str, Any] | None = None) -> Settings | No
     from benchmatrix.spec.load import parse_duration
 
     given = spec.data.get("replicates_until")
+    kept = (meta or {}).get("until_decided")
+    kept = kept if isinstance(kept, dict) else {}
+    # The design's rule (the gate's own, gate_settings) as bmx run kept it; older
+    # campaign.json files have none: alpha / L, as they ran.
+    rule = {"growth": float(kept.get("growth") or GROWTH), "levels": str(kept.get("levels") or "bonferroni"),
+            "futility_confidence": float(kept.get("futility_confidence") or FUTILITY_CONFIDENCE),
+            "futility_look": int(kept.get("futility_look") or 1)}
     if given:
         return Settings(int(given["min"]), int(given["max"]), float(given.get("detect") or 2 * spec.report.threshold),
-                        parse_duration(given["budget"]) if given.get("budget") else 0.0)
-    kept = (meta or {}).get("until_decided")
-    if isinstance(kept, dict) and kept.get("min"):
-        return Settings(int(kept["min"]), int(kept["max"]), float(kept["detect"]), float(kept.get("budget_s") or 0))
+                        parse_duration(given["budget"]) if given.get("budget") else 0.0, **rule)
+    if kept.get("min"):
+        return Settings(int(kept["min"]), int(kept["max"]), float(kept["detect"]), float(kept.get("budget_s") or 0),
+                        **rule)
     return None
 
 
@@ -133,9 +170,77 @@ def flag_settings(spec: Spec, budget_s: float = 0.0, gate: bool = False) -> Sett
     (``gate``: with ``--against``, whose default ``max`` is :data:`GATE_MAX`)."""
     current = settings_of(spec)
     if current is not None:
-        return Settings(current.min, current.max, current.detect, budget_s or current.budget_s)
-    most = GATE_MAX if gate else DEFAULT_MAX
-    return Settings(spec.replicates, max(most, spec.replicates), 2 * spec.report.threshold, budget_s)
+        chosen = Settings(current.min, current.max, current.detect, budget_s or current.budget_s)
+    else:
+        most = GATE_MAX if gate else DEFAULT_MAX
+        chosen = Settings(spec.replicates, max(most, spec.replicates), 2 * spec.report.threshold, budget_s)
+    return gate_settings(chosen) if gate else chosen
+
+
+def gate_settings(settings: Settings) -> Settings:
+    """``settings`` with the gate's design (``bmx run --until-decided --against A``).
+
+    B alone gets runs and every comparison carries A's runs and the campaign variance,
+    so B's looks are more alike than a campaign's own: the gate doubles B's runs a round
+    (:data:`GATE_GROWTH`: fewer looks), judges every look at the exact constant level of
+    those looks (:func:`exact_level`) and stops for futility only when a 98 % interval
+    rules out ``detect`` (:data:`GATE_FUTILITY_CONFIDENCE`), from the second look on: the
+    first look's few runs of B may understate their spread, and an interval too narrow
+    then rules out a real change. Measured against the alternatives in docs/report.md
+    ("Calibration", "The CI gate").
+    """
+    return Settings(settings.min, settings.max, settings.detect, settings.budget_s, GATE_GROWTH, "exact",
+                    GATE_FUTILITY_CONFIDENCE, futility_look=2)
+
+
+#: Points of the grid on which :func:`_crossing` integrates (accurate to about 1e-4 in the boundary).
+_GRID = 301
+
+
+def _crossing(looks: tuple[int, ...], bound: float) -> float:
+    """P(Z_k > bound at some look k) for standardized sums Z_k of independent unit
+    normal draws, n_k of them at look k (Armitage, McPherson and Rowe's recursive
+    numerical integration, 1969; Jennison and Turnbull 2000, §19.2)."""
+    import numpy as np
+    from scipy import stats as sps
+
+    first = math.sqrt(looks[0])
+    crossed = float(sps.norm.sf(bound))
+    # The density of the sum at the last look, on the paths that have not crossed yet.
+    x = np.linspace(-10 * first, bound * first, _GRID)
+    density = sps.norm.pdf(x, 0.0, first)
+    for before, n in zip(looks, looks[1:]):
+        step, top = math.sqrt(n - before), bound * math.sqrt(n)
+        weights = np.full(len(x), x[1] - x[0])
+        weights[[0, -1]] *= 0.5
+        mass = weights * density
+        crossed += float(np.sum(mass * sps.norm.sf((top - x) / step)))
+        nxt = np.linspace(-10 * math.sqrt(n), top, _GRID)
+        density = (sps.norm.pdf((nxt[:, None] - x[None, :]) / step) / step * mass[None, :]).sum(axis=1)
+        x = nxt
+    return crossed
+
+
+@functools.lru_cache(maxsize=64)
+def exact_level(looks: tuple[int, ...], alpha: float) -> float:
+    """The two-sided level, the same at every look of ``looks`` (runs a cell at each),
+    at which a family judged at each look errs in a direction at most ``alpha / 2`` of
+    the time: Pocock's constant boundary (Jennison and Turnbull 2000, §2.4), computed
+    exactly for these looks (:func:`_crossing`) instead of Bonferroni's ``alpha / L``.
+
+    Computed for a comparison whose information grows as its runs (a campaign's own, both
+    sides growing). A gate's looks share A's runs and the campaign variance, so their
+    statistics are correlated more, and by Slepian's inequality each one-sided claim
+    (``worse``, ``better``) errs less often at the same boundary; equivalence, the
+    interval inside the threshold, errs only where one of those sides does: at most ``alpha``.
+    """
+    from scipy import optimize
+    from scipy import stats as sps
+
+    if len(looks) < 2:
+        return alpha
+    bound = optimize.brentq(lambda c: _crossing(looks, c) - alpha / 2, 1.0, 8.0, xtol=1e-6)
+    return float(2 * sps.norm.sf(bound))
 
 
 def parse_budget(text: str) -> float:
@@ -207,6 +312,8 @@ def judge_round(spec: Spec, runs: pd.DataFrame, settings: Settings, units: dict[
     Returns:
         The :class:`Round`; ``extend`` is empty when the campaign stops.
     """
+    import pandas as pd
+
     from benchmatrix.analyze.comparisons import compare, family_metrics
     from benchmatrix.analyze.stats import effective_runs
     from benchmatrix.layout import HOST_COLUMN
@@ -234,7 +341,9 @@ def judge_round(spec: Spec, runs: pd.DataFrame, settings: Settings, units: dict[
         row_hosts = [str(rec[HOST_COLUMN])] if HOST_COLUMN in rec and str(rec[HOST_COLUMN]) in hosts else hosts
         n_now = min((int(counts.get((h, c), 0)) for h in row_hosts for c in cells), default=0)
         verdict = str(rec["verdict"])
-        reason = _stop_reason(verdict, _futile(rec, settings.detect), n_now, settings, budget_left)
+        futile = _look(settings, n_now) >= settings.futility_look and _futile(rec, settings.detect,
+                                                                             settings.futility_confidence)
+        reason = _stop_reason(verdict, futile, n_now, settings, budget_left)
         if reason == "running":
             for h in row_hosts:
                 for c in cells:
@@ -295,10 +404,10 @@ def judge_gate(table: pd.DataFrame, settings: Settings, family: list[str], elaps
     The comparisons to decide are B's cells against campaign A
     (:func:`benchmatrix.campaigns.compare.compare_frames`, the campaign-to-campaign
     variance in their noise), judged at the sequential level ``settings.level(alpha)``
-    exactly as :func:`judge_round` judges a campaign's own: the same stopping rule
-    (:func:`_stop_reason`: decided, futile, max, budget), the same schedule of looks
-    and the same alpha spent over them, so the error rates hold whenever the gate stops.
-    Only B gets runs: A is a finished campaign.
+    with :func:`judge_round`'s stopping rule (:func:`_stop_reason`: decided, futile, max,
+    budget) under the gate's own design (:func:`gate_settings`: its looks, their exact
+    level, its futility interval), so the error rates hold whenever the gate stops. Only
+    B gets runs: A is a finished campaign.
 
     Args:
         table: Rows of compare.csv (``cell_id, host, metric, n_b, verdict`` and the
@@ -312,6 +421,8 @@ def judge_gate(table: pd.DataFrame, settings: Settings, family: list[str], elaps
         The :class:`Round`; ``extend`` maps ``(host, cell_id)`` of B to its new total of
         measured runs and is empty when the gate stops.
     """
+    import pandas as pd  # here, not at the top: bmx run imports settings_of before every campaign
+
     table = table[table["metric"].isin(family)] if len(table) else table
     counts: dict[tuple[str, str], int] = {}
     for rec in table.to_dict("records"):
@@ -324,8 +435,9 @@ def judge_gate(table: pd.DataFrame, settings: Settings, family: list[str], elaps
         key = (str(rec["host"]), str(rec["cell_id"]))
         verdict, n_now = str(rec["verdict"]), int(rec["n_b"])
         # _futile reads the comparison's sides as the report names them: B is the level.
-        futile = _futile({**rec, "mean_level": rec.get("mean_b"), "mean_baseline": rec.get("mean_a")},
-                         settings.detect)
+        futile = _look(settings, n_now) >= settings.futility_look and _futile(
+            {**rec, "mean_level": rec.get("mean_b"), "mean_baseline": rec.get("mean_a")}, settings.detect,
+            settings.futility_confidence)
         reason = _stop_reason(verdict, futile, n_now, settings, budget_left)
         if reason == "running":
             extend[key] = max(extend.get(key, 0), settings.next_total(counts[key]))
@@ -367,19 +479,20 @@ def runs_at_max(row: dict[str, Any], threshold: float) -> int | None:
     return math.ceil(n * (half / distance) ** 2)
 
 
-def _futile(rec: dict[str, Any], detect: float) -> bool:
-    """True when the comparison's 90 % interval rules out a change as large as ``detect``
-    (positive metrics: the interval of a ratio; the others are never stopped so)."""
+def _futile(rec: dict[str, Any], detect: float, confidence: float = FUTILITY_CONFIDENCE) -> bool:
+    """True when the comparison's interval at ``confidence`` (90 % by default) rules out a
+    change as large as ``detect`` (positive metrics: the interval of a ratio; the others
+    are never stopped so)."""
     from benchmatrix.analyze.stats import t_ppf
 
     values = [rec.get(k) for k in ("df", "mean_level", "mean_baseline", "ci_low_pct", "ci_high_pct")]
-    if rec.get("scale") != "log" or any(v is None or not np.isfinite(float(v)) for v in values):
+    if rec.get("scale") != "log" or any(v is None or not math.isfinite(float(v)) for v in values):
         return False
     df, level, base, lo, hi = (float(v) for v in values)
     est = math.log(level / base)
     # The unadjusted 95 % interval is exp(est -+ t se) - 1: its ends give se back.
     se = (math.log1p(hi / 100.0) - math.log1p(lo / 100.0)) / (2 * float(t_ppf(0.975, df)))
-    half = float(t_ppf(0.5 + FUTILITY_CONFIDENCE / 2, df)) * se
+    half = float(t_ppf(0.5 + confidence / 2, df)) * se
     return math.expm1(est - half) > -detect and math.expm1(est + half) < detect
 
 

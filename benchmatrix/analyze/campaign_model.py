@@ -319,7 +319,7 @@ def _step_side(a: CampaignSummary, kept: list[CampaignSummary], prior_sd: float 
 
 
 def select_history(a: CampaignSummary, candidates: list[CampaignSummary],
-                   rule: str | int | list[str] = "auto") -> History:
+                   rule: str | int | list[str] = "auto", prior_sd: float | None = None) -> History:
     """The campaigns whose variation a comparison of B against A is estimated from.
 
     Args:
@@ -331,6 +331,8 @@ def select_history(a: CampaignSummary, candidates: list[CampaignSummary],
             (:func:`benchmatrix.analyze.changepoint.detect_change`, its step test); ``none``: no
             campaign (the prior alone); a count N: the N most recent comparable ones;
             a list of labels or ids: those campaigns.
+        prior_sd: The prior campaign SD the step test counts (``report.campaign_sd``;
+            its default when None).
 
     Returns:
         The :class:`History`. An outlying campaign among those used is still left out
@@ -367,7 +369,7 @@ def select_history(a: CampaignSummary, candidates: list[CampaignSummary],
         kept = kept[len(kept) - rule:] if rule else []
         name = str(rule)
     elif rule == "auto":
-        kept, cut = _step_side(a, kept)
+        kept, cut = _step_side(a, kept, prior_sd)
         left += cut
         name = "auto"
     else:

@@ -26,7 +26,9 @@ means) weighted by how closely the counter follows the metric run by run inside 
 two cells (``(1 + |r|) / 2``, with ``r`` the within-cell correlation of the counter
 with the metric, pooled over the two cells; 1 for a counter with one value per cell,
 which has no noise of its own to move by): a counter that tracks the metric comes
-before one that moved as far but independently. The words are "moved with", never
+before one that moved as far but independently. A workload's descriptor may name the
+counters that usually explain it (``explained_by``; fio: the device's request size and
+await): those of them that moved come first. The words are "moved with", never
 "caused": a counter that moved is a lead, not a proof.
 
 Everything here is pure (no file I/O): collect computes the table
@@ -47,7 +49,7 @@ from benchmatrix.analyze.comparisons import VISIT_ANALYSES, _side_stats, level_k
 from benchmatrix.analyze.scale import LOG, metric_scales
 from benchmatrix.analyze.stats import effective_runs
 from benchmatrix.layout import ALL_HOSTS, HOST_COLUMN, by_column
-from benchmatrix.workloads.counters import counter_metric_names
+from benchmatrix.workloads.counters import SOURCES, counter_metric_names
 
 #: Columns of ``moved_with.csv``: one row per listed counter of a decided comparison.
 #: ``comparison`` is the row's position in comparisons.csv (0-based).
@@ -57,7 +59,7 @@ COLUMNS = ["comparison", "metric", "level", "baseline", "rank", "counter", "unit
 
 def counter_columns(runs: pd.DataFrame) -> list[str]:
     """The counter columns of ``runs`` (the names :func:`counter_metric_names` gives), sorted."""
-    names = counter_metric_names(["cpu", "disk"])
+    names = counter_metric_names(list(SOURCES))
     return sorted(c for c in runs.columns if isinstance(c, str) and names.matches(c))
 
 
@@ -164,7 +166,8 @@ def _within_correlation(metric: list[np.ndarray], counter: list[np.ndarray]) -> 
 # shape: one comparison row and what it needs of the campaign, keyword-only after the runs
 def explain_comparison(runs: pd.DataFrame, row: dict[str, Any], *, factor: str, by: list[str], scale: str,
                        units: dict[str, str], alpha: float, threshold: float,
-                       counters: Iterable[str] | None = None, cache: dict[Any, Any] | None = None) -> pd.DataFrame:
+                       counters: Iterable[str] | None = None, cache: dict[Any, Any] | None = None,
+                       first: Iterable[str] = ()) -> pd.DataFrame:
     """The counters that moved with one comparison, largest first (any verdict).
 
     Args:
@@ -180,6 +183,9 @@ def explain_comparison(runs: pd.DataFrame, row: dict[str, Any], *, factor: str, 
         counters: The counter columns (default: every one of ``runs``).
         cache: Level keys and numeric columns of ``runs`` already computed (the same
             ``runs`` for every comparison of a campaign); filled in here.
+        first: Regexes of the counters that usually explain the workload
+            (:attr:`benchmatrix.workloads.base.Workload.explained_by`): those listed come
+            before the others, each group in its own order.
 
     Returns:
         The listed counters with the columns of :data:`COLUMNS` but ``comparison``,
@@ -242,7 +248,9 @@ def explain_comparison(runs: pd.DataFrame, row: dict[str, Any], *, factor: str, 
     weight = np.where(table["_constant"].to_numpy(dtype=bool), 1.0,
                       (1.0 + np.nan_to_num(np.abs(table["correlation"].to_numpy(dtype="float64")))) / 2.0)
     table["_score"] = effect * weight
-    table = table.sort_values(["_score", "metric"], ascending=[False, True], kind="stable")
+    patterns = list(first)
+    table["_named"] = [any(re.fullmatch(p, c) for p in patterns) for c in table["metric"]]
+    table = table.sort_values(["_named", "_score", "metric"], ascending=[False, False, True], kind="stable")
     table["rank"] = range(1, len(table) + 1)
     table["counter"] = table["metric"]
     table["unit"] = [units.get(c, "") for c in table["counter"]]
@@ -254,7 +262,8 @@ def explain_comparison(runs: pd.DataFrame, row: dict[str, Any], *, factor: str, 
 
 # shape: the campaign's comparisons and what they were judged with, keyword-only after the tables
 def moved_with(runs: pd.DataFrame, comparisons: pd.DataFrame, *, factor: str | None, by: list[str],
-               scales: dict[str, str], units: dict[str, str], alpha: float, threshold: float) -> pd.DataFrame:
+               scales: dict[str, str], units: dict[str, str], alpha: float, threshold: float,
+               first: Iterable[str] = ()) -> pd.DataFrame:
     """Every decided comparison's counters that moved with it (``moved_with.csv``).
 
     Args:
@@ -266,6 +275,8 @@ def moved_with(runs: pd.DataFrame, comparisons: pd.DataFrame, *, factor: str | N
         units: Metric -> unit of every metric.
         alpha: The report's alpha.
         threshold: The report's default practical threshold (a fraction).
+        first: Regexes of the counters the workload names as its usual explanation:
+            listed first (:func:`explain_comparison`).
 
     Returns:
         One row per listed counter (:data:`COLUMNS`), by comparison then rank.
@@ -282,7 +293,7 @@ def moved_with(runs: pd.DataFrame, comparisons: pd.DataFrame, *, factor: str | N
             continue
         found = explain_comparison(eff, row, factor=factor, by=by, scale=scales.get(str(row["metric"]), ""),
                                    units=units, alpha=alpha, threshold=threshold, counters=counters,
-                                   cache=cache)
+                                   cache=cache, first=first)
         if len(found):
             parts.append(found.assign(comparison=position, metric=row["metric"], level=row.get("level"),
                                       baseline=row.get("baseline")))

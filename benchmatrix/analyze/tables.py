@@ -193,8 +193,8 @@ def derive_tables(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, units: dic
         comparisons.adaptive = rounds_summary(spec, plan, runs, adaptive, units, stopped_by, judged=comparisons)
         comparisons.notes.append(
             f"replicates until decided: the design allows {adaptive.looks} looks, so every verdict is judged at "
-            f"alpha / {adaptive.looks} = {alpha:.4g} (repeated confidence intervals: the error rates hold whenever "
-            "the campaign stopped; docs/spec.md)")
+            f"{adaptive.level_words(spec.report.alpha)} (repeated confidence intervals: the error rates hold "
+            "whenever the campaign stopped; docs/spec.md)")
     if len(runs) and len(run_hosts(runs)) > 1:
         metrics = [m for m in sorted(measured) if m in runs.columns]
         by_host = summarize_by_host(runs, spec.factor_names, units, metrics, spec.declared_metrics)
@@ -204,8 +204,12 @@ def derive_tables(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, units: dic
     checks = derive_checks(spec, plan, runs, summary, comparisons=comparisons, summary_by_host=by_host,
                            record_notes=notes)
     factor = (comparisons.config or {}).get("factor")
+    from benchmatrix.workloads import WORKLOADS
+
+    workload = WORKLOADS.get(str(spec.workload.get("role") or ""))
     moved = moved_with(runs, comparisons.table, factor=factor, by=list((comparisons.config or {}).get("by") or []),
-                       scales=comparisons.scales, units=units, alpha=alpha, threshold=spec.report.threshold)
+                       scales=comparisons.scales, units=units, alpha=alpha, threshold=spec.report.threshold,
+                       first=workload.explained_by if workload is not None else ())
     return Tables(plan=plan, runs=runs, summary=summary, units=units, comparisons=comparisons.table,
                   analysis=comparisons.meta(), summary_by_host=by_host, record_notes=notes, checks=checks,
                   moved_with=moved)

@@ -594,11 +594,12 @@ def campaign_level(eff: pd.DataFrame, groups_a: dict[str, pd.DataFrame], scales:
 
 
 def choose_history(a: Campaign, b: Campaign, spec_a: dict[str, Any] | None, metrics: list[str],
-                   rule: str | int | list[str] = "auto"
+                   rule: str | int | list[str] = "auto", prior_sd: float | None = None
                    ) -> tuple[campaign_model.History, list[pd.DataFrame], dict[str, Campaign],
                               campaign_model.CampaignSummary, campaign_model.CampaignSummary]:
     """The history of a comparison by ``rule`` (``--history``): the choice, the chosen
-    campaigns' effective runs, the candidates by id, and A's and B's summaries."""
+    campaigns' effective runs, the candidates by id, and A's and B's summaries.
+    ``prior_sd``: the spec's ``report.campaign_sd`` for the step test (its default when None)."""
     candidates = history_runs(a, b, spec_a)
     eff_a = next((eff for c, eff in candidates if c is a), None)
     if eff_a is None:
@@ -617,7 +618,7 @@ def choose_history(a: Campaign, b: Campaign, spec_a: dict[str, Any] | None, metr
     except (OSError, ValueError):
         eff_b = eff_a.iloc[:0]
     sum_b = campaign_summary(b, eff_b)
-    chosen = campaign_model.select_history(sum_a, [summaries[c.id] for c, _ in candidates], rule)
+    chosen = campaign_model.select_history(sum_a, [summaries[c.id] for c, _ in candidates], rule, prior_sd)
     used = set(chosen.used)
     return (chosen, [eff for c, eff in candidates if c.id in used], {c.id: c for c, _ in candidates}, sum_a,
             sum_b)
@@ -691,7 +692,9 @@ def compare_campaigns(a: Campaign, b: Campaign, alpha: float | None = None,
     family = [m for m in family_metrics(stored, metrics) if m in metrics]
     units = {**_units(sa), **_units(sb)}
     thresholds = {m: threshold if threshold is not None else stored.report.threshold_for(m) for m in metrics}
-    chosen, history, candidates, sum_a, sum_b = choose_history(a, b, sa.spec, metrics, history)
+    # The step test reads one level a campaign (over every metric): the metrics' median prior SD.
+    prior_sd = float(np.median([stored.report.campaign_sd_for(m) for m in metrics])) if metrics else None
+    chosen, history, candidates, sum_a, sum_b = choose_history(a, b, sa.spec, metrics, history, prior_sd)
     table = compare_frames(sa.runs, sb.runs, metrics, family, dig(spec, "workload.metrics"), units, alpha,
                            thresholds, history, {m: stored.report.campaign_sd_for(m) for m in metrics})
     pairs_a = _pairs(sa.runs)

@@ -19,6 +19,7 @@ must be among them. Distinct commands only: cells that build the same command ar
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,13 +93,21 @@ def planned_levels(spec: Spec) -> dict[str, list[Any]]:
 def tool_of(spec: Spec, project_dir: Path) -> str:
     """The workload tool's executable: the role descriptor's ``binary``, else (its binary
     is "", workload_command) the first argument of the spec's argv, else (a role without
-    a descriptor) the role's name without ``workload_``."""
+    a descriptor) the role's name without ``workload_``. A ``vars.command`` line gives its
+    first word as the role splits it (shlex); "" when that word is a template or the line
+    cannot be split (the role refuses it)."""
     from benchmatrix.workloads import WORKLOADS
 
     role = spec.workload["role"]
     workload = WORKLOADS.get(role)
     if workload is not None and not workload.binary:
-        argv = (spec.workload.get("vars") or {}).get("argv") or []
+        variables = spec.workload.get("vars") or {}
+        argv = variables.get("argv") or []
+        if isinstance(variables.get("command"), str):
+            try:
+                argv = shlex.split(variables["command"])
+            except ValueError:
+                argv = []
         first = str(argv[0]) if argv else ""
         return "" if "{{" in first else first
     return workload.binary if workload is not None else role.removeprefix("workload_")

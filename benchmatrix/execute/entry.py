@@ -16,13 +16,8 @@ from benchmatrix.errors import (
     Interrupted,
     describe_os_error,
 )
-from benchmatrix.execute.batch import run_batch
-from benchmatrix.execute.collect import collect, report
 from benchmatrix.execute.lock import same_file
-from benchmatrix.execute.planning import plan
-from benchmatrix.execute.restore import restore_host
 from benchmatrix.spec.config import DEFAULT_BATCH_MAX_RUNS, DEFAULT_BATCH_MAX_SECONDS
-from benchmatrix.spec.load import load_spec
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -76,16 +71,47 @@ def _collect_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-render", action="store_true", help="write the tables only (bench/report.py)")
 
 
+# Each rule body is imported by its own task only: a job pays for the modules it uses
+# (the plan job none of the batch machinery, the restore job no tables; issue 34).
+def _plan(a: argparse.Namespace) -> Any:
+    from benchmatrix.execute.planning import plan
+
+    return plan(a.spec, a.project_dir, a.out, a.batch_max_runs, a.batch_max_seconds)
+
+
+def _run_batch(a: argparse.Namespace) -> Any:
+    from benchmatrix.execute.batch import run_batch
+
+    return run_batch(a.spec, a.project_dir, a.plan, a.batch, a.marker, a.log)
+
+
+def _restore_host(a: argparse.Namespace) -> Any:
+    from benchmatrix.execute.restore import restore_host
+    from benchmatrix.spec.load import load_spec
+
+    return restore_host(load_spec(a.spec), a.project_dir, a.host, a.out)
+
+
+def _collect(a: argparse.Namespace) -> Any:
+    from benchmatrix.execute.collect import collect
+
+    return collect(a.spec, a.project_dir, a.plan, render=not a.no_render)
+
+
+def _report(a: argparse.Namespace) -> Any:
+    from benchmatrix.execute.collect import report
+
+    return report(a.spec, a.project_dir)
+
+
 #: ``scripts/TASK.py`` -> (adds the task's options beyond ``--spec`` and ``--project-dir``,
 #: calls the rule body with the parsed arguments).
 TASKS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], Any]]] = {
-    "plan": (_plan_options, lambda a: plan(a.spec, a.project_dir, a.out, a.batch_max_runs, a.batch_max_seconds)),
-    "run_batch": (_run_batch_options,
-                  lambda a: run_batch(a.spec, a.project_dir, a.plan, a.batch, a.marker, a.log)),
-    "restore_host": (_restore_host_options,
-                     lambda a: restore_host(load_spec(a.spec), a.project_dir, a.host, a.out)),
-    "collect": (_collect_options, lambda a: collect(a.spec, a.project_dir, a.plan, render=not a.no_render)),
-    "report": (_no_options, lambda a: report(a.spec, a.project_dir)),
+    "plan": (_plan_options, _plan),
+    "run_batch": (_run_batch_options, _run_batch),
+    "restore_host": (_restore_host_options, _restore_host),
+    "collect": (_collect_options, _collect),
+    "report": (_no_options, _report),
 }
 
 

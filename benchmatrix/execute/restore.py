@@ -109,6 +109,17 @@ def may_be_reconfigured(spec: Spec, exp: Path, host: str) -> bool:
     return any(host_of[b] == host and layout.batch_log(exp, b).is_file() for b in order)
 
 
+def restore_needed(spec: Spec, exp: Path, host: str) -> bool:
+    """Whether ``host`` may have anything to put back at the campaign's end: the spec has
+    a knob (a batch may change it and record its baseline), or the workload's finish.yml
+    has work there (:func:`_needs_cleanup`; a host not prepared yet counts as having
+    work). Without either, rule restore_host does not run for the host (the Snakefile's
+    ``restore_markers``): :func:`restore_host` would call nothing and only write
+    restored.json.
+    """
+    return bool(spec.knobs) or _needs_cleanup(spec, Path(exp) / layout.HOSTS_DIR / host / layout.FACTS)
+
+
 def _needs_cleanup(spec: Spec, facts_path: Path) -> bool:
     """Whether the workload role's finish.yml has work on the host: a role that cleans
     up, unless the host's preparation found nothing to undo (facts.json ``workload_cleanup``

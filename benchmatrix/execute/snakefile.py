@@ -89,9 +89,15 @@ class InputFunctions:
         return f"results/{wildcards.experiment}/batches/{mine[-1]}.done"
 
     def restore_markers(self, wildcards: Any) -> list[str]:
-        """One restore marker per host (the collect rule waits for every host's restore)."""
+        """The restore marker of every host that may have something to put back (the
+        collect rule waits for those restores; a host with no knob and no workload
+        clean-up gets no restore job, :func:`benchmatrix.execute.restore.restore_needed`)."""
+        from benchmatrix.execute.restore import restore_needed
+
         _, host_of = batches(self._plan(wildcards))
-        return [f"results/{wildcards.experiment}/hosts/{h}/restored.json" for h in sorted(set(host_of.values()))]
+        exp = Path(layout.RESULTS_DIR) / wildcards.experiment
+        return [f"results/{wildcards.experiment}/hosts/{h}/restored.json" for h in sorted(set(host_of.values()))
+                if restore_needed(self._spec, exp, h)]
 
     def all_markers(self, wildcards: Any) -> list[str]:
         """Every batch marker of the plan (the collect rule's input)."""
@@ -176,3 +182,30 @@ def die_with_bmx(spec: Spec, poll_s: float = 0.5) -> None:
         os.killpg(os.getpgrp(), signal.SIGINT)
 
     threading.Thread(target=watch, name="bmx-parent-watch", daemon=True).start()
+
+
+def params_without_pandas() -> None:
+    """Let Snakemake record the jobs' params without importing pandas.
+
+    Snakemake keeps each job's params for the ``params`` rerun trigger; to hash a pandas
+    object by its content it imports pandas first, for every workflow, although the
+    rules' params are strings and numbers (about 0.45 CPU-s of each Snakemake, issue 34).
+    A pandas object can only exist once pandas is imported, so the check is skipped
+    until then; a param that is one is still hashed by Snakemake's own code. Called by
+    the Snakefile; does nothing on a Snakemake without that method.
+    """
+    try:
+        from snakemake.persistence import PersistenceBase
+    except ImportError:
+        return
+    original = getattr(PersistenceBase, "_serialize_param_pandas", None)
+    if original is None or getattr(original, "bmx_lean", False):
+        return
+
+    def serialize(self: Any, value: Any) -> Any:
+        if "pandas" not in sys.modules:
+            return self._serialize_param_builtin(value)
+        return original(self, value)
+
+    serialize.bmx_lean = True  # type: ignore[attr-defined]
+    PersistenceBase._serialize_param_pandas = serialize

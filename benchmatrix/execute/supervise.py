@@ -759,7 +759,7 @@ def _gate_end(args: argparse.Namespace, spec: Spec, exp: Path, settings: Any, ag
 
     result = _gate_comparison(spec, exp, settings, against)
     level = settings.level(spec.report.alpha)
-    say(f"bmx: gate: {result.b.name} against {result.a.name}, judged at alpha / {settings.looks} = {level:.4g}",
+    say(f"bmx: gate: {result.b.name} against {result.a.name}, judged at {settings.level_words(spec.report.alpha)}",
         flush=True)
     code = show_comparison(result, color=getattr(args, "color", "auto"))
     args.gate = {"against": result.a.id, "b": result.b.id, "level": level, "exit_code": code,

@@ -42,7 +42,12 @@ before_run, argv, env and cwd:
     collect      ["cpu", "disk"]: sample /proc/stat and /proc/diskstats before the
                  workload starts, every collect_interval_s (default 1) seconds while
                  it runs, and after it exits; the raw cumulative counters go to
-                 counters.json (format: benchmatrix/workloads/counters.py).
+                 counters.json (format: benchmatrix/workloads/counters.py). Also
+                 "memory" (/proc/meminfo, /proc/vmstat), "pressure" (/proc/pressure/*
+                 totals), "process" (getrusage of the runner's reaped children: the
+                 run's CPU time, context switches and faults; its peak memory from
+                 the run's cgroup's memory.peak, else the samples' VmHWM) and "perf"
+                 (the command under perf stat, where the host has perf).
     inputs       {"NAME": "/path/on/host"}: files copied to inputs/NAME of the run
                  directory before the run (the job file or script it uses), so the
                  results keep exactly what ran.
@@ -107,6 +112,7 @@ import fcntl
 import json
 import os
 import re
+import resource
 import select
 import shutil
 import signal
@@ -115,6 +121,7 @@ import stat
 import subprocess
 import sys
 import tarfile
+import tempfile
 import threading
 import time
 
@@ -643,7 +650,7 @@ def _start_workload(run, out, errf, env, containment, usage=None):
     """Start the counters, then the workload (on the run's CPUs, in its own session and
     containment; under the timer when ``usage``, the path it writes, is given)."""
     global _sampler, _timer_pid
-    kinds = [k for k in (run.get("collect") or []) if k in ("cpu", "disk")]
+    kinds = [k for k in (run.get("collect") or []) if k in COUNTER_SOURCES]
     if kinds:
         _sampler = _Sampler(kinds, float(run.get("collect_interval_s") or 1.0))
         _sampler.start()
@@ -655,27 +662,33 @@ def _start_workload(run, out, errf, env, containment, usage=None):
         saved = os.sched_getaffinity(0)
         os.sched_setaffinity(0, run_cpus(affinity))
     try:
+        argv = _sampler.wrap(run["argv"], env) if _sampler is not None else run["argv"]
         proc = containment.spawn(lambda: subprocess.Popen(
-            _timed(run["argv"], usage), stdin=subprocess.DEVNULL, stdout=out, stderr=errf,
+            _timed(argv, usage), stdin=subprocess.DEVNULL, stdout=out, stderr=errf,
             cwd=run.get("cwd") or None, env=containment.environment(env), start_new_session=True))
         _timer_pid = proc.pid if usage else None
+        if _sampler is not None:
+            _sampler.watch(proc.pid, containment.cgroup)
         return proc
     finally:
         if saved is not None:
             os.sched_setaffinity(0, saved)
 
 
-def _stop_counters():
+def _stop_counters(keep=False):
+    """Halt the sampler; unless ``keep`` (its document is written next), drop perf's output."""
     global _sampler
     sampler, _sampler = _sampler, None
     if sampler is not None:
         sampler.halt()
+        if not keep:
+            sampler._perf()
     return sampler
 
 
 def _finish_counters(partial, result):
     """Stop the sampler (one last sample) and write counters.json."""
-    sampler = _stop_counters()
+    sampler = _stop_counters(keep=True)
     if sampler is None:
         return
     _fsync_write(os.path.join(partial, "counters.json"), json.dumps(sampler.document()))
@@ -726,6 +739,105 @@ def _read_disks(devices):
     return out
 
 
+#: What ``collect`` may name; a name this runner does not know is left out.
+COUNTER_SOURCES = ("cpu", "disk", "memory", "pressure", "process", "perf")
+#: /proc/meminfo lines the ``memory`` source keeps (kB), where the kernel has them.
+MEMINFO_FIELDS = ["MemFree", "MemAvailable", "Cached", "Dirty", "Writeback"]
+#: /proc/vmstat counters the ``memory`` source keeps, where the kernel has them, beside
+#: every counter whose name says read-ahead (their names change between kernels).
+VMSTAT_FIELDS = ["pgpgin", "pgpgout", "pgfault", "pgmajfault", "pswpin", "pswpout", "workingset_refault_file"]
+#: The ``pressure`` source: /proc/pressure/RESOURCE's some and full totals (µs).
+PSI_RESOURCES = ["cpu", "io", "memory"]
+#: The ``process`` source: the runner's reaped children (the run's processes) from
+#: getrusage, cumulative.
+PROCESS_FIELDS = ["user_s", "system_s", "voluntary_switches", "involuntary_switches", "major_faults",
+                  "minor_faults"]
+#: Hardware events the ``perf`` source asks ``perf stat`` for.
+PERF_EVENTS = ["cycles", "instructions", "cache-misses"]
+
+
+def _memory_fields():
+    """The meminfo and vmstat names this kernel has, in the order samples keep them."""
+    meminfo = {line.split(b":")[0].decode() for line in _read_proc("/proc/meminfo").splitlines()}
+    vmstat = [line.split()[0].decode() for line in _read_proc("/proc/vmstat").splitlines() if line.strip()]
+    return ([f for f in MEMINFO_FIELDS if f in meminfo] + [f for f in VMSTAT_FIELDS if f in vmstat]
+            + [f for f in vmstat if "readahead" in f and f not in VMSTAT_FIELDS])
+
+
+def _read_memory(fields):
+    values = {}
+    for path in ("/proc/meminfo", "/proc/vmstat"):
+        for line in _read_proc(path).splitlines():
+            parts = line.split()
+            if len(parts) >= 2:
+                values[parts[0].rstrip(b":").decode()] = int(parts[1])
+    return [values.get(f, 0) for f in fields]
+
+
+def _pressure_fields():
+    """``RESOURCE_some`` / ``RESOURCE_full`` for the /proc/pressure files this kernel has."""
+    fields = []
+    for res in PSI_RESOURCES:
+        try:
+            text = _read_proc("/proc/pressure/%s" % res)
+        except OSError:
+            continue
+        fields += ["%s_%s" % (res, line.split()[0].decode()) for line in text.splitlines() if line.strip()]
+    return fields
+
+
+def _read_pressure(fields):
+    values = {}
+    for res in sorted({f.rsplit("_", 1)[0] for f in fields}):
+        for line in _read_proc("/proc/pressure/%s" % res).splitlines():
+            parts = line.split()
+            if parts and parts[-1].startswith(b"total="):
+                values["%s_%s" % (res, parts[0].decode())] = int(parts[-1][6:])
+    return [values.get(f, 0) for f in fields]
+
+
+def _read_process():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return [round(ru.ru_utime, 6), round(ru.ru_stime, 6), ru.ru_nvcsw, ru.ru_nivcsw, ru.ru_majflt, ru.ru_minflt]
+
+
+def _peak_kib(pids):
+    """The largest VmHWM (peak resident set, KiB) of ``pids`` and their children, 0 when none."""
+    best = 0
+    for pid in pids:
+        try:
+            for line in _read_proc("/proc/%d/status" % pid).splitlines():
+                if line.startswith(b"VmHWM:"):
+                    best = max(best, int(line.split()[1]))
+            kids = _read_proc("/proc/%d/task/%d/children" % (pid, pid)).split()
+        except (OSError, ValueError):
+            continue
+        if kids and pids[0] == pid:
+            best = max(best, _peak_kib([int(k) for k in kids]))
+    return best
+
+
+_perf_refusals = {}  # perf's path -> why perf stat refuses to count on this host ("" when it counts)
+
+
+def _perf_refusal(perf, path):
+    """Why ``perf stat`` exits before it starts a command here (perf_event_paranoid, a
+    seccomp profile), or "": asked once per runner, so a perf that cannot count never
+    fails a run."""
+    if perf not in _perf_refusals:
+        probe = shutil.which("true", path=path) or "/bin/true"
+        try:
+            done = subprocess.run([perf, "stat", "-x", ",", "-e", ",".join(PERF_EVENTS), "--", probe],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  timeout=30)
+            lines = [ln.strip() for ln in done.stderr.decode(errors="replace").splitlines() if ln.strip()]
+            _perf_refusals[perf] = "" if done.returncode == 0 else (
+                lines[0][:200] if lines else "perf stat exited with status %d" % done.returncode)
+        except (OSError, subprocess.SubprocessError) as exc:
+            _perf_refusals[perf] = str(exc)[:200]
+    return _perf_refusals[perf]
+
+
 class _Sampler(threading.Thread):
     """Samples /proc counters every ``interval`` seconds until halted."""
 
@@ -736,9 +848,63 @@ class _Sampler(threading.Thread):
         self.devices = _block_devices() if "disk" in kinds else {}
         self.samples = []
         self.errors = []
+        self.notes = []
+        self.memory_fields = self._fields("memory", _memory_fields)
+        self.pressure_fields = self._fields("pressure", _pressure_fields)
+        if "pressure" in kinds and not self.pressure_fields:
+            self.notes.append("pressure: no /proc/pressure on this host (a kernel without PSI, or psi=0)")
+        self.pid = None
+        self.cgroup = None
+        self.peak_kib = 0
+        self.peak_from = None
+        self.perf_file = None
         self._halt = threading.Event()
         self._t0 = time.monotonic()
         self.sample()
+
+    def _fields(self, kind, find):
+        if kind not in self.kinds:
+            return []
+        try:
+            return find()
+        except (OSError, ValueError) as exc:
+            self.errors.append("%s: %s" % (kind, exc))
+            return []
+
+    def wrap(self, argv, env):
+        """``argv`` under ``perf stat`` when the run collects ``perf`` and the host has perf
+        (else a note says why not); a command perf would not find runs unwrapped and fails
+        to start as it would without perf."""
+        if "perf" not in self.kinds:
+            return argv
+        path = env.get("PATH", os.defpath)
+        perf = shutil.which("perf", path=path)
+        if perf is None:
+            self.notes.append("perf: hardware counters skipped, perf not found on the host's PATH")
+            return argv
+        if shutil.which(argv[0], path=path) is None:
+            return argv
+        refused = _perf_refusal(perf, path)
+        if refused:
+            self.notes.append("perf: hardware counters skipped (perf stat cannot count here: %s)" % refused)
+            return argv
+        fd, self.perf_file = tempfile.mkstemp(prefix="bmx-perf-", suffix=".csv")
+        os.close(fd)
+        return [perf, "stat", "-x", ",", "-o", self.perf_file, "-e", ",".join(PERF_EVENTS), "--"] + list(argv)
+
+    def watch(self, pid, cgroup):
+        """The workload's process and cgroup, whose peak memory the ``process`` source reads."""
+        self.pid, self.cgroup = pid, cgroup
+
+    def before_end(self):
+        """The run's cgroup's peak memory, read before the sweep removes the cgroup."""
+        if "process" not in self.kinds or not self.cgroup:
+            return
+        try:
+            peak = int(_read_proc(os.path.join(self.cgroup, "memory.peak")).strip()) // 1024
+        except (OSError, ValueError):
+            return  # no memory controller here: the samples' VmHWM stands
+        self.peak_kib, self.peak_from = peak, "cgroup"
 
     def sample(self):
         entry = {"t": round(time.monotonic() - self._t0, 6)}
@@ -747,6 +913,16 @@ class _Sampler(threading.Thread):
                 entry["cpu"] = _read_cpu()
             if "disk" in self.kinds:
                 entry["disk"] = _read_disks(self.devices)
+            if self.memory_fields:
+                entry["memory"] = _read_memory(self.memory_fields)
+            if self.pressure_fields:
+                entry["pressure"] = _read_pressure(self.pressure_fields)
+            if "process" in self.kinds:
+                entry["process"] = _read_process()
+                if self.pid is not None and self.peak_from != "cgroup":
+                    peak = _peak_kib([self.pid])
+                    if peak > self.peak_kib:
+                        self.peak_kib, self.peak_from = peak, "VmHWM"
         except (OSError, ValueError) as exc:
             self.errors.append("%.1fs: %s" % (entry["t"], exc))
             return
@@ -762,10 +938,38 @@ class _Sampler(threading.Thread):
             self.join()
         self.sample()
 
+    def _perf(self):
+        """What perf stat wrote (its CSV text), read once and the file removed; None without."""
+        if not self.perf_file:
+            return None
+        try:
+            with open(self.perf_file) as fh:
+                return fh.read()
+        except OSError as exc:
+            return "# %s" % exc
+        finally:
+            try:
+                os.unlink(self.perf_file)
+            except OSError:
+                pass
+            self.perf_file = None
+
     def document(self):
-        return {"version": 1, "collect": self.kinds, "interval_s": self.interval,
-                "cpu_fields": CPU_FIELDS, "disk_fields": DISK_FIELDS, "devices": self.devices,
-                "errors": self.errors, "samples": self.samples}
+        doc = {"version": 1, "collect": self.kinds, "interval_s": self.interval,
+               "cpu_fields": CPU_FIELDS, "disk_fields": DISK_FIELDS, "devices": self.devices,
+               "errors": self.errors, "notes": self.notes, "samples": self.samples}
+        if self.memory_fields:
+            doc["memory_fields"] = self.memory_fields
+        if self.pressure_fields:
+            doc["pressure_fields"] = self.pressure_fields
+        if "process" in self.kinds:
+            doc["process_fields"] = PROCESS_FIELDS
+            if self.peak_from:
+                doc["process_peak"] = {"kib": self.peak_kib, "from": self.peak_from}
+        perf = self._perf()
+        if perf is not None:
+            doc["perf"] = {"events": PERF_EVENTS, "output": perf}
+        return doc
 
 
 def _killed_text(killed, survivors):
@@ -813,6 +1017,8 @@ def _wait(proc, timeout):
 def _end_run(containment, result, after):
     """End whatever the run left running; record it in ``result``."""
     global _child, _timer_pid
+    if _sampler is not None:
+        _sampler.before_end()  # the run's cgroup goes with the sweep: its peak memory first
     killed, survivors = containment.end()
     # The timer is no process of the workload's: what the sweep ended of the run is.
     killed = [k for k in killed if k["pid"] != _timer_pid]

@@ -24,7 +24,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,7 +52,7 @@ from benchmatrix.analyze.tables import (
     normalized,
     report_metrics,
 )
-from benchmatrix.files import atomic_write
+from benchmatrix.files import atomic_write, user_cache_dir
 from benchmatrix.layout import STATES
 from benchmatrix.names import name_problem, printable
 from benchmatrix.report import plots, sandbox, units
@@ -157,8 +156,7 @@ def _template_cache(sandboxed: bool = False) -> jinja2.BytecodeCache | None:
     key = repr((sys.version_info[:2], jinja2.__version__, sorted(_JINJA_OPTIONS.items()),
                 rule.co_code, rule.co_consts, sandboxed)).encode()
     try:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        folder = base / "benchmatrix" / f"templates-{hashlib.sha256(key).hexdigest()[:12]}"
+        folder = user_cache_dir() / f"templates-{hashlib.sha256(key).hexdigest()[:12]}"
         folder.mkdir(parents=True, exist_ok=True)
     except (OSError, RuntimeError):
         return None

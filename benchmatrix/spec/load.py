@@ -13,7 +13,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -515,6 +515,9 @@ def _schema_errors(doc: LocatedDocument) -> list[SpecError]:
             msg = "must not be empty"
         elif err.validator == "type" and err.validator_value == "integer" and isinstance(err.instance, float):
             msg = f"must be a whole number, not {err.instance!r}"
+        elif err.validator == "enum" and isinstance(err.instance, str):
+            # A misspelt name (collect: [memroy]) gets the closest one, as unknown keys do.
+            msg = err.message + did_you_mean(err.instance, err.validator_value)
         else:
             msg = err.message
         errors.append(doc.error(tuple(err.absolute_path), f"{where}: {msg}"))
@@ -883,6 +886,44 @@ def did_you_mean(name: Any, known: Any) -> str:
     return f"; did you mean '{close[0]}'?" if close else ""
 
 
+#: What gives the names a role's ``workload.vars`` may hold for the given vars and whether
+#: another name is an error, or None when any name goes
+#: (:func:`benchmatrix.workloads.workload_variables`).
+VariablesOf = Callable[[str, Mapping[str, Any]], tuple[frozenset[str], bool] | None]
+
+
+def _variable_errors(doc: LocatedDocument, variables: VariablesOf | None) -> tuple[list[SpecError], list[str]]:
+    """``workload.vars`` keys the role does not read: an error with "did you mean" (the
+    first batch would refuse them), or a warning for a role whose variables are the
+    tool's own options (fio: the host's fio decides, bmx check asks it).
+
+    Returns:
+        The errors and the warnings (``FILE:LINE: warning: ...``).
+    """
+    workload = doc.data["workload"]
+    given = workload.get("vars")
+    role = str(workload.get("role"))
+    known_strict = variables(role, given) if variables is not None and isinstance(given, dict) else None
+    if known_strict is None:
+        return [], []
+    known, strict = known_strict
+    errs: list[SpecError] = []
+    warns: list[str] = []
+    for name in given:
+        if name in known:
+            continue
+        hint = did_you_mean(name, known)
+        if strict:
+            errs.append(doc.error(("workload", "vars", name),
+                                  f"unknown variable {shown_name(str(name))} in workload.vars: {role} reads "
+                                  f"{', '.join(sorted(known))}{hint}"))
+        else:
+            warns.append(str(doc.error(("workload", "vars", name),
+                                       f"warning: unknown variable {shown_name(str(name))} in workload.vars: no "
+                                       f"option of the fio bmx knows (bmx check asks the host's fio){hint}")))
+    return errs, warns
+
+
 def _threshold_key_errors(doc: LocatedDocument, metric_names: MetricNamesOf | None) -> list[SpecError]:
     """report.threshold's and report.campaign_sd's metric keys name metrics the runs can
     hold: a misspelt key would silently leave its metric at the default.
@@ -1206,7 +1247,8 @@ def _role_errors(doc: LocatedDocument, roles: set[str]) -> list[SpecError]:
 
 
 def load_spec(path: str | Path, cost_seconds: dict[str, float] | None = None,
-              roles: set[str] | None = None, metric_names: MetricNamesOf | None = None) -> Spec:
+              roles: set[str] | None = None, metric_names: MetricNamesOf | None = None,
+              variables: VariablesOf | None = None) -> Spec:
     """Load, validate and normalize an experiment spec.
 
     Args:
@@ -1220,6 +1262,9 @@ def load_spec(path: str | Path, cost_seconds: dict[str, float] | None = None,
             (:func:`benchmatrix.workloads.metric_names`); when given, ``report.threshold``'s
             keys of a built-in workload are checked against them. None: only against the
             names the spec gives (``report.metrics``, declared ``metrics``).
+        variables: The names a built-in workload's ``vars`` may hold
+            (:func:`benchmatrix.workloads.workload_variables`); when given, another name is an
+            error with "did you mean" (a warning for fio's options). None: not checked.
 
     Raises:
         SpecErrors: every problem found, each ``FILE:LINE: message``.
@@ -1237,6 +1282,9 @@ def load_spec(path: str | Path, cost_seconds: dict[str, float] | None = None,
     errors += _role_errors(doc, roles) if roles is not None else []
     errors += _threshold_key_errors(doc, metric_names)
     errors += _metric_reference_errors(doc, metric_names)
+    var_errors, var_warnings = _variable_errors(doc, variables)
+    errors += var_errors
+    warnings += var_warnings
     if errors:
         raise SpecErrors(errors)
     d = doc.data

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shlex
+import subprocess
+import tempfile
 from dataclasses import dataclass
 
 from benchmatrix.errors import BenchmatrixError
@@ -118,3 +121,26 @@ def time_spec_text(commands: list[str], options: TimeOptions = TimeOptions(), na
                             inventory=json.dumps(options.inventory, ensure_ascii=False),
                             timeout=options.timeout, replicates=options.replicates, warmup=options.warmup, seed=seed,
                             metrics=", ".join(TIME_METRICS), compare=compare)
+
+
+def timer_floor_kib() -> int | None:
+    """The least ``max_rss_kib`` the batch runner's timer reads on this machine: that of
+    ``true`` under it, or None when it cannot be measured.
+
+    A process's peak memory keeps the pages its fork carried until the exec (Linux keeps
+    the high-water mark across exec), so a command smaller than the timer reads as the
+    timer's size; ``bmx time`` says so beside its answer.
+    """
+    from benchmatrix.host import batch_runner
+
+    with tempfile.TemporaryDirectory(prefix="bmx-floor-") as tmp:
+        usage = os.path.join(tmp, "usage.json")
+        try:
+            # The runner's own timer command line (private there, one copy), on 'true'.
+            subprocess.run(batch_runner._timed(["true"], usage), stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30, check=False)
+            with open(usage, encoding="utf-8") as fh:
+                value = json.load(fh).get("max_rss_kib")
+        except (OSError, ValueError, AttributeError, subprocess.SubprocessError):
+            return None
+    return value if isinstance(value, int) and value > 0 else None

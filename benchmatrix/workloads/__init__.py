@@ -19,11 +19,14 @@ applies a spec's ``workload.success`` criteria.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from benchmatrix.spec.declared import MetricNames
 from benchmatrix.workloads import command, fio, pgbench, stress_ng, sysbench
 from benchmatrix.workloads.base import Parsed, Parser, Workload, registry
 from benchmatrix.workloads.command import check_declarations, parse_command
-from benchmatrix.workloads.counters import counter_metric_names, load_counters, parse_counters
+from benchmatrix.workloads.counters import counter_direction, counter_metric_names, load_counters, parse_counters
 from benchmatrix.workloads.fio import FIO_METRICS, parse_fio
 from benchmatrix.workloads.pgbench import PGBENCH_METRICS, parse_pgbench
 from benchmatrix.workloads.stress_ng import STRESS_NG_METRICS, parse_stress_ng
@@ -42,21 +45,30 @@ PARSERS: dict[str, Parser] = {role: w.parse for role, w in WORKLOADS.items()}
 def metric_names(role: str, collect: list[str]) -> MetricNames:
     """The metric names runs of ``role`` can hold with the counters of ``collect``: the
     descriptor's (:meth:`Workload.names`) and the counters'. Not complete for a role
-    whose names come from its output (a project's own role): only the spec's names can be checked then (``bmx validate`` passes this to
-    :func:`benchmatrix.spec.load.load_spec`).
+    whose names come from its output (a project's own role): only the spec's names can be
+    checked then (``bmx validate`` passes this to :func:`benchmatrix.spec.load.load_spec`).
     """
     workload = WORKLOADS.get(role)
     return (workload.names() if workload is not None else MetricNames()) | counter_metric_names(collect)
 
 
+def workload_variables(role: str, given: Mapping[str, Any]) -> tuple[frozenset[str], bool] | None:
+    """The names a ``workload.vars`` of ``role`` may hold and whether another name is an
+    error (:attr:`Workload.variables`), or None when any name goes (a project's own role):
+    ``bmx validate`` passes this to :func:`benchmatrix.spec.load.load_spec`."""
+    workload = WORKLOADS.get(role)
+    return workload.variables(given) if workload is not None and workload.variables is not None else None
+
+
 def metric_direction(metric: str) -> str:
     """Which way a built-in workload's metric is better (``higher``, ``lower``, or "" when
-    no workload's ``directions`` name it): the first descriptor that knows it says."""
-    return next((d for d in (w.direction(metric) for w in WORKLOADS.values()) if d), "")
+    no workload's ``directions`` name it): the first descriptor that knows it says, else
+    the counters' own direction (:func:`benchmatrix.workloads.counters.counter_direction`)."""
+    return next((d for d in (w.direction(metric) for w in WORKLOADS.values()) if d), "") or counter_direction(metric)
 
 
 __all__ = [
     "FIO_METRICS", "PARSERS", "PGBENCH_METRICS", "STRESS_NG_METRICS", "WORKLOADS", "Parsed", "Parser", "Workload",
     "check_declarations", "check_success", "load_counters", "metric_direction", "metric_names", "parse_command",
-    "parse_counters", "parse_fio", "parse_pgbench", "parse_stress_ng", "parse_sysbench",
+    "parse_counters", "parse_fio", "parse_pgbench", "parse_stress_ng", "parse_sysbench", "workload_variables",
 ]

@@ -179,6 +179,13 @@ class Workload:
         measure: ``measure(workload)``: whether the batch runner times each run's command
             itself for the spec's ``workload`` section (wall time, user and system CPU, peak
             memory in the run's ``usage.json``, which the parser reads); None: never.
+        explained_by: Regexes of the counter metrics (``collect``) that usually explain
+            this workload's findings (fio: the device's request size and await): those that
+            moved with a finding are listed first (:func:`benchmatrix.analyze.explain.moved_with`).
+        variables: ``variables(vars)``: the names ``workload.vars`` may hold for the spec's
+            ``vars`` and whether another name is an error (True: the role reads only these)
+            or a warning (False: they become the tool's own options, which the host's tool
+            decides); None (or a None answer): any name (``bmx validate`` checks them).
     """
 
     role: str
@@ -207,6 +214,8 @@ class Workload:
     build_vars: tuple[str, ...] = ()
     env_var: str = ""
     measure: Callable[[Mapping[str, Any]], bool] | None = None
+    explained_by: tuple[str, ...] = ()
+    variables: Callable[[Mapping[str, Any]], tuple[frozenset[str], bool] | None] | None = None
 
     def names(self) -> MetricNames:
         """Every metric name the parser can give (``report.threshold``'s keys are checked
@@ -245,6 +254,12 @@ def unknown_variables(given: Iterable[Any], known: Iterable[str]) -> str:
         return ""
     hint = next((h for h in (did_you_mean(name, names) for name in unknown) if h), "")
     return f"unknown variable(s) {', '.join(unknown)} (known: {', '.join(names)}){hint}"
+
+
+def read_only(names: Iterable[str]) -> Callable[[Mapping[str, Any]], tuple[frozenset[str], bool]]:
+    """:attr:`Workload.variables` of a role that reads ``names`` and nothing else."""
+    known = frozenset(names)
+    return lambda _vars: (known, True)
 
 
 def as_text(stdout: Any, tool: str) -> str:

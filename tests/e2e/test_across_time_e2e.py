@@ -65,9 +65,15 @@ def across(tmp_path_factory):
         factor.write_text(level)
         _run(project, spec, label)
     factor.write_text("2.6")
+    # Busy: over twice the load the campaigns before had, and over 2 (the CPUs).
+    busy = 2 * os.getloadavg()[0] + 2
     hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"], preexec_fn=_idle) for _ in range(HOGS)]
     try:
-        time.sleep(6)  # the 1-minute load average follows with a lag (it is updated every 5 s)
+        # The 1-minute load average follows with a lag (it is updated every 5 s): one
+        # update is mostly enough (it was a fixed 6 s, short of it on a loaded machine).
+        deadline = time.monotonic() + 30
+        while os.getloadavg()[0] <= busy and time.monotonic() < deadline:
+            time.sleep(0.2)
         _run(project, spec, "b")
     finally:
         for hog in hogs:

@@ -44,6 +44,12 @@ def test_bmx_time_writes_its_spec_runs_it_and_says_b_is_slower(project):
         assert float(r["wall_s"]) >= (0.2 if r["command"] == "sleep 0.2" else 0.05)
     assert "Traceback" not in res.stderr
 
+    # Peak memory has a floor (the timer's own pages until the exec count): bmx time says
+    # which, measured here with 'true', and a command as small as sleep reads about that.
+    floor = re.findall(r"^bmx: max_rss_kib reads at least ([0-9.]+) MiB on this host ", res.stdout, re.MULTILINE)
+    assert len(floor) == 1, res.stdout
+    assert all(float(r["max_rss_kib"]) >= 0.8 * float(floor[0]) * 1024 for r in runs), (floor, runs)
+
     # A kept spec the user changed is never overwritten: one line, nothing runs.
     path.write_text(path.read_text().replace("replicates: 3", "replicates: 4"))
     again = project.bmx("time", "sleep 0.05", "sleep 0.2", "-n", "3", "--inventory", "config/inventory/test.yml")

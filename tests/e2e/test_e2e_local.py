@@ -1,4 +1,5 @@
-"""End to end on localhost: real Snakemake, real ansible-runner, real fio.
+"""End to end on localhost: real Snakemake, real ansible-runner, real fio; the interrupt
+and resume through the fake Ansible port with the command workload.
 
 Each test works in a copy of the project (tests/conftest.py) whose inventory points
 the batch runner and fio's scratch file into the test's temporary directory.
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import read_csv
+from fake_ansible import use_fake_port
 
 pytestmark = pytest.mark.slow
 
@@ -121,8 +123,26 @@ def test_run_extend_and_rerun_only_new_cells(project):
     assert_reports_name_cells(exp, plan2)
 
 
+#: test_sigint_during_batch_then_resume's workload, in place of SPEC's fio: runs of 0.5 s
+#: of the command workload. What it tests is the controller's interrupt and resume, not
+#: fio (test_run_extend_and_rerun_only_new_cells runs fio for real; the interrupt with
+#: real Ansible and a knob: test_e2e_states.py).
+SLEEPS = """\
+  role: workload_command
+  vars: {argv: [sh, -c, "sleep 0.5; echo 'took 1'", "{{ rw }}", "{{ bs }}"]}
+  metrics:
+    took: {regex: 'took (?P<value>[0-9]+)', unit: s}
+"""
+
+
 def test_sigint_during_batch_then_resume(project):
-    spec = project.write_spec("e2e_sigint", spec_text("e2e_sigint", runtime="1"))
+    """Ctrl-C in a batch, then the resume (through the fake Ansible port, tests/fake_ansible.py)."""
+    use_fake_port(project)
+    fio = ('  role: workload_fio\n  vars: {rw: "{{ rw }}", bs: "{{ bs }}", ioengine: psync, size: 8m, '
+           'runtime: 300ms, time_based: 1}\n')
+    text = spec_text("e2e_sigint")
+    assert text.count(fio) == 1
+    spec = project.write_spec("e2e_sigint", text.replace(fio, SLEEPS))
     proc = project.popen_bmx("run", str(spec), "--cores", "1")
     deadline = time.monotonic() + 240
     # Interrupt once two runs have finished on the host and a third is under way.
@@ -157,7 +177,7 @@ def test_sigint_during_batch_then_resume(project):
     assert len(planned) == 2 * 2 * 3
     # The run cut short is kept as an interrupted attempt, and its next attempt is ok.
     cut = [r for r in runs if r["status"] == "interrupted"]
-    assert len(cut) <= 1 and all(r["read_iops"] == "" for r in cut)
+    assert len(cut) <= 1 and all(r["took"] == "" for r in cut)
     last_visit = max(int(p["visit"]) for p in plan if p["attempt"] == "1" and p["run_id"] in planned)
     for r in cut:
         nxt = [o for o in ok if o["run_id"] == r["run_id"] and int(o["attempt"]) == int(r["attempt"]) + 1]

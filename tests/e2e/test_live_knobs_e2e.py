@@ -36,10 +36,10 @@ order: {{strategy: {strategy}, seed: 5, batch_live_knobs: true}}
 
 #: What makes the live read-ahead campaign the read-ahead scan (config/experiments/
 #: readahead_scan.yaml, small): with fio's pass over SCAN_MB MiB in 8 KiB reads of a file
-#: laid out beforehand, caches dropped before each run, the disk counters sampled,
-#: read-ahead off against 512 KiB compared.
+#: laid out beforehand, caches dropped (and the file system trimmed) before each run, the
+#: disk counters sampled, read-ahead off against 512 KiB compared.
 SCAN_TAIL = """\
-before_run: [drop_caches]
+before_run: [drop_caches, fstrim]
 collect: [disk]
 report:
   metrics: [read_bw_kib, read_runtime_ms]
@@ -60,6 +60,9 @@ def _records(exp):
 
 
 def test_random_order_sets_live_knobs_between_runs_in_one_batch(project, fs_loop):
+    """The read-ahead scan, its runs pinned to one CPU by a second knob of one level
+    (knob_cpu_affinity): every record's knob states and before_run actions, the baseline
+    back at the end (restored.json and the device), the findings (issue 37)."""
     ra = fs_loop.sysfs("read_ahead_kb")
     ra.write_text("256\n")
     # Laid out here, so that no run's pass is the one that writes it.
@@ -76,7 +79,12 @@ def test_random_order_sets_live_knobs_between_runs_in_one_batch(project, fs_loop
     assert timed in text
     scan = (f'  vars: {{filename: "{fs_loop.mountpoint}/scan.dat", rw: read, bs: 8k, ioengine: psync, '
             f'size: {SCAN_MB}m, direct: 0}}\n')
-    spec = project.write_spec("live_ra", text.replace(timed, scan) + SCAN_TAIL)
+    pinned = {"  read_ahead_kb: [0, 512]\n": "  read_ahead_kb: [0, 512]\n  cores: [1]\n",
+              "knobs:\n": "knobs:\n  cores: {role: knob_cpu_affinity, cost: none}\n", timed: scan}
+    for old, new in pinned.items():
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    spec = project.write_spec("live_ra", text + SCAN_TAIL)
     res = project.bmx("run", str(spec), "--cores", "1")
     assert res.returncode == 0, res.stdout + res.stderr
     exp = project.exp("live_ra")
@@ -86,13 +94,25 @@ def test_random_order_sets_live_knobs_between_runs_in_one_batch(project, fs_loop
     levels = [str(r["factors"]["read_ahead_kb"]) for r in records]
     assert len(set(levels)) == 2 and any(a != b for a, b in zip(levels, levels[1:])), "the order changes settings"
     previous = "256"
+    cpu = min(os.sched_getaffinity(0))
     for r, level in zip(records, levels):
         k = r["knobs"]["read_ahead_kb"]
         assert k["intended"] == level and k["actual"] == level and k["ok"], k
+        assert k["role"] == "knob_read_ahead" and "seconds" in k, k
         # A run's record says a change happened exactly where its setting differs from the run before.
         assert k["changed"] is (level != previous), (r["seq"], k, previous)
         previous = level
+        c = r["knobs"]["cores"]
+        assert c["intended"] == c["actual"] == "1" and c["changed"] is False, c
+        assert [a["action"] for a in r["workload"]["before_run"]] == ["drop_caches", "fstrim"]
+        result = json.loads((project.host_runs() / r["run_id"] / str(r["attempt"]) / "result.json").read_text())
+        assert result["affinity"]["cpus"] == [cpu] and result["affinity_applied"] == [cpu], result
+    assert records[0]["knobs"]["read_ahead_kb"]["baseline"] == "256", records[0]["knobs"]
     assert ra.read_text().strip() == "256", "the campaign's end puts the baseline back"
+    restored = json.loads((exp / "hosts" / "localhost" / "restored.json").read_text())
+    assert restored["knobs"]["read_ahead_kb"]["actual"] == "256", restored
+    facts = json.loads((exp / "hosts" / "localhost" / "facts.json").read_text())
+    assert facts["online_cpus"] and "read_ahead_kb" in facts and facts["smt"]
     # What moved with the findings: the device's read request size, first, on the
     # terminal, in findings.json and in the report.
     size = f"disk_{fs_loop.name}_read_kib_per_io"

@@ -8,8 +8,8 @@ import shlex
 from typing import Any
 
 from benchmatrix.spec.declared import PICKS, check_declarations
-from benchmatrix.workloads.base import Workload, whole_seconds
-from benchmatrix.workloads.command.argv import command_argv
+from benchmatrix.workloads.base import Workload, read_only, whole_seconds
+from benchmatrix.workloads.command.argv import KNOWN, command_argv
 from benchmatrix.workloads.command.parse import TIMED_METRICS, parse_command
 from benchmatrix.workloads.fio import fio_seconds
 
@@ -68,7 +68,7 @@ WORKLOAD = Workload(
     parse=parse_command, argv="benchmatrix.workloads.command.argv", install_once=True,
     seconds=_seconds, command=_command, install_var="workload_command_install",
     version_var="workload_command_version", measure=_measure, metric_names=tuple(TIMED_METRICS),
-    build=_build, env_var="workload_command_env",
+    build=_build, env_var="workload_command_env", variables=read_only(KNOWN),
     # Time and memory: positive, and less is better (a spec's own metric says its own direction).
     directions=(("^(" + "|".join(TIMED_METRICS) + ")$", "lower"),))
 

@@ -56,6 +56,14 @@ def _dry_run(argv: list[str], job: str | None) -> DryRunCommand:
     return DryRunCommand("parse", (argv[0], "--parse-only", *argv[1:]))
 
 
+def _variables(v: Any) -> tuple[frozenset[str], bool] | None:
+    """fio's options and ``job_file``, unknown ones a warning (the host's fio decides); with a
+    job file the other variables are its template's values: any name."""
+    from benchmatrix.workloads.fio.options import FIO_OPTIONS
+
+    return None if "job_file" in v else (FIO_OPTIONS | {"job_file"}, False)
+
+
 def _build(runs: list[dict[str, Any]], role_vars: Any) -> dict[str, Any]:
     """The batch's commands, job files and their directories (:attr:`Workload.build`)."""
     from benchmatrix.workloads.fio.argv import workload_fio_plan
@@ -76,8 +84,10 @@ WORKLOAD = Workload(
     files_var="workload_fio_directory", files_default="/var/tmp/benchmatrix/scratch",
     binary_var="workload_fio_binary", install_var="workload_fio_install", loopfs_var="workload_fio_loopfs_mb",
     version_var="workload_fio_version",
-    seconds=_seconds, command=_command, dry_run=_dry_run, build=_build,
-    build_vars=("workload_fio_binary", "workload_fio_directory", "workload_fio_filename", "workload_fio_base_dir"))
+    seconds=_seconds, command=_command, dry_run=_dry_run, build=_build, variables=_variables,
+    build_vars=("workload_fio_binary", "workload_fio_directory", "workload_fio_filename", "workload_fio_base_dir"),
+    # What the read-ahead case study turned to: the device's request size, then its await.
+    explained_by=(r"disk_([A-Za-z0-9_]+_)?(read|write)_kib_per_io", r"disk_([A-Za-z0-9_]+_)?(read|write)_await_ms"))
 
 __all__ = ["FIO_METRICS", "JOB_FILE_INPUT", "WORKLOAD", "JobIntent", "concurrency_warnings", "fio_seconds",
            "job_file_intent", "parse_fio"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmatrix.workloads.base import DryRunCommand, Workload, long_options, whole_seconds
+from benchmatrix.workloads.base import DryRunCommand, Workload, long_options, read_only, whole_seconds
+from benchmatrix.workloads.pgbench.argv import KNOWN
 from benchmatrix.workloads.pgbench.parse import PGBENCH_METRIC_PATTERNS, PGBENCH_METRICS, parse_pgbench
 
 
@@ -32,6 +33,7 @@ WORKLOAD = Workload(
     metric_patterns=PGBENCH_METRIC_PATTERNS, cleanup=True, seconds=_seconds, command=_command, dry_run=_dry_run,
     files_var="workload_pgbench_directory", binary_var="workload_pgbench_binary",
     install_var="workload_pgbench_install", version_var="workload_pgbench_version",
-    files_default="/var/tmp/benchmatrix/{{ bmx_experiment | default('default') }}-pgbench")
+    files_default="/var/tmp/benchmatrix/{{ bmx_experiment | default('default') }}-pgbench",
+    variables=read_only(KNOWN))
 
 __all__ = ["PGBENCH_METRICS", "WORKLOAD", "parse_pgbench"]

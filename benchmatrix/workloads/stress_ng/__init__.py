@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmatrix.workloads.base import DryRunCommand, Workload, whole_seconds
+from benchmatrix.workloads.base import DryRunCommand, Workload, read_only, whole_seconds
+from benchmatrix.workloads.stress_ng.argv import KNOWN
 from benchmatrix.workloads.stress_ng.parse import STRESS_NG_METRICS, parse_stress_ng
 
 
@@ -39,6 +40,7 @@ WORKLOAD = Workload(
     metrics=STRESS_NG_METRICS, directions=((r"^bogo_ops_per_s", "higher"),), install_once=True,
     seconds=_seconds, command=_command, dry_run=_dry_run,
     binary_var="workload_stress_ng_binary", install_var="workload_stress_ng_install",
-    version_var="workload_stress_ng_version", build=_build, build_vars=("workload_stress_ng_binary",))
+    version_var="workload_stress_ng_version", build=_build, build_vars=("workload_stress_ng_binary",),
+    variables=read_only(KNOWN))
 
 __all__ = ["STRESS_NG_METRICS", "WORKLOAD", "parse_stress_ng"]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmatrix.workloads.base import DryRunCommand, Workload, long_options, whole_seconds
+from benchmatrix.workloads.base import DryRunCommand, Workload, long_options, read_only, whole_seconds
+from benchmatrix.workloads.sysbench.argv import KNOWN
 from benchmatrix.workloads.sysbench.parse import SYSBENCH_METRIC_NAMES, SYSBENCH_METRIC_PATTERNS, parse_sysbench
 
 
@@ -37,6 +38,7 @@ WORKLOAD = Workload(
     seconds=_seconds, command=_command, dry_run=_dry_run, files_var="workload_sysbench_directory",
     binary_var="workload_sysbench_binary", install_var="workload_sysbench_install",
     version_var="workload_sysbench_version",
-    files_default="/var/tmp/benchmatrix/{{ bmx_experiment | default('default') }}-sysbench")
+    files_default="/var/tmp/benchmatrix/{{ bmx_experiment | default('default') }}-sysbench",
+    variables=read_only(KNOWN))
 
 __all__ = ["WORKLOAD", "parse_sysbench"]

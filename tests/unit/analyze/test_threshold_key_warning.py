@@ -2,8 +2,9 @@
 (issue 35, item 8, follow-up).
 
 A workload whose metric names come from its output alone (a project's own role; a
-workload_command without declared ``metrics`` is timed by bmx, its names known) cannot have its threshold keys checked by
-``bmx validate``: a misspelt key silently left its metric at the default. Collect's
+workload_command without declared ``metrics`` is timed by bmx, its names known) cannot
+have its threshold keys checked by ``bmx validate``: a misspelt key silently left its
+metric at the default. Collect's
 tables now carry a report warning (one line, naming the key) for each key that names
 no metric of the runs; a key of a checked spec stays quiet even when these runs lack
 its metric (a read-only fio job has no write metrics).

@@ -260,7 +260,7 @@ def kept(tmp_path_factory):
     """One experiment run for real as two campaigns, ``before`` and ``edited`` (the
     workload's command changed), with a no-op ``bmx run`` between them. How a label
     alone keeps a campaign of an unchanged spec is run for real by
-    tests/e2e/test_verdicts_e2e.py (a1, a2); what reads campaigns uses synthetic ones
+    tests/e2e/test_across_time_e2e.py (old1, new1, a, b); what reads campaigns uses synthetic ones
     (below). Ansible only carries the runs here: the fake Ansible port stands in for it
     (tests/fake_ansible.py)."""
     from conftest import copy_project

@@ -46,7 +46,8 @@ class PlanCheckpoint:
 
 
 def functions(results: Path) -> InputFunctions:
-    return InputFunctions(PlanCheckpoint(results), spec=None)
+    # A spec with a knob: every host gets its restore (tests/unit/execute/test_restore_needed.py).
+    return InputFunctions(PlanCheckpoint(results), spec=SimpleNamespace(knobs={"ra": "knob_read_ahead"}))
 
 
 def marker(batch: str) -> str:

@@ -26,6 +26,11 @@ def spec_of(tmp_path: Path, workload: str):
     ("  role: workload_stress_ng\n  vars: {stressors: {cpu: '{{ a }}'}}\n", "stress-ng"),
     ("  role: workload_command\n  vars: {argv: [/usr/bin/stress-ng, '{{ a }}']}\n", "/usr/bin/stress-ng"),
     ("  role: workload_command\n  vars: {argv: ['{{ a }}']}\n", ""),
+    # vars.command, a command line: its first word, as the role splits it (issue 38, round 2)
+    ("  role: workload_command\n  vars: {command: '/opt/no such/tool --n {{ a }}'}\n", "/opt/no"),
+    ("  role: workload_command\n  vars: {command: \"'/opt/my tool' -n {{ a }}\"}\n", "/opt/my tool"),
+    ("  role: workload_command\n  vars: {command: '{{ a }} --n 1'}\n", ""),
+    ("  role: workload_command\n  vars: {command: \"'unclosed\"}\n", ""),
     ("  role: workload_mytool\n  vars: {x: '{{ a }}'}\n", "mytool"),
 ])
 def test_tool_of(tmp_path, workload, tool):
