@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Issue 34, item 1: the controller's CPU seconds of a campaign on known SSH hosts, before
-and after the one-call batch, side by side in one run.
+"""Issue 34, items 1 and 2: the controller's CPU seconds of a campaign on known SSH hosts,
+before and after (the one-call batch; one Ansible call per wave of hosts), side by side in one run.
 
 Each variant is a whole tree of the project (``--before REF``: that commit, taken with
 ``git archive``; after: this working tree), with its own throw-away project copy; ``bmx``
@@ -8,7 +8,7 @@ runs with ``PYTHONPATH`` pointing at the variant's package. Hosts are namespace 
 (tests/netns.py; root). Per variant, a first campaign makes every host known (its facts
 and role variables kept under ``results/.hosts``); then, in rounds whose variant order is
 shuffled, a campaign of ``--runs`` no-op runs (``/bin/echo``, row g's) on one host and the same on
-``--hosts`` hosts at once (``--hosts-parallel``). The figure is the CPU seconds of every
+each count of ``--hosts`` hosts at once (``--hosts-parallel``). The figure is the CPU seconds of every
 process ``bmx`` starts (wait4's rusage of its whole tree: Snakemake, the jobs,
 ansible-playbook and its workers, ssh clients); the hosts' side (sshd, the runner) is
 not the controller's. Per extra host: (N hosts - 1 host) / (N - 1).
@@ -19,7 +19,7 @@ CPU seconds (self, and the children it waited for) and its number of modules at 
 table gives the median per process kind (bmx, Snakemake, each job's script, ansible-playbook).
 The hook's own cost is a few milliseconds a process.
 
-    bench/lean.py                        # 3 rounds, 10 runs, 2 hosts, before = main
+    bench/lean.py                        # 3 rounds, 10 runs, 2 and 4 hosts, before = main
     bench/lean.py --before 623d8a3 --rounds 5 --hosts 4
     bench/lean.py --before 6d83747 --trace             # and the per-process table
 
@@ -101,7 +101,8 @@ def campaign(net: Any, tree: Path, root: Path, tmp: Path, name: str, hosts: int,
              trace: bool = False) -> dict[str, Any]:
     spec = root / "config" / "experiments" / f"{name}.yaml"
     # The same no-op workload as targets.py's row g.
-    spec.write_text(spec_text(name, noop_workload(), runs, "config/inventory/ssh.yml", "h1" if hosts == 1 else "all"))
+    spec.write_text(spec_text(name, noop_workload(), runs, "config/inventory/ssh.yml",
+                               ":".join(f"h{i}" for i in range(1, hosts + 1))))
     env = {"PATH": f"{Path(PY).parent}:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": str(tmp),
            "PYTHONPATH": str(tree), "BMX_PROJECT_DIR": str(root),
            "ANSIBLE_SSH_CONTROL_PATH_DIR": str(tmp / "cp")}
@@ -144,7 +145,7 @@ def main() -> int:
     ap.add_argument("--before", default="main", help="commit of the 'before' variant (default: main)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runs", type=int, default=10, help="no-op runs per host and campaign")
-    ap.add_argument("--hosts", type=int, default=2, help="hosts of the many-host campaign")
+    ap.add_argument("--hosts", default="2,4", help="hosts of the many-host campaigns, comma-separated")
     ap.add_argument("--seed", type=int, default=34)
     ap.add_argument("--trace", action="store_true", help="also the 1-host campaign's CPU seconds per process")
     args = ap.parse_args()
@@ -152,18 +153,19 @@ def main() -> int:
     if why:
         print(f"lean.py: {why}", file=sys.stderr)
         return 2
+    counts = sorted({int(n) for n in str(args.hosts).split(",")})
     rng = random.Random(args.seed)
     data: dict[str, Any] = {"args": vars(args), "rounds": []}
-    with temp_dir("bmx-lean-") as tmp, netns.NamespaceHosts(tmp / "net", args.hosts) as net:
+    with temp_dir("bmx-lean-") as tmp, netns.NamespaceHosts(tmp / "net", max(counts)) as net:
         trees = {"before": tree_of(args.before, tmp / "before-tree"), "after": ROOT}
         roots = {v: project(t, tmp / f"project-{v}", net, tmp, v) for v, t in trees.items()}
         for v in trees:  # every host known to each variant
-            campaign(net, trees[v], roots[v], tmp, f"warm_{v}", args.hosts, 1)
+            campaign(net, trees[v], roots[v], tmp, f"warm_{v}", max(counts), 1)
         for rnd in range(args.rounds):
             order = list(trees)
             rng.shuffle(order)
             for v in order:
-                for n in (1, args.hosts):
+                for n in (1, *counts):
                     res = campaign(net, trees[v], roots[v], tmp, f"c{rnd}_{v}_{n}", n, args.runs,
                                    trace=args.trace and n == 1)
                     data["rounds"].append({"round": rnd, "variant": v, "hosts": n, **res})
@@ -172,14 +174,16 @@ def main() -> int:
     rows, summary = [], {}
     for v in ("before", "after"):
         one = median(r["cpu_s"] for r in data["rounds"] if r["variant"] == v and r["hosts"] == 1)
-        many = median(r["cpu_s"] for r in data["rounds"] if r["variant"] == v and r["hosts"] == args.hosts)
-        extra = (many - one) / max(args.hosts - 1, 1)
-        summary[v] = {"one_host_cpu_s": one, "many_hosts_cpu_s": many, "per_extra_host_cpu_s": extra}
-        rows.append([v, f"{one:.2f}", f"{many:.2f}", f"{extra:.2f}"])
+        summary[v] = {"one_host_cpu_s": one}
+        for n in counts:
+            many = median(r["cpu_s"] for r in data["rounds"] if r["variant"] == v and r["hosts"] == n)
+            extra = (many - one) / max(n - 1, 1)
+            summary[v][f"{n}_hosts"] = {"cpu_s": many, "per_extra_host_cpu_s": extra}
+            rows.append([v, str(n), f"{one:.2f}", f"{many:.2f}", f"{extra:.2f}"])
     data["summary"] = summary
     if args.trace:
         print(per_process(data["rounds"]))
-    print(table(["variant", f"1 host x {args.runs} runs, CPU-s", f"{args.hosts} hosts, CPU-s",
+    print(table(["variant", "hosts", f"1 host x {args.runs} runs, CPU-s", "N hosts, CPU-s",
                  "per extra host, CPU-s"], rows))
     print(f"wrote {write_result('lean', data)}")
     return 0

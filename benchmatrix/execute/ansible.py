@@ -177,6 +177,26 @@ def _failure(events: list[dict[str, Any]], runner: Any, playbook: str, host: str
              log_path: str) -> AnsibleError | None:
     """The error of a failed call (unreachable first, then a failed task, then the
     runner's status), or None when it succeeded."""
+    failure = task_failure(events, host, log_path)
+    if failure is not None:
+        return failure
+    return status_failure(runner, playbook, host, stdout_path, log_path)
+
+
+def status_failure(runner: Any, playbook: str, host: str, stdout_path: Path, log_path: str) -> AnsibleError | None:
+    """The error of a call that ended unsuccessfully without a failed task (None when it succeeded)."""
+    if runner.status != "successful" or runner.rc != 0:
+        tail, task = "", ""
+        if stdout_path.exists():
+            tail, task = _playbook_error(stdout_path.read_text(errors="replace"))
+        return PlaybookFailedError(f"playbook {playbook} ended with status {runner.status} (rc {runner.rc})"
+                                   + (f": {_first_line(tail, 500)}" if tail else ""), host=host, task=task,
+                                   log=log_path)
+    return None
+
+
+def task_failure(events: list[dict[str, Any]], host: str, log_path: str) -> AnsibleError | None:
+    """The first unreachable host, else the first failed task not ignored, among ``events``."""
     for ev in events:
         data = ev.get("event_data", {})
         if ev.get("event") == "runner_on_unreachable":
@@ -187,13 +207,6 @@ def _failure(events: list[dict[str, Any]], runner: Any, playbook: str, host: str
         if ev.get("event") == "runner_on_failed" and not data.get("ignore_errors"):
             return PlaybookFailedError(_failure_message(data.get("res", {})), host=data.get("host", host),
                                        task=data.get("task", ""), log=log_path)
-    if runner.status != "successful" or runner.rc != 0:
-        tail, task = "", ""
-        if stdout_path.exists():
-            tail, task = _playbook_error(stdout_path.read_text(errors="replace"))
-        return PlaybookFailedError(f"playbook {playbook} ended with status {runner.status} (rc {runner.rc})"
-                                   + (f": {_first_line(tail, 500)}" if tail else ""), host=host, task=task,
-                                   log=log_path)
     return None
 
 
@@ -230,6 +243,13 @@ def _represent_unsafe(dumper: Any, value: _Unsafe) -> yaml.Node:
 
 
 _Dumper.add_representer(_Unsafe, _represent_unsafe)
+
+
+def vars_yaml(trusted: dict[str, Any], data: dict[str, Any] | None = None) -> str:
+    """Variables as Ansible's YAML: ``trusted`` as they are, every string in ``data`` that
+    holds template syntax tagged ``!unsafe`` (:func:`run_playbook`'s ``data``)."""
+    return yaml.dump({**trusted, **{k: _Unsafe.wrap(v) for k, v in (data or {}).items()}},
+                     Dumper=_Dumper, default_flow_style=False, sort_keys=False)
 
 
 #: "killed by signal N" not yet followed by the signal's name.
@@ -421,7 +441,7 @@ def tagged_tasks(project_dir: Path, tag: str) -> set[str]:
     return found
 
 
-def _task_place(task_path: Any) -> str:
+def task_place(task_path: Any) -> str:
     """An event's ``task_path`` (``file:line``) with the file's real path."""
     file, _, line = str(task_path or "").rpartition(":")
     return f"{os.path.realpath(file)}:{line}" if file else ""
@@ -508,9 +528,7 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
         (data_dir / "env").mkdir()
         # Written by hand rather than through ansible-runner's extravars: only a YAML
         # file can carry the !unsafe tag.
-        (data_dir / "env" / "extravars").write_text(
-            yaml.dump({**extravars, **{k: _Unsafe.wrap(v) for k, v in (data or {}).items()}},
-                      Dumper=_Dumper, default_flow_style=False, sort_keys=False))
+        (data_dir / "env" / "extravars").write_text(vars_yaml(extravars, data))
         starts = tagged_tasks(project_dir, start_tag) if start_tag else None
         return _run(ansible_runner, playbook, project_dir, inventory, host, data_dir, Path(log), timeout,
                     starts, on_started)
@@ -518,16 +536,17 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
+def ansible_env(project_dir: Path) -> dict[str, str]:
+    """The environment of every ansible-playbook benchmatrix starts: the project's settings and roles."""
+    return {"ANSIBLE_CONFIG": str(project_dir / "ansible.cfg"), "ANSIBLE_ROLES_PATH": str(project_dir / "roles"),
+            "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
+
+
 # shape: run_playbook's body in its private data dir: the same inputs plus the runner and that dir
 def _run(ansible_runner: Any, playbook: str, project_dir: Path, inventory: Path, host: str,
          data_dir: Path, log: Path, timeout: int | None, starts: set[str] | None = None,
          on_started: Callable[[], None] | None = None) -> PlaybookResult:
-    envvars = {
-        "ANSIBLE_CONFIG": str(project_dir / "ansible.cfg"),
-        "ANSIBLE_ROLES_PATH": str(project_dir / "roles"),
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_FORCE_COLOR": "0",
-    }
+    envvars = ansible_env(project_dir)
     t0 = time.monotonic()
     with start_slot(max_seconds=START_SLOT_MAX_S) as give_back:
 
@@ -536,7 +555,7 @@ def _run(ansible_runner: Any, playbook: str, project_dir: Path, inventory: Path,
         def on_event(event: dict[str, Any]) -> bool:
             kind = event.get("event")
             started = kind == "playbook_on_task_start" and not called.is_set() and (
-                starts is None or _task_place((event.get("event_data") or {}).get("task_path")) in starts)
+                starts is None or task_place((event.get("event_data") or {}).get("task_path")) in starts)
             if started or kind == "playbook_on_stats":
                 give_back()  # started: the rest (a batch's runs) goes without a slot
             if started:

@@ -26,6 +26,7 @@ from benchmatrix.errors import (
     PlanError,
     describe_os_error,
 )
+from benchmatrix.execute import wave
 from benchmatrix.execute.ansible import START_TAG, run_playbook
 from benchmatrix.execute.lease import lease
 from benchmatrix.execute.prepare import (
@@ -102,6 +103,7 @@ def run_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: str, ma
             free space when the disk is full).
     """
     touched: dict[str, Any] = {"partial": []}
+    wave.hello()  # first: the broker's wave waits for the jobs on their way
     try:
         return _execute_batch(spec_path, project_dir, plan_path, batch, marker, touched)
     except Interrupted:
@@ -308,7 +310,8 @@ def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
             job.on_started()
 
     def call(playbook: str, data: dict[str, Any], extravars: dict[str, Any]) -> Any:
-        return run_playbook(
+        # The one call of a known host goes with the other hosts' of its wave (wave.py).
+        return (wave.call if wave.joins(playbook) else run_playbook)(
             playbook, project_dir=job.project_dir / "playbooks", inventory=spec.inventory_path(job.project_dir),
             host=host, data={"bmx_knobs": batch_call_items(spec, job.cells[todo[0].cell_id]), **data},
             extravars={**extravars, **_runner_vars(job), "bmx_workload_role": spec.workload["role"],

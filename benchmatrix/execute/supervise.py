@@ -452,12 +452,16 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
     interrupted: list[int] = []
     stopped: list[str] = []  # why bmx stopped Snakemake itself (a full disk)
     last_msg = ""
-    with open(log_path, "a") as log:
+    from benchmatrix.execute.wave import SOCKET_ENV, WaveBroker
+
+    # The known hosts' batch calls that start together go as one Ansible call (wave.py).
+    with open(log_path, "a") as log, WaveBroker(proj) as broker:
         # Snakemake runs in its own process group so that one Ctrl-C reaches it, its
         # jobs and the batch runners exactly once, forwarded by the handler below.
         # The workflow knows the inherited lock by BMX_LOCK_FD (it takes the lock itself
         # otherwise), and watches BMX_PARENT_PID: when bmx dies, it interrupts itself.
-        env = {**os.environ, LOCK_FD_ENV: str(lock.fileno()), "BMX_PARENT_PID": str(os.getpid())}
+        env = {**os.environ, LOCK_FD_ENV: str(lock.fileno()), "BMX_PARENT_PID": str(os.getpid()),
+               SOCKET_ENV: broker.path}
         env.pop(KEEP_GOING_ENV, None)
         if getattr(args, "keep_going_on_failures", False):
             env[KEEP_GOING_ENV] = "1"  # the batch jobs go on after a doomed slice too
@@ -520,6 +524,8 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
                 m = _JOB_START.match(line)
                 if m:
                     progress.job_started(m.group(1))
+                    if m.group(1) == "run_batch":
+                        broker.expect()
                     said = None if interrupted else progress.phase_line(time.monotonic())
                     if said:
                         say(said, flush=True)

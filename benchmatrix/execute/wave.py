@@ -1,0 +1,415 @@
+"""One Ansible call per wave of hosts (issue 34, item 2).
+
+A known host's batch is one module call (run_known_batch.yml). The batch jobs of
+different hosts that run at the same time are a *wave*: ``bmx run`` owns a broker
+(:class:`WaveBroker`) on a unix socket, named to the jobs by :data:`SOCKET_ENV`; each
+batch job hands its one-call request to it (:func:`call`) and waits. The broker gathers
+the requests that arrive together (until no job it knows of is still on its way to a
+request, at most :data:`WINDOW_ENV` seconds after the first) and runs them as ONE
+ansible-playbook call (:func:`run_wave`): forks = hosts, strategy free, each host's
+variables as host variables of an inventory written for the call. Each job gets its
+own host's result, failure and payloads back, as :func:`~benchmatrix.execute.ansible.run_playbook`
+would have given them: a host that fails fails only its own job.
+
+Without a broker (plain ``snakemake``, the fake port :data:`~benchmatrix.execute.ansible.PORT_ENV`,
+a broker that cannot be reached) a job makes its own call, as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmatrix.errors import (
+    AnsibleError,
+    HostUnreachableError,
+    Interrupted,
+    PlaybookFailedError,
+    ResultChannelError,
+)
+from benchmatrix.execute import ansible
+
+#: Environment variable: the path of the broker's socket (set by ``bmx run`` for its
+#: Snakemake process and so for every batch job).
+SOCKET_ENV = "BMX_WAVE_SOCKET"
+#: Environment variable: the longest the broker holds a request back for the jobs still
+#: on their way to theirs (seconds, default :data:`WINDOW_S`).
+WINDOW_ENV = "BMX_WAVE_WINDOW_S"
+WINDOW_S = 1.5
+#: The playbook a wave runs: the one-call batch of a known host.
+WAVE_PLAYBOOK = "run_known_batch.yml"
+
+_ERRORS: dict[str, type[AnsibleError]] = {
+    c.__name__: c for c in (AnsibleError, HostUnreachableError, PlaybookFailedError, ResultChannelError)}
+
+
+# ---------------------------------------------------------------- one call for many hosts
+
+@dataclass
+class WaveCall:
+    """One host's part of a wave: what :func:`~benchmatrix.execute.ansible.run_playbook` would take."""
+
+    host: str
+    extravars: dict[str, Any]
+    data: dict[str, Any]
+    log: Path
+    on_started: Callable[[], None] | None = None
+
+
+@dataclass
+class _Outcome:
+    """A host's end of a wave: its result or its error."""
+
+    result: ansible.PlaybookResult | None = None
+    error: BaseException | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+# shape: the wave's shared playbook, project, inventory and tag, then its hosts' calls
+def run_wave(playbook: str, *, project_dir: Path, inventory: Path, calls: list[WaveCall], start_tag: str = "",
+             cancel: Callable[[], bool] | None = None) -> dict[str, _Outcome]:
+    """Run ``playbook`` once for every host of ``calls`` (forks = hosts, strategy free).
+
+    Each host's extra variables and data become its host variables in an inventory
+    written for the call beside ``inventory`` (data strings with template syntax tagged
+    ``!unsafe``, as run_playbook does); the call's only extra variable is ``bmx_wave``,
+    the hosts' pattern. The call's output is copied to each host's log. A host's
+    ``on_started`` is called when its task tagged ``start_tag`` starts.
+
+    Returns:
+        host -> its outcome: a PlaybookResult of its own payloads, or the AnsibleError
+        (or Interrupted) its part of the call ended with.
+    """
+    import ansible_runner  # imported late: only a wave needs it
+
+    bindir = str(Path(sys.executable).parent)
+    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+    project_dir, inventory = Path(project_dir).resolve(), Path(inventory).resolve()
+    hosts = [c.host for c in calls]
+    by_host = {c.host: c for c in calls}
+    data_dir = Path(tempfile.mkdtemp(prefix="bmx-wave-"))
+    try:
+        (data_dir / "env").mkdir()
+        (data_dir / "env" / "extravars").write_text(ansible.vars_yaml({"bmx_wave": ",".join(hosts)}))
+        wave_inventory = data_dir / "wave.yml"
+        # Host variables, not extra variables: each host has its own batch. The inventory
+        # comes after the user's, so its values win for the same host.
+        wave_inventory.write_text("all:\n  hosts:\n" + "".join(
+            f"    {json.dumps(c.host)}:\n" + _indent(ansible.vars_yaml(c.extravars, c.data), 6) for c in calls))
+        starts = ansible.tagged_tasks(project_dir, start_tag) if start_tag else None
+        started: set[str] = set()
+
+        def on_event(event: dict[str, Any]) -> bool:
+            ev = event.get("event_data") or {}
+            host = str(ev.get("host", ""))
+            if event.get("event") == "runner_on_start" and host in by_host and host not in started and (
+                    starts is None or ansible.task_place(ev.get("task_path")) in starts):
+                started.add(host)
+                give_back()
+                if by_host[host].on_started is not None:
+                    by_host[host].on_started()  # type: ignore[misc]
+            elif event.get("event") == "playbook_on_stats":
+                give_back()
+            return True
+
+        envvars = {**ansible.ansible_env(project_dir), "ANSIBLE_FORKS": str(max(len(calls), 1))}
+        with ansible.start_slot(max_seconds=ansible.START_SLOT_MAX_S) as give_back:
+            runner = ansible_runner.run(
+                private_data_dir=str(data_dir), project_dir=str(project_dir), playbook=playbook,
+                inventory=[str(inventory), str(wave_inventory)], limit=",".join(hosts), envvars=envvars,
+                quiet=True, ident="call", rotate_artifacts=1, suppress_env_files=False,
+                event_handler=on_event, cancel_callback=cancel)
+        stdout_path = data_dir / "artifacts" / "call" / "stdout"
+        for c in calls:
+            c.log.parent.mkdir(parents=True, exist_ok=True)
+            if stdout_path.exists():
+                shutil.copyfile(stdout_path, c.log)
+        return {c.host: _outcome(list(runner.events), runner, playbook, c.host, stdout_path, str(c.log))
+                for c in calls}
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _indent(text: str, n: int) -> str:
+    return "".join(" " * n + line + "\n" for line in text.splitlines())
+
+
+# shape: the wave's events and runner, then one host's names and paths
+def _outcome(events: list[dict[str, Any]], runner: Any, playbook: str, host: str, stdout_path: Path,
+             log: str) -> _Outcome:
+    """One host's end of a wave: its own events decide, as a call of its own would."""
+    mine = [ev for ev in events if str((ev.get("event_data") or {}).get("host", "")) == host]
+    if runner.status == "canceled":
+        stopped = Interrupted(f"host {host}: playbook {playbook} interrupted")
+        stopped.payloads = ansible.published_before_failure(mine, playbook, log)
+        return _Outcome(error=stopped)
+    failure = ansible.task_failure(mine, host, log)
+    if failure is None:
+        stats = next((ev.get("event_data") or {} for ev in events if ev.get("event") == "playbook_on_stats"), {})
+        if host not in (stats.get("processed") or {}):  # the play never reached it (or never ran)
+            failure = ansible.status_failure(runner, playbook, host, stdout_path, log) or PlaybookFailedError(
+                f"playbook {playbook} did not run on the host", host=host, log=log)
+    if failure is not None:
+        failure.payloads = ansible.published_before_failure(mine, playbook, log)
+        return _Outcome(error=failure, events=mine)
+    try:
+        payloads = ansible.read_payloads(mine, playbook, log)
+    except ResultChannelError as exc:
+        return _Outcome(error=exc, events=mine)
+    return _Outcome(result=ansible.PlaybookResult(mine, 0.0, log, playbook=playbook, host=host, payloads=payloads),
+                    events=mine)
+
+
+# ---------------------------------------------------------------- the broker (in bmx run)
+
+class _Conn:
+    """One batch job's connection: its state and a lock for the replies."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.lock = threading.Lock()
+        #: arriving (on its way to a request), pending, flying (in a wave) or away (its own call)
+        self.state = "arriving"
+        self.request: dict[str, Any] | None = None
+        self.since = 0.0
+
+    def send(self, message: dict[str, Any]) -> None:
+        with self.lock:
+            try:
+                self.sock.sendall(json.dumps(message).encode() + b"\n")
+            except OSError:
+                pass  # the job is gone (interrupted): its host's runner was stopped by it
+
+
+class WaveBroker:
+    """The broker ``bmx run`` owns while Snakemake runs (a context manager).
+
+    ``path``: its socket, for :data:`SOCKET_ENV`. It accepts only
+    :data:`WAVE_PLAYBOOK` from ``project_dir``'s playbooks. Leaving the context cancels
+    the waves still running (their jobs were interrupted with Snakemake).
+    """
+
+    def __init__(self, project_dir: Path, window_s: float | None = None):
+        self.playbooks = (Path(project_dir) / "playbooks").resolve()
+        self.window_s = window_s if window_s is not None else float(os.environ.get(WINDOW_ENV) or WINDOW_S)
+        self.conns: list[_Conn] = []
+        #: batch jobs Snakemake started that have not connected yet (:meth:`expect`)
+        self.expected = 0
+        self.cond = threading.Condition()
+        self.closed = False
+        self.waves: list[threading.Thread] = []
+        self.dir = Path(tempfile.mkdtemp(prefix="bmx-broker-"))  # 0700; a short path (sun_path)
+        self.path = str(self.dir / "s")
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+
+    def __enter__(self) -> WaveBroker:
+        self.server.bind(self.path)
+        self.server.listen(64)
+        for target in (self._accept, self._dispatch):
+            threading.Thread(target=target, name=f"bmx-wave-{target.__name__[1:]}", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+        self.server.close()
+        for conn in list(self.conns):
+            conn.sock.close()
+        for wave in list(self.waves):
+            wave.join(timeout=30)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def expect(self) -> None:
+        """A batch job has started (Snakemake said so): a wave waits for it too, within its window."""
+        with self.cond:
+            self.expected += 1
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self.server.accept()
+            except OSError:
+                return  # closed
+            conn = _Conn(sock)
+            with self.cond:
+                self.conns.append(conn)
+                self.expected = max(self.expected - 1, 0)
+            threading.Thread(target=self._serve, args=(conn,), name="bmx-wave-job", daemon=True).start()
+
+    def _serve(self, conn: _Conn) -> None:
+        try:
+            for line in conn.sock.makefile("rb"):
+                message = json.loads(line)
+                with self.cond:
+                    if "request" in message:
+                        conn.request, conn.state, conn.since = message["request"], "pending", time.monotonic()
+                    elif "away" in message:
+                        conn.state = "away"
+                    self.cond.notify_all()
+        except (OSError, ValueError):
+            pass
+        with self.cond:
+            self.conns.remove(conn)
+            self.cond.notify_all()
+        conn.sock.close()
+
+    def _ready(self) -> list[_Conn]:
+        """The requests to run now (called holding the condition): every pending one once
+        no job is on its way to a request, or once the oldest waited the window."""
+        pending = [c for c in self.conns if c.state == "pending"]
+        if not pending:
+            return []
+        oldest = min(c.since for c in pending)
+        arriving = self.expected > 0 or any(c.state == "arriving" for c in self.conns)
+        if arriving and time.monotonic() - oldest < self.window_s:
+            return []
+        return pending
+
+    def _dispatch(self) -> None:
+        with self.cond:
+            while not self.closed:
+                ready = self._ready()
+                if not ready:
+                    self.cond.wait(timeout=0.05 if any(c.state == "pending" for c in self.conns) else None)
+                    continue
+                for conn in ready:
+                    conn.state = "flying"
+                wave = threading.Thread(target=self._run, args=(ready,), name="bmx-wave", daemon=True)
+                self.waves = [w for w in self.waves if w.is_alive()] + [wave]
+                wave.start()
+
+    def _run(self, conns: list[_Conn]) -> None:
+        """One wave: the ready requests grouped by inventory, one call per group."""
+        groups: dict[str, list[_Conn]] = {}
+        for conn in conns:
+            req = conn.request or {}
+            if req.get("playbook") != WAVE_PLAYBOOK or Path(req.get("project_dir", "")).resolve() != self.playbooks:
+                conn.send({"error": {"kind": "AnsibleError", "text": f"the wave broker runs only {WAVE_PLAYBOOK}",
+                                     "host": req.get("host", "")}})
+                continue
+            groups.setdefault(str(req["inventory"]), []).append(conn)
+        for inventory, members in groups.items():
+            try:
+                calls = [self._wave_call(conn) for conn in members]
+                outcomes = run_wave(WAVE_PLAYBOOK, project_dir=self.playbooks, inventory=Path(inventory),
+                                    calls=calls, start_tag=str((members[0].request or {}).get("start_tag") or ""),
+                                    cancel=lambda: self.closed)
+                replies = [_reply(outcomes[c.host]) for c in calls]
+            except Exception as exc:  # no job may wait forever: each hears why its call failed
+                hosts = [str((conn.request or {}).get("host", "")) for conn in members]
+                replies = [{"error": {"kind": "AnsibleError", "host": host,
+                                      "text": f"host {host}: the wave's call failed: {type(exc).__name__}: {exc}"}}
+                           for host in hosts]
+            for conn, reply in zip(members, replies, strict=True):
+                conn.send(reply)
+        with self.cond:
+            for conn in conns:
+                if conn.state == "flying":
+                    conn.state, conn.request = "arriving", None
+            self.cond.notify_all()
+
+    @staticmethod
+    def _wave_call(conn: _Conn) -> WaveCall:
+        req = conn.request or {}
+        return WaveCall(host=req["host"], extravars=req["extravars"], data=req.get("data") or {},
+                        log=Path(req["log"]), on_started=lambda: conn.send({"started": True}))
+
+
+def _reply(outcome: _Outcome) -> dict[str, Any]:
+    if outcome.result is not None:
+        res = outcome.result
+        return {"result": {"events": res.events, "log": res.log, "playbook": res.playbook, "host": res.host,
+                           "payloads": res.payloads}}
+    exc = outcome.error
+    return {"error": {"kind": type(exc).__name__, "text": str(exc), "host": getattr(exc, "host", ""),
+                      "task": getattr(exc, "task", ""), "log": getattr(exc, "log", ""),
+                      "payloads": getattr(exc, "payloads", {})}}
+
+
+# ---------------------------------------------------------------- the job's side
+
+_client: dict[str, Any] = {}
+
+
+def hello() -> None:
+    """Tell ``bmx run``'s broker that this batch job is on its way to a call (it waits for
+    it before starting a wave, within its window). Without a broker: nothing."""
+    path = os.environ.get(SOCKET_ENV, "")
+    if not path or os.environ.get(ansible.PORT_ENV) or "sock" in _client:
+        return
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError:
+        sock.close()
+        return  # no broker to reach: the job makes its own calls
+    _client.update(sock=sock, lines=sock.makefile("rb"))
+
+
+def joins(playbook: str) -> bool:
+    """Whether this job's call of ``playbook`` goes through the broker (:func:`call`);
+    if not, the broker hears that the job makes a call of its own now (its waves need
+    not wait for it)."""
+    if "sock" not in _client:
+        return False
+    if playbook == WAVE_PLAYBOOK:
+        return True
+    _send({"away": True})
+    return False
+
+
+def _send(message: dict[str, Any]) -> None:
+    _client["sock"].sendall(json.dumps(message).encode() + b"\n")
+
+
+# shape: run_playbook's arguments, keyword-only
+def call(playbook: str, *, project_dir: Path, inventory: Path, host: str, extravars: dict[str, Any], log: Path,
+         data: dict[str, Any] | None = None, start_tag: str = "",
+         on_started: Callable[[], None] | None = None) -> ansible.PlaybookResult:
+    """:func:`~benchmatrix.execute.ansible.run_playbook` of ``playbook`` (the one-call
+    batch) through the broker, as part of a wave (when :func:`joins`).
+
+    Raises:
+        AnsibleError: as run_playbook's (the host's own failure in the wave); also when
+            the broker closed before the wave ended.
+        Interrupted: the wave was cancelled.
+    """
+    t0 = time.monotonic()
+    _send({"request": {"playbook": playbook, "project_dir": str(Path(project_dir).resolve()),
+                       "inventory": str(Path(inventory).resolve()), "host": host, "extravars": extravars,
+                       "data": data or {}, "log": str(Path(log).resolve()), "start_tag": start_tag}})
+    for line in _client["lines"]:
+        message = json.loads(line)
+        if "started" in message:
+            if on_started is not None:
+                on_started()
+            continue
+        if "result" in message:
+            res = message["result"]
+            return ansible.PlaybookResult(res["events"], time.monotonic() - t0, res["log"], playbook=res["playbook"],
+                                          host=res["host"], payloads=res["payloads"])
+        raise _error(message["error"])
+    raise AnsibleError("bmx run's wave broker closed before the batch call ended", host=host, log=str(log))
+
+
+def _error(err: dict[str, Any]) -> BaseException:
+    """The error a job's part of a wave ended with, as the job's own call would have raised it."""
+    cls: type[BaseException] = Interrupted if err["kind"] == "Interrupted" else _ERRORS.get(err["kind"], AnsibleError)
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, err["text"])  # the text as the wave made it (host, task, log named)
+    for name in ("host", "task", "log"):
+        setattr(exc, name, err.get(name, ""))
+    exc.payloads = err.get("payloads") or {}  # type: ignore[attr-defined]
+    return exc

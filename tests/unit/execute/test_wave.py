@@ -1,0 +1,102 @@
+"""The wave broker (benchmatrix/execute/wave.py): batch jobs that ask together are one
+ansible-playbook call, each job gets its own host's result or failure back.
+
+Real parts: the broker on its unix socket, two job processes, ansible-runner and
+ansible-playbook against two local-connection hosts. The playbook stands in for
+run_known_batch.yml (the broker runs only that name): one task per host, its result by
+the result channel.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmatrix.execute.wave import SOCKET_ENV, WaveBroker
+
+ROOT = Path(__file__).resolve().parents[3]
+
+PLAYBOOK = """\
+- name: A wave
+  hosts: "{{ bmx_wave | default(bmx_host) }}"
+  strategy: free
+  gather_facts: false
+  tasks:
+    - name: Fail where asked
+      ansible.builtin.fail:
+        msg: "{{ inventory_hostname }} was told to fail"
+      when: bmx_fail | bool
+    - name: Say the word
+      tags: [bmx_runner_start]
+      ansible.builtin.set_stats:
+        data: {bmx_progress: {content: "{{ word }}"}}
+        per_host: true
+        aggregate: false
+"""
+
+JOB = """\
+import json, sys
+from pathlib import Path
+from benchmatrix.errors import AnsibleError
+from benchmatrix.execute import wave
+from benchmatrix.execute.ansible import run_playbook
+host, project, fail = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "1"
+wave.hello()
+started = []
+try:
+    call = wave.call if wave.joins("run_known_batch.yml") else run_playbook
+    res = call("run_known_batch.yml", project_dir=project / "playbooks", inventory=project / "inv.yml",
+                    host=host, extravars={"bmx_host": host, "bmx_fail": fail},
+                    data={"word": "{{ 6 * 7 }} " + host}, log=project / f"{host}.log",
+                    start_tag="bmx_runner_start", on_started=lambda: started.append(1))
+    print(json.dumps({"payloads": res.payloads, "started": len(started)}))
+except AnsibleError as exc:
+    print(json.dumps({"error": type(exc).__name__, "host": exc.host, "text": str(exc)}))
+"""
+
+
+def _project(tmp_path: Path, hosts: tuple[str, ...]) -> Path:
+    """A project of the stand-in playbook and an inventory of local-connection ``hosts``."""
+    project = tmp_path / "project"
+    (project / "playbooks").mkdir(parents=True)
+    (project / "playbooks" / "run_known_batch.yml").write_text(PLAYBOOK)
+    (project / "playbooks" / "ansible.cfg").write_text("[defaults]\ngathering = explicit\n")
+    (project / "inv.yml").write_text("all:\n  hosts:\n" + "".join(
+        f"    {h}: {{ansible_connection: local, ansible_python_interpreter: {sys.executable}}}\n" for h in hosts))
+    return project
+
+
+def test_jobs_that_ask_together_are_one_call_and_each_gets_its_own_host_back(tmp_path):
+    project = _project(tmp_path, ("ha", "hb"))
+    py = sys.executable
+    with WaveBroker(project, window_s=60) as broker:
+        broker.expect()  # as supervise does for each batch job Snakemake starts
+        broker.expect()
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), SOCKET_ENV: broker.path}
+        jobs = [subprocess.Popen([py, "-c", JOB, host, str(project), fail], env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True) for host, fail in (("ha", "0"), ("hb", "1"))]
+        out = [job.communicate(timeout=120) for job in jobs]
+    got = {}
+    for (stdout, stderr), host in zip(out, ("ha", "hb"), strict=True):
+        assert stdout.strip(), stderr
+        got[host] = json.loads(stdout)
+    # ha's own payload, its user's text never templated; its start reported.
+    assert got["ha"] == {"payloads": {"ha": {"bmx_progress": {"content": "{{ 6 * 7 }} ha"}}}, "started": 1}
+    # hb's failure is hb's alone, named as its own call would name it.
+    assert got["hb"]["error"] == "PlaybookFailedError" and got["hb"]["host"] == "hb"
+    assert "hb was told to fail" in got["hb"]["text"] and "Fail where asked" in got["hb"]["text"]
+    # One call: each job keeps the same log, naming both hosts.
+    logs = [(project / f"{h}.log").read_text() for h in ("ha", "hb")]
+    assert logs[0] == logs[1] and "[ha]" in logs[0] and "[hb]" in logs[0]
+
+
+def test_without_a_broker_a_job_makes_its_own_call(tmp_path):
+    project = _project(tmp_path, ("ha",))
+    py = sys.executable
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), SOCKET_ENV: str(tmp_path / "no-broker")}
+    res = subprocess.run([py, "-c", JOB, "ha", str(project), "0"], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert json.loads(res.stdout) == {"payloads": {"ha": {"bmx_progress": {"content": "{{ 6 * 7 }} ha"}}},
+                                      "started": 1}, res.stderr
