@@ -24,9 +24,12 @@ FINDINGS_SHOWN = 10
 WARNINGS_SHOWN = 5
 #: Counters that moved with a finding, printed on the line under it.
 MOVED_SHOWN = 3
-#: Without a comparison: the cells shown per metric, and the metrics shown.
+#: Without a comparison, or with none decided: the cells shown per metric, the metrics
+#: shown, and the heading that says why.
 NUMBERS_SHOWN = 10
 NUMBER_METRICS_SHOWN = 4
+NO_COMPARISON = "numbers (no comparison configured: report.compare in the spec compares a factor's levels)"
+UNDECIDED = "numbers (no comparison decided, more runs would: each cell's mean)"
 #: Longest line of a warning on the terminal (the report has the whole text).
 WARNING_WIDTH = 160
 
@@ -128,6 +131,9 @@ def findings_text(digest: dict[str, Any], color: bool = False) -> str:
             if n and v not in ("better", "worse", "higher", "lower")]
     if rest:
         lines.append("  also: " + ", ".join(rest))
+    if digest["configured"] and not found:
+        # Nothing decided is still an answer a user reads in figures (issue 38's trial).
+        lines += numbers_lines(digest.get("numbers") or [], UNDECIDED)
     warnings = digest["warnings"]
     if warnings:
         lines.append(f"warnings ({len(warnings)}):")
@@ -139,11 +145,18 @@ def findings_text(digest: dict[str, Any], color: bool = False) -> str:
     return "\n".join(lines)
 
 
-def numbers_lines(numbers: list[dict[str, Any]]) -> list[str]:
-    """Without a comparison: each metric's cells, best first, with the mean and its 95 %
-    interval in the unit shown (``findings.json``'s ``numbers``), at most
-    :data:`NUMBERS_SHOWN` cells of :data:`NUMBER_METRICS_SHOWN` metrics."""
-    head = "numbers (no comparison configured: report.compare in the spec compares a factor's levels)"
+def numbers_lines(numbers: list[dict[str, Any]], head: str = NO_COMPARISON) -> list[str]:
+    """Without a comparison, or with none decided: each metric's cells, best first, with
+    the mean and its 95 % interval in the unit shown (``findings.json``'s ``numbers``), at
+    most :data:`NUMBERS_SHOWN` cells of :data:`NUMBER_METRICS_SHOWN` metrics.
+
+    Args:
+        numbers: ``findings.json``'s ``numbers``.
+        head: the heading line, saying why the numbers are shown.
+
+    Returns:
+        The lines to print.
+    """
     if not any(m["cells"] for m in numbers):
         return [f"{head}: no measured values yet"]
     lines = [f"{head}:"]

@@ -175,3 +175,21 @@ def test_with_primary_metrics_only_those_are_the_numbers(tmp_path):
 def test_an_interval_can_keep_a_dash_between_its_ends():
     assert units.pct_interval(-1.0, 2.0, "", " – ") == "-1.0 – +2.0"
     assert units.pct_interval(-100.0, 2.0, "", " – ") == "unbounded – +2.0"
+
+
+def test_with_nothing_decided_the_terminal_still_prints_each_cells_numbers(tmp_path):
+    # Issue 38's trial: a compared campaign whose every comparison was inconclusive ended
+    # with "no difference decided" and a count, and no figure at all on the terminal.
+    spec = load_spec(ROOT / "config" / "experiments" / "quickstart.yaml")       # compares iodepth
+    plan, runs = _plan_and_runs(spec)
+    rng = np.random.default_rng(1)
+    for metric in ("read_iops", "read_bw_kib", "read_clat_mean_us", "read_clat_p99_us"):
+        # No effect of iodepth, and noise far too wide for 4 runs to decide anything.
+        runs[metric] = 1000.0 * runs["bs"].map({"4k": 1.0, "64k": 8.0}) * rng.lognormal(0, 0.5, len(runs))
+    context = report_context(spec, plan, runs, summarize(runs, spec.factor_names, UNITS), {}, with_plots=False)
+    digest = findings_digest(context, tmp_path)
+    assert digest["configured"] and not digest["findings"] and digest["counts"].get("inconclusive")
+    text = terminal.findings_text(digest)
+    assert "no difference decided" in text and "no comparison configured" not in text
+    bw = text.split("read_bw_kib (")[1].split("read_clat")[0]
+    assert len([ln for ln in bw.splitlines() if re.search(r"\d (MiB|GiB)/s", ln)]) == 8
