@@ -81,7 +81,7 @@ def project_dir() -> Path:
 # ---------------------------------------------------------------- commands
 
 def _roles(spec_path: str) -> set[str]:
-    """The roles bmx validate and bmx check accept: the project's and the spec's project's."""
+    """The roles bmx validate, bmx check and bmx run accept: the project's and the spec's project's."""
     from benchmatrix.spec.load import shipped_roles
 
     try:
@@ -420,7 +420,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         args.campaign = check_label(args.campaign)
     proj = project_dir()
-    spec = load_spec(args.spec, metric_names=metric_names, variables=workload_variables)
+    # The roles too, as bmx validate checks them: a typo'd role would fail every run.
+    spec = load_spec(args.spec, roles=_roles(args.spec), metric_names=metric_names, variables=workload_variables)
     for w in spec.warnings:
         print(w, file=sys.stderr)
     exp = layout.exp_dir_of(proj, spec)

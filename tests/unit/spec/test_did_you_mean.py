@@ -51,3 +51,15 @@ def test_a_primary_metric_not_in_report_metrics(tmp_path):
     lines = errors(tmp_path, MINIMAL + "report:\n  metrics: [read_iops, read_bw_kib]\n  primary: [read_iop]\n")
     assert len(lines) == 1 and "report.primary names 'read_iop'" in lines[0], lines
     assert lines[0].endswith("; did you mean 'read_iops'?"), lines
+
+
+def test_bmx_run_refuses_an_unknown_role_before_anything_runs(in_project, capsys):
+    # Issue 38's trial: bmx validate named the typo, but bmx run ran every run into it.
+    from benchmatrix.cli import main
+
+    spec = in_project.root / "typo.yaml"
+    spec.write_text(MINIMAL.replace("role: workload_command", "role: workload_comand"))
+    assert main(["run", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown workload role 'workload_comand'" in err and "did you mean 'workload_command'?" in err, err
+    assert not (in_project.root / "results" / "t").exists()
