@@ -650,28 +650,39 @@ def _next_round(spec: Spec, exp: Path, settings: Any, elapsed_s: float, against:
     if reasons.get("budget"):
         update_meta(exp, until_decided_stop="budget")
     say(f"bmx: look {judged.look}: {said or 'no comparison'}; replicates until decided: stopped", flush=True)
-    advice = "" if against else max_advice_line(spec, judged.comparisons)
-    if advice:
-        say(advice, flush=True)
+    for reason in STOP_ADVICE:
+        advice = "" if against else max_advice_line(spec, judged.comparisons, reason)
+        if advice:
+            say(advice, flush=True)
     return False
 
 
-def max_advice_line(spec: Spec, rows: Any) -> str:
+#: What stopped a comparison undecided: the words bmx run says, and what to raise.
+STOP_ADVICE = {"max": ("stopped at max undecided", "raise replicates max in the spec"),
+               "budget": ("stopped by the time budget undecided", "raise replicates budget in the spec, or --budget,")}
+
+
+def max_advice_line(spec: Spec, rows: Any, reason: str = "max") -> str:
     """What ``bmx run`` says of the comparisons an until-decided campaign left undecided
-    at ``max``: about how many runs a cell each would need
-    (:func:`benchmatrix.analyze.adaptive.runs_at_max`); "" when none stopped there.
+    at ``max`` (or when its time budget was spent): about how many runs a cell each would
+    need (:func:`benchmatrix.analyze.adaptive.runs_at_max`); "" when none stopped so.
 
     Args:
         spec: The experiment (``report.compare``'s ``by`` factors, the thresholds).
         rows: :func:`benchmatrix.analyze.adaptive.judge_round`'s comparisons.
+        reason: ``max`` or ``budget`` (:data:`STOP_ADVICE`).
+
+    Returns:
+        The line, or "".
     """
     from benchmatrix.analyze.adaptive import runs_at_max
 
     if not len(rows) or "reason" not in rows.columns:
         return ""
     by = list(spec.report.compare.by) if spec.report.compare is not None else []
+    head, raise_what = STOP_ADVICE[reason]
     said = []
-    for row in rows[rows["reason"] == "max"].to_dict("records"):
+    for row in rows[rows["reason"] == reason].to_dict("records"):
         where = ", ".join(f"{f}={row[f]}" for f in by if f in row)
         n = runs_at_max(row, spec.report.threshold_for(str(row["metric"])))
         need = f"about {n} runs a cell" if n is not None else "an unknown number of runs"
@@ -680,8 +691,7 @@ def max_advice_line(spec: Spec, rows: Any) -> str:
     if not said:
         return ""
     more = f"; and {len(said) - 3} more" if len(said) > 3 else ""
-    return (f"bmx: stopped at max undecided: {'; '.join(said[:3])}{more} "
-            "(at this estimate; raise replicates max in the spec to go on)")
+    return f"bmx: {head}: {'; '.join(said[:3])}{more} (at this estimate; {raise_what} to go on)"
 
 
 def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: Any) -> int:
