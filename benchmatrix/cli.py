@@ -420,8 +420,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         args.campaign = check_label(args.campaign)
     proj = project_dir()
-    # The roles too, as bmx validate checks them: a typo'd role would fail every run.
-    spec = load_spec(args.spec, roles=_roles(args.spec), metric_names=metric_names, variables=workload_variables)
+    # The roles too, as bmx validate checks them: a typo'd role would fail every run. With
+    # no roles directory at all there is nothing to check against (and nothing could run).
+    spec = load_spec(args.spec, roles=_roles(args.spec) or None, metric_names=metric_names,
+                     variables=workload_variables)
     for w in spec.warnings:
         print(w, file=sys.stderr)
     exp = layout.exp_dir_of(proj, spec)
