@@ -180,6 +180,7 @@ def _manifest(call: _Call, runs: Any, collect_only: bool) -> dict[str, Any]:
             "containment": v.get("batch_runner_containment", "auto"),
             "kill_grace_s": float(v.get("batch_runner_kill_grace_s", 5)),
             "stop_after_s": float(v.get("batch_runner_stop_after_s", 0) or 0), "collect_only": collect_only,
+            "keep_going": bool(v.get("batch_runner_keep_going", True)),
             "runner_digest": v.get("batch_runner_digest", ""),
             "lease_seconds": int(v.get("batch_runner_lease_seconds", 300)), "runs": runs,
             "run_settings": {}, "knobs_digest": v.get("batch_runner_knobs_digest", ""), "knobs": [],

@@ -219,6 +219,16 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
     return _finish_batch(exp, spec, batch, mine, records, marker, summary)
 
 
+def _keep_going() -> bool:
+    """Whether ``bmx run --keep-going-on-failures`` goes on after a doomed slice (the
+    runner then ends a batch's slice early for failing alike only once)."""
+    import os
+
+    from benchmatrix.results.status import KEEP_GOING_ENV
+
+    return bool(os.environ.get(KEEP_GOING_ENV))
+
+
 def _stop_if_doomed(batch: str, host: str, records: list[dict[str, Any]], left: list[PlannedRun]) -> None:
     """Start no further slice when the batch's first runs all failed the same way
     (:func:`benchmatrix.results.status.doomed_reason`; the runner ends its slice there):
@@ -229,11 +239,9 @@ def _stop_if_doomed(batch: str, host: str, records: list[dict[str, Any]], left: 
         BenchmatrixError: the batch is doomed (run_batch restores the host; the runs
             left stay pending).
     """
-    import os
+    from benchmatrix.results.status import doomed_reason
 
-    from benchmatrix.results.status import KEEP_GOING_ENV, doomed_reason
-
-    if not left or os.environ.get(KEEP_GOING_ENV):
+    if not left or _keep_going():
         return
     reason = doomed_reason(records)
     if reason is not None:
@@ -317,6 +325,7 @@ def _start_slice(job: _Batch, todo: list[PlannedRun], batch_log: Path) -> Any:
             extravars={**extravars, **_runner_vars(job), "bmx_workload_role": spec.workload["role"],
                        "batch_runner_lease_seconds": int(config.runner_lease_seconds),
                        "batch_runner_stop_after_s": config.batch_max_seconds,
+                       "batch_runner_keep_going": _keep_going(),
                        "batch_runner_timeout": int(sum(spec.workload["timeout"] + 30 for _ in todo) + 60)},
             log=batch_log, start_tag=START_TAG, on_started=started)
 

@@ -76,7 +76,9 @@ it finished instead of failing it).
 
 A run's ``cell_id`` (optional) lets the runner end its slice early, once per batch, when
 its first runs over two or more cells all failed the same way (:class:`_Doom`): the
-rest is reported as ``deferred`` with ``doomed: true`` in the summary.
+rest is reported as ``deferred`` with ``doomed: true`` in the summary. ``keep_going``
+(true, or absent: the controller goes on after a doomed slice) makes that once per
+batch; false: every time the batch is run again.
 
 Optional keys of the manifest itself also include ``runner_digest`` (the SHA-256 the
 controller expects of this file: another one exits with status 3, and the playbook
@@ -1415,13 +1417,15 @@ class _Doom:
 
     Ending the slice early hands the failed runs' records to the controller at once,
     which stops the campaign (or goes on, with --keep-going-on-failures, in a next slice).
-    It happens once per batch (``batches/BATCH.doomed`` marks it), so a campaign that
-    goes on pays one extra slice per batch at most.
+    It happens once per batch while the controller goes on (``keep_going``: ``bmx run
+    --keep-going-on-failures``; ``batches/BATCH.doomed`` marks it), so such a campaign
+    pays one extra slice per batch at most. Without it, the controller stopped the
+    campaign, and a batch run again unfixed ends early again.
     """
 
-    def __init__(self, workdir, batch):
+    def __init__(self, workdir, batch, keep_going=True):
         self.marker = os.path.join(workdir, "batches", batch + ".doomed")
-        self.off = os.path.exists(self.marker)
+        self.off = keep_going and os.path.exists(self.marker)
         self.ways, self.cells, self.failed = set(), set(), 0
 
     def note(self, run, result):
@@ -1957,7 +1961,8 @@ def main(argv):
         _lease_expired(workdir, manifest["batch"], restart=True)
         _take_lease(workdir, manifest["batch"], manifest.get("lease_seconds"))
         progress = _Progress(workdir, manifest["batch"])
-        doom = _Doom(workdir, manifest["batch"])
+        # Absent (an older controller): the marker holds, as it always did.
+        doom = _Doom(workdir, manifest["batch"], str(manifest.get("keep_going", True)).lower() == "true")
         live = LiveKnobs(manifest)
         runs = manifest["runs"]
         for i, run in enumerate(runs):

@@ -50,6 +50,14 @@ def test_thirty_runs_that_all_fail_alike_stop_after_at_most_ten(project):
     assert status.stdout.count("bench-tool") == 1, status.stdout  # said once, with its count
     assert f"{len(failed)} runs, first" in status.stdout, status.stdout
 
+    # Run again unfixed: it stops as early again, not after the rest of the batch.
+    res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 1 and "all failed the same way" in res.stderr, res.stdout + res.stderr
+    records = [json.loads(p.read_text()) for p in (exp / "runs").glob("*/*/record.json")]
+    more = [r for r in records if r["status"] == "failed"]
+    assert 5 <= len(more) - len(failed) <= 10, (len(failed), len(more))
+    failed = more
+
     # Fixed: the next bmx run runs the rest, and bmx rerun --failed the failed ones.
     prog.parent.mkdir(parents=True, exist_ok=True)
     prog.write_text("#!/bin/sh\nexit 0\n")

@@ -20,12 +20,13 @@ def run(run_id: str, seq: int, argv: list[str], cell: str) -> dict:
             "cell_id": cell}
 
 
-def batch(tmp_path: Path, runs: list[dict], name: str = "b1") -> dict:
+def batch(tmp_path: Path, runs: list[dict], name: str = "b1", keep_going: bool | None = None) -> dict:
     workdir = tmp_path / "work"
     manifest = tmp_path / "manifest.json"
+    extra = {} if keep_going is None else {"keep_going": keep_going}
     manifest.write_text(json.dumps({"experiment": "t", "batch": name, "workdir": str(workdir),
                                     "archive": str(workdir / f"{name}.tar.gz"), "containment": "process_tree",
-                                    "runs": runs}))
+                                    "runs": runs, **extra}))
     proc = subprocess.run([sys.executable, str(RUNNER), str(manifest)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout)
@@ -37,10 +38,21 @@ def test_thirty_runs_of_a_missing_program_end_the_slice_after_five(tmp_path):
     summary = batch(tmp_path, runs)
     assert summary["executed"] == [f"r{i}" for i in range(5)], summary
     assert summary["deferred"] == [f"r{i}" for i in range(5, 30)], summary
-    # The next slice of the same batch (the controller's choice: it stops the campaign
-    # or, with --keep-going-on-failures, goes on) runs to its end.
-    summary = batch(tmp_path, runs[5:])
-    assert len(summary["executed"]) == 25 and not summary.get("deferred"), summary
+    # With --keep-going-on-failures the controller starts the next slice of the same
+    # batch, which runs to its end.
+    summary = batch(tmp_path, runs[5:10], keep_going=True)
+    assert len(summary["executed"]) == 5 and not summary.get("deferred"), summary
+
+
+def test_a_resumed_doomed_batch_ends_early_again(tmp_path):
+    # bmx run stopped the doomed campaign; run again unfixed (no --keep-going-on-failures),
+    # the batch's other runs fail alike: five of them, not all 25 (issue 38, trial point 21).
+    missing = str(tmp_path / "no-such-tool")
+    runs = [run(f"r{i}", i, [missing, f"--n={i}"], "abc"[i % 3]) for i in range(30)]
+    assert len(batch(tmp_path, runs)["executed"]) == 5
+    summary = batch(tmp_path, runs[5:], keep_going=False)
+    assert summary["executed"] == [f"r{i}" for i in range(5, 10)], summary
+    assert summary.get("doomed") is True, summary
 
 
 def test_an_ok_run_or_a_second_way_of_failing_goes_on(tmp_path):
