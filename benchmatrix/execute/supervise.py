@@ -167,6 +167,9 @@ DOOMED = "doomed: "
 #: only when a job ends, and one batch may take many minutes): on a fixed schedule, well
 #: inside the 30 s the README promises even on a loaded controller.
 TICK_SECONDS = 20.0
+#: Seconds between looks, between two ticks, for runs finished since the last line
+#: (:func:`progress_poll`: local files only).
+POLL_SECONDS = 2.0
 
 #: What ``bmx run`` says Snakemake is doing when no run is left to count, per rule.
 PHASES = {"plan": "planning", "run_batch": "fetching the last results", "restore_host": "restoring the hosts",
@@ -199,6 +202,9 @@ class RunProgress:
         self.jobs_running: dict[str, int] = {}
         self.jobs_seen = False
         self.said_phase = ""
+        # (runs finished, ETA, when): with nothing new known, the ETA counts down from it.
+        self._eta_base: tuple[int, float, float] | None = None
+        self.said_finished: int | None = None  # runs finished in the last line said
 
     def job_started(self, rule: str) -> None:
         """Snakemake started a job of ``rule``."""
@@ -283,9 +289,19 @@ class RunProgress:
             if eta is None:
                 eta = self.eta(now, len(finished), planned)
         if eta is not None:
-            parts.append(f"ETA {fmt_hms(eta)}")
+            parts.append(f"ETA {fmt_hms(self._counted_down(eta, len(finished), now))}")
+        self.said_finished = len(finished)
         phase = self.phase(runs is not None and not left)
         return "bmx: " + ", ".join(parts) + (f"; {phase}" if phase else "")
+
+    def _counted_down(self, eta: float, finished: int, now: float) -> float:
+        """``eta`` while a run finished since the last one priced; else that one less the
+        time since (the same estimate said again and again read as a clock that stopped)."""
+        base = self._eta_base
+        if base is not None and base[0] == finished:
+            return max(base[1] - (now - base[2]), 0.0)
+        self._eta_base = (finished, eta, now)
+        return eta
 
     def _eta_left(self, runs: list[Any], left: list[Any], finished: set[tuple[str, int]]) -> float | None:
         """Seconds left by the model (None without one, or a run's time unknown)."""
@@ -312,13 +328,29 @@ def progress_tick(progress: RunProgress, now: float) -> str:
     Reads the runs the hosts' runners reported finished (``batches/BATCH.progress.json``,
     read with each lease renewal) and learns each host's pace from them.
     """
+    _read_hosts(progress)
+    return progress.line(now)
+
+
+def progress_poll(progress: RunProgress, now: float) -> str | None:
+    """The line to print between two ticks (every :data:`POLL_SECONDS`), or None: only
+    when more runs are finished (on the hosts or recorded) than the last line said, so
+    a short batch's count shows when its lease renewal brings it, not a tick later."""
+    _read_hosts(progress)
+    finished = progress.recorded() | progress.on_hosts
+    if progress.said_finished is None or len(finished) <= progress.said_finished:
+        return None
+    return progress.line(now)
+
+
+def _read_hosts(progress: RunProgress) -> None:
+    """The runs the hosts' runners reported finished, and each host's pace from them."""
     from benchmatrix.plan.wall_time import pace_of
     from benchmatrix.results.status import host_progress
 
     items = host_progress(progress.exp)
     progress.on_hosts = {(str(i["run_id"]), int(i["attempt"])) for i in items}
     progress.pace.update(pace_of((str(i.get("host")), str(i.get("ended_at"))) for i in items))
-    return progress.line(now)
 
 
 #: The flag of ``bmx run`` and ``bmx rerun`` that goes on with a doomed campaign.
@@ -388,13 +420,28 @@ def _doom_poll(watch: DoomWatch, look: Any, stop: threading.Event) -> None:
 def _ticker(progress: RunProgress, stop: threading.Event, look: Any = None) -> None:
     from benchmatrix.execute.lease import renew_on_time
 
+    lock = threading.Lock()  # one line at a time, from one reading of the hosts' progress
+
     def tick() -> None:
         try:
-            say(progress_tick(progress, time.monotonic()), flush=True)
+            with lock:
+                say(progress_tick(progress, time.monotonic()), flush=True)
         except (OSError, ValueError):
             pass  # progress is a courtesy
         if look is not None:
             look()
+
+    def poll() -> None:
+        while not stop.wait(POLL_SECONDS):
+            try:
+                with lock:
+                    line = progress_poll(progress, time.monotonic())
+                    if line is not None:
+                        say(line, flush=True)
+            except (OSError, ValueError):
+                pass
+
+    threading.Thread(target=poll, name="bmx-progress-poll", daemon=True).start()
 
     def inline(call: Any) -> Any:
         call()

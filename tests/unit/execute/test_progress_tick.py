@@ -161,3 +161,46 @@ def test_the_runners_progress_is_read_at_least_every_20_s_whatever_the_lease():
 
     assert renewal_interval(300) == 20.0
     assert renewal_interval(40) == 10.0  # a quarter lease when that is shorter
+
+
+def test_the_eta_counts_down_while_nothing_new_is_known(tmp_path):
+    """The trial's ETA read 0:00:21 at 0:00:02 and still 0:00:21 at 0:00:20 (issue 38,
+    trial point 16): with nothing new from the hosts, the time since is taken off."""
+    exp = tmp_path / "exp"
+    spec, runs = _real_plan(exp, tmp_path)
+    progress = RunProgress(exp, t0=0.0, spec=spec, model=_model(spec))
+    progress.start = 0.0
+    progress.job_started("run_batch")
+    assert progress_tick(progress, 5.0).endswith("ETA 0:00:23")
+    assert progress_tick(progress, 15.0).endswith("ETA 0:00:13")
+    assert progress_tick(progress, 40.0).endswith("ETA 0:00:00")
+    # News from the host: the ETA is priced again from it.
+    (exp / "batches").mkdir()
+    ends = [f"2026-12-03T00:00:{s:02d}+00:00" for s in (10, 20)]
+    (exp / "batches" / f"{runs[0].batch}.progress.json").write_text(json.dumps(
+        {"batch": runs[0].batch, "host": "h1", "finished": [{"run_id": r.run_id, "attempt": 1, "ended_at": e}
+                                                            for r, e in zip(runs, ends)]}))
+    assert progress_tick(progress, 50.0).endswith("2 more finished on the hosts, elapsed 0:00:50, ETA 0:00:48")
+    assert progress_tick(progress, 60.0).endswith("ETA 0:00:38")
+
+
+def test_runs_the_hosts_report_between_two_ticks_get_a_line_at_once(tmp_path):
+    """A batch of 19 short runs said 0/19 at 20 s and 19/19 at 40 s (issue 38, trial point
+    15): the lease renewal between the ticks brought the count, and nobody printed it."""
+    from benchmatrix.execute.supervise import progress_poll
+
+    exp = tmp_path / "exp"
+    spec, runs = _real_plan(exp, tmp_path)
+    progress = RunProgress(exp, t0=0.0, spec=spec, model=_model(spec))
+    progress.start = 0.0
+    progress.job_started("run_batch")
+    assert progress_tick(progress, 20.0).startswith("bmx: 0/6 runs done, elapsed 0:00:20")
+    assert progress_poll(progress, 22.0) is None, "nothing new: the tick's line stands"
+    (exp / "batches").mkdir()
+    (exp / "batches" / f"{runs[0].batch}.progress.json").write_text(json.dumps(
+        {"batch": runs[0].batch, "host": "h1", "finished": [{"run_id": r.run_id, "attempt": 1}
+                                                            for r in runs[:4]]}))
+    line = progress_poll(progress, 27.0)
+    assert line is not None and line.startswith("bmx: 0/6 runs done, 4 more finished on the hosts, elapsed 0:00:27"), \
+        line
+    assert progress_poll(progress, 29.0) is None, "said once"
