@@ -36,6 +36,17 @@ MAX_IN_FLIGHT = 2
 PROGRESS_READ_SECONDS = 20.0
 
 
+#: Seconds from the runner's start to the first renewal (and progress read), at most: a
+#: batch of 20-35 s ended before a first read one interval in brought any count.
+FIRST_READ_SECONDS = 10.0
+
+
+def first_renewal(lease_seconds: float) -> float:
+    """Seconds from the runner's start to the first renewal: :data:`FIRST_READ_SECONDS`,
+    or the :func:`renewal_interval` when that is shorter."""
+    return min(renewal_interval(lease_seconds), FIRST_READ_SECONDS)
+
+
 def renewal_interval(lease_seconds: float) -> float:
     """Seconds between renewals: a quarter lease, at most :data:`PROGRESS_READ_SECONDS`."""
     return min(lease_seconds / 4, PROGRESS_READ_SECONDS)
@@ -103,8 +114,9 @@ def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[thre
     on a fixed schedule whatever the calls take (:func:`renew_on_time`); a failed
     renewal is retried at the next due time. The
     runner takes the lease itself as it starts (the manifest's ``lease_seconds``), so
-    the first renewal comes one interval after the runner's start: a batch shorter
-    than that costs no second ansible-playbook at all (on many hosts at once, half the
+    the first renewal comes :func:`first_renewal` (10 s) after the runner's start, the
+    next ones an interval apart: a batch shorter than that costs no second
+    ansible-playbook at all (on many hosts at once, half the
     batches' Ansible processes, memory and CPU), and neither does a call's wait for a
     start slot nor the host's preparation in its first batch.
 
@@ -143,7 +155,12 @@ def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[thre
 
     def schedule() -> None:
         started.wait()  # also set as the batch ends, so a runner that never started frees the thread
-        renew_on_time(renew, renewal_interval(seconds), stop)
+        first, interval = first_renewal(seconds), renewal_interval(seconds)
+        if first < interval:
+            if stop.wait(first):
+                return
+            _in_thread(renew)
+        renew_on_time(renew, interval, stop)
 
     thread = threading.Thread(target=schedule, name=f"lease-{batch}", daemon=True)
     thread.start()

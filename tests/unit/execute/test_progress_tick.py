@@ -204,3 +204,14 @@ def test_runs_the_hosts_report_between_two_ticks_get_a_line_at_once(tmp_path):
     assert line is not None and line.startswith("bmx: 0/6 runs done, 4 more finished on the hosts, elapsed 0:00:27"), \
         line
     assert progress_poll(progress, 29.0) is None, "said once"
+
+
+def test_the_first_progress_read_comes_half_an_interval_after_the_runners_start():
+    """A batch of 20-35 s ended before its first renewal (20 s after the runner's
+    start) brought any count (issue 38, trial point 15): the first comes after 10 s; a
+    batch shorter than that still costs no renewal call."""
+    from benchmatrix.execute.lease import first_renewal
+
+    assert first_renewal(300) == 10.0
+    assert first_renewal(40) == 10.0
+    assert first_renewal(8) == 2.0  # a quarter lease when that is shorter
