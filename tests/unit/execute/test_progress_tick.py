@@ -97,6 +97,25 @@ def _model(spec, per_run=2.0):
     return WallModel({c.cell_id: per_run for c in spec.cells}, None, costs)
 
 
+def _batch_running(tmp_path):
+    """A one-host plan of 6 runs of 2 s (the model's), its batch job started at 0 s."""
+    exp = tmp_path / "exp"
+    spec, runs = _real_plan(exp, tmp_path)
+    progress = RunProgress(exp, t0=0.0, spec=spec, model=_model(spec))
+    progress.start = 0.0
+    progress.job_started("run_batch")
+    return exp, runs, progress
+
+
+def _host_reported(exp, runs, ends=None) -> None:
+    """The batch's runner reported ``runs`` finished on h1 (ended at ``ends``, host clock)."""
+    (exp / "batches").mkdir(exist_ok=True)
+    finished = [{"run_id": r.run_id, "attempt": 1, **({"ended_at": ends[i]} if ends else {})}
+                for i, r in enumerate(runs)]
+    (exp / "batches" / f"{runs[0].batch}.progress.json").write_text(json.dumps(
+        {"batch": runs[0].batch, "host": "h1", "finished": finished}))
+
+
 def test_a_line_every_tick_while_nothing_changes(tmp_path):
     """A batch of long runs changed nothing for minutes and bmx run printed nothing (issue 38)."""
     exp = tmp_path / "exp"
@@ -110,19 +129,10 @@ def test_a_line_every_tick_while_nothing_changes(tmp_path):
 
 
 def test_before_the_first_run_the_eta_comes_from_the_estimates_then_from_the_hosts_pace(tmp_path):
-    exp = tmp_path / "exp"
-    spec, runs = _real_plan(exp, tmp_path)
-    progress = RunProgress(exp, t0=0.0, spec=spec, model=_model(spec))
-    progress.start = 0.0
-    progress.job_started("run_batch")
+    exp, runs, progress = _batch_running(tmp_path)
     # 6 runs of 2 s (earlier campaigns), one batch of 3 s, then the 8 s tail: 23 s.
     assert progress_tick(progress, 5.0) == "bmx: 0/6 runs done, elapsed 0:00:05, ETA 0:00:23"
-    (exp / "batches").mkdir()
-    batch = runs[0].batch
-    ends = [f"2026-12-03T00:00:{s:02d}+00:00" for s in (10, 20)]
-    (exp / "batches" / f"{batch}.progress.json").write_text(json.dumps(
-        {"batch": batch, "host": "h1", "finished": [{"run_id": r.run_id, "attempt": 1, "ended_at": e}
-                                                    for r, e in zip(runs, ends)]}))
+    _host_reported(exp, runs[:2], [f"2026-12-03T00:00:{s:02d}+00:00" for s in (10, 20)])
     # The host runs one every 10 s, not 2: 4 left take 40 s, the batch is paid, 8 s tail.
     assert progress_tick(progress, 30.0) == \
         "bmx: 0/6 runs done, 2 more finished on the hosts, elapsed 0:00:30, ETA 0:00:48"
@@ -166,20 +176,12 @@ def test_the_runners_progress_is_read_at_least_every_20_s_whatever_the_lease():
 def test_the_eta_counts_down_while_nothing_new_is_known(tmp_path):
     """The trial's ETA read 0:00:21 at 0:00:02 and still 0:00:21 at 0:00:20 (issue 38,
     trial point 16): with nothing new from the hosts, the time since is taken off."""
-    exp = tmp_path / "exp"
-    spec, runs = _real_plan(exp, tmp_path)
-    progress = RunProgress(exp, t0=0.0, spec=spec, model=_model(spec))
-    progress.start = 0.0
-    progress.job_started("run_batch")
+    exp, runs, progress = _batch_running(tmp_path)
     assert progress_tick(progress, 5.0).endswith("ETA 0:00:23")
     assert progress_tick(progress, 15.0).endswith("ETA 0:00:13")
     assert progress_tick(progress, 40.0).endswith("ETA 0:00:00")
     # News from the host: the ETA is priced again from it.
-    (exp / "batches").mkdir()
-    ends = [f"2026-12-03T00:00:{s:02d}+00:00" for s in (10, 20)]
-    (exp / "batches" / f"{runs[0].batch}.progress.json").write_text(json.dumps(
-        {"batch": runs[0].batch, "host": "h1", "finished": [{"run_id": r.run_id, "attempt": 1, "ended_at": e}
-                                                            for r, e in zip(runs, ends)]}))
+    _host_reported(exp, runs[:2], [f"2026-12-03T00:00:{s:02d}+00:00" for s in (10, 20)])
     assert progress_tick(progress, 50.0).endswith("2 more finished on the hosts, elapsed 0:00:50, ETA 0:00:48")
     assert progress_tick(progress, 60.0).endswith("ETA 0:00:38")
 
@@ -189,17 +191,10 @@ def test_runs_the_hosts_report_between_two_ticks_get_a_line_at_once(tmp_path):
     15): the lease renewal between the ticks brought the count, and nobody printed it."""
     from benchmatrix.execute.supervise import progress_poll
 
-    exp = tmp_path / "exp"
-    spec, runs = _real_plan(exp, tmp_path)
-    progress = RunProgress(exp, t0=0.0, spec=spec, model=_model(spec))
-    progress.start = 0.0
-    progress.job_started("run_batch")
+    exp, runs, progress = _batch_running(tmp_path)
     assert progress_tick(progress, 20.0).startswith("bmx: 0/6 runs done, elapsed 0:00:20")
     assert progress_poll(progress, 22.0) is None, "nothing new: the tick's line stands"
-    (exp / "batches").mkdir()
-    (exp / "batches" / f"{runs[0].batch}.progress.json").write_text(json.dumps(
-        {"batch": runs[0].batch, "host": "h1", "finished": [{"run_id": r.run_id, "attempt": 1}
-                                                            for r in runs[:4]]}))
+    _host_reported(exp, runs[:4])
     line = progress_poll(progress, 27.0)
     assert line is not None and line.startswith("bmx: 0/6 runs done, 4 more finished on the hosts, elapsed 0:00:27"), \
         line
