@@ -67,8 +67,10 @@ def _in_thread(renew: Callable[[], None]) -> Callable[[], bool]:
 # shape: the renewal and its interval, then the waiting, clock and start it uses (tests give fakes)
 def renew_on_time(renew: Callable[[], None], interval: float, stop: Any, *,
                   clock: Callable[[], float] = time.monotonic,
-                  start: Callable[[Callable[[], None]], Callable[[], bool]] = _in_thread) -> int:
-    """Start ``renew`` at ``t0 + k * interval`` (k = 1, 2, ...) until ``stop`` is set.
+                  start: Callable[[Callable[[], None]], Callable[[], bool]] = _in_thread,
+                  first: float | None = None) -> int:
+    """Start ``renew`` at ``t0 + first + k * interval`` (k = 0, 1, ...; ``first`` defaults
+    to ``interval``) until ``stop`` is set.
 
     The due times are fixed on the monotonic clock as the loop starts, so neither a
     call's own duration nor a late wake-up shifts the later ones (waiting an interval
@@ -85,20 +87,22 @@ def renew_on_time(renew: Callable[[], None], interval: float, stop: Any, *,
         stop: Its ``wait(timeout)`` returns True once the batch ended (a ``threading.Event``).
         clock: The monotonic clock.
         start: Starts a call; returns a function that says whether it still runs.
+        first: Seconds to the first due time (the first progress read comes sooner
+            than the interval); None: one interval.
 
     Returns:
         The number of calls started.
     """
-    t0 = clock()
+    base = clock() + (interval if first is None else first) - interval  # due times: base + k * interval
     k = 1
     running: list[Callable[[], bool]] = []
     started = 0
-    while not stop.wait(max(0.0, t0 + k * interval - clock())):
+    while not stop.wait(max(0.0, base + k * interval - clock())):
         running = [alive for alive in running if alive()]
         if len(running) < MAX_IN_FLIGHT:
             running.append(start(renew))
             started += 1
-        k = max(k + 1, math.floor((clock() - t0) / interval) + 1)
+        k = max(k + 1, math.floor((clock() - base) / interval) + 1)
     return started
 
 
@@ -155,12 +159,7 @@ def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[thre
 
     def schedule() -> None:
         started.wait()  # also set as the batch ends, so a runner that never started frees the thread
-        first, interval = first_renewal(seconds), renewal_interval(seconds)
-        if first < interval:
-            if stop.wait(first):
-                return
-            _in_thread(renew)
-        renew_on_time(renew, interval, stop)
+        renew_on_time(renew, renewal_interval(seconds), stop, first=first_renewal(seconds))
 
     thread = threading.Thread(target=schedule, name=f"lease-{batch}", daemon=True)
     thread.start()

@@ -56,9 +56,9 @@ class FakeTime:
         return lambda: self.now < began + self.seconds
 
 
-def _run(fake: FakeTime) -> int:
+def _run(fake: FakeTime, first: float | None = None) -> int:
     stop = type("Stop", (), {"wait": staticmethod(fake.wait)})()
-    return lease_mod.renew_on_time(lambda: None, Q, stop, clock=fake.clock, start=fake.start)
+    return lease_mod.renew_on_time(lambda: None, Q, stop, clock=fake.clock, start=fake.start, first=first)
 
 
 @pytest.mark.parametrize("seconds", [0.1, 3.0, 4.9])
@@ -68,6 +68,15 @@ def test_renewals_keep_the_schedule_whatever_a_call_takes(seconds):
     # Each start is at its due time, at most one late wake-up after it: nothing adds up.
     for k, began in enumerate(fake.starts, start=1):
         assert k * Q <= began <= k * Q + 0.05 + 1e-9, (k, began)
+
+
+def test_the_first_renewal_may_come_sooner_then_the_interval_holds():
+    """The first progress read comes before a whole interval (lease.first_renewal); the
+    same two-in-flight bound covers it and the later ones."""
+    fake = FakeTime(until=4.5 * Q + 1, seconds=1.5 * Q)
+    assert _run(fake, first=Q / 2) == 5
+    assert fake.starts == [Q / 2 + k * Q for k in range(5)]
+    assert fake.most_in_flight == 2
 
 
 def test_a_call_longer_than_the_interval_does_not_hold_back_the_next():
