@@ -29,7 +29,10 @@ The t and F distributions come from :mod:`scipy.special` (:func:`t_ppf`, :func:`
 handling of invalid arguments, so every value is bit for bit what ``scipy.stats.t``
 gives, but importing scipy.stats costs about 0.7 s of every collect job and
 scipy.special about 0.15 s. Even scipy.special is imported on first use, so that
-importing this module (and the report's) stays cheap. The checks that need more of
+importing this module (and the report's) stays cheap, and the quantile every summary
+interval takes (97.5 % at a whole number of degrees of freedom) is read from scipy's own
+values in :mod:`benchmatrix.analyze.t_table`: a campaign that compares nothing does not
+import scipy at all. The checks that need more of
 scipy.stats (the drift tests of :mod:`benchmatrix.analyze.sanity`) import it when
 they run.
 """
@@ -168,13 +171,33 @@ def _scalar_or_array(out: np.ndarray) -> np.ndarray | np.float64:
     return out[()] if out.ndim == 0 else out
 
 
+def _t975_from_table(q: np.ndarray, df: np.ndarray) -> np.ndarray | None:
+    """t's 97.5 % quantile from :data:`benchmatrix.analyze.t_table.T975` when ``q`` is
+    that level and every ``df`` a whole number the table holds (or NaN); else None."""
+    from benchmatrix.analyze.t_table import T975
+
+    if q.ndim or float(q) != 0.975:
+        return None
+    known = ~np.isnan(df)
+    whole = df[known]
+    if not np.all((whole >= 1) & (whole <= len(T975)) & (whole == np.floor(whole))):
+        return None
+    out = np.full(df.shape, np.nan)
+    out[known] = np.asarray(T975)[whole.astype(np.int64) - 1]
+    return out
+
+
 def t_ppf(q, df) -> np.ndarray | np.float64:
     """Quantile of Student's t, exactly ``scipy.stats.t.ppf(q, df)``.
 
     NaN where ``df <= 0`` or is NaN or ``q`` lies outside [0, 1]; -inf at ``q = 0``
-    and +inf at ``q = 1``.
+    and +inf at ``q = 1``. At ``q = 0.975`` and whole ``df`` up to 1000, from
+    :data:`benchmatrix.analyze.t_table.T975` (the same numbers, without importing scipy).
     """
     q, df = np.asarray(q, dtype="float64"), np.asarray(df, dtype="float64")
+    tabled = _t975_from_table(q, df)
+    if tabled is not None:
+        return _scalar_or_array(tabled)
     with np.errstate(invalid="ignore", divide="ignore"):
         valid = df > 0
         inside = valid & (q > 0) & (q < 1)

@@ -387,6 +387,26 @@ def test_t_and_f_from_scipy_special_equal_scipy_stats_bit_for_bit():
         assert _same(f_sf(3.0, 2.0, 7.0), sps.f.sf(3.0, 2.0, 7.0))
 
 
+def test_the_t_table_holds_scipys_own_quantiles_and_t_ppf_reads_it_only_where_it_holds_them():
+    # Every summary interval reads t's 97.5 % quantile from t_table instead of importing
+    # scipy: each entry must be scipy's number, and anything else must still come from scipy.
+    from scipy import special
+
+    from benchmatrix.analyze.stats import t_ppf
+    from benchmatrix.analyze.t_table import T975
+
+    df = np.arange(1.0, 1001.0)
+    assert _same(np.asarray(T975), special.stdtrit(df, 0.975))
+    assert _same(t_ppf(0.975, df), sps.t.ppf(0.975, df))
+    grid = np.array([[3.0, np.nan], [1000.0, 7.0]])
+    assert _same(t_ppf(0.975, grid), sps.t.ppf(0.975, grid))
+    assert _same(t_ppf(0.975, 12), sps.t.ppf(0.975, 12)) and np.ndim(t_ppf(0.975, 12)) == 0
+    for beyond in (1001.0, 2.5, 0.0, -1.0, np.inf):
+        with np.errstate(all="ignore"):
+            assert _same(t_ppf(0.975, [2.0, beyond]), sps.t.ppf(0.975, [2.0, beyond])), beyond
+    assert _same(t_ppf([0.975, 0.95], 4.0), sps.t.ppf([0.975, 0.95], 4.0))
+
+
 def test_welch_test_equals_scipy_ttest_ind_from_stats_bit_for_bit():
     from benchmatrix.analyze.stats import welch_test
 

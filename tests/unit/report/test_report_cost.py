@@ -14,16 +14,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+from campaign_factory import make_experiment
+
+from benchmatrix import layout
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _loaded_after(statement: str) -> list[str]:
-    code = (f"import json, sys\n{statement}\n"
-            "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
+def _modules_after(statement: str, cwd: Path = ROOT) -> set[str]:
+    """Every module a fresh interpreter holds after running ``statement``."""
+    code = f"import json, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=cwd,
                          check=True)
-    return json.loads(out.stdout)
+    return set(json.loads(out.stdout.splitlines()[-1]))
+
+
+def _loaded_after(statement: str) -> list[str]:
+    return sorted({m.split(".")[0] for m in _modules_after(statement)})
 
 
 def test_importing_the_report_loads_neither_scipy_nor_matplotlib():
@@ -31,6 +39,45 @@ def test_importing_the_report_loads_neither_scipy_nor_matplotlib():
     assert "benchmatrix" in loaded  # the import happened in this interpreter
     assert "scipy" not in loaded
     assert "matplotlib" not in loaded
+
+
+def test_a_time_in_its_display_unit_needs_no_matplotlib():
+    # The terminal and a report without plots show times in µs or ms too: picking the
+    # prefix must not import matplotlib (about 0.4 s) for its engineering formatter.
+    loaded = _loaded_after("from benchmatrix.report.units import quantity\n"
+                           "assert quantity(1234.5, 'us') == '1.234 ms', quantity(1234.5, 'us')")
+    assert "benchmatrix" in loaded
+    assert "matplotlib" not in loaded
+
+
+def test_t_quantiles_of_a_summary_need_no_scipy():
+    # Every summary interval takes t's 97.5 % quantile at n - 1 degrees of freedom:
+    # those come from a table of scipy's own values, so that a campaign that compares
+    # nothing need not import scipy (test_stats checks the table against scipy).
+    loaded = _loaded_after("import numpy as np\n"
+                           "from benchmatrix.analyze.stats import CONFIDENCE, t_ppf\n"
+                           "t = t_ppf(0.5 + CONFIDENCE / 2, np.array([1.0, 2.0, 9.0, 299.0, np.nan]))\n"
+                           "assert abs(t[0] - 12.706) < 1e-3 and abs(t[2] - 2.262) < 1e-3, t\n"
+                           "assert np.isnan(t[4]) and float(t_ppf(0.975, 4)) > 2.77")
+    assert "numpy" in loaded
+    assert "scipy" not in loaded
+
+
+def test_the_collect_job_draws_its_plots_without_pyplot_or_scipy(tmp_path):
+    # Rule collect's job as the Snakefile starts it (scripts/collect.py's entry), on a
+    # campaign that compares nothing: its plots are drawn with matplotlib's Figure
+    # alone (pyplot imports GUI backends and its figure registry), and no statistic
+    # it computes needs scipy (issue 34, item 4).
+    made = make_experiment(tmp_path)
+    argv = ["--spec", str(made.spec_path), "--project-dir", str(made.root), "--plan", str(made.exp / layout.PLAN)]
+    loaded = _modules_after("from benchmatrix.execute.entry import entry\n"
+                            f"assert entry('collect', {argv!r}) == 0", cwd=made.root)
+    drawn = sorted(p.name for p in (made.exp / layout.PLOTS_DIR).glob("*.svg"))
+    assert "order.svg" in drawn
+    assert 'src="data:image/svg+xml;base64,' in (made.exp / layout.REPORT_HTML).read_text()  # embedded
+    assert "matplotlib.figure" in loaded  # this process drew them
+    assert "matplotlib.pyplot" not in loaded
+    assert not {m for m in loaded if m == "scipy" or m.startswith("scipy.")}
 
 
 def _compiles(env) -> list[str]:

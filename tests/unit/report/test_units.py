@@ -38,6 +38,26 @@ def test_quantity_reads_as_a_person_would_write_it():
     assert quantity(None, "ms") == "–" and quantity(float("nan"), "ms") == "–"
 
 
+def test_a_time_s_prefix_is_the_one_matplotlib_s_engineering_formatter_picks():
+    # display_unit picked the prefix with matplotlib's EngFormatter; it now applies the
+    # same rule without importing matplotlib. Every table, plot axis and terminal line
+    # must show the same unit as before, rounding edges (999.9996 µs is 1 ms) included.
+    from matplotlib.ticker import EngFormatter
+
+    eng = EngFormatter(unit="", places=None, sep="")
+    rng = np.random.default_rng(7)
+    edges = [m * 10.0 ** p for p in range(-33, 3, 3) for m in (1.0, 999.9994999, 999.9995, 999.99951, 1000.0)]
+    seconds = [*edges, *np.nextafter(edges, 0), *np.nextafter(edges, 1), *10.0 ** rng.uniform(-32, 1, 2000)]
+    for unit, size in (("us", 1e-6), ("ns", 1e-9), ("ms", 1e-3), ("s", 1.0)):
+        for typical in np.asarray(seconds) / size:
+            if typical * size >= 1.0:
+                continue
+            prefix = eng(typical * size).lstrip("-0123456789.,")
+            expected = f"{prefix}s" if prefix in ("n", "µ", "m") else "s"
+            factor = {"n": 1e-9, "µ": 1e-6, "m": 1e-3}.get(prefix, 1.0)
+            assert display_unit(unit, typical) == (expected, float(f"{size / factor:.12g}")), (unit, typical)
+
+
 def _svg_text(svg: str) -> str:
     return " ".join(re.findall(r">([^<>]+)</text>", svg)) + " " + " ".join(re.findall(r"<!-- (.*?) -->", svg))
 
