@@ -11,6 +11,7 @@ import difflib
 import hashlib
 import json
 import math
+import os
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -22,7 +23,6 @@ from typing import Any
 
 import jinja2
 import jinja2.meta
-import jsonschema
 
 from benchmatrix.errors import SpecError, SpecErrors
 from benchmatrix.host.knobs import BACKENDS as KNOB_BACKENDS
@@ -460,12 +460,48 @@ def _apply_defaults(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-# JSON Schema counts 3.0 as an integer; a spec's counts must be written as whole numbers
-# (3.0 replicates would crash the planner later).
-_Validator = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator,
-    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
-        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)))
+#: Set by :func:`load_spec` to the key (:func:`_schema_key`) of the document that passed
+#: the JSON Schema in this process: the processes it starts (Snakemake and its jobs) load
+#: the same spec again, and the same document against the same schema passes again, so
+#: they skip the check and the import of jsonschema (about 0.09 CPU-s a process; issue 34).
+SCHEMA_OK_ENV = "BMX_SPEC_SCHEMA_OK"
+
+
+@lru_cache(maxsize=1)
+def _validator_class() -> Any:
+    import jsonschema
+
+    # JSON Schema counts 3.0 as an integer; a spec's counts must be written as whole numbers
+    # (3.0 replicates would crash the planner later).
+    return jsonschema.validators.extend(
+        jsonschema.Draft202012Validator,
+        type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+            "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)))
+
+
+def _schema_key(data: Any) -> str | None:
+    """A digest of ``data`` and the schema it is checked against; None for a document
+    JSON cannot spell one way only (a key that is not a string, a date): always checked."""
+    stack = [data]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            if not all(isinstance(k, str) for k in v):
+                return None
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif not (v is None or isinstance(v, (str, int, float))):
+            return None
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"{_schema_digest()}\n{text}".encode()).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def _schema_digest() -> str:
+    from benchmatrix import __version__
+
+    return hashlib.sha256(f"{__version__}\n{json.dumps(schema(), sort_keys=True)}".encode()).hexdigest()
 
 
 def _unusable(value: Any, at: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...], str]]:
@@ -485,7 +521,10 @@ def _unusable(value: Any, at: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...]
 
 
 def _schema_errors(doc: LocatedDocument) -> list[SpecError]:
-    validator = _Validator(schema())
+    key = _schema_key(doc.data)
+    if key is not None and os.environ.get(SCHEMA_OK_ENV) == key:
+        return []
+    validator = _validator_class()(schema())
     unusable = dict(_unusable(doc.data, ()))
     errors = [doc.error(at, f"{'.'.join(map(str, at))}: {why}") for at, why in unusable.items()]
     for err in validator.iter_errors(doc.data):
@@ -521,6 +560,8 @@ def _schema_errors(doc: LocatedDocument) -> list[SpecError]:
         else:
             msg = err.message
         errors.append(doc.error(tuple(err.absolute_path), f"{where}: {msg}"))
+    if not errors and key is not None:
+        os.environ[SCHEMA_OK_ENV] = key
     return errors
 
 

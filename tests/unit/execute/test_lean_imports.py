@@ -7,9 +7,17 @@ Each check imports in a fresh interpreter and lists what got loaded.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from unit.report.test_report_cost import _loaded_after
 
 from benchmatrix.layout import FAILED_STATES as FAILED
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_bmx_run_tells_a_fixed_design_without_pandas():
@@ -20,7 +28,6 @@ def test_bmx_run_tells_a_fixed_design_without_pandas():
     assert "benchmatrix" in loaded
     assert "pandas" not in loaded
     assert "numpy" not in loaded
-
 
 
 def test_a_job_imports_only_its_own_task():
@@ -39,7 +46,7 @@ def test_bmx_runs_end_of_run_status_without_pandas(tmp_path):
     # What execute() does once its passes end: the states of every run (the one rule,
     # results.status), its summary lines and the findings. pandas alone cost bmx run
     # about 0.45 CPU-s there.
-    from unit.results.test_run_states import CASES, ROOT, campaign
+    from unit.results.test_run_states import CASES, campaign
 
     from benchmatrix.spec.load import load_spec
 
@@ -61,3 +68,41 @@ def test_bmx_runs_end_of_run_status_without_pandas(tmp_path):
     assert "benchmatrix" in loaded
     assert "pandas" not in loaded
     assert "numpy" not in loaded
+
+
+def _child(statement: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``statement`` in a fresh interpreter with ``env`` added to this one's environment."""
+    code = f"import json, sys\n{statement}\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}})))"
+    from benchmatrix.spec.load import SCHEMA_OK_ENV
+
+    # Not this process's answer (a load_spec here sets it): only what the test gives.
+    full = {**{k: v for k, v in os.environ.items() if k != SCHEMA_OK_ENV}, **env,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, cwd=ROOT)
+
+
+def test_a_job_loads_the_spec_its_parent_checked_without_jsonschema(tmp_path):
+    # bmx run (or Snakemake) checks the spec against its JSON Schema; the processes it
+    # starts (Snakemake, the plan, batch and collect jobs) load the same spec again, and
+    # importing jsonschema costs each about 0.09 CPU-s. The schema's answer for the same
+    # document travels in the environment; any other document is checked in full.
+    from benchmatrix.spec.load import SCHEMA_OK_ENV
+
+    qs = str(ROOT / "config" / "experiments" / "quickstart.yaml")
+    parent = _child("import os\nfrom benchmatrix.spec.load import SCHEMA_OK_ENV, load_spec\n"
+                    f"load_spec({qs!r})\nprint(os.environ[SCHEMA_OK_ENV])", {})
+    assert parent.returncode == 0, parent.stderr
+    passed = parent.stdout.splitlines()[0]
+    assert "jsonschema" in json.loads(parent.stdout.splitlines()[-1])  # the parent did check it
+    job = _child(f"from benchmatrix.spec.load import load_spec\nload_spec({qs!r})", {SCHEMA_OK_ENV: passed})
+    assert job.returncode == 0, job.stderr
+    loaded = json.loads(job.stdout.splitlines()[-1])
+    assert "benchmatrix" in loaded and "yaml" in loaded
+    assert "jsonschema" not in loaded
+
+    # The spec edited since (an unknown key): the schema's own error, not a skipped check.
+    edited = tmp_path / "quickstart.yaml"
+    edited.write_text(Path(qs).read_text() + "colour: blue\n")
+    bad = _child(f"from benchmatrix.spec.load import load_spec\nload_spec({str(edited)!r})", {SCHEMA_OK_ENV: passed})
+    assert bad.returncode != 0
+    assert "unknown key 'colour'" in bad.stderr
