@@ -15,8 +15,9 @@ not the controller's. Per extra host: (N hosts - 1 host) / (N - 1).
 
 ``--trace`` (issue 34, item 4) also says where the 1-host campaign's seconds go: a
 ``sitecustomize`` on ``PYTHONPATH`` makes every Python process of the campaign write its own
-CPU seconds (self, and the children it waited for) and its number of modules at exit; the
-table gives the median per process kind (bmx, Snakemake, each job's script, ansible-playbook).
+CPU seconds (self, and the children it waited for), its number of modules and the top-level
+packages it loaded (``packages`` in lean.json: which process still imports pandas, say) at exit;
+the table gives the median per process kind (bmx, Snakemake, each job's script, ansible-playbook).
 The hook's own cost is a few milliseconds a process.
 
     bench/lean.py                        # 3 rounds, 10 runs, 2 and 4 hosts, before = main
@@ -57,7 +58,8 @@ def _dump():
     c = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(os.path.join(_OUT, str(os.getpid()) + ".json"), "w") as f:
         json.dump({"argv": sys.orig_argv[:4], "self_s": s.ru_utime + s.ru_stime,
-                   "children_s": c.ru_utime + c.ru_stime, "modules": len(sys.modules)}, f)
+                   "children_s": c.ru_utime + c.ru_stime, "modules": len(sys.modules),
+                   "packages": sorted({m.split(".")[0] for m in sys.modules if not m.startswith("_")})}, f)
 if _OUT:
     atexit.register(_dump)
 """
