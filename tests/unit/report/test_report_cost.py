@@ -34,33 +34,19 @@ def _loaded_after(statement: str) -> list[str]:
     return sorted({m.split(".")[0] for m in _modules_after(statement)})
 
 
-def test_importing_the_report_loads_neither_scipy_nor_matplotlib():
-    loaded = _loaded_after("import benchmatrix.report.render")
+def test_importing_the_report_and_a_summary_s_numbers_load_neither_scipy_nor_matplotlib():
+    # A time shown in µs or ms (the terminal, a report without plots) must not import
+    # matplotlib for its engineering formatter; t's 97.5 % quantile at whole degrees of
+    # freedom (every summary interval) comes from t_table, not scipy (test_stats checks it).
+    loaded = _loaded_after("import benchmatrix.report.render\n"
+                           "from benchmatrix.analyze.stats import CONFIDENCE, t_ppf\n"
+                           "from benchmatrix.report.units import quantity\n"
+                           "assert quantity(1234.5, 'us') == '1.234 ms', quantity(1234.5, 'us')\n"
+                           "t = t_ppf(0.5 + CONFIDENCE / 2, [1.0, 9.0, float('nan')])\n"
+                           "assert abs(t[0] - 12.706) < 1e-3 and abs(t[1] - 2.262) < 1e-3, t")
     assert "benchmatrix" in loaded  # the import happened in this interpreter
     assert "scipy" not in loaded
     assert "matplotlib" not in loaded
-
-
-def test_a_time_in_its_display_unit_needs_no_matplotlib():
-    # The terminal and a report without plots show times in µs or ms too: picking the
-    # prefix must not import matplotlib (about 0.4 s) for its engineering formatter.
-    loaded = _loaded_after("from benchmatrix.report.units import quantity\n"
-                           "assert quantity(1234.5, 'us') == '1.234 ms', quantity(1234.5, 'us')")
-    assert "benchmatrix" in loaded
-    assert "matplotlib" not in loaded
-
-
-def test_t_quantiles_of_a_summary_need_no_scipy():
-    # Every summary interval takes t's 97.5 % quantile at n - 1 degrees of freedom:
-    # those come from a table of scipy's own values, so that a campaign that compares
-    # nothing need not import scipy (test_stats checks the table against scipy).
-    loaded = _loaded_after("import numpy as np\n"
-                           "from benchmatrix.analyze.stats import CONFIDENCE, t_ppf\n"
-                           "t = t_ppf(0.5 + CONFIDENCE / 2, np.array([1.0, 2.0, 9.0, 299.0, np.nan]))\n"
-                           "assert abs(t[0] - 12.706) < 1e-3 and abs(t[2] - 2.262) < 1e-3, t\n"
-                           "assert np.isnan(t[4]) and float(t_ppf(0.975, 4)) > 2.77")
-    assert "numpy" in loaded
-    assert "scipy" not in loaded
 
 
 def test_the_collect_job_draws_its_plots_without_pyplot_or_scipy(tmp_path):
