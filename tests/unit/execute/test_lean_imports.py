@@ -15,6 +15,7 @@ from pathlib import Path
 
 from unit.report.test_report_cost import _loaded_after
 
+from benchmatrix import layout
 from benchmatrix.layout import FAILED_STATES as FAILED
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -52,6 +53,12 @@ def test_bmx_runs_end_of_run_status_without_pandas(tmp_path):
 
     spec = load_spec(ROOT / "config" / "experiments" / "quickstart.yaml")
     exp, _, _, _ = campaign(spec, tmp_path)
+    # What a campaign that compares nothing prints at its end: each cell's numbers.
+    cells = [{"cell": "c1", "n": 3, "mean": 1234.5, "ci_low": 1200.0, "ci_high": None}]
+    (exp / layout.FINDINGS).write_text(json.dumps({
+        "configured": False, "findings": [], "counts": {}, "total": 0, "warnings": [],
+        "numbers": [{"metric": "read_iops", "unit": "IO/s", "better": "higher", "cells": cells}],
+        "report": {"html": "report.html", "md": "report.md"}}))
     want_failed = sum(1 for _, _, state, _ in CASES.values() if state == "failed")
     loaded = _loaded_after(
         "import io\n"
@@ -64,7 +71,9 @@ def test_bmx_runs_end_of_run_status_without_pandas(tmp_path):
         "out, err = done_lines(status, 1.0, 'quickstart.yaml')\n"
         f"assert exit_code(status) == 1 and sum(status['totals'][s] for s in {FAILED!r}) == {want_failed}\n"
         "assert 'failed' in out[0] and err\n"
-        "print_findings(exp, io.StringIO())")
+        "shown = io.StringIO()\n"
+        "print_findings(exp, shown)\n"
+        "assert '1,234' in shown.getvalue() and 'c1' in shown.getvalue(), shown.getvalue()")
     assert "benchmatrix" in loaded
     assert "pandas" not in loaded
     assert "numpy" not in loaded
