@@ -458,10 +458,11 @@ def noop_workload() -> Workload:
 
 
 def measure_slope(bench: Bench, args: argparse.Namespace, rng: random.Random,
-                  one_batch: bool = True) -> dict[str, Any]:
+                  one_batch: bool = True, warm: bool = True) -> dict[str, Any]:
     """Marginal cost of one more run: campaigns of two sizes, interleaved; slope and intercept.
 
     ``one_batch``: also bmx with every campaign in one batch (``--batch-max-runs 1000``).
+    ``warm``: an unmeasured campaign first (off only for a smoke run, whose slope is noise).
     """
     sizes = [int(s) for s in args.slope_sizes.split(",")]
     wl = noop_workload()
@@ -475,7 +476,8 @@ def measure_slope(bench: Bench, args: argparse.Namespace, rng: random.Random,
     batches: dict[int, int] = {}
     # Unmeasured: the project's first campaign on a host gathers its facts (later ones
     # read them from the host cache); whichever size came first paid it and skewed the slope.
-    bench.bmx(wl, 1, "swarm")
+    if warm:
+        bench.bmx(wl, 1, "swarm")
     for _rep in range(args.slope_repeats):
         todo = [(v, n) for v in variants for n in sizes]
         rng.shuffle(todo)

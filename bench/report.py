@@ -2,8 +2,9 @@
 """Collect and report at scale: 10k, 100k and 1M synthetic run records.
 
 A synthetic experiment (1000 cells = 10 x 10 x 10 levels, one warm-up per cell, a
-control cell every 50 runs, four metrics with units and a cell effect, 3 % noise) is
-planned by benchmatrix itself (plan.csv from make_plan). Then, per size:
+control cell every 50 runs, four metrics with units and a cell effect, 3 % noise; under
+2000 runs factor c has fewer levels, 100 cells a level, so that small sizes stay small)
+is planned by benchmatrix itself (plan.csv from make_plan). Then, per size:
 
 - 10k and 100k: one record.json per run, shaped like the real ones (ids, factors,
   timestamps, phases, host facts, metrics, details), written without fsync. Measured:
@@ -21,7 +22,7 @@ Every step runs in a fresh process: wall time and peak RSS (wait4: the process a
 the children it waited for).
 
     bench/report.py          # the published figures (about 4 minutes)
-    bench/report.py --quick  # smoke run: 1k records, report from 1k and 2k
+    bench/report.py --quick  # smoke run: 200 records, report from 200 and 400
 
 Writes bench/results/report.json (or report_quick.json).
 
@@ -33,7 +34,8 @@ rule collect runs it) is timed in fresh processes, then once more under
 `python -X importtime`: the seconds spent importing (its top-level imports summed;
 importtime's own bookkeeping adds a little), their share of that run, and which of
 the heavy modules (scipy.stats, matplotlib, pandas, pyarrow) the job imported.
-Writes bench/results/report_fixed.json (or report_fixed_quick.json: 2 repeats).
+Writes bench/results/report_fixed.json (or report_fixed_quick.json: one timed run of
+each job, no unmeasured one before it).
 """
 
 from __future__ import annotations
@@ -54,12 +56,15 @@ METRICS = {"read_iops": ("IO/s", "higher", 18000.0), "read_bw_kib": ("KiB/s", "h
 
 
 def spec_text(name: str, runs: int) -> str:
-    reps = max(round(runs / 1000 / 1.02) - 1, 1)  # warm-ups and controls bring it to about `runs`
+    # 10 x 10 x 10 cells from 2000 runs up (the published sizes); below, fewer levels of
+    # c: a design of at least one replicate and a warm-up a cell would be 2000 runs.
+    levels_c = 10 if runs >= 2000 else max(runs // 200, 1)
+    reps = max(round(runs / (100 * levels_c) / 1.02) - 1, 1)  # warm-ups and controls bring it to about `runs`
     metrics = "\n".join(f"    {m}: {{regex: '{m}=(?P<value>[0-9.]+)', unit: {u}, better: {b}}}"
                         for m, (u, b, _) in METRICS.items())
     return (f"name: {name}\nhosts: localhost\ninventory: config/inventory/bench.yml\n"
             "factors:\n  a: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n  b: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n"
-            "  c: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n"
+            f"  c: {list(range(levels_c))}\n"
             "workload:\n  role: workload_command\n  vars:\n    argv: [/bin/echo, \"{{ a }} {{ b }} {{ c }}\"]\n"
             f"  metrics:\n{metrics}\n  timeout: 60\n"
             f"replicates: {reps}\nwarmup: 1\n"
@@ -243,15 +248,17 @@ def import_seconds(importtime_output: str) -> tuple[float, list[str]]:
     return total, [m for m in HEAVY if any(n == m or n.startswith(m + ".") for n in names)]
 
 
-def fixed_cost(project: BenchProject, tmp: Path, repeats: int) -> list[dict[str, Any]]:
-    """The collect job (tables and reports) of each :data:`FIXED_CASES` campaign."""
+def fixed_cost(project: BenchProject, tmp: Path, repeats: int, warm: bool = True) -> list[dict[str, Any]]:
+    """The collect job (tables and reports) of each :data:`FIXED_CASES` campaign, timed
+    ``repeats`` times after an unmeasured run (``warm``: caches warm)."""
     rows = []
     for name, (levels, reps, warmup, metrics, report) in FIXED_CASES.items():
         text = fixed_spec_text(name, levels, reps, warmup, metrics, report)
         spec, exp, runs, _ = synthesize(project, name, 0, True, text=text, metrics=metrics)
         rel = str(spec.relative_to(project.root))
         argv = ["scripts/collect.py", "--spec", rel, "--plan", f"results/{name}/plan.csv"]
-        step(project, argv, "collect", tmp / f"fixed-{name}-warm.log")  # unmeasured: caches warm
+        if warm:
+            step(project, argv, "collect", tmp / f"fixed-{name}-warm.log")  # unmeasured: caches warm
         walls = [step(project, argv, "collect", tmp / f"fixed-{name}.log")["wall_s"] for _ in range(repeats)]
         log = tmp / f"fixed-{name}-importtime.log"
         traced = step(project, ["-X", "importtime", *argv], "collect -X importtime", log)
@@ -267,7 +274,8 @@ def fixed_cost(project: BenchProject, tmp: Path, repeats: int) -> list[dict[str,
 
 def main_fixed(args: argparse.Namespace) -> int:
     with temp_dir("bmx-bench-report-fixed-", keep=args.keep) as tmp:
-        rows = fixed_cost(BenchProject(tmp / "project"), tmp, 2 if args.quick else args.repeats)
+        # --quick is a smoke run: the job runs and is timed, its figure is no measurement.
+        rows = fixed_cost(BenchProject(tmp / "project"), tmp, 1 if args.quick else args.repeats, warm=not args.quick)
     path = write_result("report_fixed_quick" if args.quick else "report_fixed", {"rows": rows})
     print("\n== the collect job's fixed cost (fresh process each; imports from python -X importtime)")
     print(table(["campaign", "runs", "plots", "collect s (median)", "min s", "imports s", "import share",
@@ -280,7 +288,7 @@ def main_fixed(args: argparse.Namespace) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="smoke run: 1k records, report from 1k and 2k runs")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 200 records, report from 200 and 400 runs")
     ap.add_argument("--sizes", default="", help="comma-separated sizes with records (default 10000,100000)")
     ap.add_argument("--report-only", default="", help="sizes reported from synthetic CSVs only (default 1000000)")
     ap.add_argument("--keep", action="store_true")
@@ -289,8 +297,8 @@ def main() -> int:
     args = ap.parse_args()
     if args.fixed:
         return main_fixed(args)
-    with_records = [int(s) for s in (args.sizes or ("1000" if args.quick else "10000,100000")).split(",") if s]
-    csv_only = [int(s) for s in (args.report_only or ("2000" if args.quick else "1000000")).split(",") if s]
+    with_records = [int(s) for s in (args.sizes or ("200" if args.quick else "10000,100000")).split(",") if s]
+    csv_only = [int(s) for s in (args.report_only or ("400" if args.quick else "1000000")).split(",") if s]
     rows: list[dict[str, Any]] = []
     with temp_dir("bmx-bench-report-", keep=args.keep) as tmp:
         project = BenchProject(tmp / "project")
@@ -317,7 +325,7 @@ def main() -> int:
             if not layout_checked:
                 import pandas as pd  # the synthetic runs.csv must look like the one collect writes
                 real = pd.read_csv(exp / "runs.csv", nrows=5)
-                _, exp2, _, _ = synthesize(project, "rep_layout", 2000, False)
+                _, exp2, _, _ = synthesize(project, "rep_layout", min(n, 2000), False)
                 synth = pd.read_csv(exp2 / "runs.csv", nrows=5)
                 if list(real.columns) != list(synth.columns) or list(real.dtypes) != list(synth.dtypes):
                     raise RuntimeError("synthetic runs.csv layout differs from collect's:\n"

@@ -105,8 +105,8 @@ def load() -> str:
 
 def section_local_slope(bench: Bench, args: argparse.Namespace, rng: random.Random, ctx: dict) -> dict:
     # Default settings: no --batch-max-runs; bmx_one_batch would only repeat what
-    # overhead.py shows.
-    return measure_slope(bench, args, rng, one_batch=False)
+    # overhead.py shows. A smoke run's slope is noise: no unmeasured campaign before it.
+    return measure_slope(bench, args, rng, one_batch=False, warm=not args.quick)
 
 
 def section_ssh_slope(bench: Bench, args: argparse.Namespace, rng: random.Random, ctx: dict) -> dict:
@@ -473,7 +473,7 @@ def main() -> int:
         only -= {"b", "c", "h"}
     if not shutil.which("fio"):
         args.no_fio = True
-    sizes = args.collect_sizes or ("2000" if args.quick else "200000" + (",1000000" if args.full else ""))
+    sizes = args.collect_sizes or ("200" if args.quick else "200000" + (",1000000" if args.full else ""))
     args.collect_sizes = [int(x) for x in sizes.split(",") if x]
     rng = random.Random(args.seed)
     if not args.no_peers and only & {"a", "h"}:

@@ -38,7 +38,7 @@ def run_bench(script: str, tmp_path: Path, timeout: float = 300, *args: str) -> 
 
 def test_scale_quick(tmp_path):
     data = run_bench("scale.py", tmp_path)
-    assert {r["runs"] for r in data["planning"]} == {1000, 2000}
+    assert {(r["design"], r["runs"]) for r in data["planning"]} == {("random", 1000), ("restricted", 1000)}
     assert all(r["plan_job_s"] > 0 and r["plan_job_peak_rss_mib"] > 0 for r in data["planning"])
     assert all(r["batch_jobs"] >= 20 for r in data["dry_run"])
     assert data["machine"]["nproc"] >= 1
@@ -103,7 +103,7 @@ def test_targets_quick(tmp_path):
     assert math.isfinite(sl["bmx"]["marginal_per_run_s"]) and len(sl["bare"]["points"]) == 2
     assert len(sl["bmx"]["points"]) == 2
     (col,) = data["sections"]["collect"]["rows"]
-    assert col["runs"] >= 2000 and col["collect_s"] > 0 and col["peak_rss_mib"] > 0
+    assert col["runs"] >= 200 and col["collect_s"] > 0 and col["peak_rss_mib"] > 0
     assert rows["f"]["met"] is None  # 1M records only with --full
     assert data["machine"]["loadavg_at_start"]
     assert "many_hosts" not in data["sections"]
