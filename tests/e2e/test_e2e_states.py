@@ -37,7 +37,7 @@ knobs:
   read_ahead_kb: {{role: knob_read_ahead, cost: none, vars: {{knob_read_ahead_device: "{dev}"}}}}
 workload:
   role: workload_command
-  vars: {{argv: [sleep, "{sleep}"]}}
+  vars: {{argv: {argv}}}
   timeout: 60
 replicates: {replicates}
 warmup: 0
@@ -61,7 +61,7 @@ def status_json(project, spec: Path) -> tuple[int, dict]:
 def test_invalid_knob_status_exit_1_and_bmx_restore(project, loop):
     ra = loop.sysfs("read_ahead_kb")
     spec = project.write_spec("st_invalid", SPEC.format(name="st_invalid", levels="5, 512", dev=loop.device,
-                                                        sleep="0.05", replicates=2))
+                                                        argv='[sleep, "0.05"]', replicates=2))
     res = project.bmx("run", str(spec), "--cores", "1")
     assert res.returncode == 1, res.stdout + res.stderr
     assert "2 of 4 runs ok, 2 failed, 0 pending" in res.stdout, res.stdout
@@ -111,15 +111,22 @@ def test_invalid_knob_status_exit_1_and_bmx_restore(project, loop):
 def test_interrupt_restores_the_host_and_leaves_runs_pending(project, loop):
     ra = loop.sysfs("read_ahead_kb")
     # A batch per level (batch_live_knobs: false), so the first batch's runs are recorded
-    # when the second is interrupted (live knobs: test_live_knobs_failures_e2e.py).
+    # when the second is interrupted (live knobs: test_live_knobs_failures_e2e.py). The
+    # first four runs end at once; the fifth and later wait while the hold file exists,
+    # which the test removes once it has sent the interrupt (as a run of a second did: the
+    # host may finish the batch while the controller stops it).
+    started, hold = project.root / "started", project.root / "hold"
+    hold.write_text("")
+    argv = f"""[sh, -c, 'echo >> "$0"; [ $(wc -l < "$0") -lt 5 ] || while [ -e "$1" ]; do sleep 0.05; done',
+         "{started}", "{hold}"]"""
     spec = project.write_spec("st_interrupt", SPEC.format(name="st_interrupt", levels="0, 512", dev=loop.device,
-                                                          sleep="1", replicates=3).replace(
+                                                          argv=argv, replicates=3).replace(
         "order: {strategy: sequential}", "order: {strategy: sequential, batch_live_knobs: false}"))
     proc = project.popen_bmx("run", str(spec), "--cores", "1")
     host_runs = project.host_runs()
     deadline = time.monotonic() + 240
     # Interrupt in the second batch (read-ahead 512): the first batch's three runs are
-    # recorded, the fourth is finished on the host, the fifth under way.
+    # recorded, the fourth is finished on the host, the fifth under way (held).
     while time.monotonic() < deadline:
         host_runs = project.host_runs()
         if len(list(host_runs.glob("*/1/result.json"))) >= 4 and list(host_runs.glob("*/1.partial")):
@@ -130,6 +137,7 @@ def test_interrupt_restores_the_host_and_leaves_runs_pending(project, loop):
         pytest.fail("the campaign never reached its fifth run")
     assert ra.read_text().strip() == "512"
     os.killpg(proc.pid, signal.SIGINT)
+    hold.unlink()
     out, _ = proc.communicate(timeout=180)
     assert proc.returncode == 130, out
     assert ra.read_text().strip() == BASELINE, "the interrupt did not restore the host's baseline"
