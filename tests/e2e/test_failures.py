@@ -1,10 +1,12 @@
 """Failures and re-runs, end to end: real Snakemake and the batch runner on localhost.
 
-What the controller does with failed runs (states, re-runs, the lock, a killed
-controller, re-planning) runs through the fake Ansible port (tests/fake_ansible.py) and
-the command workload: a cell fails deterministically because its target path is a
-regular file (``test -d``) until the test replaces that file by a directory. The
-timeout's kill of fio on the host runs with real Ansible and fio.
+What the controller does with failed runs (states, re-runs, re-planning) runs through
+the fake Ansible port (tests/fake_ansible.py) and the command workload: a cell fails
+deterministically because its target path is a regular file (``test -d``) until the
+test replaces that file by a directory. The timeout's kill of fio on the host runs with
+real Ansible and fio. The experiment lock and a killed controller are tested in
+test_controller_failures.py (a second `bmx run` refused and a SIGKILLed bmx, in one
+campaign).
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import signal
 import subprocess
 import time
 
@@ -44,13 +45,12 @@ workload:
           size: 4m, runtime: {runtime}, time_based: 1}}
   timeout: {timeout}
 """ + PLAN
-# A command that fails (exit status 1) where the target is no directory and sleeps
-# ``pause`` seconds otherwise.
+# A command that fails (exit status 1) where the target is no directory.
 COMMAND_SPEC = CELLS + """\
 workload:
   role: workload_command
   vars:
-    argv: [sh, -c, 'test -d "$0" && sleep {pause} && echo "score = 1 ($1)"', "{targets}/{{{{ target }}}}",
+    argv: [sh, -c, 'test -d "$0" && echo "score = 1 ($1)"', "{targets}/{{{{ target }}}}",
            "{{{{ bs }}}}"]
   metrics:
     score: {{regex: 'score = (?P<value>[0-9.]+)', unit: count, better: higher}}
@@ -65,19 +65,26 @@ def write_spec(project, name, runtime="200ms", timeout=60, replicates=2, warmup=
                                                 timeout=timeout, replicates=replicates, warmup=warmup))
 
 
-def write_command_spec(project, name, pause=0, replicates=2, warmup=0):
+def write_command_spec(project, name, replicates=2, warmup=0):
     """COMMAND_SPEC as ``name``, run through the fake Ansible port from now on."""
     use_fake_port(project)
     targets = project.root / "targets"
     (targets / "good").mkdir(parents=True, exist_ok=True)
-    return project.write_spec(name, COMMAND_SPEC.format(name=name, targets=targets, pause=pause,
-                                                        replicates=replicates, warmup=warmup))
+    return project.write_spec(name, COMMAND_SPEC.format(name=name, targets=targets, replicates=replicates,
+                                                        warmup=warmup))
 
 
 def test_failed_cells_status_rerun_failed_and_where(project):
+    """Failed runs in bmx run, bmx status and the records; `bmx rerun --failed` and
+    `--where` as new attempts in visits of their own. The campaign is planned by `bmx
+    plan` first, which writes plan.csv itself, without Snakemake's record of the plan
+    rule's params (the spec's and reruns.csv's digest): `bmx rerun --failed` after it
+    once said "re-run round 1" and ran nothing, and a level added to the spec later was
+    never planned (the end of this test)."""
     spec = write_command_spec(project, "fail_rerun")
     blocker = project.root / "targets" / "bad"
     blocker.write_text("a regular file where fio expects a directory\n")
+    assert project.bmx("plan", str(spec)).returncode == 0
 
     res = project.bmx("run", str(spec), "--cores", "1")
     assert res.returncode == 1, res.stdout + res.stderr
@@ -137,9 +144,20 @@ def test_failed_cells_status_rerun_failed_and_where(project):
     res = project.bmx("rerun", str(spec), "--where", "bs == ", "--cores", "1")
     assert res.returncode == 1 and res.stderr.count("\n") == 1 and "--where" in res.stderr
 
+    # A level added to the spec after `bmx plan` and the re-runs: its runs are planned and run.
+    spec.write_text(spec.read_text().replace("bs: [4k, 64k]", "bs: [4k, 64k, 1m]"))
+    res = project.bmx("run", str(spec), "--cores", "1")
+    assert res.returncode == 0, res.stdout + res.stderr
+    added = [r for r in read_csv(exp / "runs.csv") if r["bs"] == "1m"]
+    assert sorted((r["target"], r["attempt"], r["status"]) for r in added) == \
+        [("bad", "1", "ok")] * 2 + [("good", "1", "ok")] * 2, added
+
 
 def test_timeout_kills_the_workload_on_the_host(project):
+    # One run: fio for 30 s with a timeout of 2 s.
     spec = write_spec(project, "timeout_case", runtime="30", timeout=2, replicates=1)
+    spec.write_text(spec.read_text().replace("target: [good, bad]\n  bs: [4k, 64k]", "target: [good]\n  bs: [4k]"))
+    assert "target: [good]" in spec.read_text()
     t0 = time.monotonic()
     res = project.bmx("run", str(spec), "--cores", "1")
     elapsed = time.monotonic() - t0
@@ -151,59 +169,6 @@ def test_timeout_kills_the_workload_on_the_host(project):
     assert elapsed < 120
     alive = subprocess.run(["pgrep", "-f", str(project.root / "targets")], capture_output=True, text=True)
     assert alive.stdout.strip() == "", "fio outlived its timeout"
-
-
-def test_a_second_bmx_run_of_the_same_experiment_is_refused(project):
-    spec = write_command_spec(project, "lock_case", pause=1, replicates=2)
-    (project.root / "targets" / "bad").mkdir()
-    first = project.popen_bmx("run", str(spec), "--cores", "1")
-    try:
-        lock = project.exp("lock_case") / ".bmx.lock"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (lock.is_file() and lock.read_text().strip()):
-            time.sleep(0.05)
-        second = project.bmx("run", str(spec), "--cores", "1")
-        assert second.returncode == 4, second.stdout + second.stderr
-        assert f"pid {first.pid}" in second.stderr and "lock_case" in second.stderr
-        assert second.stderr.count("\n") == 1
-    finally:
-        first.wait(timeout=300)
-    assert first.returncode == 0  # no blocker here: every cell runs; the lock was the point
-    # The lock dies with its holder: a later run is accepted.
-    assert project.bmx("run", str(spec), "--cores", "1").returncode == 0
-
-
-def test_sigkill_of_the_controller_loses_nothing(project):
-    spec = write_command_spec(project, "sigkill_case", pause=0.5, replicates=3, warmup=1)
-    (project.root / "targets" / "bad").mkdir()
-    proc = project.popen_bmx("run", str(spec), "--cores", "1")
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        if len(list(project.host_runs().glob("*/1/result.json"))) >= 3:
-            break
-        assert proc.poll() is None, proc.stdout.read()
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    # Snakemake, orphaned, stops by itself (it gets SIGINT when bmx dies); until it
-    # has, the experiment stays locked.
-    deadline = time.monotonic() + 300
-    while True:
-        res = project.bmx("run", str(spec), "--cores", "1")
-        if res.returncode != 4 or time.monotonic() > deadline:
-            break
-        time.sleep(1)
-    if res.returncode != 0:  # the orphan may have finished in between: one more pass
-        res = project.bmx("run", str(spec), "--cores", "1")
-    assert res.returncode == 0, res.stdout + res.stderr
-    exp = project.exp("sigkill_case")
-    plan = read_csv(exp / "plan.csv")
-    planned = {p["run_id"] for p in plan if p["attempt"] == "1" and "-rr" not in p["run_id"]}
-    runs = read_csv(exp / "runs.csv")
-    ok = [r["run_id"] for r in runs if r["status"] == "ok" and r["run_id"] in planned]
-    assert sorted(ok) == sorted(planned), "every planned run is ok exactly once"
-    for path in exp.glob("runs/*/*/record.json"):
-        json.loads(path.read_text())  # never truncated
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tiny tmpfs needs root")
@@ -221,39 +186,3 @@ def test_full_disk_leaves_no_truncated_file(tmp_path):
         assert [p.name for p in mnt.iterdir()] == ["record.json"], "no temporary file left behind"
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
-
-
-def test_rerun_and_spec_edits_after_bmx_plan_re_plan(project):
-    """`bmx plan` writes plan.csv itself, without Snakemake's record of the plan rule's
-    params (the spec's and reruns.csv's digest): `bmx rerun --failed` after it said
-    "re-run round 1" and ran nothing, and a level added to the spec was never planned."""
-    fails = project.root / "fails"
-    fails.write_text("")
-    text = """\
-name: plan_first
-inventory: config/inventory/test.yml
-factors:
-  x: [{levels}]
-workload:
-  role: workload_command
-  vars: {{argv: [sh, -c, "test ! -s {fails}"]}}
-  timeout: 60
-replicates: 1
-warmup: 0
-order: {{strategy: sequential}}
-"""
-    use_fake_port(project)
-    spec = project.write_spec("plan_first", text.format(levels="1", fails=fails))
-    assert project.bmx("plan", str(spec)).returncode == 0
-    fails.write_text("yes\n")
-    res = project.bmx("run", str(spec), "--cores", "1")
-    assert res.returncode == 1, res.stdout + res.stderr
-    fails.write_text("")
-    res = project.bmx("rerun", str(spec), "--failed", "--cores", "1")
-    assert res.returncode == 0, res.stdout + res.stderr
-    exp = project.exp("plan_first")
-    assert [(r["attempt"], r["status"]) for r in read_csv(exp / "runs.csv")] == [("1", "failed"), ("2", "ok")]
-    project.write_spec("plan_first", text.format(levels="1, 2", fails=fails))
-    res = project.bmx("run", str(spec), "--cores", "1")
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert sorted(r["x"] for r in read_csv(exp / "runs.csv") if r["status"] == "ok") == ["1", "2"]
