@@ -134,7 +134,8 @@ def section_knobs(bench: Bench, args: argparse.Namespace, rng: random.Random, ct
     os.environ.update(timing_env(timing))
     try:
         runner = KnobRunner(bench.tmp / "knobs")
-        runner.run([])  # imports and caches warmed before anything is timed
+        if not args.quick:  # a smoke run's figures are noise anyway
+            runner.run([])  # imports and caches warmed before anything is timed
         cases, skipped = reconfigure.measure_cases(runner, bench.tmp, args.knob_reps, rng, timing,
                                                    postgresql=not args.quick)
     finally:
