@@ -27,7 +27,7 @@ ORIGINAL = "2560"  # neither level: a restore to a leftover shows
 
 # Two levels, two replicates, one batch in plan order 512, 512, 1024, 1024: the runner
 # sets every setting itself (live), 1024 before the third run. Each run sleeps what the
-# pace file says (1 s while the test cuts in, 0 afterwards).
+# pace file says (1 s until the test has cut in, 0 afterwards).
 SPEC = """\
 name: {name}
 inventory: config/inventory/test.yml
@@ -84,12 +84,14 @@ def kill_the_controller_after_the_live_change(project, name: str, live: bool = T
     pace.write_text("1\n")
     text = SPEC.format(name=name, knob=knob, root=root, py=sys.executable, pace=pace)
     spec = project.write_spec(name, text if live else text.replace("batch_live_knobs: true", "batch_live_knobs: false"))
-    assert project.bmx("plan", str(spec)).returncode == 0
-    plan = sorted(read_csv(project.exp(name) / "plan.csv"), key=lambda p: int(p["seq"]))
+    proc = project.popen_bmx("run", str(spec), "--cores", "1")
+    # The plan bmx run writes (atomically) before its first batch: no bmx plan call of its own.
+    plan_csv = project.exp(name) / "plan.csv"
+    wait_for(plan_csv.is_file, 240, "the plan", proc)
+    plan = sorted(read_csv(plan_csv), key=lambda p: int(p["seq"]))
     assert [p["ra"] for p in plan] == ["512", "512", "1024", "1024"]
     assert len({p["batch"] for p in plan}) == (1 if live else 2)
     cut, value = (plan[2], "1024") if live else (plan[1], "512")
-    proc = project.popen_bmx("run", str(spec), "--cores", "1")
     wait_for(lambda: (project.host_runs() / cut["run_id"] / "1.partial").is_dir(), 240, "the run to cut", proc)
     assert knob.read_text().strip() == value, "the knob is not at the cut run's level"
     workdir = project.host_runs().parent
@@ -104,12 +106,12 @@ def kill_the_controller_after_the_live_change(project, name: str, live: bool = T
         os.kill(pid, signal.SIGKILL)
     os.killpg(sm, signal.SIGKILL)
     proc.wait()
+    pace.write_text("0\n")  # the cut is made: the runs left need not wait
     # The runner, alone on the host, ends its batch (its lease is still valid).
     wait_for(lambda: not alive(runner), 60, "the orphaned runner to finish its batch")
     assert knob.read_text().strip() == value, "the premise: the host is left modified"
     assert not (project.exp(name) / "hosts" / "localhost" / "baseline.json").exists(), \
         "the premise: the controller died before it recorded the baseline"
-    pace.write_text("0\n")
     return spec, knob, pace
 
 

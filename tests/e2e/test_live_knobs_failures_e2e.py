@@ -23,7 +23,8 @@ pytestmark = pytest.mark.slow
 BASELINE = "256"  # neither level: every change and every restore shows
 
 # Two levels, two replicates, in plan order: 0, 0, 512, 512, all in one batch; the
-# runner sets 512 itself before the third run. Runs of 1 s leave time to cut in.
+# runner sets 512 itself before the third run. The runs at 512 take 1 s, which leaves
+# time to cut in; the two before it 100 ms.
 SPEC = """\
 name: {name}
 inventory: config/inventory/test.yml
@@ -33,7 +34,8 @@ knobs:
   read_ahead_kb: {{role: knob_read_ahead, cost: none, vars: {{knob_read_ahead_path: "{mnt}/data"}}}}
 workload:
   role: workload_fio
-  vars: {{filename: "{mnt}/fio.dat", rw: read, bs: 64k, ioengine: psync, size: 1m, runtime: 1, time_based: 1}}
+  vars: {{filename: "{mnt}/fio.dat", rw: read, bs: 64k, ioengine: psync, size: 1m, time_based: 1,
+         runtime: "{{{{ '1' if read_ahead_kb | int == 512 else '100ms' }}}}"}}
   timeout: 60
 replicates: 2
 warmup: 0
@@ -62,13 +64,18 @@ def start_and_cut_at_the_live_change(project, fs_loop, name):
     level's first run is under way: (the process, plan rows in order, the run ids
     finished on the host with their start times)."""
     spec = project.write_spec(name, SPEC.format(name=name, mnt=fs_loop.mountpoint))
-    assert project.bmx("plan", str(spec)).returncode == 0
-    plan = sorted(read_csv(project.exp(name) / "plan.csv"), key=lambda p: int(p["seq"]))
+    proc = project.popen_bmx("run", str(spec), "--cores", "1")
+    # The plan bmx run writes (atomically) before its first batch: no bmx plan call of its own.
+    plan_csv = project.exp(name) / "plan.csv"
+    deadline = time.monotonic() + 240
+    while not plan_csv.is_file():
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.monotonic() < deadline, "bmx run wrote no plan"
+        time.sleep(0.05)
+    plan = sorted(read_csv(plan_csv), key=lambda p: int(p["seq"]))
     assert [p["read_ahead_kb"] for p in plan] == ["0", "0", "512", "512"] and len({p["batch"] for p in plan}) == 1
     changed_at = plan[2]["run_id"]
-    proc = project.popen_bmx("run", str(spec), "--cores", "1")
     ra = fs_loop.sysfs("read_ahead_kb")
-    deadline = time.monotonic() + 240
     while not (project.host_runs() / changed_at / "1.partial").is_dir():
         assert proc.poll() is None, proc.stdout.read()
         assert time.monotonic() < deadline, "the campaign never reached its third run"
