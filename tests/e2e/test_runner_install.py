@@ -99,17 +99,40 @@ def _one_call(log: Path) -> bool:
     return one
 
 
+#: A pipe holds 64 KiB (Linux's default): the re-run batch's manifest must be far larger.
+PIPE_BYTES = 65536
+
+
 def test_a_missing_runner_is_reinstalled_for_a_manifest_larger_than_the_pipe(project):
-    """A batch of 600 runs (one batch: their duration is unknown) has a manifest far
-    larger than a pipe holds; a python that cannot open the runner exits without
-    reading it, and the command module fails with a broken pipe instead of python's
-    "can't open file": the batch still installs the runner and runs."""
-    spec = project.write_spec("install_case", SPEC.replace("replicates: 1", "replicates: 300"))
+    """A batch whose manifest is far larger than a pipe holds (120 runs whose commands
+    carry a 1200-character argument) meets a missing runner in run_batch.yml's run
+    task: a python that cannot open the runner exits without reading its stdin, and the
+    command module fails with a broken pipe instead of python's "can't open file"; the
+    batch still installs the runner and runs. The controller has forgotten the host's
+    role variables (its host cache), so the re-run takes run_batch.yml, not the one
+    call (which finds a missing runner by its digest, before any pipe)."""
+    from benchmatrix import layout
+
+    text = SPEC.replace("replicates: 1", "replicates: 60").replace(
+        '"value {{ word }} 1"]', '"value {{ word }} 1", "{{ \'x\' * 1200 }}"]')
+    assert text.count("'x' * 1200") == 1
+    spec = project.write_spec("install_case", text)
     res = project.bmx("run", str(spec), "--cores", "1")
     assert res.returncode == 0, res.stdout + res.stderr
     (installed,) = project.hostwork.glob("*/batch_runner.py")
     installed.unlink()
+    layout.host_cache_path(project.root, "localhost", "workload_command").unlink()
     res = project.bmx("rerun", str(spec), "--where", "replicate > 0", "--cores", "1")
     assert res.returncode == 0, res.stdout + res.stderr
     assert installed.is_file()
-    assert _statuses(project.exp("install_case")) == ["ok"] * 1200
+    exp = project.exp("install_case")
+    assert _statuses(exp) == ["ok"] * 240
+    # The premise: the re-run batch's runs alone carry over twice what a pipe holds, and
+    # its run task found the runner missing, installed it and ran the batch again.
+    rerun = [json.loads(p.read_text()) for p in exp.glob("runs/*/2/record.json")]
+    assert len(rerun) == 120 and sum(len(json.dumps(r["workload"]["argv"])) for r in rerun) > 2 * PIPE_BYTES
+    (log,) = [p for p in (exp / "logs" / "ansible").glob("localhost-b*.log") if rerun[0]["batch"] in p.name]
+    tasks = dict(part.split("]", 1) for part in log.read_text().split("TASK [")[1:])
+    assert not _one_call(log) and "included: " in tasks["batch_runner : Install the batch runner where it is "
+                                                        "missing or stale"], log.read_text()[-3000:]
+    assert "changed: [localhost]" in tasks["batch_runner : Run the batch with the runner just installed"]
