@@ -123,16 +123,6 @@ def system_files():
 
 
 @pytest.mark.slow
-def test_without_allow_reboot_refuses_and_writes_nothing(runner, tmp_path, system_files):
-    boot = Boot(tmp_path / "boot")
-    grub = boot.grub.read_text()
-    err = str(runner.fail([ht("off", boot)]))
-    assert "knob ht (knob_kernel_cmdline) needs a reboot of localhost" in err, err
-    assert "allow_reboot: true" in err and "for the level off (nosmt present; the running kernel has it absent)" in err
-    assert boot.grub.read_text() == grub and boot.update_calls() == 0
-
-
-@pytest.mark.slow
 def test_already_running_the_level_writes_the_config_without_a_reboot(runner, tmp_path, system_files):
     # The kernel runs with nosmt already (booted by hand) but the boot loader's file
     # lacks it: the file is written so the next boot keeps it; no reboot is needed, so
@@ -351,20 +341,31 @@ def test_reboot_path_on_an_ssh_host(ssh_host, tmp_path, system_files):
 
 
 @pytest.mark.slow
-def test_reboot_refused_without_allow_reboot(ssh_host, tmp_path, system_files):
-    project, net = ssh_host
-    boot = SshBoot(tmp_path / "boot", net, "h1", "quiet nosmt splash")   # ht off: the plan's first visit is on
-    _, res = ssh_campaign(project, net, boot, "reboot_refused", allow=False, replicates=1)
+def test_reboot_refused_without_allow_reboot(project, tmp_path, system_files):
+    # The knob loop's refusal without allow_reboot, before any write, in a campaign: it
+    # comes before any reboot, so a localhost campaign shows it (the SSH host's reboots
+    # are test_reboot_path_on_an_ssh_host's); the reboot command, never to be called,
+    # only records a call (and Ansible never reboots a local connection).
+    boot = Boot(tmp_path / "boot", line="quiet nosmt splash")   # ht off: the plan's first visit is on
+    grub = boot.grub.read_text()
+    reboots = tmp_path / "reboots"
+    knob_vars = {**boot.vars(), "knob_kernel_cmdline_reboot_command":
+                 f"{sys.executable} -c \"open('{reboots}', 'a').write('reboot')\""}
+    spec = project.write_spec("reboot_refused", local_campaign(knob_vars).format(name="reboot_refused", replicates=1,
+                                                                                 allow=""))
+    res = project.bmx("run", str(spec))
     assert res.returncode != 0
-    assert "knob ht (knob_kernel_cmdline) needs a reboot of h1 for the level on" in res.stderr, res.stderr[-3000:]
+    refusal = ("knob ht (knob_kernel_cmdline) needs a reboot of localhost for the level on (nosmt absent; "
+               "the running kernel has it present)")
+    assert refusal in res.stderr, res.stderr[-3000:]
     runs = read_csv(project.exp("reboot_refused") / "runs.csv")
     refused = [r for r in runs if r["ht"] == "on"]
     assert refused and all(r["status"] == "failed" for r in refused)
     for r in refused:
-        assert "knob ht (knob_kernel_cmdline) needs a reboot of h1" in r["reason"], r["reason"]
+        assert refusal in r["reason"], r["reason"]
         assert "allow_reboot: true" in r["reason"] and "\n" not in r["reason"]
     assert all(r["status"] == "ok" for r in runs if r["ht"] == "off"), "no reboot needed: they ran"
-    assert boot.reboots() == [] and boot.grub.read_text() == boot.original
+    assert not reboots.exists() and boot.grub.read_text() == grub and boot.update_calls() == 0
 
 
 def test_levels_reach_ansible_as_the_strings_given():
@@ -401,18 +402,25 @@ def test_a_reboot_into_the_old_line_is_caught(ssh_host, tmp_path, system_files):
     assert boot.grub.read_text() == boot.original
 
 
+def local_campaign(boot_vars: dict[str, object]) -> str:
+    """CAMPAIGN on localhost, its knob's boot files and commands those of a :class:`Boot`."""
+    knob_vars = json.dumps({"knob_kernel_cmdline_parameter": "nosmt",
+                            "knob_kernel_cmdline_levels": {"on": "absent", "off": "present"}, **boot_vars})
+    knob_line = ('vars: {{knob_kernel_cmdline_parameter: nosmt, knob_kernel_cmdline_levels: {{"on": absent, '
+                 '"off": present}}}}')
+    assert knob_line in CAMPAIGN
+    return (CAMPAIGN.replace("inventory: config/inventory/ns.yml", "inventory: config/inventory/test.yml")
+            .replace("hosts: all", "hosts: localhost")
+            .replace(knob_line, "vars: " + knob_vars.replace("{", "{{").replace("}", "}}")))
+
+
 @pytest.mark.slow
 def test_check_reads_the_running_kernel_and_wants_allow_reboot(project, tmp_path, system_files):
     # bmx check reads the knob through the module's inspect mode (nothing written) and,
     # without allow_reboot, names the reboot a second level would take as a blocker.
     boot = Boot(tmp_path / "boot")
     grub = boot.grub.read_text()
-    knob_vars = json.dumps({"knob_kernel_cmdline_parameter": "nosmt",
-                            "knob_kernel_cmdline_levels": {"on": "absent", "off": "present"}, **boot.vars()})
-    text = (CAMPAIGN.replace("inventory: config/inventory/ns.yml", "inventory: config/inventory/test.yml")
-            .replace("hosts: all", "hosts: localhost")
-            .replace('vars: {{knob_kernel_cmdline_parameter: nosmt, knob_kernel_cmdline_levels: {{"on": absent, '
-                     '"off": present}}}}', "vars: " + knob_vars.replace("{", "{{").replace("}", "}}")))
+    text = local_campaign(boot.vars())
     for allow, rc in (False, 1), (True, 0):
         name = f"check_ht_{allow}"
         spec = project.write_spec(name, text.format(name=name, replicates=1,
