@@ -149,24 +149,6 @@ def _schedulers(fs_loop):
     return sched, current, other
 
 
-def test_a_setting_the_host_refuses_mid_batch_invalidates_only_its_runs(project, fs_loop):
-    sched, current, good = _schedulers(fs_loop)
-    spec = project.write_spec("live_refuse", SPEC.format(
-        name="live_refuse", factor="sched", levels=f"[{good}, bogus]", role="knob_sysfs",
-        vars=f'knob_sysfs_path: "{sched}"', mnt=fs_loop.mountpoint, replicates=2, strategy="sequential"))
-    res = project.bmx("run", str(spec), "--cores", "1")
-    exp = project.exp("live_refuse")
-    records = _records(exp)
-    assert len(records) == 4 and len({r["batch"] for r in records}) == 1, res.stdout + res.stderr
-    by_level = {}
-    for r in records:
-        by_level.setdefault(r["factors"]["sched"], []).append(r)
-    assert [r["status"] for r in by_level[good]] == ["ok", "ok"], [r["reason"] for r in by_level[good]]
-    assert [r["status"] for r in by_level["bogus"]] == ["invalid", "invalid"]
-    assert all("bogus" in r["reason"] for r in by_level["bogus"]), [r["reason"] for r in by_level["bogus"]]
-    assert _selected(sched) == current, "the baseline scheduler is back"
-
-
 MIXED = """\
 name: {name}
 inventory: config/inventory/test.yml
@@ -180,15 +162,19 @@ workload:
   role: workload_fio
   vars: {{filename: "{mnt}/fio.dat", rw: read, bs: 64k, ioengine: psync, size: 1m, runtime: 100ms, time_based: 1}}
   timeout: 60
-replicates: 2
+replicates: 1
 warmup: 0
-order: {{strategy: random, seed: 3}}
+order: {{strategy: random, seed: 4}}
 """
 
 
 def test_a_costlier_knob_still_goes_through_ansible_while_live_ones_change_inside_its_batches(project, fs_loop):
     # The default (no batch_live_knobs in the spec): a knob of cost restart cuts the
     # batches and Ansible sets it; the live read-ahead changes between runs inside them.
+    # Seed 4 orders the four cells (loop devices on none) in two batches, one per
+    # scheduler (the batch call of the one the device lacks sets it), each with both
+    # read-ahead levels: every change this test checks, for two batch calls (seed 3
+    # with two replicates made five).
     sched, current, other = _schedulers(fs_loop)
     ra = fs_loop.sysfs("read_ahead_kb")
     ra.write_text("256\n")
@@ -197,7 +183,7 @@ def test_a_costlier_knob_still_goes_through_ansible_while_live_ones_change_insid
     res = project.bmx("run", str(spec), "--cores", "1")
     assert res.returncode == 0, res.stdout + res.stderr
     records = _records(project.exp("live_mixed"))
-    assert len(records) == 8 and all(r["status"] == "ok" for r in records), [r["reason"] for r in records]
+    assert len(records) == 4 and all(r["status"] == "ok" for r in records), [r["reason"] for r in records]
     batches: dict[str, list] = {}
     for r in records:
         batches.setdefault(r["batch"], []).append(r)
@@ -216,16 +202,22 @@ def test_a_costlier_knob_still_goes_through_ansible_while_live_ones_change_insid
             if factor == "sched" and k["changed"]:
                 assert first_of_batch, "only Ansible, at a batch's start, changes the restart-class knob"
             previous[factor] = level
+    assert any(r["knobs"]["sched"]["changed"] for r in records), "a batch call changed the scheduler"
     assert _selected(sched) == current and ra.read_text().strip() == "256", \
         "the campaign's end puts both baselines back"
 
 
-AFFINITY = """\
-name: live_cores
+#: A live knob the host refuses at one level (an I/O scheduler that does not exist) and
+#: the CPUs each run is pinned to (knob_cpu_affinity), interleaved in one batch: one
+#: campaign for the two tests below.
+REFUSE_CORES = """\
+name: live_refuse
 inventory: config/inventory/test.yml
 factors:
+  sched: [{good}, bogus]
   cores: [1, 2]
 knobs:
+  sched: {{role: knob_sysfs, cost: none, vars: {{knob_sysfs_path: "{sched}"}}}}
   cores: {{role: knob_cpu_affinity, cost: none}}
 workload:
   role: workload_command
@@ -233,26 +225,60 @@ workload:
   metrics:
     cpus: {{regex: 'cpus (?P<value>[0-9]+)', unit: count, better: higher}}
   timeout: 60
-replicates: 3
+replicates: 2
 warmup: 0
-order: {{strategy: random, seed: 2}}
+order: {{strategy: random, seed: {seed}, batch_live_knobs: true}}
 """
+REFUSE_CORES_SEED = 5  # refused and accepted settings alternate, the cores change between accepted ones
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to pin runs to one or two")
-def test_cpu_affinity_changes_between_runs_inside_one_batch(project):
-    # knob_cpu_affinity's run settings (the CPUs a run is pinned to) come from the
-    # runner's own apply before each run, not from the batch call's.
+@pytest.fixture(scope="module")
+def refuse_cores(tmp_path_factory):
+    """The REFUSE_CORES campaign on a loop device's scheduler: (the records in plan order,
+    bmx run's result, the scheduler file, the scheduler it had before)."""
     import sys
 
-    spec = project.write_spec("live_cores", AFFINITY.format(python=sys.executable))
-    res = project.bmx("run", str(spec), "--cores", "1")
-    assert res.returncode == 0, res.stdout + res.stderr
-    records = _records(project.exp("live_cores"))
-    assert len(records) == 6 and len({r["batch"] for r in records}) == 1
-    levels = [r["factors"]["cores"] for r in records]
-    assert any(a != b for a, b in zip(levels, levels[1:])), "the order changes the setting inside the batch"
+    from conftest import copy_project
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two CPUs to pin runs to one or two")
+    project = copy_project(tmp_path_factory.mktemp("live_refuse"))
+    dev = LoopDevice(project.root / "loop")
+    try:
+        sched, current, good = _schedulers(dev)
+        spec = project.write_spec("live_refuse", REFUSE_CORES.format(good=good, sched=sched, python=sys.executable,
+                                                                     seed=REFUSE_CORES_SEED))
+        res = project.bmx("run", str(spec), "--cores", "1")
+        yield _records(project.exp("live_refuse")), res, sched, current
+    finally:
+        dev.close()
+
+
+def test_a_setting_the_host_refuses_mid_batch_invalidates_only_its_runs(refuse_cores):
+    records, res, sched, current = refuse_cores
+    assert len(records) == 8 and len({r["batch"] for r in records}) == 1, res.stdout + res.stderr
+    by_level = {}
     for r in records:
+        by_level.setdefault(r["factors"]["sched"], []).append(r)
+    good = next(level for level in by_level if level != "bogus")
+    assert [r["status"] for r in by_level[good]] == ["ok"] * 4, [r["reason"] for r in by_level[good]]
+    assert [r["status"] for r in by_level["bogus"]] == ["invalid"] * 4
+    assert all("bogus" in r["reason"] for r in by_level["bogus"]), [r["reason"] for r in by_level["bogus"]]
+    # A refused setting does not end the batch: runs after it run with their own settings.
+    first_refused = min(r["seq"] for r in by_level["bogus"])
+    assert any(r["seq"] > first_refused for r in by_level[good]), [r["factors"] for r in records]
+    assert _selected(sched) == current, "the baseline scheduler is back"
+
+
+def test_cpu_affinity_changes_between_runs_inside_one_batch(refuse_cores):
+    # knob_cpu_affinity's run settings (the CPUs a run is pinned to) come from the
+    # runner's own apply before each run, not from the batch call's.
+    records, res, _, _ = refuse_cores
+    ok = [r for r in records if r["factors"]["sched"] != "bogus"]
+    assert len(ok) == 4 and len({r["batch"] for r in records}) == 1, res.stdout + res.stderr
+    levels = [r["factors"]["cores"] for r in ok]
+    assert any(a != b for a, b in zip(levels, levels[1:])), "the order changes the setting inside the batch"
+    for r in ok:
         assert r["status"] == "ok", r["reason"]
         assert r["metrics"]["cpus"]["value"] == r["factors"]["cores"], (r["run_id"], r["metrics"])
         k = r["knobs"]["cores"]
