@@ -105,7 +105,13 @@ class NamespaceHosts:
                 f"PidFile {self.workdir}/sshd_{h}.pid\nUsePAM no\nStrictModes no\n"
                 f"PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
                 f"AuthorizedKeysFile {self.workdir}/authorized_keys\nSubsystem sftp internal-sftp\n"
-                f"MaxStartups 50\nMaxSessions 50\n")
+                f"MaxStartups 50\nMaxSessions 50\n"
+                # A test host shares this machine's files, root's ~/.bashrc among them, which
+                # Debian's bash reads for every command sshd starts (here `pyenv init`: 0.4 s a
+                # command, and a lock a killed session leaves makes later ones wait 60 s). A
+                # session that starts at shell level 2 skips it, as a clean remote host would
+                # have nothing there (tests/e2e/test_netns_hosts.py).
+                f"SetEnv SHLVL=1\n")
             self.start_sshd(h)
         for h in self.hosts:
             self._wait_port(h)
