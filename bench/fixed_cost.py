@@ -23,6 +23,7 @@ tree of bmx, and of ReBench), and every row the load average at its start and en
     bench/fixed_cost.py                # rows a, c, g, i (root: namespaces)
     bench/fixed_cost.py --only c,g     # some rows
     bench/fixed_cost.py --c-rounds 3   # row c three times, bmx and ReBench in shuffled order
+    bench/fixed_cost.py --only g --known-hosts   # row g on hosts the project already knows
 
 Writes bench/results/fixed_cost.json.
 """
@@ -45,7 +46,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import targets  # noqa: E402
 from _common import ROOT, median, peer_bin, run_measured, table, temp_dir, write_result  # noqa: E402
-from overhead import Bench, ssh_hosts  # noqa: E402
+from overhead import Bench, noop_workload, ssh_bmx, ssh_hosts  # noqa: E402
 
 #: Issue 34's targets (its "Targets" list), by targets.py's row letters.
 TARGET = {"a": "<= ReBench's, same run", "c": "<= 2.5x ReBench's fixed cost",
@@ -243,6 +244,8 @@ def main() -> int:
     ap.add_argument("--slope-repeats", type=int, default=2)
     ap.add_argument("--hosts", type=int, default=16, help="namespace hosts of row g")
     ap.add_argument("--host-runs", type=int, default=100, help="no-op runs per host of row g")
+    ap.add_argument("--known-hosts", action="store_true",
+                    help="row g on known hosts: an unmeasured 1-run campaign on every host first")
     ap.add_argument("--interleave-repeats", type=int, default=3)
     ap.add_argument("--interleave-replicates", type=int, default=10)
     ap.add_argument("--seed", type=int, default=34)
@@ -268,6 +271,13 @@ def main() -> int:
                 net, ctx["net_why"] = ssh_hosts(tmp, args.hosts)
                 if net is not None:
                     ctx["net"] = net.__enter__()
+                    if args.known_hosts:
+                        # Unmeasured: every host's first campaign gathers its facts and
+                        # installs the runner; after it the hosts are known (one module call
+                        # a batch, one Ansible call a wave).
+                        k = len(ctx["net"].hosts)
+                        ssh_bmx(bench, ctx["net"], noop_workload(), 1, "gknown", hosts="all", n_hosts=k,
+                                extra_args=["--hosts-parallel", str(k)])
             for key, name, fn in SECTIONS:
                 if key not in only:
                     continue
