@@ -28,18 +28,11 @@ from benchmatrix.plan.design import PlannedRun, read_plan
 from benchmatrix.results.records import load_records
 
 if TYPE_CHECKING:
-    import numpy as np
     import pandas as pd
-
-
-def _attempt_numbers(values: pd.Series) -> np.ndarray:
-    import pandas as pd
-
-    return pd.to_numeric(values, errors="coerce").fillna(0).to_numpy(dtype="int64")
 
 
 def _attempt_number(value: Any) -> int:
-    """A record's attempt as :func:`_attempt_numbers` reads a column of them: 0 when not a number."""
+    """An attempt as the rule counts it (a record's or a table's cell): 0 when not a number."""
     if isinstance(value, int):
         return value
     try:
@@ -50,6 +43,7 @@ def _attempt_number(value: Any) -> int:
 
 
 def _status_word(value: Any) -> str:
+    """A status as the rule compares it: stripped, lower case; "" when missing."""
     return "" if value is None or value != value else str(value).strip().lower()
 
 
@@ -115,10 +109,11 @@ def decide(plan: pd.DataFrame | None, runs: pd.DataFrame) -> pd.DataFrame:
     import pandas as pd
 
     planned = [] if plan is None or not len(plan) else \
-        list(zip(plan["run_id"].astype(str).tolist(), _attempt_numbers(plan["attempt"]).tolist()))
+        list(zip(plan["run_id"].astype(str).tolist(), map(_attempt_number, plan["attempt"].tolist())))
+    # The frames' cells read by the same two rules as run_states' records (NA as missing).
     recorded = [] if not len(runs) else list(zip(
-        runs["run_id"].astype(str).tolist(), _attempt_numbers(runs["attempt"]).tolist(),
-        runs["status"].astype("string").str.strip().str.lower().fillna("").tolist()))
+        runs["run_id"].astype(str).tolist(), map(_attempt_number, runs["attempt"].tolist()),
+        map(_status_word, runs["status"].astype("string").fillna("").tolist())))
     rows = decide_runs(planned, recorded)
     return pd.DataFrame({"run_id": pd.Series([r[0] for r in rows], dtype=object),
                          **{col: pd.Series([r[i] for r in rows], dtype=object)
