@@ -39,7 +39,6 @@ import shlex
 import shutil
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -283,13 +282,7 @@ def main() -> int:
                     continue
                 print(f"\n-- row {key} ({name}); load average {load()}", flush=True)
                 start = os.getloadavg()
-                t0 = time.perf_counter()
-                try:
-                    data["sections"][name] = fn(bench, args, rng, ctx)
-                except Exception as exc:  # one row's failure must not lose the others
-                    traceback.print_exc()
-                    data["sections"][name] = {"error": f"{type(exc).__name__}: {exc}"}
-                data["sections"][name]["section_s"] = time.perf_counter() - t0
+                data["sections"][name] = targets.run_section(fn, bench, args, rng, ctx)
                 data["load"][key] = {"start": start, "end": os.getloadavg()}
                 print(f"-- row {key}: {data['sections'][name]['section_s']:.0f} s; load average {load()}", flush=True)
                 write_result("fixed_cost", {**data, "partial": True})

@@ -312,6 +312,20 @@ SECTIONS: list[tuple[str, str, Callable[..., dict]]] = [
 
 # ---------------------------------------------------------------- the table
 
+def run_section(fn: Callable[..., dict], bench: Bench, args: argparse.Namespace, rng: random.Random,
+                ctx: dict) -> dict:
+    """One section's figures and its seconds (``section_s``); a section that fails gives
+    ``{"error": ...}`` and its traceback on stderr, so that one row's failure loses no other."""
+    t0 = time.perf_counter()
+    try:
+        out = fn(bench, args, rng, ctx)
+    except Exception as exc:
+        traceback.print_exc()
+        out = {"error": f"{type(exc).__name__}: {exc}"}
+    out["section_s"] = time.perf_counter() - t0
+    return out
+
+
 def verdict(ok: bool | None) -> str:
     return "-" if ok is None else ("yes" if ok else "NO")
 
@@ -500,13 +514,7 @@ def main() -> int:
                     continue
                 print(f"\n-- {name} (rows {keys}); load average {load()}", flush=True)
                 data["section_load"][name] = os.getloadavg()
-                t0 = time.perf_counter()
-                try:
-                    data["sections"][name] = fn(bench, args, rng, ctx)
-                except Exception as exc:  # one row's failure must not lose the others
-                    traceback.print_exc()
-                    data["sections"][name] = {"error": f"{type(exc).__name__}: {exc}"}
-                data["sections"][name]["section_s"] = time.perf_counter() - t0
+                data["sections"][name] = run_section(fn, bench, args, rng, ctx)
                 # Kept as it goes: a long run stopped halfway keeps what it measured.
                 write_result(result_name, {**data, "partial": True})
         finally:
