@@ -17,7 +17,6 @@ from benchmatrix.results.records import iter_records, runs_rows
 from benchmatrix.spec.load import Spec, load_spec
 
 
-# shape: one sequence: rows, runs.csv bytes, every table, render; large frames are freed as soon as used
 def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool = True,
             template_dir: Path | None = None) -> list[Path]:
     """Compute every table from the records, write them, and render the reports from them.
@@ -35,6 +34,23 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool 
     Returns:
         The paths written.
     """
+    import pandas  # noqa: F401 (before the fork below: the plot worker shares it)
+
+    from benchmatrix.report.plot_worker import PlotWorker
+
+    # Forked now: it imports matplotlib while this process reads the records and computes
+    # the tables, then draws the plots (report/plot_worker.py).
+    worker = PlotWorker.start() if render else None
+    try:
+        return _collect(spec_path, project_dir, plan_path, render, template_dir, worker)
+    finally:
+        if worker is not None:
+            worker.close()
+
+
+# shape: one sequence: rows, runs.csv bytes, every table, render; large frames are freed as soon as used
+def _collect(spec_path: str, project_dir: Path, plan_path: Path, render: bool, template_dir: Path | None,
+             worker: Any) -> list[Path]:
     import pandas as pd
 
     from benchmatrix.analyze.sanity import RecordNotes
@@ -102,7 +118,7 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool 
     # campaign.json: its hosts, and ended_at once no planned run is pending.
     mark_progress_from_tables(exp, plan, read_back)
     if render:
-        written += _render(spec, exp, tables, template_dir)
+        written += _render(spec, exp, tables, template_dir, worker)
     return written
 
 
@@ -133,13 +149,13 @@ def _runs_to_read(plan: Any, rows: Any) -> tuple[list[str], set[tuple[str, int]]
     return open_ids, set(zip(mine["run_id"], mine["attempt"].astype(int)))
 
 
-def _render(spec: Spec, exp: Path, tables: Any, template_dir: Path | None) -> list[Path]:
+def _render(spec: Spec, exp: Path, tables: Any, template_dir: Path | None, worker: Any = None) -> list[Path]:
     from benchmatrix.report.render import render_report
 
     facts = {path.parent.name: json.loads(path.read_text())
              for path in sorted((exp / layout.HOSTS_DIR).glob(f"*/{layout.FACTS}"))}
     return list(render_report(spec, tables.plan, tables.runs, tables.summary, facts, exp,
-                              template_dir=template_dir, tables=tables))
+                              template_dir=template_dir, tables=tables, plot_worker=worker))
 
 
 def report(spec_path: str, project_dir: Path, template_dir: Path | None = None) -> tuple[Path, Path]:

@@ -66,6 +66,28 @@ class Plot:
     svg: str
 
 
+@dataclass(frozen=True)
+class PlotJob:
+    """One call of a plot function of this module, named so that another process can make it
+    (:class:`benchmatrix.report.plot_worker.PlotWorker`).
+
+    Attributes:
+        function: A key of :data:`JOBS`.
+        args: Its arguments; a function that leaves notes gets a fresh list after them.
+    """
+
+    function: str
+    args: tuple[Any, ...]
+
+
+def draw(job: PlotJob) -> tuple[list[Plot], list[str]]:
+    """Make one :class:`PlotJob`: the plots it drew (none, one or several) and the notes it left."""
+    function, takes_notes = JOBS[job.function]
+    notes: list[str] = []
+    got = function(*job.args, notes) if takes_notes else function(*job.args)
+    return ([] if got is None else [got] if isinstance(got, Plot) else list(got)), notes
+
+
 def safe_file_stem(name: str) -> str:
     """``name`` as a file stem that stays inside its directory.
 
@@ -547,3 +569,13 @@ def metric_against_counter(name: str, title: str, metric: str, counter: str, uni
                 "metric; a line inside each cloud: it also follows the metric run by run. It moved with the "
                 "finding; that alone does not make it the cause.", _svg(fig))
 
+
+
+#: The plot functions a :class:`PlotJob` names: (function, whether it takes a notes list).
+JOBS: dict[str, tuple[Any, bool]] = {
+    "control_over_time": (control_over_time, False),
+    "factor_lines": (factor_lines, True),
+    "latency_beside_throughput": (latency_beside_throughput, True),
+    "run_order": (run_order, False),
+    "metric_against_counter": (metric_against_counter, False),
+}

@@ -57,6 +57,7 @@ from benchmatrix.layout import STATES
 from benchmatrix.names import name_problem, printable
 from benchmatrix.report import plots, sandbox, units
 from benchmatrix.report.diff import grouped
+from benchmatrix.report.plot_worker import PlotWorker, in_process
 from benchmatrix.report.terminal import compare_page_rows
 from benchmatrix.report.units import display_unit
 from benchmatrix.results.status import decide
@@ -670,30 +671,33 @@ def _plot_entry(plot: plots.Plot) -> dict[str, Any]:
             "svg": plot.svg}
 
 
-def _explained(result: analysis.Comparisons, findings: dict[str, Any], moved: pd.DataFrame | None,
-               runs: pd.DataFrame, units: dict[str, str], with_plots: bool) -> list[dict[str, Any]]:
-    """The first :data:`FINDING_SECTIONS` findings that moved a counter, each with its
-    counters (as collect listed them, moved_with.csv) and the plot of its metric against
-    the first counter per run (None without plots)."""
+def _explained(result: analysis.Comparisons, findings: dict[str, Any],
+               moved: pd.DataFrame | None) -> list[tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]]:
+    """The first :data:`FINDING_SECTIONS` findings that moved a counter: each finding, its
+    comparison row and its counters (as collect listed them, moved_with.csv)."""
+    lists = finding_lists(result.table, moved)
+    out: list[tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]] = []
+    for finding, position, counters in zip(findings["decided"], decided_positions(result.table), lists):
+        if counters and len(out) < FINDING_SECTIONS:
+            out.append((finding, result.table.iloc[position].to_dict(), counters))
+    return out
+
+
+def _explained_jobs(result: analysis.Comparisons, explained: list[tuple[dict[str, Any], dict[str, Any], Any]],
+                    runs: pd.DataFrame, units: dict[str, str]) -> list[plots.PlotJob]:
+    """One plot job per explained finding: its metric against its first counter per run."""
     config = result.config or {}
     factor, by = config.get("factor"), list(config.get("by") or [])
-    lists = finding_lists(result.table, moved)
-    out: list[dict[str, Any]] = []
-    for finding, position, counters in zip(findings["decided"], decided_positions(result.table), lists):
-        if not counters or len(out) >= FINDING_SECTIONS:
-            continue
-        row = result.table.iloc[position].to_dict()
-        plot = None
-        if with_plots and factor:
-            sides = {"level": f"{factor}={format_value(row.get('level'))}",
-                     "baseline": f"{factor}={format_value(row.get('baseline'))}"}
-            drawn = plots.metric_against_counter(f"moved_with_{len(out) + 1}", finding["sentence"], finding["metric"],
-                                                 counters[0]["counter"], units,
-                                                 finding_runs(runs, row, factor=factor, by=by), sides)
-            plot = None if drawn is None else _plot_entry(drawn)
-        out.append({"sentence": finding["sentence"], "metric": finding["metric"], "verdict": finding["verdict"],
-                    "counters": counters, "plot": plot})
-    return out
+    if not factor:
+        return []
+    jobs = []
+    for i, (finding, row, counters) in enumerate(explained, 1):
+        sides = {"level": f"{factor}={format_value(row.get('level'))}",
+                 "baseline": f"{factor}={format_value(row.get('baseline'))}"}
+        jobs.append(plots.PlotJob("metric_against_counter", (
+            f"moved_with_{i}", finding["sentence"], finding["metric"], counters[0]["counter"], units,
+            finding_runs(runs, row, factor=factor, by=by), sides)))
+    return jobs
 
 
 def _means_text(row: dict[str, Any]) -> str:
@@ -781,7 +785,8 @@ def _spec_text(spec: Spec) -> str:
 # shape: assembles the template context: each value is computed once and many feed several keys of the returned dict
 def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
                    host_facts: dict[str, dict], *, record_notes: pd.DataFrame | None = None,
-                   with_plots: bool = True, tables: Tables | None = None) -> dict[str, Any]:
+                   with_plots: bool = True, tables: Tables | None = None,
+                   plot_worker: PlotWorker | None = None) -> dict[str, Any]:
     """Everything the report templates show, as plain Python values (no file I/O).
 
     Args:
@@ -798,6 +803,8 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
             they are derived from the frames given, as collect would
             (:func:`benchmatrix.analyze.tables.derive_tables`). The report computes no
             statistic and no warning itself.
+        plot_worker: A process that draws the plots while the rest is built (collect's,
+            :class:`~benchmatrix.report.plot_worker.PlotWorker`); without one they are drawn here.
 
     Returns:
         The template context; ``docs/report.md`` describes every key.
@@ -827,17 +834,19 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
     warnings_ = checks.warnings
     labels = dict(zip(cells["cell_id"], cells["label"]))
     metric_tables = _metric_tables(spec, summary, cells, units)
-    plot_notes: list[str] = []
-    rendered: list[plots.Plot] = []
-    if with_plots:
-        rendered += plots.control_over_time(checks.drift, metrics, units, _rows_of(runs, checks.control_runs))
-        rendered += plots.factor_lines(spec, summary, metrics, units, plot_notes)
-        rendered += plots.latency_beside_throughput(spec, summary, metrics, units, labels, plot_notes)
-        rendered += plots.run_order(runs, metrics, units, labels)
-    plot_list = [_plot_entry(p) for p in rendered]
-    control_plot = next((p for p in plot_list if p["name"] == "control"), None)
     findings = _findings(comparisons)
-    return {
+    explained = _explained(comparisons, findings, tables.moved_with)
+    jobs: list[plots.PlotJob] = []
+    if with_plots:
+        jobs = [plots.PlotJob("control_over_time", (checks.drift, metrics, units, _rows_of(runs, checks.control_runs))),
+                plots.PlotJob("factor_lines", (spec, summary, metrics, units)),
+                plots.PlotJob("latency_beside_throughput", (spec, summary, metrics, units, labels)),
+                plots.PlotJob("run_order", (runs, metrics, units, labels))]
+    moved_jobs = _explained_jobs(comparisons, explained, runs, units) if with_plots else []
+    # Drawn while the rest of the context is built (in collect's plot worker, if it has one).
+    all_jobs = [*jobs, *moved_jobs]
+    drawing = plot_worker.submit(all_jobs, len(runs)) if plot_worker is not None else in_process(all_jobs)
+    context = {
         "name": spec.name,
         "description": spec.description,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -859,7 +868,8 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
         "findings": findings,
         # The counters that moved with each finding, as collect computed them (moved_with.csv).
         "moved_with": tables.moved_with,
-        "explained": _explained(comparisons, findings, tables.moved_with, runs, units, with_plots),
+        "explained": [{"sentence": finding["sentence"], "metric": finding["metric"], "verdict": finding["verdict"],
+                       "counters": counters, "plot": None} for finding, _row, counters in explained],
         # Under each finding's sentence: its first counters in words, as the terminal prints them.
         "moved_lines": [", ".join(m["text"] for m in moved[:SHOWN])
                         for moved in finding_lists(comparisons.table, tables.moved_with)][:FINDING_SENTENCES],
@@ -868,9 +878,6 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
         "warnings": [w for w in warnings_ if w["severity"] == "warning"],
         "notices": [w for w in warnings_ if w["severity"] != "warning"],
         "drift_detected": any(w["check"] == "drift" and w["severity"] == "warning" for w in warnings_),
-        "control_plot": control_plot,
-        "plots": plot_list,
-        "plot_notes": plot_notes,
         "failed": _failed(runs, cells, states),
         "executed": _executed(runs, cells),
         "timeline": _timeline(runs),
@@ -880,6 +887,14 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
                        "alpha": alpha},
         "missing": MISSING,
     }
+    drawn = drawing()
+    plot_list = [_plot_entry(p) for got, _notes in drawn[:len(jobs)] for p in got]
+    context["control_plot"] = next((p for p in plot_list if p["name"] == "control"), None)
+    context["plots"] = plot_list
+    context["plot_notes"] = [note for _got, notes in drawn[:len(jobs)] for note in notes]
+    for section, (got, _notes) in zip(context["explained"], drawn[len(jobs):]):
+        section["plot"] = _plot_entry(got[0]) if got else None
+    return context
 
 
 def template_dir_of(spec: Spec, override: str | Path | None = None) -> Path | None:
@@ -903,7 +918,8 @@ def template_dir_of(spec: Spec, override: str | Path | None = None) -> Path | No
 def render_report(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
                   host_facts: dict[str, dict], out_dir: Path, *,
                   template_dir: str | Path | None = None,
-                  record_notes: pd.DataFrame | None = None, tables: Tables | None = None) -> tuple[Path, Path]:
+                  record_notes: pd.DataFrame | None = None, tables: Tables | None = None,
+                  plot_worker: PlotWorker | None = None) -> tuple[Path, Path]:
     """Render ``report.html``, ``report.md`` and ``plots/``; no table is written (collect writes them).
 
     Every file is written atomically (temporary file in its directory, then
@@ -927,6 +943,7 @@ def render_report(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
             ``tables``).
         tables: The tables collect computed (:func:`benchmatrix.results.tables.read_tables`);
             see :func:`report_context`.
+        plot_worker: Collect's plot process (:func:`report_context`).
 
     Returns:
         The paths of ``report.html`` and ``report.md``.
@@ -939,7 +956,8 @@ def render_report(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
     out_dir.mkdir(parents=True, exist_ok=True)
     user_dir = template_dir_of(spec, template_dir)
     outputs = _user_outputs(user_dir) if user_dir is not None else None
-    context = report_context(spec, plan, runs, summary, host_facts, record_notes=record_notes, tables=tables)
+    context = report_context(spec, plan, runs, summary, host_facts, record_notes=record_notes, tables=tables,
+                             plot_worker=plot_worker)
     if outputs is None:
         # The package's own templates: trusted, rendered here without the child's cost.
         env = _environment()

@@ -21,10 +21,11 @@ from benchmatrix import layout
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _modules_after(statement: str, cwd: Path = ROOT) -> set[str]:
+def _modules_after(statement: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> set[str]:
     """Every module a fresh interpreter holds after running ``statement``."""
     code = f"import json, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, **(env or {}),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=cwd,
                          check=True)
     return set(json.loads(out.stdout.splitlines()[-1]))
@@ -53,11 +54,13 @@ def test_the_collect_job_draws_its_plots_without_pyplot_or_scipy(tmp_path):
     # Rule collect's job as the Snakefile starts it (scripts/collect.py's entry), on a
     # campaign that compares nothing: its plots are drawn with matplotlib's Figure
     # alone (pyplot imports GUI backends and its figure registry), and no statistic
-    # it computes needs scipy (issue 34, item 4).
+    # it computes needs scipy (issue 34, item 4). Drawn in the job's own process here
+    # (BMX_PLOT_WORKER=0): its plot worker runs the same functions (test_plot_worker.py).
     made = make_experiment(tmp_path)
     argv = ["--spec", str(made.spec_path), "--project-dir", str(made.root), "--plan", str(made.exp / layout.PLAN)]
     loaded = _modules_after("from benchmatrix.execute.entry import entry\n"
-                            f"assert entry('collect', {argv!r}) == 0", cwd=made.root)
+                            f"assert entry('collect', {argv!r}) == 0", cwd=made.root,
+                            env={"BMX_PLOT_WORKER": "0"})
     drawn = sorted(p.name for p in (made.exp / layout.PLOTS_DIR).glob("*.svg"))
     assert "order.svg" in drawn
     assert 'src="data:image/svg+xml;base64,' in (made.exp / layout.REPORT_HTML).read_text()  # embedded

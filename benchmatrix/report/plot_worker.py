@@ -1,0 +1,127 @@
+"""The report's plots drawn in a second process while collect computes the tables.
+
+matplotlib's import (about 0.4 s) and the drawing (about 0.15 s a figure) were most of the
+collect job's time on a small campaign, after the tables (issue 34, item 4: "plots drawn off
+the critical path"). The collect job starts a :class:`PlotWorker` once pandas is imported: a
+forked process that imports matplotlib while its parent reads the records and computes the
+tables; the report then hands it the plot jobs (:class:`benchmatrix.report.plots.PlotJob`)
+and builds the rest of its context while they are drawn. The plots are the same bytes as
+drawn in the job's own process (the same functions on the same values; SVG ids are salted,
+not random). A worker that cannot start or dies leaves the drawing to the job's own process:
+the report never depends on it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from benchmatrix.report import plots
+
+#: Set to ``0`` to draw every plot in the job's own process (a debugger, a profile).
+WORKER_ENV = "BMX_PLOT_WORKER"
+#: Above this many runs the plots are drawn in the job's own process: sending the runs
+#: to the worker would cost more than matplotlib's import saves.
+MAX_WORKER_RUNS = 50_000
+
+#: prctl(2): the signal a process gets when its parent ends.
+_PR_SET_PDEATHSIG = 1
+
+#: What :meth:`PlotWorker.submit` and :func:`in_process` return: called, the drawn plots
+#: and notes of each job, in the jobs' order.
+Drawing = Callable[[], list[tuple[list[plots.Plot], list[str]]]]
+
+
+def _ready(parent: int) -> None:
+    """The worker's initializer: it ends with the job, and matplotlib is imported and set up."""
+    # A job killed outright (SIGKILL) would leave its worker waiting on the task queue for
+    # ever: the kernel ends it with its parent instead. Ctrl-C is the job's to handle; the
+    # job then stops the worker (no second traceback in its log).
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass  # no prctl: the job's normal end still stops the worker
+    if os.getppid() != parent:
+        os._exit(1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    plots._subplots(figsize=(1, 1))  # imports matplotlib.figure and sets the report's rcParams
+    import matplotlib.backends.backend_svg  # noqa: F401 (savefig's SVG writer: imported at first use otherwise)
+
+
+def in_process(jobs: Sequence[plots.PlotJob]) -> Drawing:
+    """The jobs drawn here when the result is asked for (no worker)."""
+    return lambda: [plots.draw(job) for job in jobs]
+
+
+class PlotWorker:
+    """One forked process that has imported matplotlib, drawing :class:`~benchmatrix.report.plots.PlotJob`.
+
+    Use as a context manager; :meth:`start` returns None where a worker is not worth it
+    or not possible (no ``fork``, ``BMX_PLOT_WORKER=0``, a single CPU).
+    """
+
+    def __init__(self) -> None:
+        self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
+            max_workers=1, mp_context=multiprocessing.get_context("fork"), initializer=_ready,
+            initargs=(os.getpid(),))
+        # A fork-context pool forks its worker at the first submit: now, before the tables.
+        self._pool.submit(int)
+
+    @classmethod
+    def start(cls) -> PlotWorker | None:
+        """A running worker, or None (drawing stays in this process)."""
+        if os.environ.get(WORKER_ENV, "1") == "0" or (os.cpu_count() or 1) < 2:
+            return None
+        if "fork" not in multiprocessing.get_all_start_methods():
+            return None
+        try:
+            return cls()
+        except OSError:  # no process to spare (a limit on processes, no memory): draw here
+            return None
+
+    def submit(self, jobs: Sequence[plots.PlotJob], runs: int = 0) -> Drawing:
+        """Hand ``jobs`` to the worker; the returned callable waits for them.
+
+        Args:
+            jobs: The plot jobs, in the report's order.
+            runs: How many runs the campaign has: above :data:`MAX_WORKER_RUNS` the jobs
+                are drawn here (their arguments would be copied to the worker).
+        """
+        if self._pool is None or runs > MAX_WORKER_RUNS or not jobs:
+            self.close()
+            return in_process(jobs)
+        try:
+            futures: list[Future[Any]] = [self._pool.submit(plots.draw, job) for job in jobs]
+        except (BrokenProcessPool, RuntimeError):
+            self.close()
+            return in_process(jobs)
+
+        def wait() -> list[tuple[list[plots.Plot], list[str]]]:
+            try:
+                return [f.result() for f in futures]
+            except Exception:  # noqa: BLE001 (drawn again here: a drawing error is raised from here then)
+                # The worker died (killed, out of memory), a value did not pickle, or a plot
+                # function failed: the same jobs, drawn in this process.
+                return [plots.draw(job) for job in jobs]
+            finally:
+                self.close()
+
+        return wait
+
+    def close(self) -> None:
+        """Stop the worker (idempotent); a job still queued is cancelled."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> PlotWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
