@@ -839,7 +839,9 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
     jobs: list[plots.PlotJob] = []
     if with_plots:
         jobs = [plots.PlotJob("control_over_time", (checks.drift, metrics, units, _rows_of(runs, checks.control_runs))),
-                plots.PlotJob("factor_lines", (spec, summary, metrics, units)),
+                # One job a metric: the plot worker draws two at once (report/plot_worker.py).
+                *(plots.PlotJob("factor_lines", (spec, summary, shown, units))
+                  for shown in [[m] for m in metrics[:plots.MAX_METRICS]] or [[]]),
                 plots.PlotJob("latency_beside_throughput", (spec, summary, metrics, units, labels)),
                 plots.PlotJob("run_order", (runs, metrics, units, labels))]
     moved_jobs = _explained_jobs(comparisons, explained, runs, units) if with_plots else []
@@ -891,7 +893,8 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
     plot_list = [_plot_entry(p) for got, _notes in drawn[:len(jobs)] for p in got]
     context["control_plot"] = next((p for p in plot_list if p["name"] == "control"), None)
     context["plots"] = plot_list
-    context["plot_notes"] = [note for _got, notes in drawn[:len(jobs)] for note in notes]
+    # Each metric's line plot job leaves the same note on panels or lines left out: once.
+    context["plot_notes"] = list(dict.fromkeys(note for _got, notes in drawn[:len(jobs)] for note in notes))
     for section, (got, _notes) in zip(context["explained"], drawn[len(jobs):]):
         section["plot"] = _plot_entry(got[0]) if got else None
     return context

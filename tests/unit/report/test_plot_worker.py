@@ -134,3 +134,34 @@ def test_the_worker_ends_with_a_job_killed_outright(tmp_path):
             return
         time.sleep(0.05)
     pytest.fail(f"the plot worker {pid} outlived its killed job")
+
+
+def _whoami(notes: list[str]) -> list[plots.Plot]:
+    notes.append(str(os.getpid()))
+    return []
+
+
+def _die_unless_in(pid: int, notes: list[str]) -> list[plots.Plot]:
+    if os.getpid() != pid:
+        os._exit(3)  # the worker's fork dies mid-job
+    notes.append(str(os.getpid()))
+    return []
+
+
+def test_the_worker_draws_every_other_job_in_a_fork_of_itself(monkeypatch):
+    # Two drawers on the controller's two cores; the fork shares the worker's matplotlib.
+    from benchmatrix.report import plot_worker
+
+    monkeypatch.setitem(plots.JOBS, "whoami", (_whoami, True))
+    drawn = plot_worker._draw_split([plots.PlotJob("whoami", ())] * 4)
+    pids = [notes[0] for _got, notes in drawn]
+    assert pids[0] == pids[2] == str(os.getpid())
+    assert pids[1] == pids[3] != str(os.getpid())
+
+
+def test_a_fork_that_dies_leaves_its_jobs_to_the_worker(monkeypatch):
+    from benchmatrix.report import plot_worker
+
+    monkeypatch.setitem(plots.JOBS, "die_unless_in", (_die_unless_in, True))
+    drawn = plot_worker._draw_split([plots.PlotJob("die_unless_in", (os.getpid(),))] * 3)
+    assert [notes for _got, notes in drawn] == [[str(os.getpid())]] * 3
