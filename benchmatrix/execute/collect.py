@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,14 +111,16 @@ def _collect(spec_path: str, project_dir: Path, plan_path: Path, render: bool, t
     adaptive = None if meta.get("against") else settings_of(spec, meta)
     tables = derive_tables(spec, plan, read_back, units, record_notes=record_notes,
                            adaptive=adaptive, stopped_by=str(meta.get("until_decided_stop") or ""))
+    # The report's context and plots begun now: its worker draws while the tables are written.
+    finish_report = _begin_render(spec, exp, tables, template_dir, worker) if render else None
     written = write_tables(exp, tables, runs_text=runs_text)
     del runs_text
     # The tidy long table (runs_long.parquet) that export, compare and publish read.
     written.append(write_long_table(exp, read_back, spec.factor_names, units, spec.workload.get("metrics"), spec.name))
     # campaign.json: its hosts, and ended_at once no planned run is pending.
     mark_progress_from_tables(exp, plan, read_back)
-    if render:
-        written += _render(spec, exp, tables, template_dir, worker)
+    if finish_report is not None:
+        written += finish_report()
     return written
 
 
@@ -149,13 +151,17 @@ def _runs_to_read(plan: Any, rows: Any) -> tuple[list[str], set[tuple[str, int]]
     return open_ids, set(zip(mine["run_id"], mine["attempt"].astype(int)))
 
 
-def _render(spec: Spec, exp: Path, tables: Any, template_dir: Path | None, worker: Any = None) -> list[Path]:
-    from benchmatrix.report.render import render_report
+def _begin_render(spec: Spec, exp: Path, tables: Any, template_dir: Path | None,
+                  worker: Any = None) -> Callable[[], list[Path]]:
+    """The reports of ``tables`` begun (context computed, plots under way); called, the
+    returned function writes them and returns their paths."""
+    from benchmatrix.report.render import begin_render
 
     facts = {path.parent.name: json.loads(path.read_text())
              for path in sorted((exp / layout.HOSTS_DIR).glob(f"*/{layout.FACTS}"))}
-    return list(render_report(spec, tables.plan, tables.runs, tables.summary, facts, exp,
-                              template_dir=template_dir, tables=tables, plot_worker=worker))
+    finish = begin_render(spec, tables.plan, tables.runs, tables.summary, facts, exp,
+                          template_dir=template_dir, tables=tables, plot_worker=worker)
+    return lambda: list(finish())
 
 
 def report(spec_path: str, project_dir: Path, template_dir: Path | None = None) -> tuple[Path, Path]:
@@ -172,5 +178,5 @@ def report(spec_path: str, project_dir: Path, template_dir: Path | None = None) 
 
     spec = load_spec(spec_path)
     exp = exp_dir_of(project_dir, spec)
-    html, md = _render(spec, exp, read_tables(exp), template_dir)
+    html, md = _begin_render(spec, exp, read_tables(exp), template_dir)()
     return html, md

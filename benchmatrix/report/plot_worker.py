@@ -51,8 +51,14 @@ def _ready(parent: int) -> None:
     if os.getppid() != parent:
         os._exit(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    plots._subplots(figsize=(1, 1))  # imports matplotlib.figure and sets the report's rcParams
-    import matplotlib.backends.backend_svg  # noqa: F401 (savefig's SVG writer: imported at first use otherwise)
+    # One small plot drawn while the job computes the tables: the first figure's one-time
+    # costs (the SVG backend's import, the font's load, the text layout caches) are paid
+    # here rather than by the report's first plot.
+    fig, ax = plots._subplots(figsize=(1, 1))  # also sets the report's rcParams
+    ax.plot([0, 1], [0, 1], marker="o", label="x")
+    ax.set_title("x")
+    ax.legend(loc="best")
+    plots._svg(fig)
 
 
 def _draw_split(jobs: Sequence[plots.PlotJob]) -> list[tuple[list[plots.Plot], list[str]]]:

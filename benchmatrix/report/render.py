@@ -25,6 +25,7 @@ import base64
 import hashlib
 import json
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -782,12 +783,27 @@ def _spec_text(spec: Spec) -> str:
 
 # ----------------------------------------------------------------- entry point
 
-# shape: assembles the template context: each value is computed once and many feed several keys of the returned dict
 def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
                    host_facts: dict[str, dict], *, record_notes: pd.DataFrame | None = None,
                    with_plots: bool = True, tables: Tables | None = None,
                    plot_worker: PlotWorker | None = None) -> dict[str, Any]:
     """Everything the report templates show, as plain Python values (no file I/O).
+
+    :func:`begin_context` and its result at once; the arguments are its.
+    """
+    return begin_context(spec, plan, runs, summary, host_facts, record_notes=record_notes, with_plots=with_plots,
+                         tables=tables, plot_worker=plot_worker)()
+
+
+# shape: assembles the template context: each value is computed once and many feed several keys of the returned dict
+def begin_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
+                  host_facts: dict[str, dict], *, record_notes: pd.DataFrame | None = None,
+                  with_plots: bool = True, tables: Tables | None = None,
+                  plot_worker: PlotWorker | None = None) -> Callable[[], dict[str, Any]]:
+    """The report's context with its plots under way: the returned callable waits for the
+    plots and returns the whole context (everything the report templates show, as plain
+    Python values; no file I/O). Collect begins it before it writes the tables, so that its
+    plot worker draws while they are written.
 
     Args:
         spec: The loaded :class:`~benchmatrix.spec.load.Spec`.
@@ -807,7 +823,7 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
             :class:`~benchmatrix.report.plot_worker.PlotWorker`); without one they are drawn here.
 
     Returns:
-        The template context; ``docs/report.md`` describes every key.
+        A callable returning the template context; ``docs/report.md`` describes every key.
     """
     plan, runs, summary = normalized(plan, runs, summary)
     states = _run_states(plan, runs)
@@ -889,15 +905,19 @@ def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: 
                        "alpha": alpha},
         "missing": MISSING,
     }
-    drawn = drawing()
-    plot_list = [_plot_entry(p) for got, _notes in drawn[:len(jobs)] for p in got]
-    context["control_plot"] = next((p for p in plot_list if p["name"] == "control"), None)
-    context["plots"] = plot_list
-    # Each metric's line plot job leaves the same note on panels or lines left out: once.
-    context["plot_notes"] = list(dict.fromkeys(note for _got, notes in drawn[:len(jobs)] for note in notes))
-    for section, (got, _notes) in zip(context["explained"], drawn[len(jobs):]):
-        section["plot"] = _plot_entry(got[0]) if got else None
-    return context
+
+    def finish() -> dict[str, Any]:
+        drawn = drawing()
+        plot_list = [_plot_entry(p) for got, _notes in drawn[:len(jobs)] for p in got]
+        context["control_plot"] = next((p for p in plot_list if p["name"] == "control"), None)
+        context["plots"] = plot_list
+        # Each metric's line plot job leaves the same note on panels or lines left out: once.
+        context["plot_notes"] = list(dict.fromkeys(note for _got, notes in drawn[:len(jobs)] for note in notes))
+        for section, (got, _notes) in zip(context["explained"], drawn[len(jobs):]):
+            section["plot"] = _plot_entry(got[0]) if got else None
+        return context
+
+    return finish
 
 
 def template_dir_of(spec: Spec, override: str | Path | None = None) -> Path | None:
@@ -955,12 +975,31 @@ def render_report(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
         ReportTemplateError: a user template failed, broke a bound, or would write over
             a file the experiment owns; nothing is written then.
     """
-    out_dir = Path(out_dir)
+    return begin_render(spec, plan, runs, summary, host_facts, out_dir, template_dir=template_dir,
+                        record_notes=record_notes, tables=tables, plot_worker=plot_worker)()
+
+
+def begin_render(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
+                 host_facts: dict[str, dict], out_dir: Path, *,
+                 template_dir: str | Path | None = None,
+                 record_notes: pd.DataFrame | None = None, tables: Tables | None = None,
+                 plot_worker: PlotWorker | None = None) -> Callable[[], tuple[Path, Path]]:
+    """:func:`render_report` begun: the context computed and its plots under way
+    (:func:`begin_context`); the returned callable renders and writes every file and
+    returns the paths of ``report.html`` and ``report.md``. Nothing is read or written
+    before it is called. The arguments are :func:`render_report`'s.
+    """
+    finish_context = begin_context(spec, plan, runs, summary, host_facts, record_notes=record_notes, tables=tables,
+                                   plot_worker=plot_worker)
+    return lambda: _write_report(spec, Path(out_dir), template_dir, finish_context)
+
+
+def _write_report(spec: Spec, out_dir: Path, template_dir: str | Path | None,
+                  finish_context: Callable[[], dict[str, Any]]) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     user_dir = template_dir_of(spec, template_dir)
     outputs = _user_outputs(user_dir) if user_dir is not None else None
-    context = report_context(spec, plan, runs, summary, host_facts, record_notes=record_notes, tables=tables,
-                             plot_worker=plot_worker)
+    context = finish_context()
     if outputs is None:
         # The package's own templates: trusted, rendered here without the child's cost.
         env = _environment()
