@@ -485,7 +485,9 @@ def _snakemake_pass(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path,
     # Batch jobs wait on their hosts, not on this machine's CPUs: allow one job per
     # parallel host even on a small controller.
     slots = args.hosts_parallel or len(args.hosts)
-    cmd = [sys.executable, "-m", "snakemake", target, "--snakefile", str(proj / "Snakefile"),
+    # snakemake.api in a process of its own: the snakemake command's options and output
+    # without its command line's cost (execute/snakemake_run.py).
+    cmd = [sys.executable, "-m", "benchmatrix.execute.snakemake_run", target, "--snakefile", str(proj / "Snakefile"),
            "--directory", str(proj), "--cores", str(max(args.cores, slots)), "--nolock",
            "--resources", f"host_slots={slots}",
            *(["--forcerun", "collect"] if _collected_early(exp) else []),
