@@ -63,7 +63,9 @@ def _dump():
 if _OUT:
     atexit.register(_dump)
 """
-KINDS = {"benchmatrix.cli": "bmx run", "snakemake": "Snakemake", "ansible-playbook": "ansible-playbook",
+KINDS = {"benchmatrix.cli": "bmx run", "snakemake": "Snakemake",
+         # bmx run's Snakemake since a1ebb63: snakemake.api in a process of its own
+         "benchmatrix.execute.snakemake_run": "Snakemake", "ansible-playbook": "ansible-playbook",
          "collect.py": "collect job", "run_batch.py": "batch job", "plan.py": "plan job",
          "restore_host.py": "restore_host job"}
 
