@@ -783,6 +783,7 @@ def _spec_text(spec: Spec) -> str:
 
 # ----------------------------------------------------------------- entry point
 
+# shape: begin_context's parameters, passed through (the context at once)
 def report_context(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
                    host_facts: dict[str, dict], *, record_notes: pd.DataFrame | None = None,
                    with_plots: bool = True, tables: Tables | None = None,
@@ -979,6 +980,7 @@ def render_report(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: p
                         record_notes=record_notes, tables=tables, plot_worker=plot_worker)()
 
 
+# shape: render_report's parameters, passed through (its files written when the result is called)
 def begin_render(spec: Spec, plan: pd.DataFrame, runs: pd.DataFrame, summary: pd.DataFrame,
                  host_facts: dict[str, dict], out_dir: Path, *,
                  template_dir: str | Path | None = None,
