@@ -40,7 +40,7 @@ def collect(spec_path: str, project_dir: Path, plan_path: Path, *, render: bool 
 
     # Forked now: it imports matplotlib while this process reads the records and computes
     # the tables, then draws the plots (report/plot_worker.py).
-    worker = PlotWorker.start() if render else None
+    worker = PlotWorker.start(plan_bytes=_size(plan_path)) if render else None
     try:
         return _collect(spec_path, project_dir, plan_path, render, template_dir, worker)
     finally:
@@ -122,6 +122,13 @@ def _collect(spec_path: str, project_dir: Path, plan_path: Path, render: bool, t
     if finish_report is not None:
         written += finish_report()
     return written
+
+
+def _size(path: Path) -> int:
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return 0  # read (and its error said) with the records
 
 
 def _runs_to_read(plan: Any, rows: Any) -> tuple[list[str], set[tuple[str, int]]]:

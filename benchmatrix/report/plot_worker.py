@@ -31,6 +31,10 @@ WORKER_ENV = "BMX_PLOT_WORKER"
 #: to the worker would cost more than matplotlib's import saves.
 MAX_WORKER_RUNS = 50_000
 
+#: A plan.csv above this size starts no worker: its rows (about 150-300 bytes each) are
+#: beyond :data:`MAX_WORKER_RUNS`; known before the records are read.
+MAX_PLAN_BYTES = MAX_WORKER_RUNS * 150
+
 #: prctl(2): the signal a process gets when its parent ends.
 _PR_SET_PDEATHSIG = 1
 
@@ -123,9 +127,14 @@ class PlotWorker:
         self._pool.submit(int)
 
     @classmethod
-    def start(cls) -> PlotWorker | None:
-        """A running worker, or None (drawing stays in this process)."""
-        if os.environ.get(WORKER_ENV, "1") == "0" or (os.cpu_count() or 1) < 2:
+    def start(cls, plan_bytes: int = 0) -> PlotWorker | None:
+        """A running worker, or None (drawing stays in this process).
+
+        Args:
+            plan_bytes: The size of the campaign's plan.csv: one larger than
+                :data:`MAX_PLAN_BYTES` holds more runs than a worker is for (no import for nothing).
+        """
+        if os.environ.get(WORKER_ENV, "1") == "0" or (os.cpu_count() or 1) < 2 or plan_bytes > MAX_PLAN_BYTES:
             return None
         if "fork" not in multiprocessing.get_all_start_methods():
             return None

@@ -96,14 +96,16 @@ def test_a_value_that_does_not_pickle_is_drawn_here():
 
 
 def test_no_worker_when_switched_off_or_for_a_large_campaign(monkeypatch):
+    from benchmatrix.report import plot_worker
+
     monkeypatch.setenv("BMX_PLOT_WORKER", "0")
     assert PlotWorker.start() is None
     monkeypatch.delenv("BMX_PLOT_WORKER")
+    # A plan too large for a worker starts none (no matplotlib import in a process for nothing).
+    assert PlotWorker.start(plan_bytes=plot_worker.MAX_PLAN_BYTES + 1) is None
     worker = PlotWorker.start()
     assert worker is not None
     # Past MAX_WORKER_RUNS the runs would be copied to the worker: drawn here, the worker stopped.
-    from benchmatrix.report import plot_worker
-
     drawing = worker.submit(_jobs(), runs=plot_worker.MAX_WORKER_RUNS + 1)
     assert worker._pool is None  # noqa: SLF001
     assert _svgs(drawing()) == _svgs(in_process(_jobs())())
