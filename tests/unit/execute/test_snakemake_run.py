@@ -79,3 +79,15 @@ def test_the_api_run_does_what_the_snakemake_command_does(tmp_path):
 def test_a_malformed_option_is_refused_with_its_name():
     with pytest.raises(SystemExit, match="--config takes KEY=VALUE, not 'spec'"):
         snakemake_run.main(["t", "--snakefile", "S", "--directory", ".", "--cores", "1", "--config", "spec"])
+
+
+def test_the_process_ends_with_its_status_after_its_exit_handlers(tmp_path):
+    # exit_now skips only the interpreter's teardown: exit handlers run and buffered output is kept.
+    code = ("import atexit, sys\nfrom benchmatrix.execute.snakemake_run import exit_now\n"
+            f"atexit.register(lambda: open({str(tmp_path / 'handler')!r}, 'w').write('ran'))\n"
+            "sys.stdout.write('buffered, no newline')\nexit_now(3)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 3
+    assert proc.stdout == "buffered, no newline"
+    assert (tmp_path / "handler").read_text() == "ran"
