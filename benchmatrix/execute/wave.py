@@ -206,6 +206,8 @@ class WaveBroker:
         self.conns: list[_Conn] = []
         #: batch jobs Snakemake started that have not connected yet (:meth:`expect`)
         self.expected = 0
+        #: batch jobs that connected before bmx read their start line (:meth:`expect` owes them)
+        self.early = 0
         self.cond = threading.Condition()
         self.closed = False
         self.waves: list[threading.Thread] = []
@@ -232,9 +234,17 @@ class WaveBroker:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def expect(self) -> None:
-        """A batch job has started (Snakemake said so): a wave waits for it too, within its window."""
+        """A batch job has started (Snakemake said so): a wave waits for it too, within its window.
+
+        bmx reads Snakemake's stream as it comes: a job may have connected before its start
+        line is read. That job is not counted again (it would be waited for by its own
+        request until the window ran out).
+        """
         with self.cond:
-            self.expected += 1
+            if self.early:
+                self.early -= 1
+            else:
+                self.expected += 1
 
     def _accept(self) -> None:
         while True:
@@ -245,7 +255,10 @@ class WaveBroker:
             conn = _Conn(sock)
             with self.cond:
                 self.conns.append(conn)
-                self.expected = max(self.expected - 1, 0)
+                if self.expected:
+                    self.expected -= 1
+                else:
+                    self.early += 1  # connected before bmx read its start line (expect)
             threading.Thread(target=self._serve, args=(conn,), name="bmx-wave-job", daemon=True).start()
 
     def _serve(self, conn: _Conn) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from benchmatrix.execute.wave import SOCKET_ENV, WaveBroker
@@ -100,3 +101,25 @@ def test_without_a_broker_a_job_makes_its_own_call(tmp_path):
                          timeout=120)
     assert json.loads(res.stdout) == {"payloads": {"ha": {"bmx_progress": {"content": "{{ 6 * 7 }} ha"}}},
                                       "started": 1}, res.stderr
+
+
+def test_a_job_that_connects_before_bmx_reads_its_start_line_does_not_wait_the_window(tmp_path):
+    # bmx counts a batch job as on its way when it reads the job's start line on Snakemake's
+    # stream; a job can connect first (the stream is read late). Counted again then, it was
+    # waited for until the window ran out: a whole window (1.5 s) on a 1-host campaign's batch.
+    project = _project(tmp_path, ("ha",))
+    with WaveBroker(project, window_s=60) as broker:
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), SOCKET_ENV: broker.path}
+        # The job says hello, then takes a second (a batch job's spec, plan and manifest) to ask.
+        slow = JOB.replace("wave.hello()\n", "wave.hello()\nimport time; time.sleep(1)\n")
+        job = subprocess.Popen([sys.executable, "-c", slow, "ha", str(project), "0"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        while not broker.conns and job.poll() is None:  # the job has said hello
+            time.sleep(0.01)
+        broker.expect()  # its start line, read after it connected, before it asks
+        try:
+            stdout, stderr = job.communicate(timeout=45)  # far below the 60 s window
+        except subprocess.TimeoutExpired:
+            job.kill()
+            raise AssertionError("the job's call waited for the job itself") from None
+    assert json.loads(stdout)["payloads"] == {"ha": {"bmx_progress": {"content": "{{ 6 * 7 }} ha"}}}, stderr
