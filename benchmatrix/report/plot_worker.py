@@ -115,8 +115,8 @@ def in_process(jobs: Sequence[plots.PlotJob]) -> Drawing:
 class PlotWorker:
     """One forked process that has imported matplotlib, drawing :class:`~benchmatrix.report.plots.PlotJob`.
 
-    Use as a context manager; :meth:`start` returns None where a worker is not worth it
-    or not possible (no ``fork``, ``BMX_PLOT_WORKER=0``, a single CPU).
+    :meth:`start` returns None where a worker is not worth it or not possible (no
+    ``fork``, ``BMX_PLOT_WORKER=0``, a single CPU, a large plan); :meth:`close` stops it.
     """
 
     def __init__(self) -> None:
@@ -166,7 +166,7 @@ class PlotWorker:
             except Exception:  # noqa: BLE001 (drawn again here: a drawing error is raised from here then)
                 # The worker died (killed, out of memory), a value did not pickle, or a plot
                 # function failed: the same jobs, drawn in this process.
-                return [plots.draw(job) for job in jobs]
+                return in_process(jobs)()
             finally:
                 self.close()
 
@@ -177,9 +177,3 @@ class PlotWorker:
         pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
-
-    def __enter__(self) -> PlotWorker:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
