@@ -1,13 +1,15 @@
 """One Ansible call per wave of hosts (issue 34, item 2).
 
-A known host's batch is one module call (run_known_batch.yml). The batch jobs of
-different hosts that run at the same time are a *wave*: ``bmx run`` owns a broker
-(:class:`WaveBroker`) on a unix socket, named to the jobs by :data:`SOCKET_ENV`; each
-batch job hands its one-call request to it (:func:`call`) and waits. The broker gathers
-the requests that arrive together (until no job it knows of is still on its way to a
-request, at most :data:`WINDOW_ENV` seconds after the first) and runs them as ONE
-ansible-playbook call (:func:`run_wave`): forks = hosts, strategy free, each host's
-variables as host variables of an inventory written for the call. Each job gets its
+A known host's batch is one module call (run_known_batch.yml); a new or changed host's
+first batch (with its preparation) and a batch whose knobs need a service or a reboot
+take run_batch.yml. The batch jobs of different hosts that run at the same time are a
+*wave*: ``bmx run`` owns a broker (:class:`WaveBroker`) on a unix socket, named to the
+jobs by :data:`SOCKET_ENV`; each batch job hands its request to it (:func:`call`) and
+waits. The broker gathers the requests that arrive together (until no job it knows of
+is still on its way to a request, at most :data:`WINDOW_ENV` seconds after the first)
+and runs the requests for each playbook as ONE ansible-playbook call (:func:`run_wave`;
+a wave of new and known hosts is two calls side by side): forks = hosts, strategy free,
+each host's variables as host variables of an inventory written for the call. Each job gets its
 own host's result, failure and payloads back, as :func:`~benchmatrix.execute.ansible.run_playbook`
 would have given them: a host that fails fails only its own job.
 
@@ -46,8 +48,11 @@ SOCKET_ENV = "BMX_WAVE_SOCKET"
 #: on their way to theirs (seconds, default :data:`WINDOW_S`).
 WINDOW_ENV = "BMX_WAVE_WINDOW_S"
 WINDOW_S = 1.5
-#: The playbook a wave runs: the one-call batch of a known host.
-WAVE_PLAYBOOK = "run_known_batch.yml"
+#: The playbooks a wave runs: the one-call batch of a known host, and the batch of a
+#: host that needs its roles' tasks (a new or changed host's first batch, with its
+#: preparation; a knob that needs a service or a reboot). A wave's requests for each are
+#: one call of it; the calls of one wave run side by side.
+WAVE_PLAYBOOKS = ("run_known_batch.yml", "run_batch.yml")
 
 _ERRORS: dict[str, type[AnsibleError]] = {
     c.__name__: c for c in (AnsibleError, HostUnreachableError, PlaybookFailedError, ResultChannelError)}
@@ -196,7 +201,7 @@ class WaveBroker:
     """The broker ``bmx run`` owns while Snakemake runs (a context manager).
 
     ``path``: its socket, for :data:`SOCKET_ENV`. It accepts only
-    :data:`WAVE_PLAYBOOK` from ``project_dir``'s playbooks. Leaving the context cancels
+    :data:`WAVE_PLAYBOOKS` from ``project_dir``'s playbooks. Leaving the context cancels
     the waves still running (their jobs were interrupted with Snakemake).
     """
 
@@ -299,36 +304,46 @@ class WaveBroker:
                     continue
                 for conn in ready:
                     conn.state = "flying"
-                wave = threading.Thread(target=self._run, args=(ready,), name="bmx-wave", daemon=True)
-                self.waves = [w for w in self.waves if w.is_alive()] + [wave]
-                wave.start()
+                # One call per playbook and inventory, side by side: a new host's
+                # preparation does not hold back the known hosts' batches.
+                groups: dict[tuple[str, str], list[_Conn]] = {}
+                for conn in ready:
+                    req = conn.request or {}
+                    if req.get("playbook") not in WAVE_PLAYBOOKS or \
+                            Path(req.get("project_dir", "")).resolve() != self.playbooks:
+                        self._refuse(conn)
+                        continue
+                    groups.setdefault((str(req["playbook"]), str(req["inventory"])), []).append(conn)
+                for (playbook, inventory), members in groups.items():
+                    wave = threading.Thread(target=self._run, args=(playbook, inventory, members), name="bmx-wave",
+                                            daemon=True)
+                    self.waves = [w for w in self.waves if w.is_alive()] + [wave]
+                    wave.start()
 
-    def _run(self, conns: list[_Conn]) -> None:
-        """One wave: the ready requests grouped by inventory, one call per group."""
-        groups: dict[str, list[_Conn]] = {}
-        for conn in conns:
-            req = conn.request or {}
-            if req.get("playbook") != WAVE_PLAYBOOK or Path(req.get("project_dir", "")).resolve() != self.playbooks:
-                conn.send({"error": {"kind": "AnsibleError", "text": f"the wave broker runs only {WAVE_PLAYBOOK}",
-                                     "host": req.get("host", "")}})
-                continue
-            groups.setdefault(str(req["inventory"]), []).append(conn)
-        for inventory, members in groups.items():
-            try:
-                calls = [self._wave_call(conn) for conn in members]
-                outcomes = run_wave(WAVE_PLAYBOOK, project_dir=self.playbooks, inventory=Path(inventory),
-                                    calls=calls, start_tag=str((members[0].request or {}).get("start_tag") or ""),
-                                    cancel=lambda: self.closed)
-                replies = [_reply(outcomes[c.host]) for c in calls]
-            except Exception as exc:  # no job may wait forever: each hears why its call failed
-                hosts = [str((conn.request or {}).get("host", "")) for conn in members]
-                replies = [{"error": {"kind": "AnsibleError", "host": host,
-                                      "text": f"host {host}: the wave's call failed: {type(exc).__name__}: {exc}"}}
-                           for host in hosts]
-            for conn, reply in zip(members, replies, strict=True):
-                conn.send(reply)
+    def _refuse(self, conn: _Conn) -> None:
+        """A request the broker does not run (called holding the condition): the job hears why."""
+        req = conn.request or {}
+        conn.send({"error": {"kind": "AnsibleError", "host": req.get("host", ""),
+                             "text": f"the wave broker runs only {', '.join(WAVE_PLAYBOOKS)} of its project"}})
+        conn.state, conn.request = "arriving", None
+
+    def _run(self, playbook: str, inventory: str, members: list[_Conn]) -> None:
+        """One call of a wave: the ready requests for one playbook and inventory."""
+        try:
+            calls = [self._wave_call(conn) for conn in members]
+            outcomes = run_wave(playbook, project_dir=self.playbooks, inventory=Path(inventory),
+                                calls=calls, start_tag=str((members[0].request or {}).get("start_tag") or ""),
+                                cancel=lambda: self.closed)
+            replies = [_reply(outcomes[c.host]) for c in calls]
+        except Exception as exc:  # no job may wait forever: each hears why its call failed
+            hosts = [str((conn.request or {}).get("host", "")) for conn in members]
+            replies = [{"error": {"kind": "AnsibleError", "host": host,
+                                  "text": f"host {host}: the wave's call failed: {type(exc).__name__}: {exc}"}}
+                       for host in hosts]
+        for conn, reply in zip(members, replies, strict=True):
+            conn.send(reply)
         with self.cond:
-            for conn in conns:
+            for conn in members:
                 if conn.state == "flying":
                     conn.state, conn.request = "arriving", None
             self.cond.notify_all()
@@ -377,7 +392,7 @@ def joins(playbook: str) -> bool:
     not wait for it)."""
     if "sock" not in _client:
         return False
-    if playbook == WAVE_PLAYBOOK:
+    if playbook in WAVE_PLAYBOOKS:
         return True
     _send({"away": True})
     return False
@@ -391,8 +406,8 @@ def _send(message: dict[str, Any]) -> None:
 def call(playbook: str, *, project_dir: Path, inventory: Path, host: str, extravars: dict[str, Any], log: Path,
          data: dict[str, Any] | None = None, start_tag: str = "",
          on_started: Callable[[], None] | None = None) -> ansible.PlaybookResult:
-    """:func:`~benchmatrix.execute.ansible.run_playbook` of ``playbook`` (the one-call
-    batch) through the broker, as part of a wave (when :func:`joins`).
+    """:func:`~benchmatrix.execute.ansible.run_playbook` of ``playbook`` (a batch's call)
+    through the broker, as part of a wave (when :func:`joins`).
 
     Raises:
         AnsibleError: as run_playbook's (the host's own failure in the wave); also when

@@ -2,7 +2,7 @@
 network namespaces (tests/netns.py), real bmx, Snakemake and ansible-runner.
 
 One campaign serves every assertion (the suite's time): h1 and h2 are known (an earlier
-campaign of one run each), h3 is new; h2 dies in the middle of its batch.
+campaign of one run each), h3 and h4 are new; h2 dies in the middle of its batch.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def ts(value: str) -> float:
 
 def test_a_wave_of_known_hosts_is_one_call_a_dying_host_fails_only_its_runs(ns_project, tmp_path):  # noqa: F811
     project, make = ns_project
-    net = make(3)
+    net = make(4)
     warm = project.write_spec("wave_warm", SPEC.format(name="wave_warm", hosts="h1:h2", py=sys.executable,
                                                        sleep=0, replicates=1))
     res = bmx(project, net, "run", str(warm))
@@ -73,9 +73,9 @@ def test_a_wave_of_known_hosts_is_one_call_a_dying_host_fails_only_its_runs(ns_p
     exp = project.exp("wave")
     runs = read_csv(exp / "runs.csv")
     plan = read_csv(exp / "plan.csv")
-    by_host = {h: [r for r in runs if r["host"] == h] for h in ("h1", "h2", "h3")}
-    # The known h1 and the new h3 finished every run, each in its plan order.
-    for host in ("h1", "h3"):
+    by_host = {h: [r for r in runs if r["host"] == h] for h in ("h1", "h2", "h3", "h4")}
+    # The known h1 and the new h3 and h4 finished every run, each in its plan order.
+    for host in ("h1", "h3", "h4"):
         assert len(by_host[host]) == 6 and all(r["status"] == "ok" for r in by_host[host]), by_host[host]
         planned = [p["run_id"] for p in sorted(plan, key=lambda p: int(p["seq"])) if p["host"] == host]
         assert [r["run_id"] for r in sorted(by_host[host], key=lambda r: ts(r["started_at"]))] == planned
@@ -84,12 +84,14 @@ def test_a_wave_of_known_hosts_is_one_call_a_dying_host_fails_only_its_runs(ns_p
     assert any(r["status"] != "ok" for r in by_host["h2"])
 
     # The known hosts' batches were one call (each job keeps a copy of the wave's log,
-    # naming both); the new host's was a call of its own that prepared it.
+    # naming both); the new hosts' first batches the wave's other call, which prepared them.
     logs = {h: next(p for p in exp.glob(f"logs/ansible/{h}-b*.log") if p.stem.count("-") == 2).read_text()
-            for h in ("h1", "h2", "h3")}
+            for h in ("h1", "h2", "h3", "h4")}
     assert logs["h1"] == logs["h2"]
     assert "Set the knobs and run the batch in one call" in logs["h1"]
     assert "[h1]" in logs["h1"] and "[h2]" in logs["h1"]
+    assert logs["h3"] == logs["h4"]
+    assert "[h3]" in logs["h3"] and "[h4]" in logs["h3"] and "Gather the facts of a new or changed host" in logs["h3"]
     assert "[h1]" not in logs["h3"] and "[h2]" not in logs["h3"]
     assert "Set the knobs and run the batch in one call" not in logs["h3"]
-    assert (exp / "hosts" / "h3" / "facts.json").is_file()
+    assert (exp / "hosts" / "h3" / "facts.json").is_file() and (exp / "hosts" / "h4" / "facts.json").is_file()

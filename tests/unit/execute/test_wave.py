@@ -3,8 +3,8 @@ ansible-playbook call, each job gets its own host's result or failure back.
 
 Real parts: the broker on its unix socket, two job processes, ansible-runner and
 ansible-playbook against two local-connection hosts. The playbook stands in for
-run_known_batch.yml (the broker runs only that name): one task per host, its result by
-the result channel.
+run_known_batch.yml and run_batch.yml (the broker runs only those names): one task per
+host, its result by the result channel.
 """
 
 from __future__ import annotations
@@ -44,11 +44,12 @@ from benchmatrix.errors import AnsibleError
 from benchmatrix.execute import wave
 from benchmatrix.execute.ansible import run_playbook
 host, project, fail = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "1"
+playbook = sys.argv[4] if len(sys.argv) > 4 else "run_known_batch.yml"
 wave.hello()
 started = []
 try:
-    call = wave.call if wave.joins("run_known_batch.yml") else run_playbook
-    res = call("run_known_batch.yml", project_dir=project / "playbooks", inventory=project / "inv.yml",
+    call = wave.call if wave.joins(playbook) else run_playbook
+    res = call(playbook, project_dir=project / "playbooks", inventory=project / "inv.yml",
                     host=host, extravars={"bmx_host": host, "bmx_fail": fail},
                     data={"word": "{{ 6 * 7 }} " + host}, log=project / f"{host}.log",
                     start_tag="bmx_runner_start", on_started=lambda: started.append(1))
@@ -123,3 +124,61 @@ def test_a_job_that_connects_before_bmx_reads_its_start_line_does_not_wait_the_w
             job.kill()
             raise AssertionError("the job's call waited for the job itself") from None
     assert json.loads(stdout)["payloads"] == {"ha": {"bmx_progress": {"content": "{{ 6 * 7 }} ha"}}}, stderr
+
+
+MEET = """\
+- name: A wave of {me}
+  hosts: "{{{{ bmx_wave | default(bmx_host) }}}}"
+  strategy: free
+  gather_facts: false
+  tasks:
+    - name: Meet the other playbook's call
+      ansible.builtin.shell: >-
+        touch {dir}/{me}; for i in $(seq 600); do [ -e {dir}/{other} ] && exit 0; sleep 0.1; done; exit 1
+      changed_when: false
+    - name: Say the word
+      tags: [bmx_runner_start]
+      ansible.builtin.set_stats:
+        data: {{bmx_progress: {{content: "{{{{ word }}}}"}}}}
+        per_host: true
+        aggregate: false
+"""
+
+
+def test_a_wave_of_two_playbooks_is_one_call_each_side_by_side(tmp_path):
+    # New hosts (their first batch, run_batch.yml) and known hosts (run_known_batch.yml)
+    # starting together: one call per playbook, both at once. Each playbook's task waits for
+    # the other's to have started: calls one after the other would fail (after a minute).
+    project = _project(tmp_path, ("ha", "hb", "hc"))
+    for me, other in (("run_batch", "run_known_batch"), ("run_known_batch", "run_batch")):
+        (project / "playbooks" / f"{me}.yml").write_text(MEET.format(me=me, other=other, dir=tmp_path))
+    jobs_of = (("ha", "run_batch.yml"), ("hb", "run_batch.yml"), ("hc", "run_known_batch.yml"))
+    with WaveBroker(project, window_s=60) as broker:
+        for _ in jobs_of:
+            broker.expect()
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), SOCKET_ENV: broker.path}
+        jobs = [subprocess.Popen([sys.executable, "-c", JOB, host, str(project), "0", playbook], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for host, playbook in jobs_of]
+        out = [job.communicate(timeout=180) for job in jobs]
+    for (stdout, stderr), (host, _) in zip(out, jobs_of, strict=True):
+        assert json.loads(stdout or "{}").get("payloads") == {
+            host: {"bmx_progress": {"content": "{{ 6 * 7 }} " + host}}}, stdout + stderr
+    logs = {h: (project / f"{h}.log").read_text() for h in ("ha", "hb", "hc")}
+    # The two new hosts were one call; the known host's was the other.
+    assert logs["ha"] == logs["hb"] and "[ha]" in logs["ha"] and "[hb]" in logs["ha"]
+    assert "A wave of run_batch" in logs["ha"] and "[hc]" not in logs["ha"]
+    assert "A wave of run_known_batch" in logs["hc"] and "[ha]" not in logs["hc"]
+
+
+def test_the_broker_refuses_a_playbook_it_does_not_run(tmp_path):
+    project = _project(tmp_path, ("ha",))
+    with WaveBroker(project, window_s=60) as broker:
+        broker.expect()
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), SOCKET_ENV: broker.path}
+        # A job that sends a request for another playbook (joins() sends only the wave's).
+        job = JOB.replace("call = wave.call if wave.joins(playbook) else run_playbook", "call = wave.call")
+        res = subprocess.run([sys.executable, "-c", job, "ha", str(project), "0", "restore_host.yml"], env=env,
+                             capture_output=True, text=True, timeout=60)
+    got = json.loads(res.stdout)
+    assert got["error"] == "AnsibleError" and "runs only run_known_batch.yml, run_batch.yml" in got["text"], got
