@@ -44,10 +44,15 @@ from benchmatrix.execute import ansible
 #: Environment variable: the path of the broker's socket (set by ``bmx run`` for its
 #: Snakemake process and so for every batch job).
 SOCKET_ENV = "BMX_WAVE_SOCKET"
-#: Environment variable: the longest the broker holds a request back for the jobs still
-#: on their way to theirs (seconds, default :data:`WINDOW_S`).
+#: Environment variable: how long the broker waits for the next request of the jobs still
+#: on their way to theirs, after the latest one came (seconds, default :data:`WINDOW_S`).
+#: A loaded controller brings a wave's requests seconds apart, each soon after the one
+#: before; a wave waits at most :data:`MAX_WAIT_WINDOWS` windows (or :data:`MAX_WAIT_S`)
+#: from its first request.
 WINDOW_ENV = "BMX_WAVE_WINDOW_S"
 WINDOW_S = 1.5
+MAX_WAIT_S = 10.0
+MAX_WAIT_WINDOWS = 4
 #: The playbooks a wave runs: the one-call batch of a known host, and the batch of a
 #: host that needs its roles' tasks (a new or changed host's first batch, with its
 #: preparation; a knob that needs a service or a reboot). A wave's requests for each are
@@ -208,6 +213,7 @@ class WaveBroker:
     def __init__(self, project_dir: Path, window_s: float | None = None):
         self.playbooks = (Path(project_dir) / "playbooks").resolve()
         self.window_s = window_s if window_s is not None else float(os.environ.get(WINDOW_ENV) or WINDOW_S)
+        self.max_wait_s = max(MAX_WAIT_S, MAX_WAIT_WINDOWS * self.window_s)
         self.conns: list[_Conn] = []
         #: batch jobs Snakemake started that have not connected yet (:meth:`expect`)
         self.expected = 0
@@ -285,13 +291,15 @@ class WaveBroker:
 
     def _ready(self) -> list[_Conn]:
         """The requests to run now (called holding the condition): every pending one once
-        no job is on its way to a request, or once the oldest waited the window."""
+        no job is on its way to a request, or once the latest request waited the window
+        (or the first the longest wait)."""
         pending = [c for c in self.conns if c.state == "pending"]
         if not pending:
             return []
-        oldest = min(c.since for c in pending)
+        now = time.monotonic()
         arriving = self.expected > 0 or any(c.state == "arriving" for c in self.conns)
-        if arriving and time.monotonic() - oldest < self.window_s:
+        if arriving and now - max(c.since for c in pending) < self.window_s \
+                and now - min(c.since for c in pending) < self.max_wait_s:
             return []
         return pending
 

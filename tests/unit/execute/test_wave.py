@@ -182,3 +182,26 @@ def test_the_broker_refuses_a_playbook_it_does_not_run(tmp_path):
                              capture_output=True, text=True, timeout=60)
     got = json.loads(res.stdout)
     assert got["error"] == "AnsibleError" and "runs only run_known_batch.yml, run_batch.yml" in got["text"], got
+
+
+def test_jobs_that_ask_one_after_another_under_load_are_still_one_wave(tmp_path):
+    # On a loaded controller the batch jobs of one wave reach their requests seconds apart
+    # (16 jobs importing on 2 cores). Each request is within the window of the one before:
+    # one call. (A window counted from the first request split 16 new hosts into 8 calls.)
+    hosts = ("ha", "hb", "hc", "hd")
+    project = _project(tmp_path, hosts)
+    with WaveBroker(project, window_s=5) as broker:
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), SOCKET_ENV: broker.path}
+        jobs = []
+        for i, host in enumerate(hosts):
+            broker.expect()
+            # Every job says hello at once, then asks 2 s after the one before it.
+            slow = JOB.replace("wave.hello()\n", f"wave.hello()\nimport time; time.sleep({2 * i})\n")
+            jobs.append(subprocess.Popen([sys.executable, "-c", slow, host, str(project), "0"], env=env,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        out = [job.communicate(timeout=180) for job in jobs]
+    for (stdout, stderr), host in zip(out, hosts, strict=True):
+        assert json.loads(stdout or "{}").get("payloads") == {
+            host: {"bmx_progress": {"content": "{{ 6 * 7 }} " + host}}}, stdout + stderr
+    logs = {(project / f"{h}.log").read_text() for h in hosts}
+    assert len(logs) == 1 and all(f"[{h}]" in next(iter(logs)) for h in hosts)
