@@ -167,9 +167,15 @@ class NamespaceHosts:
         return ["ip", "netns", "exec", self.ctl, *argv]
 
     def inventory(self, per_host: dict[str, dict[str, str]] | None = None, group_vars: str = "") -> str:
-        """An inventory (YAML) of the hosts, reached over SSH as root with the test key."""
+        """An inventory (YAML) of the hosts, reached over SSH as root with the test key.
+
+        The SSH master sockets go to a directory of these hosts' own: they are named
+        after the address, and other tests' namespace hosts (parallel workers, other
+        sessions) use the same addresses; a shared one sends a test's commands to
+        another test's host (seen: a fake reboot of one broke the other's batch)."""
         lines = ["all:", "  vars:",
                  "    ansible_user: root",
+                 f"    ansible_control_path_dir: {self.workdir / 'cp'}",
                  f"    ansible_ssh_private_key_file: {self.key}",
                  "    ansible_ssh_common_args: >-",
                  "      -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
