@@ -17,6 +17,7 @@ from benchmatrix import layout
 from benchmatrix.errors import (
     BenchmatrixError,
 )
+from benchmatrix.execute import wave
 from benchmatrix.execute.ansible import run_playbook
 from benchmatrix.files import atomic_write
 from benchmatrix.layout import exp_dir_of
@@ -138,16 +139,19 @@ def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[thre
     saved = threading.Lock()
     newest = [0.0]  # the start of the call whose progress was saved last
 
+    interval = renewal_interval(seconds)
+
     def renew() -> None:
         began = time.monotonic()
+        call = dict(project_dir=Path(project_dir) / "playbooks", inventory=spec.inventory_path(project_dir),
+                    host=host, extravars={"bmx_host": host, "bmx_experiment": spec.name,
+                                          "bmx_campaign": campaign_id(exp), "batch_runner_batch": batch,
+                                          "batch_runner_lease_seconds": int(max(seconds, 1))},
+                    log=layout.ansible_log(exp, f"lease-{batch}"), timeout=renewal_timeout(seconds))
         try:
-            result = run_playbook(
-                "renew_lease.yml", project_dir=Path(project_dir) / "playbooks",
-                inventory=spec.inventory_path(project_dir), host=host,
-                extravars={"bmx_host": host, "bmx_experiment": spec.name,
-                           "bmx_campaign": campaign_id(exp), "batch_runner_batch": batch,
-                           "batch_runner_lease_seconds": int(max(seconds, 1))},
-                log=layout.ansible_log(exp, f"lease-{batch}"), timeout=renewal_timeout(seconds))
+            # Under bmx run, the renewals of the hosts whose batches run together are one call.
+            result = wave.renew(**call, max_wait=min(wave.RENEW_WINDOW_S, interval / 4)) or \
+                run_playbook("renew_lease.yml", **call)
             with saved:
                 # The batch's own results may be in already; a slow call's older reading
                 # never replaces a newer one.
@@ -159,7 +163,7 @@ def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[thre
 
     def schedule() -> None:
         started.wait()  # also set as the batch ends, so a runner that never started frees the thread
-        renew_on_time(renew, renewal_interval(seconds), stop, first=first_renewal(seconds))
+        renew_on_time(renew, interval, stop, first=first_renewal(seconds))
 
     thread = threading.Thread(target=schedule, name=f"lease-{batch}", daemon=True)
     thread.start()

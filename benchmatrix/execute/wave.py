@@ -53,6 +53,10 @@ WINDOW_ENV = "BMX_WAVE_WINDOW_S"
 WINDOW_S = 1.5
 MAX_WAIT_S = 10.0
 MAX_WAIT_WINDOWS = 4
+#: The lease renewal of running batches (renew_lease.yml): the renewals that come within
+#: this many seconds of each other are one call (at most a quarter of their interval).
+RENEW_PLAYBOOK = "renew_lease.yml"
+RENEW_WINDOW_S = 3.0
 #: The playbooks a wave runs: the one-call batch of a known host, and the batch of a
 #: host that needs its roles' tasks (a new or changed host's first batch, with its
 #: preparation; a knob that needs a service or a reboot). A wave's requests for each are
@@ -87,14 +91,15 @@ class _Outcome:
 
 # shape: the wave's shared playbook, project, inventory and tag, then its hosts' calls
 def run_wave(playbook: str, *, project_dir: Path, inventory: Path, calls: list[WaveCall], start_tag: str = "",
-             cancel: Callable[[], bool] | None = None) -> dict[str, _Outcome]:
+             cancel: Callable[[], bool] | None = None, timeout: int | None = None) -> dict[str, _Outcome]:
     """Run ``playbook`` once for every host of ``calls`` (forks = hosts, strategy free).
 
     Each host's extra variables and data become its host variables in an inventory
     written for the call beside ``inventory`` (data strings with template syntax tagged
     ``!unsafe``, as run_playbook does); the call's only extra variable is ``bmx_wave``,
     the hosts' pattern. The call's output is copied to each host's log. A host's
-    ``on_started`` is called when its task tagged ``start_tag`` starts.
+    ``on_started`` is called when its task tagged ``start_tag`` starts. ``timeout``:
+    seconds before the whole call gives up (ansible-runner's timeout).
 
     Returns:
         host -> its outcome: a PlaybookResult of its own payloads, or the AnsibleError
@@ -139,7 +144,7 @@ def run_wave(playbook: str, *, project_dir: Path, inventory: Path, calls: list[W
                 private_data_dir=str(data_dir), project_dir=str(project_dir), playbook=playbook,
                 inventory=[str(inventory), str(wave_inventory)], limit=",".join(hosts), envvars=envvars,
                 quiet=True, ident="call", rotate_artifacts=1, suppress_env_files=False,
-                event_handler=on_event, cancel_callback=cancel)
+                event_handler=on_event, cancel_callback=cancel, timeout=timeout)
         stdout_path = data_dir / "artifacts" / "call" / "stdout"
         for c in calls:
             c.log.parent.mkdir(parents=True, exist_ok=True)
@@ -189,8 +194,11 @@ class _Conn:
     def __init__(self, sock: socket.socket):
         self.sock = sock
         self.lock = threading.Lock()
-        #: arriving (on its way to a request), pending, flying (in a wave) or away (its own call)
-        self.state = "arriving"
+        #: new (before its hello), arriving (on its way to a request), pending, flying (in a
+        #: wave), away (its own call); a renewal's connection: renewing, then flying
+        self.state = "new"
+        #: a renewal's longest wait for others (seconds)
+        self.max_wait = 0.0
         self.request: dict[str, Any] | None = None
         self.since = 0.0
 
@@ -266,10 +274,6 @@ class WaveBroker:
             conn = _Conn(sock)
             with self.cond:
                 self.conns.append(conn)
-                if self.expected:
-                    self.expected -= 1
-                else:
-                    self.early += 1  # connected before bmx read its start line (expect)
             threading.Thread(target=self._serve, args=(conn,), name="bmx-wave-job", daemon=True).start()
 
     def _serve(self, conn: _Conn) -> None:
@@ -277,8 +281,17 @@ class WaveBroker:
             for line in conn.sock.makefile("rb"):
                 message = json.loads(line)
                 with self.cond:
-                    if "request" in message:
+                    if "hello" in message:
+                        conn.state = "arriving"
+                        if self.expected:
+                            self.expected -= 1
+                        else:
+                            self.early += 1  # said hello before bmx read its start line (expect)
+                    elif "request" in message:
                         conn.request, conn.state, conn.since = message["request"], "pending", time.monotonic()
+                    elif "renew" in message:
+                        conn.request, conn.state, conn.since = message["renew"], "renewing", time.monotonic()
+                        conn.max_wait = float(message["renew"].get("max_wait") or 0.0)
                     elif "away" in message:
                         conn.state = "away"
                     self.cond.notify_all()
@@ -303,12 +316,20 @@ class WaveBroker:
             return []
         return pending
 
+    def _renewals(self) -> list[_Conn]:
+        """The lease renewals to run now (called holding the condition): every waiting one,
+        once one of them has waited its longest."""
+        waiting = [c for c in self.conns if c.state == "renewing"]
+        now = time.monotonic()
+        return waiting if any(now - c.since >= c.max_wait for c in waiting) else []
+
     def _dispatch(self) -> None:
         with self.cond:
             while not self.closed:
-                ready = self._ready()
+                ready = self._ready() + self._renewals()
                 if not ready:
-                    self.cond.wait(timeout=0.05 if any(c.state == "pending" for c in self.conns) else None)
+                    self.cond.wait(timeout=0.05 if any(c.state in ("pending", "renewing") for c in self.conns)
+                                   else None)
                     continue
                 for conn in ready:
                     conn.state = "flying"
@@ -317,7 +338,7 @@ class WaveBroker:
                 groups: dict[tuple[str, str], list[_Conn]] = {}
                 for conn in ready:
                     req = conn.request or {}
-                    if req.get("playbook") not in WAVE_PLAYBOOKS or \
+                    if req.get("playbook") not in (*WAVE_PLAYBOOKS, RENEW_PLAYBOOK) or \
                             Path(req.get("project_dir", "")).resolve() != self.playbooks:
                         self._refuse(conn)
                         continue
@@ -332,16 +353,25 @@ class WaveBroker:
         """A request the broker does not run (called holding the condition): the job hears why."""
         req = conn.request or {}
         conn.send({"error": {"kind": "AnsibleError", "host": req.get("host", ""),
-                             "text": f"the wave broker runs only {', '.join(WAVE_PLAYBOOKS)} of its project"}})
-        conn.state, conn.request = "arriving", None
+                             "text": f"the wave broker runs only {', '.join((*WAVE_PLAYBOOKS, RENEW_PLAYBOOK))} "
+                                     "of its project"}})
+        self._answered(conn)
+
+    @staticmethod
+    def _answered(conn: _Conn) -> None:
+        """A connection whose request was answered: a batch job goes on to its next
+        request (a time slice), a renewal's connection is done."""
+        renewal = (conn.request or {}).get("playbook") == RENEW_PLAYBOOK
+        conn.state, conn.request = ("done" if renewal else "arriving"), None
 
     def _run(self, playbook: str, inventory: str, members: list[_Conn]) -> None:
         """One call of a wave: the ready requests for one playbook and inventory."""
         try:
             calls = [self._wave_call(conn) for conn in members]
+            timeouts = [int(t) for t in ((c.request or {}).get("timeout") for c in members) if t]
             outcomes = run_wave(playbook, project_dir=self.playbooks, inventory=Path(inventory),
                                 calls=calls, start_tag=str((members[0].request or {}).get("start_tag") or ""),
-                                cancel=lambda: self.closed)
+                                cancel=lambda: self.closed, timeout=min(timeouts) if timeouts else None)
             replies = [_reply(outcomes[c.host]) for c in calls]
         except Exception as exc:  # no job may wait forever: each hears why its call failed
             hosts = [str((conn.request or {}).get("host", "")) for conn in members]
@@ -353,7 +383,7 @@ class WaveBroker:
         with self.cond:
             for conn in members:
                 if conn.state == "flying":
-                    conn.state, conn.request = "arriving", None
+                    self._answered(conn)
             self.cond.notify_all()
 
     @staticmethod
@@ -388,6 +418,7 @@ def hello() -> None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(path)
+        sock.sendall(b'{"hello": true}\n')
     except OSError:
         sock.close()
         return  # no broker to reach: the job makes its own calls
@@ -426,7 +457,13 @@ def call(playbook: str, *, project_dir: Path, inventory: Path, host: str, extrav
     _send({"request": {"playbook": playbook, "project_dir": str(Path(project_dir).resolve()),
                        "inventory": str(Path(inventory).resolve()), "host": host, "extravars": extravars,
                        "data": data or {}, "log": str(Path(log).resolve()), "start_tag": start_tag}})
-    for line in _client["lines"]:
+    return _answer(_client["lines"], t0, host, log, on_started)
+
+
+def _answer(lines: Any, t0: float, host: str, log: Path,
+            on_started: Callable[[], None] | None = None) -> ansible.PlaybookResult:
+    """The broker's answer to a request: the host's result, or its error raised."""
+    for line in lines:
         message = json.loads(line)
         if "started" in message:
             if on_started is not None:
@@ -437,7 +474,41 @@ def call(playbook: str, *, project_dir: Path, inventory: Path, host: str, extrav
             return ansible.PlaybookResult(res["events"], time.monotonic() - t0, res["log"], playbook=res["playbook"],
                                           host=res["host"], payloads=res["payloads"])
         raise _error(message["error"])
-    raise AnsibleError("bmx run's wave broker closed before the batch call ended", host=host, log=str(log))
+    raise AnsibleError("bmx run's wave broker closed before the call ended", host=host, log=str(log))
+
+
+# shape: run_playbook's arguments, keyword-only, and the renewal's longest wait
+def renew(*, project_dir: Path, inventory: Path, host: str, extravars: dict[str, Any], log: Path, timeout: int,
+          max_wait: float) -> ansible.PlaybookResult | None:
+    """A lease renewal (:data:`RENEW_PLAYBOOK`) through ``bmx run``'s broker: the renewals
+    of the hosts whose batches run together are one call, within ``max_wait`` seconds of
+    the first. Its own connection: the batch job's call may be in flight meanwhile.
+
+    Returns:
+        The host's result, as :func:`~benchmatrix.execute.ansible.run_playbook`'s; None
+        when there is no broker to reach (the caller makes its own call).
+
+    Raises:
+        AnsibleError: as run_playbook's.
+    """
+    path = os.environ.get(SOCKET_ENV, "")
+    if path and not os.environ.get(ansible.PORT_ENV):
+        t0 = time.monotonic()
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            try:
+                sock.connect(path)
+            except OSError:
+                pass  # no broker to reach: a call of its own
+            else:
+                sock.sendall(json.dumps({"renew": {
+                    "playbook": RENEW_PLAYBOOK, "project_dir": str(Path(project_dir).resolve()),
+                    "inventory": str(Path(inventory).resolve()), "host": host, "extravars": extravars,
+                    "log": str(Path(log).resolve()), "timeout": timeout, "max_wait": max_wait}}).encode() + b"\n")
+                return _answer(sock.makefile("rb"), t0, host, log)
+        finally:
+            sock.close()
+    return None
 
 
 def _error(err: dict[str, Any]) -> BaseException:

@@ -205,3 +205,49 @@ def test_jobs_that_ask_one_after_another_under_load_are_still_one_wave(tmp_path)
             host: {"bmx_progress": {"content": "{{ 6 * 7 }} " + host}}}, stdout + stderr
     logs = {(project / f"{h}.log").read_text() for h in hosts}
     assert len(logs) == 1 and all(f"[{h}]" in next(iter(logs)) for h in hosts)
+
+
+RENEW_JOB = """\
+import json, sys, time
+from pathlib import Path
+from benchmatrix.execute import wave
+host, project, delay = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
+wave.hello()  # the batch job's own connection, on its way to its batch call
+time.sleep(delay)
+res = wave.renew(project_dir=project / "playbooks", inventory=project / "inv.yml", host=host,
+                 extravars={"bmx_host": host, "bmx_fail": False, "word": "renewed " + host},
+                 log=project / f"lease-{host}.log",
+                 timeout=60, max_wait=3)
+print(json.dumps(res.payloads))
+"""
+
+
+def test_lease_renewals_of_hosts_running_together_are_one_call(tmp_path):
+    # Each running batch renews its lease every 20 s: on 16 hosts, 16 ansible-playbooks every
+    # 20 s (more than a core of a 2-core controller). Renewals within their longest wait of
+    # each other go as one call, beside the batch calls of the same jobs (still to come here).
+    hosts = ("ha", "hb")
+    project = _project(tmp_path, hosts)
+    (project / "playbooks" / "renew_lease.yml").write_text(PLAYBOOK)
+    with WaveBroker(project, window_s=60) as broker:
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), SOCKET_ENV: broker.path}
+        jobs = []
+        for i, host in enumerate(hosts):
+            broker.expect()
+            jobs.append(subprocess.Popen([sys.executable, "-c", RENEW_JOB, host, str(project), str(i)], env=env,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        out = [job.communicate(timeout=120) for job in jobs]
+        # The jobs said hello and never asked for their batch call: no batch wave waited on them
+        # to run the renewals.
+    for (stdout, stderr), host in zip(out, hosts, strict=True):
+        assert json.loads(stdout or "{}") == {host: {"bmx_progress": {"content": "renewed " + host}}}, stdout + stderr
+    logs = {(project / f"lease-{h}.log").read_text() for h in hosts}
+    assert len(logs) == 1 and "[ha]" in next(iter(logs)) and "[hb]" in next(iter(logs))
+
+
+def test_without_a_broker_a_renewal_is_left_to_the_caller(tmp_path, monkeypatch):
+    from benchmatrix.execute import wave
+
+    monkeypatch.setenv(SOCKET_ENV, str(tmp_path / "no-broker"))
+    assert wave.renew(project_dir=tmp_path, inventory=tmp_path / "inv.yml", host="ha", extravars={},
+                      log=tmp_path / "log", timeout=5, max_wait=1) is None
