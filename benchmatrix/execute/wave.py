@@ -56,7 +56,7 @@ MAX_WAIT_WINDOWS = 4
 #: The lease renewal of running batches (renew_lease.yml): the renewals that come within
 #: this many seconds of each other are one call (at most a quarter of their interval).
 RENEW_PLAYBOOK = "renew_lease.yml"
-RENEW_WINDOW_S = 3.0
+RENEW_WINDOW_S = 5.0
 #: The playbooks a wave runs: the one-call batch of a known host, and the batch of a
 #: host that needs its roles' tasks (a new or changed host's first batch, with its
 #: preparation; a knob that needs a service or a reboot). A wave's requests for each are
