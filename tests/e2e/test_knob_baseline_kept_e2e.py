@@ -96,11 +96,13 @@ def kill_the_controller_after_the_live_change(project, name: str, live: bool = T
     assert knob.read_text().strip() == value, "the knob is not at the cut run's level"
     workdir = project.host_runs().parent
     runner = int((workdir / "runner.pid").read_text())
+    # The module, ansible-playbook, then bmx (its wave broker started the call; without a
+    # broker: the job, Snakemake, bmx).
     chain = ancestors(runner)[1:]
     first = next(i for i, p in enumerate(chain) if b"ansible-playbook" in Path(f"/proc/{p}/cmdline").read_bytes())
     controller = chain[first:chain.index(proc.pid) + 1]
     sm = int((project.exp(name) / ".bmx.lock").read_text().rsplit("snakemake pid ", 1)[1])
-    assert sm in controller, (sm, controller)
+    assert sm != proc.pid and proc.pid in controller, (sm, controller)
     os.killpg(sm, signal.SIGSTOP)  # freeze Snakemake and its jobs: nothing may stop the runner on purpose
     for pid in controller:
         os.kill(pid, signal.SIGKILL)
