@@ -1,6 +1,6 @@
 """The benchmarks in bench/ still run: their --quick variants, results in tmp_path.
 
-Only the cheap ones (no peers to install): floor, scale, report (also --fixed), publish, overhead's
+Only the cheap ones (no peers to install): floor, held_connection, scale, report (also --fixed), publish, overhead's
 bare-versus-bmx smoke run and targets' rows a and d-f at tiny sizes (d and e need
 root). Rows i and j (issue 23) are left to `bench/targets.py --quick --only i,j`: five
 small campaigns would add about 3 minutes to the suite, and what they time has e2e tests
@@ -51,6 +51,18 @@ def test_floor_quick(tmp_path):
     assert all(p["wall_s"] > 0 and p["rounds"] == 1 for p in parts.values())
     q = data["quickstart_floor"]
     assert math.isclose(q["wall_s"], sum(parts[k]["wall_s"] for k in q["parts"]))
+
+
+def test_held_connection_quick(tmp_path):
+    # Issue 34, item 5's measurement: one namespace SSH host, three ways to start a program.
+    import netns
+
+    if netns.available():
+        pytest.skip(netns.available())
+    data = run_bench("held_connection.py", tmp_path)
+    variants = data["variants"]
+    assert set(variants) == {"ansible call", "ssh, held master", "ssh, new"}
+    assert all(v["cpu_s"] > 0 and len(v["rounds"]) == 2 for v in variants.values())
 
 
 def test_report_quick(tmp_path):
