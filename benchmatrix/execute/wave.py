@@ -6,12 +6,14 @@ take run_batch.yml. The batch jobs of different hosts that run at the same time 
 *wave*: ``bmx run`` owns a broker (:class:`WaveBroker`) on a unix socket, named to the
 jobs by :data:`SOCKET_ENV`; each batch job hands its request to it (:func:`call`) and
 waits. The broker gathers the requests that arrive together (until no job it knows of
-is still on its way to a request, at most :data:`WINDOW_ENV` seconds after the first)
+is still on its way to a request, at most :data:`WINDOW_ENV` seconds after the latest)
 and runs the requests for each playbook as ONE ansible-playbook call (:func:`run_wave`;
 a wave of new and known hosts is two calls side by side): forks = hosts, strategy free,
 each host's variables as host variables of an inventory written for the call. Each job gets its
 own host's result, failure and payloads back, as :func:`~benchmatrix.execute.ansible.run_playbook`
-would have given them: a host that fails fails only its own job.
+would have given them: a host that fails fails only its own job. The lease renewals of
+running batches (:func:`renew`, each on a connection of its own) are gathered the same
+way, those within :data:`RENEW_WINDOW_S` of each other one call.
 
 Without a broker (plain ``snakemake``, the fake port :data:`~benchmatrix.execute.ansible.PORT_ENV`,
 a broker that cannot be reached) a job makes its own call, as before.
