@@ -193,10 +193,12 @@ def test_jobs_that_ask_one_after_another_under_load_are_still_one_wave(tmp_path)
     with WaveBroker(project, window_s=5) as broker:
         env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), SOCKET_ENV: broker.path}
         jobs = []
+        t0 = time.time() + 1  # on a shared clock: a job that starts slowly asks closer to the next
         for i, host in enumerate(hosts):
             broker.expect()
-            # Every job says hello at once, then asks 2 s after the one before it.
-            slow = JOB.replace("wave.hello()\n", f"wave.hello()\nimport time; time.sleep({2 * i})\n")
+            # Every job says hello as it starts, then asks 2 s after the one before it.
+            slow = JOB.replace("wave.hello()\n", "wave.hello()\nimport time\n"
+                                                 f"time.sleep(max(0.0, {t0 + 2 * i} - time.time()))\n")
             jobs.append(subprocess.Popen([sys.executable, "-c", slow, host, str(project), "0"], env=env,
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         out = [job.communicate(timeout=180) for job in jobs]
