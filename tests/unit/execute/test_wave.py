@@ -213,9 +213,9 @@ RENEW_JOB = """\
 import json, sys, time
 from pathlib import Path
 from benchmatrix.execute import wave
-host, project, delay = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
+host, project, at = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
 wave.hello()  # the batch job's own connection, on its way to its batch call
-time.sleep(delay)
+time.sleep(max(0.0, at - time.time()))  # a time on a shared clock
 res = wave.renew(project_dir=project / "playbooks", inventory=project / "inv.yml", host=host,
                  extravars={"bmx_host": host, "bmx_fail": False, "word": "renewed " + host},
                  log=project / f"lease-{host}.log",
@@ -234,9 +234,10 @@ def test_lease_renewals_of_hosts_running_together_are_one_call(tmp_path):
     with WaveBroker(project, window_s=60) as broker:
         env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), SOCKET_ENV: broker.path}
         jobs = []
+        t0 = time.time() + 1
         for i, host in enumerate(hosts):
             broker.expect()
-            jobs.append(subprocess.Popen([sys.executable, "-c", RENEW_JOB, host, str(project), str(i)], env=env,
+            jobs.append(subprocess.Popen([sys.executable, "-c", RENEW_JOB, host, str(project), str(t0 + i)], env=env,
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         out = [job.communicate(timeout=120) for job in jobs]
         # The jobs said hello and never asked for their batch call: no batch wave waited on them
