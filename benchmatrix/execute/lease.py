@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -69,7 +70,7 @@ def _in_thread(renew: Callable[[], None]) -> Callable[[], bool]:
 def renew_on_time(renew: Callable[[], None], interval: float, stop: Any, *,
                   clock: Callable[[], float] = time.monotonic,
                   start: Callable[[Callable[[], None]], Callable[[], bool]] = _in_thread,
-                  first: float | None = None) -> int:
+                  first: float | None = None, align: bool = False) -> int:
     """Start ``renew`` at ``t0 + first + k * interval`` (k = 0, 1, ...; ``first`` defaults
     to ``interval``) until ``stop`` is set.
 
@@ -90,6 +91,10 @@ def renew_on_time(renew: Callable[[], None], interval: float, stop: Any, *,
         start: Starts a call; returns a function that says whether it still runs.
         first: Seconds to the first due time (the first progress read comes sooner
             than the interval); None: one interval.
+        align: After the first due time, the due times are the multiples of ``interval``
+            on ``clock`` (the machine's monotonic clock: the same for every batch job), so
+            the renewals of batches started seconds apart come together and ``bmx run``'s
+            wave broker makes them one call; the next is at most an interval away.
 
     Returns:
         The number of calls started.
@@ -103,6 +108,8 @@ def renew_on_time(renew: Callable[[], None], interval: float, stop: Any, *,
         if len(running) < MAX_IN_FLIGHT:
             running.append(start(renew))
             started += 1
+        if align:  # from the first due time on, onto the shared grid
+            base, k, align = math.floor((base + k * interval) / interval) * interval, 0, False
         k = max(k + 1, math.floor((clock() - base) / interval) + 1)
     return started
 
@@ -163,7 +170,8 @@ def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[thre
 
     def schedule() -> None:
         started.wait()  # also set as the batch ends, so a runner that never started frees the thread
-        renew_on_time(renew, interval, stop, first=first_renewal(seconds))
+        # Under bmx run, renewals on the shared grid reach the broker together: one call.
+        renew_on_time(renew, interval, stop, first=first_renewal(seconds), align=bool(os.environ.get(wave.SOCKET_ENV)))
 
     thread = threading.Thread(target=schedule, name=f"lease-{batch}", daemon=True)
     thread.start()

@@ -138,3 +138,23 @@ def test_a_renewal_that_does_not_return_does_not_stop_the_next(tmp_path, monkeyp
     finally:
         release.set()
     assert calls[0] == 1
+
+
+def test_aligned_renewals_of_batches_started_apart_coincide_after_the_first():
+    """Under bmx run the renewals reaching the wave broker together are one call: batches whose
+    runners started seconds apart renew, after their first renewal, at the same multiples
+    of the interval on the machine's monotonic clock (one call a period, not one per
+    start), never more than an interval apart."""
+    starts = []
+    for t0 in (0.0, 1.3, 3.7):
+        fake = FakeTime(until=20 * Q + 1, seconds=0.1)
+        fake.now = t0
+        stop = type("Stop", (), {"wait": staticmethod(fake.wait)})()
+        lease_mod.renew_on_time(lambda: None, Q, stop, clock=fake.clock, start=fake.start, first=Q / 2,
+                                align=True)
+        assert fake.starts[0] == t0 + Q / 2, "the first progress read is not delayed"
+        gaps = [b - a for a, b in zip(fake.starts, fake.starts[1:])]
+        assert all(0 < g <= Q + 1e-9 for g in gaps), gaps
+        starts.append(fake.starts[1:])
+    later = [set(round(s, 6) for s in ss if s > 2 * Q) for ss in starts]
+    assert later[0] == later[1] == later[2] and all(round(s / Q, 6).is_integer() for s in later[0])
