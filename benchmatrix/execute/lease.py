@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -171,7 +170,7 @@ def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[thre
     def schedule() -> None:
         started.wait()  # also set as the batch ends, so a runner that never started frees the thread
         # Under bmx run, renewals on the shared grid reach the broker together: one call.
-        renew_on_time(renew, interval, stop, first=first_renewal(seconds), align=bool(os.environ.get(wave.SOCKET_ENV)))
+        renew_on_time(renew, interval, stop, first=first_renewal(seconds), align=bool(wave.broker_path()))
 
     thread = threading.Thread(target=schedule, name=f"lease-{batch}", daemon=True)
     thread.start()

@@ -411,11 +411,17 @@ def _reply(outcome: _Outcome) -> dict[str, Any]:
 _client: dict[str, Any] = {}
 
 
+def broker_path() -> str:
+    """The socket of ``bmx run``'s broker this job's calls go through; "" when there is
+    none to go through (plain ``snakemake``, the fake port :data:`~benchmatrix.execute.ansible.PORT_ENV`)."""
+    return "" if os.environ.get(ansible.PORT_ENV) else os.environ.get(SOCKET_ENV, "")
+
+
 def hello() -> None:
     """Tell ``bmx run``'s broker that this batch job is on its way to a call (it waits for
     it before starting a wave, within its window). Without a broker: nothing."""
-    path = os.environ.get(SOCKET_ENV, "")
-    if not path or os.environ.get(ansible.PORT_ENV) or "sock" in _client:
+    path = broker_path()
+    if not path or "sock" in _client:
         return
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -456,10 +462,19 @@ def call(playbook: str, *, project_dir: Path, inventory: Path, host: str, extrav
         Interrupted: the wave was cancelled.
     """
     t0 = time.monotonic()
-    _send({"request": {"playbook": playbook, "project_dir": str(Path(project_dir).resolve()),
-                       "inventory": str(Path(inventory).resolve()), "host": host, "extravars": extravars,
-                       "data": data or {}, "log": str(Path(log).resolve()), "start_tag": start_tag}})
+    _send({"request": _request(playbook, project_dir, inventory, host, extravars, log, data=data or {},
+                               start_tag=start_tag)})
     return _answer(_client["lines"], t0, host, log, on_started)
+
+
+# shape: run_playbook's arguments, then what the request adds
+def _request(playbook: str, project_dir: Path, inventory: Path, host: str, extravars: dict[str, Any], log: Path,
+             **more: Any) -> dict[str, Any]:
+    """A request to the broker: run_playbook's arguments, its paths absolute (the broker's
+    working directory is bmx run's)."""
+    return {"playbook": playbook, "project_dir": str(Path(project_dir).resolve()),
+            "inventory": str(Path(inventory).resolve()), "host": host, "extravars": extravars,
+            "log": str(Path(log).resolve()), **more}
 
 
 def _answer(lines: Any, t0: float, host: str, log: Path,
@@ -493,8 +508,8 @@ def renew(*, project_dir: Path, inventory: Path, host: str, extravars: dict[str,
     Raises:
         AnsibleError: as run_playbook's.
     """
-    path = os.environ.get(SOCKET_ENV, "")
-    if path and not os.environ.get(ansible.PORT_ENV):
+    path = broker_path()
+    if path:
         t0 = time.monotonic()
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -503,10 +518,8 @@ def renew(*, project_dir: Path, inventory: Path, host: str, extravars: dict[str,
             except OSError:
                 pass  # no broker to reach: a call of its own
             else:
-                sock.sendall(json.dumps({"renew": {
-                    "playbook": RENEW_PLAYBOOK, "project_dir": str(Path(project_dir).resolve()),
-                    "inventory": str(Path(inventory).resolve()), "host": host, "extravars": extravars,
-                    "log": str(Path(log).resolve()), "timeout": timeout, "max_wait": max_wait}}).encode() + b"\n")
+                sock.sendall(json.dumps({"renew": _request(RENEW_PLAYBOOK, project_dir, inventory, host, extravars, log,
+                                                           timeout=timeout, max_wait=max_wait)}).encode() + b"\n")
                 return _answer(sock.makefile("rb"), t0, host, log)
         finally:
             sock.close()
