@@ -33,6 +33,7 @@ from benchmatrix.execute.prepare import (
     RUNNER_KNOBS_PATH,
     RUNNER_PATH,
     Preparation,
+    any_role_vars,
     cached_role_vars,
     preparation,
     role_var_names,
@@ -358,13 +359,16 @@ def _one_call_knob(item: dict[str, Any]) -> bool:
 
 
 def _one_call(job: _Batch, todo: list[PlannedRun], call: Callable[..., Any]) -> Any:
-    """The slice as one module call (run_known_batch.yml) on a host the controller knows:
-    the commands built here by the workload's descriptor (``build``) from the role
-    variables the host's last run_batch.yml call published; on the host's first batch of
-    the campaign the call also installs the runner and probes the host against its cached
-    fingerprint. Returns the call's result, or None when the slice takes run_batch.yml:
-    the workload's commands need its role's tasks, a knob a service or a reboot, the host
-    is new or changed, or its role variables changed since they were published.
+    """The slice as one module call (run_known_batch.yml): the commands built here by the
+    workload's descriptor (``build``) from the role variables the host's last
+    run_batch.yml call published; on the host's first batch of the campaign the call also
+    installs the runner and probes the host against its cached fingerprint. A host new
+    to the controller takes the role variables of another host of the project (the first
+    that has them) and its call gathers its facts and checks the tool's install first.
+    Returns the call's result, or None when the slice takes run_batch.yml: the
+    workload's commands need its role's tasks, a knob a service or a reboot, the host
+    changed, no host of the project has role variables yet, or the host's differ from
+    those the commands were built with.
     """
     spec, role = job.spec, job.spec.workload["role"]
     workload = WORKLOADS.get(role)
@@ -373,12 +377,19 @@ def _one_call(job: _Batch, todo: list[PlannedRun], call: Callable[..., Any]) -> 
         return None
     if not all(_one_call_knob(k) for k in batch_call_items(spec, job.cells[todo[0].cell_id])):
         return None
-    role_vars = cached_role_vars(job.project_dir, job.host, role)
+    # A host new to the controller is built with another host's role variables (most come
+    # from group variables and the role's defaults): the call checks them on the host.
+    new_host = prep is not None and not prep.known
+    role_vars = cached_role_vars(job.project_dir, job.host, role) if not new_host else \
+        any_role_vars(job.project_dir, role)
     if role_vars is None:
         return None
     bmx_call: dict[str, Any] = {"role_vars": role_vars}
-    if prep is not None:
-        if not prep.known or not prep.cache.get("fingerprint") or prep.extravars["bmx_install_always"]:
+    if new_host:
+        # Its facts, the tool's install check and the runner's install in the same call.
+        bmx_call.update(describe=True, probe_path=workload_path(role, role_vars), sources=_runner_sources())
+    elif prep is not None:
+        if not prep.cache.get("fingerprint") or prep.extravars["bmx_install_always"]:
             return None
         bmx_call.update(fingerprint=prep.cache["fingerprint"], probe_path=workload_path(role, role_vars),
                         state_files=list(prep.cache.get("state_files") or []),
@@ -392,7 +403,9 @@ def _one_call(job: _Batch, todo: list[PlannedRun], call: Callable[..., Any]) -> 
         return None
     bmx_call.update(dirs=built["dirs"], files=built["files"], secret=any("env" in c for c in built["commands"]))
     data = {"bmx_runs": json.dumps(built["commands"]), "bmx_call": bmx_call}
-    extravars = {"bmx_workload_env_var": workload.env_var}
+    extravars = {"bmx_workload_env_var": workload.env_var, "bmx_workload_version_var": workload.version_var,
+                 # The playbook's first play (facts, the tool's install check) is for new hosts only.
+                 **({"bmx_new_hosts": job.host} if new_host else {})}
     result = call("run_known_batch.yml", data, extravars)
     status = (result.payloads.get(job.host) or {}).get("bmx_call") or {}
     if status.get("missing") and "sources" not in bmx_call:

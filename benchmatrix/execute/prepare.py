@@ -137,6 +137,17 @@ def cached_role_vars(project_dir: Path, host: str, role: str) -> dict[str, Any] 
     return found if isinstance(found, dict) and set(found) == set(role_var_names(role)) else None
 
 
+def any_role_vars(project_dir: Path, role: str) -> dict[str, Any] | None:
+    """The role variables run_batch.yml or a first one-call batch last published for some
+    host of the project (the first host in name order that has them), or None: the guess
+    a new host's first batch is built with, and checked by, in one call."""
+    for path in sorted((Path(project_dir) / layout.RESULTS_DIR / layout.HOST_CACHE_DIR).glob(f"*/{role}.json")):
+        found = cached_role_vars(project_dir, path.parent.name, role)
+        if found is not None:
+            return found
+    return None
+
+
 def save_role_vars(project_dir: Path, host: str, role: str, role_vars: dict[str, Any]) -> None:
     """Keep the role variables run_batch.yml published in the host cache (for the one call)."""
     path = layout.host_cache_path(project_dir, host, role)

@@ -65,6 +65,11 @@ RENEW_WINDOW_S = 5.0
 #: one call of it; the calls of one wave run side by side.
 WAVE_PLAYBOOKS = ("run_known_batch.yml", "run_batch.yml")
 
+#: Extra variables that name the hosts a play of the playbook is for (run_known_batch.yml's
+#: first play, the hosts new to the controller): a host's call names itself, a wave's call
+#: gets every such host of the wave, comma-separated.
+HOST_LISTS = ("bmx_new_hosts",)
+
 _ERRORS: dict[str, type[AnsibleError]] = {
     c.__name__: c for c in (AnsibleError, HostUnreachableError, PlaybookFailedError, ResultChannelError)}
 
@@ -99,7 +104,8 @@ def run_wave(playbook: str, *, project_dir: Path, inventory: Path, calls: list[W
     Each host's extra variables and data become its host variables in an inventory
     written for the call beside ``inventory`` (data strings with template syntax tagged
     ``!unsafe``, as run_playbook does); the call's only extra variable is ``bmx_wave``,
-    the hosts' pattern. The call's output is copied to each host's log. A host's
+    the hosts' pattern, with those of :data:`HOST_LISTS` (the hosts that set them). The
+    call's output is copied to each host's log. A host's
     ``on_started`` is called when its task tagged ``start_tag`` starts. ``timeout``:
     seconds before the whole call gives up (ansible-runner's timeout).
 
@@ -118,12 +124,15 @@ def run_wave(playbook: str, *, project_dir: Path, inventory: Path, calls: list[W
     data_dir = Path(tempfile.mkdtemp(prefix="bmx-wave-"))
     try:
         (data_dir / "env").mkdir()
-        (data_dir / "env" / "extravars").write_text(ansible.vars_yaml({"bmx_wave": ",".join(hosts)}))
+        lists = {k: ",".join(c.host for c in calls if c.extravars.get(k)) for k in HOST_LISTS}
+        (data_dir / "env" / "extravars").write_text(ansible.vars_yaml(
+            {"bmx_wave": ",".join(hosts), **{k: v for k, v in lists.items() if v}}))
         wave_inventory = data_dir / "wave.yml"
         # Host variables, not extra variables: each host has its own batch. The inventory
         # comes after the user's, so its values win for the same host.
         wave_inventory.write_text("all:\n  hosts:\n" + "".join(
-            f"    {json.dumps(c.host)}:\n" + _indent(ansible.vars_yaml(c.extravars, c.data), 6) for c in calls))
+            f"    {json.dumps(c.host)}:\n" + _indent(ansible.vars_yaml(
+                {k: v for k, v in c.extravars.items() if k not in HOST_LISTS}, c.data), 6) for c in calls))
         starts = ansible.tagged_tasks(project_dir, start_tag) if start_tag else None
         started: set[str] = set()
 

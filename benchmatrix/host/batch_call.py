@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""One batch in one module call on a known host (playbooks/run_known_batch.yml).
+"""One batch in one module call (playbooks/run_known_batch.yml).
 
 Runs on the host, standard library only (a WANT_JSON module, like bmx_knob): Ansible
 runs it as playbooks/library/bmx_batch.py, a symbolic link to this file. In one call it
@@ -8,12 +8,17 @@ runs it as playbooks/library/bmx_batch.py, a symbolic link to this file. In one 
    of a campaign) or checks the installed copies by digest (``digests``); a missing or
    stale copy is reported (``bmx_call.missing``) before anything else, and the controller
    calls again with the sources;
-2. on the host's first batch of the campaign (``fingerprint`` given), probes the host
+2. on a host new to the controller (``describe``: its first batch, after the workload
+   tool's install), reports its facts (knobs.new_host_facts: the fingerprint, the
+   workload path's device, the state, and ``metadata``, the description Ansible's
+   facts gave) and the role variables it holds as ``bmx_facts`` and ``bmx_role_vars``;
+   on a known host's first batch of the campaign (``fingerprint`` given), probes the host
    (knobs.probe) and, when its fingerprint is the one the controller cached, reports
    its state as ``bmx_facts``; another one is reported (``bmx_call.stale``) before anything
-   changes, and so is a role variable that no longer holds the value the controller
-   built the commands with (``role_vars`` against ``expect_vars``): the controller then
-   takes the full path (run_batch.yml);
+   changes; on every host, a role variable that does not hold the value the controller
+   built the commands with (``role_vars`` against ``expect_vars``) is reported
+   (``bmx_call.stale``) before anything changes: the controller then takes the full
+   path (run_batch.yml);
 3. sets and verifies the batch's knobs (knobs.apply, the bmx_knob module's own code);
 4. when every knob it set reached its value, creates the workload's directories and
    files, and runs the batch runner on the manifest (on its stdin);
@@ -150,7 +155,13 @@ def call(p):
     changed_vars = sorted(k for k in expect if expect[k] != actual.get(k))
     if changed_vars:
         return {"changed": False, "bmx_payloads": {"bmx_call": {"stale": "host variable %s changed" % changed_vars[0]}}}
-    if p.get("fingerprint") is not None:
+    if p.get("describe"):
+        # A host new to the controller: its facts, and the role variables it was found to
+        # hold (those the commands were built with), for the controller's host cache.
+        payloads["bmx_facts"] = knobs.new_host_facts(p.get("probe_path") or "/", host, p.get("metadata") or {},
+                                                     str(p.get("tool_version") or ""))
+        payloads["bmx_role_vars"] = actual
+    elif p.get("fingerprint") is not None:
         probed = knobs.probe(p.get("probe_path") or "/", p.get("state_files") or [])
         if not probed["fingerprint"] or probed["fingerprint"] != p["fingerprint"]:
             return {"changed": False, "bmx_payloads": {"bmx_call": {"stale": "the host's fingerprint changed"}}}

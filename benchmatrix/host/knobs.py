@@ -2214,6 +2214,38 @@ def host_state(lines):
             "io_scheduler": "unknown" if scheduler is None else scheduler}
 
 
+def host_metadata(facts):
+    """The host's description in facts.json (hostname, CPU, memory, kernel, distribution,
+    Python) from Ansible's gathered facts (``ansible_facts``, the ``setup`` module's): the
+    ``bmx_host_metadata`` filter of tasks/prepare.yml and of the one call's first batch on
+    a new host, so that a host reads the same whichever call prepared it."""
+    processor = facts.get("processor") or []
+    return {"hostname": facts.get("hostname", ""), "fqdn": facts.get("fqdn", ""),
+            "cpu_model": processor[2] if len(processor) > 2 else "unknown",
+            "cpu_count": facts.get("processor_vcpus") or 0, "sockets": facts.get("processor_count") or 0,
+            "cores": facts.get("processor_cores") or 0,
+            "threads_per_core": facts.get("processor_threads_per_core") or 0,
+            "memory_mb": facts.get("memtotal_mb") or 0, "kernel": facts.get("kernel", ""),
+            "distribution": f"{facts.get('distribution', '')} {facts.get('distribution_version', '')}",
+            "architecture": facts.get("architecture", ""), "python": facts.get("python_version", "")}
+
+
+def new_host_facts(path, host, metadata, tool_version=""):
+    """The ``bmx_facts`` payload of a host new to the controller (the one call's first batch
+    on it, bmx_batch ``describe``), as tasks/prepare.yml publishes it for run_batch.yml:
+    the fingerprint (:func:`probe`), the workload path's file system and block device and
+    the host's state after the workload tool's install (:func:`host_facts`), and
+    ``metadata`` (:func:`host_metadata`)."""
+    found = host_facts(path, [], host)
+    dev = found["device"]
+    facts = dict(metadata, tool_version=tool_version, workload_path=path, filesystem=dev.get("fstype", ""),
+                 filesystem_source=dev.get("source", ""), mount_point=dev.get("target", ""),
+                 block_device=dev.get("name") or dev.get("error", ""))
+    facts.update(host_state(found["state_lines"]))
+    return {"gathered": True, "fingerprint": probe(path, [])["fingerprint"], "state_files": found["state_files"],
+            "facts": facts}
+
+
 def probe(path, files):
     """Mode ``probe`` (tasks/prepare.yml, and the one-call batch of a known host):
     {fingerprint, state_lines, state} of :data:`PROBE_SCRIPT` for the workload path

@@ -45,12 +45,13 @@ from benchmatrix.execute import wave
 from benchmatrix.execute.ansible import run_playbook
 host, project, fail = sys.argv[1], Path(sys.argv[2]), sys.argv[3] == "1"
 playbook = sys.argv[4] if len(sys.argv) > 4 else "run_known_batch.yml"
+more = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
 wave.hello()
 started = []
 try:
     call = wave.call if wave.joins(playbook) else run_playbook
     res = call(playbook, project_dir=project / "playbooks", inventory=project / "inv.yml",
-                    host=host, extravars={"bmx_host": host, "bmx_fail": fail},
+                    host=host, extravars={"bmx_host": host, "bmx_fail": fail, **more},
                     data={"word": "{{ 6 * 7 }} " + host}, log=project / f"{host}.log",
                     start_tag="bmx_runner_start", on_started=lambda: started.append(1))
     print(json.dumps({"payloads": res.payloads, "started": len(started)}))
@@ -169,6 +170,38 @@ def test_a_wave_of_two_playbooks_is_one_call_each_side_by_side(tmp_path):
     assert logs["ha"] == logs["hb"] and "[ha]" in logs["ha"] and "[hb]" in logs["ha"]
     assert "A wave of run_batch" in logs["ha"] and "[hc]" not in logs["ha"]
     assert "A wave of run_known_batch" in logs["hc"] and "[ha]" not in logs["hc"]
+
+
+FIRST_PLAY = """\
+- name: The new hosts first
+  hosts: "{{ bmx_new_hosts | default('!all') }}"
+  gather_facts: false
+  tasks:
+    - name: Mark the new host
+      ansible.builtin.set_fact:
+        word: "new {{ inventory_hostname }}"
+"""
+
+
+def test_a_play_for_the_new_hosts_of_a_wave_runs_on_those_alone(tmp_path):
+    # run_known_batch.yml's first play is for the hosts new to the controller: each job
+    # names its own host (bmx_new_hosts), the wave's call names every such host of the wave.
+    project = _project(tmp_path, ("ha", "hb", "hc"))
+    (project / "playbooks" / "run_known_batch.yml").write_text(FIRST_PLAY + PLAYBOOK)
+    with WaveBroker(project, window_s=60) as broker:
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), SOCKET_ENV: broker.path}
+        jobs = {}
+        for host in ("ha", "hb", "hc"):
+            broker.expect()
+            more = json.dumps({"bmx_new_hosts": host} if host != "hb" else {})
+            jobs[host] = subprocess.Popen([sys.executable, "-c", JOB, host, str(project), "0", "run_known_batch.yml",
+                                           more], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out = {host: job.communicate(timeout=120) for host, job in jobs.items()}
+    words = {host: json.loads(stdout or "{}").get("payloads", {}).get(host, {}).get("bmx_progress", {}).get("content")
+             for host, (stdout, _) in out.items()}
+    assert words == {"ha": "new ha", "hb": "{{ 6 * 7 }} hb", "hc": "new hc"}, out
+    logs = {h: (project / f"{h}.log").read_text() for h in ("ha", "hb", "hc")}
+    assert logs["ha"] == logs["hb"] == logs["hc"]  # one call
 
 
 def test_the_broker_refuses_a_playbook_it_does_not_run(tmp_path):
