@@ -156,7 +156,8 @@ def lease(spec: Spec, project_dir: Path, host: str, batch: str) -> Iterator[thre
                     log=layout.ansible_log(exp, f"lease-{batch}"), timeout=renewal_timeout(seconds))
         try:
             # Under bmx run, the renewals of the hosts whose batches run together are one call.
-            result = wave.renew(**call, max_wait=min(wave.RENEW_WINDOW_S, interval / 4)) or \
+            # A renewal still waiting for others when the batch ends is withdrawn (stop).
+            result = wave.renew(**call, max_wait=min(wave.RENEW_WINDOW_S, interval / 4), withdraw=stop) or \
                 run_playbook("renew_lease.yml", **call)
             with saved:
                 # The batch's own results may be in already; a slow call's older reading

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import socket
 import sys
@@ -69,6 +70,9 @@ WAVE_PLAYBOOKS = ("run_known_batch.yml", "run_batch.yml")
 #: first play, the hosts new to the controller): a host's call names itself, a wave's call
 #: gets every such host of the wave, comma-separated.
 HOST_LISTS = ("bmx_new_hosts",)
+
+#: Seconds between two looks at whether a renewal waiting for the broker's answer is withdrawn.
+WITHDRAW_POLL_S = 0.2
 
 _ERRORS: dict[str, type[AnsibleError]] = {
     c.__name__: c for c in (AnsibleError, HostUnreachableError, PlaybookFailedError, ResultChannelError)}
@@ -503,19 +507,22 @@ def _answer(lines: Any, t0: float, host: str, log: Path,
     raise AnsibleError("bmx run's wave broker closed before the call ended", host=host, log=str(log))
 
 
-# shape: run_playbook's arguments, keyword-only, and the renewal's longest wait
+# shape: run_playbook's arguments, keyword-only, the renewal's longest wait and its withdrawal
 def renew(*, project_dir: Path, inventory: Path, host: str, extravars: dict[str, Any], log: Path, timeout: int,
-          max_wait: float) -> ansible.PlaybookResult | None:
+          max_wait: float, withdraw: threading.Event | None = None) -> ansible.PlaybookResult | None:
     """A lease renewal (:data:`RENEW_PLAYBOOK`) through ``bmx run``'s broker: the renewals
     of the hosts whose batches run together are one call, within ``max_wait`` seconds of
     the first. Its own connection: the batch job's call may be in flight meanwhile.
+    ``withdraw`` set before the answer came (the batch ended) closes the connection: the
+    broker leaves out a renewal it has not started (a wave of finished batches' renewals
+    cost a whole call, beside the campaign's collect job).
 
     Returns:
         The host's result, as :func:`~benchmatrix.execute.ansible.run_playbook`'s; None
         when there is no broker to reach (the caller makes its own call).
 
     Raises:
-        AnsibleError: as run_playbook's.
+        AnsibleError: as run_playbook's, or the renewal was withdrawn.
     """
     path = broker_path()
     if path:
@@ -529,6 +536,10 @@ def renew(*, project_dir: Path, inventory: Path, host: str, extravars: dict[str,
             else:
                 sock.sendall(json.dumps({"renew": _request(RENEW_PLAYBOOK, project_dir, inventory, host, extravars, log,
                                                            timeout=timeout, max_wait=max_wait)}).encode() + b"\n")
+                while withdraw is not None and not select.select([sock], [], [], WITHDRAW_POLL_S)[0]:
+                    if withdraw.is_set():
+                        raise AnsibleError(f"host {host}: the lease renewal was withdrawn (the batch ended)",
+                                           host=host, log=str(log))
                 return _answer(sock.makefile("rb"), t0, host, log)
         finally:
             sock.close()

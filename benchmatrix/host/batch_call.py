@@ -25,6 +25,9 @@ runs it as playbooks/library/bmx_batch.py, a symbolic link to this file. In one 
 5. returns the archive of the runs, base64, when it is at most ``archive_max_bytes``
    (else its path: the controller fetches it), and the knob states.
 
+With ``renew`` it only renews the controller's lease on a running batch and returns the
+batch's progress (renew_lease.yml, :func:`renew`).
+
 Its results are in ``bmx_payloads`` ({key: payload}, the keys of the controller's
 RESULT_SCHEMAS), which the controller reads from the module's result.
 """
@@ -39,10 +42,11 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 DOCUMENTATION = r"""
 module: bmx_batch
-short_description: Run one benchmatrix batch on a known host in one call
+short_description: Run one benchmatrix batch in one call, or renew the lease on a running one
 description:
   - Installs or checks the batch runner, probes a known host, sets and verifies the knobs, runs the batch runner
     and returns its archive (benchmatrix/host/batch_call.py).
@@ -52,9 +56,11 @@ options:
     type: str
     required: true
   manifest:
-    description: The batch runner's manifest, runs with their argv.
+    description: The batch runner's manifest, runs with their argv (a batch).
     type: dict
-    required: true
+  renew:
+    description: A lease renewal instead of a batch, {batch, seconds}; returns the batch's progress.
+    type: dict
 """
 
 RUNNER, KNOBS = "batch_runner.py", "knobs.py"
@@ -206,13 +212,36 @@ def call(p):
     return {"changed": True, "bmx_payloads": payloads}
 
 
+def renew(workdir, batch, seconds):
+    """A lease renewal (renew_lease.yml, ``renew``): rewrite the controller's lease on the
+    running batch (``batches/BATCH.lease``, "SECONDS TIMESTAMP", renamed into place: its
+    change time is the renewal) and return what the runner finished so far (the
+    ``.progress`` file, base64; "" before the first run ends) as ``bmx_progress``."""
+    batches = os.path.join(workdir, "batches")
+    if not os.path.isdir(batches):  # the batch's directory is gone (or not made yet): no lease to renew
+        return {"failed": True, "msg": "Destination directory %s does not exist" % batches}
+    lease = os.path.join(batches, batch + ".lease")
+    with open(lease + ".new", "w", encoding="utf-8") as fh:
+        fh.write("%d %s\n" % (int(seconds), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
+    os.replace(lease + ".new", lease)
+    try:
+        with open(os.path.join(batches, batch + ".progress"), "rb") as fh:
+            content = base64.b64encode(fh.read()).decode("ascii")
+    except OSError:
+        content = ""
+    return {"changed": True, "bmx_payloads": {"bmx_progress": {"content": content}}}
+
+
 def main():
     """Entry point: a WANT_JSON module (the path of a JSON file of arguments; one JSON object on stdout)."""
     p = {}
     try:
         with open(sys.argv[1], encoding="utf-8") as fh:
             p = json.load(fh)
-        out = call(p)
+        if p.get("renew"):
+            out = renew(p["workdir"], str(p["renew"]["batch"]), p["renew"]["seconds"])
+        else:
+            out = call(p)
     except CallError as exc:
         out = {"failed": True, "msg": "bmx_batch on %s: %s" % (p.get("host") or "this host", exc)}
     except (OSError, ValueError, KeyError) as exc:

@@ -287,3 +287,35 @@ def test_without_a_broker_a_renewal_is_left_to_the_caller(tmp_path, monkeypatch)
     monkeypatch.setenv(SOCKET_ENV, str(tmp_path / "no-broker"))
     assert wave.renew(project_dir=tmp_path, inventory=tmp_path / "inv.yml", host="ha", extravars={},
                       log=tmp_path / "log", timeout=5, max_wait=1) is None
+
+
+def test_a_renewal_withdrawn_before_its_wave_starts_costs_no_call(tmp_path, monkeypatch):
+    # A batch that ends while its renewal waits for the others' (at most 5 s) withdraws it:
+    # 16 batches ending together renewed their leases in a whole call of their own, beside
+    # the campaign's collect job. A renewal that waits alone here would start after 30 s.
+    import threading
+
+    from benchmatrix.errors import AnsibleError
+    from benchmatrix.execute import wave
+
+    project = _project(tmp_path, ("ha",))
+    (project / "playbooks" / "renew_lease.yml").write_text(PLAYBOOK)
+    withdraw = threading.Event()
+    with WaveBroker(project, window_s=60) as broker:
+        monkeypatch.setenv(SOCKET_ENV, broker.path)
+        threading.Timer(0.5, withdraw.set).start()
+        t0 = time.monotonic()
+        try:
+            wave.renew(project_dir=project / "playbooks", inventory=project / "inv.yml", host="ha",
+                       extravars={"bmx_host": "ha", "bmx_fail": False, "word": "w"}, log=project / "lease-ha.log",
+                       timeout=60, max_wait=30, withdraw=withdraw)
+        except AnsibleError as exc:
+            assert "the lease renewal was withdrawn (the batch ended)" in str(exc) and exc.host == "ha"
+        else:
+            raise AssertionError("a withdrawn renewal returned a result")
+        assert time.monotonic() - t0 < 10
+        deadline = time.monotonic() + 5
+        while broker.conns and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not broker.conns  # the broker let go of it: no wave will run it
+    assert not (project / "lease-ha.log").exists()

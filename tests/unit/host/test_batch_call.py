@@ -169,3 +169,23 @@ def test_host_metadata_reads_ansible_facts_as_prepare_did():
         "threads_per_core": 2, "memory_mb": 4096, "kernel": "6.1.0", "distribution": "Debian 12.5",
         "architecture": "x86_64", "python": "3.11.2"}
     assert knobs.host_metadata({"processor": ["0"]})["cpu_model"] == "unknown"
+
+
+def test_a_renewal_rewrites_the_lease_and_returns_the_progress(tmp_path):
+    workdir = tmp_path / "w"
+    args = {"workdir": str(workdir), "renew": {"batch": "b1", "seconds": "40"}}
+    # No batch directory (the batch's work directory is gone): the renewal fails, as the copy did.
+    out = _call(tmp_path, args)
+    assert out["failed"] is True and out["msg"] == f"Destination directory {workdir / 'batches'} does not exist"
+    (workdir / "batches").mkdir(parents=True)
+    lease = workdir / "batches" / "b1.lease"
+    lease.write_text("40 2000-01-01T00:00:00Z\n")
+    os.utime(lease, (0, 0))
+    out = _call(tmp_path, args)
+    assert out == {"changed": True, "bmx_payloads": {"bmx_progress": {"content": ""}}}
+    seconds, stamp = lease.read_text().split()
+    assert seconds == "40" and stamp != "2000-01-01T00:00:00Z" and lease.stat().st_mtime > 1e9
+    (workdir / "batches" / "b1.progress").write_text('{"run_id": "r1"}\n')
+    out = _call(tmp_path, args)
+    assert base64.b64decode(out["bmx_payloads"]["bmx_progress"]["content"]) == b'{"run_id": "r1"}\n'
+    assert sorted(p.name for p in (workdir / "batches").iterdir()) == ["b1.lease", "b1.progress"]
