@@ -10,8 +10,8 @@ runs it as playbooks/library/bmx_batch.py, a symbolic link to this file. In one 
    calls again with the sources;
 2. on a host new to the controller (``describe``: its first batch, after the workload
    tool's install), reports its facts (knobs.new_host_facts: the fingerprint, the
-   workload path's device, the state, and ``metadata``, the description Ansible's
-   facts gave) and the role variables it holds as ``bmx_facts`` and ``bmx_role_vars``;
+   workload path's device, the state and the host's description, read here, no fact
+   gathering) and the role variables it holds as ``bmx_facts`` and ``bmx_role_vars``;
    on a known host's first batch of the campaign (``fingerprint`` given), probes the host
    (knobs.probe) and, when its fingerprint is the one the controller cached, reports
    its state as ``bmx_facts``; another one is reported (``bmx_call.stale``) before anything
@@ -164,8 +164,7 @@ def call(p):
     if p.get("describe"):
         # A host new to the controller: its facts, and the role variables it was found to
         # hold (those the commands were built with), for the controller's host cache.
-        payloads["bmx_facts"] = knobs.new_host_facts(p.get("probe_path") or "/", host, p.get("metadata") or {},
-                                                     str(p.get("tool_version") or ""))
+        payloads["bmx_facts"] = knobs.new_host_facts(p.get("probe_path") or "/", host, str(p.get("tool_version") or ""))
         payloads["bmx_role_vars"] = actual
     elif p.get("fingerprint") is not None:
         probed = knobs.probe(p.get("probe_path") or "/", p.get("state_files") or [])

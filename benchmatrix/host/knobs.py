@@ -2155,11 +2155,12 @@ def setting_names(knobs):
 
 
 def host_facts(path, files, host="this host"):
-    """Mode ``facts`` (tasks/prepare.yml, a new or changed host): what every backend
-    finds about the workload path (:meth:`Backend.describe`) and ``state_lines``, grep's
+    """Mode ``facts`` (tasks/prepare.yml, a new or changed host): the host's description
+    (``metadata``, :func:`system_metadata`), what every backend finds about the workload
+    path (:meth:`Backend.describe`) and ``state_lines``, grep's
     ``PATH:LINE`` lines of :data:`STATE_FILES`, ``files`` and the backends' state files (a
     missing or unreadable file gives none)."""
-    out = {"device": {}, "state_files": []}
+    out = {"device": {}, "state_files": [], "metadata": system_metadata()}
     for cls in BACKENDS.values():
         found = cls.describe(path, host)
         out["device"].update(found.get("device") or {})
@@ -2214,31 +2215,115 @@ def host_state(lines):
             "io_scheduler": "unknown" if scheduler is None else scheduler}
 
 
-def host_metadata(facts):
+#: Ansible's names of the distributions whose os-release ID is not its name capitalized
+#: (its ``distribution`` fact); any other ID: os-release's NAME.
+DISTRIBUTIONS = {"debian": "Debian", "ubuntu": "Ubuntu", "rhel": "RedHat", "centos": "CentOS", "fedora": "Fedora",
+                 "rocky": "Rocky", "almalinux": "AlmaLinux", "ol": "OracleLinux", "amzn": "Amazon",
+                 "sles": "SLES", "sles_sap": "SLES_SAP", "opensuse-leap": "openSUSE Leap",
+                 "opensuse-tumbleweed": "openSUSE Tumbleweed", "arch": "Archlinux", "alpine": "Alpine",
+                 "linuxmint": "Linux Mint", "raspbian": "Debian", "kali": "Kali", "gentoo": "Gentoo"}
+
+
+def cpu_description(cpuinfo, architecture):
+    """{cpu_model, cpu_count, sockets, cores, threads_per_core} from /proc/cpuinfo's text,
+    counted as Ansible's setup module counts them on Linux (its ``processor`` list's third
+    entry, ``processor_vcpus``, ``processor_count``, ``processor_cores``,
+    ``processor_threads_per_core``), so that a host reads the same as when setup described
+    it (Xen paravirtual guests and s390x, which setup counts apart, are counted as others)."""
+    listed, seen = [], {"vendor_id": 0, "model name": 0, "processor": 0}
+    physical, cores, siblings = "0", {}, []
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if key in ("model name", "Processor", "vendor_id", "cpu", "Vendor", "processor"):
+            listed.append(value)
+            if key in seen:
+                seen[key] += 1
+        elif key == "physical id":
+            physical = value
+            cores.setdefault(physical, 1)
+        elif key == "cpu cores":
+            cores[physical] = int(value)
+        elif key == "siblings":
+            siblings.append(int(value))
+    count = len(listed)
+    if seen["vendor_id"] and seen["vendor_id"] == seen["model name"]:
+        count = seen["vendor_id"]
+    if architecture.startswith(("armv", "aarch", "ppc")):
+        count = seen["processor"]
+    sockets = len(cores) or count
+    per_socket = next(iter(cores.values()), 0) or 1
+    threads = round((siblings[0] if siblings else 1) / per_socket)
+    return {"cpu_model": listed[2] if len(listed) > 2 else "unknown", "cpu_count": threads * sockets * per_socket,
+            "sockets": sockets, "cores": per_socket, "threads_per_core": threads}
+
+
+def _distribution():
+    """``NAME VERSION`` as Ansible's ``distribution`` and ``distribution_version`` facts
+    give them for the usual Linux distributions (os-release; Debian's point release from
+    /etc/debian_version)."""
+    release = {}
+    for name in ("/etc/os-release", "/usr/lib/os-release"):
+        try:
+            with open(name, encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    key, _, value = line.strip().partition("=")
+                    release[key] = value.strip().strip("\"'")
+            break
+        except OSError:
+            continue
+    ident = release.get("ID", "")
+    version = release.get("VERSION_ID", "")
+    if ident == "debian":
+        try:
+            with open("/etc/debian_version", encoding="utf-8") as fh:
+                point = fh.read().strip()
+            if point[:1].isdigit():
+                version = point
+        except OSError:
+            pass
+    name = DISTRIBUTIONS.get(ident) or release.get("NAME") or "unknown"
+    return ("%s %s" % (name, version)).strip()
+
+
+def system_metadata():
     """The host's description in facts.json (hostname, CPU, memory, kernel, distribution,
-    Python) from Ansible's gathered facts (``ansible_facts``, the ``setup`` module's): the
-    ``bmx_host_metadata`` filter of tasks/prepare.yml and of the one call's first batch on
-    a new host, so that a host reads the same whichever call prepared it."""
-    processor = facts.get("processor") or []
-    return {"hostname": facts.get("hostname", ""), "fqdn": facts.get("fqdn", ""),
-            "cpu_model": processor[2] if len(processor) > 2 else "unknown",
-            "cpu_count": facts.get("processor_vcpus") or 0, "sockets": facts.get("processor_count") or 0,
-            "cores": facts.get("processor_cores") or 0,
-            "threads_per_core": facts.get("processor_threads_per_core") or 0,
-            "memory_mb": facts.get("memtotal_mb") or 0, "kernel": facts.get("kernel", ""),
-            "distribution": f"{facts.get('distribution', '')} {facts.get('distribution_version', '')}",
-            "architecture": facts.get("architecture", ""), "python": facts.get("python_version", "")}
+    architecture, Python), read here in one module call: what a new host's first batch
+    reports (the one call's ``describe``, :func:`new_host_facts`) and tasks/prepare.yml
+    publishes (mode ``facts``). In the words of Ansible's setup module, which described
+    hosts before (about 0.9 CPU-s on each host: a module of its own)."""
+    import platform
+    import socket
+
+    uname = os.uname()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            cpuinfo = fh.read()
+    except OSError:
+        cpuinfo = ""
+    memory_mb = 0
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    memory_mb = int(line.split()[1]) // 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    return {"hostname": platform.node().split(".")[0], "fqdn": socket.getfqdn(),
+            **cpu_description(cpuinfo, uname.machine), "memory_mb": memory_mb, "kernel": uname.release,
+            "distribution": _distribution(), "architecture": uname.machine, "python": platform.python_version()}
 
 
-def new_host_facts(path, host, metadata, tool_version=""):
+def new_host_facts(path, host, tool_version=""):
     """The ``bmx_facts`` payload of a host new to the controller (the one call's first batch
     on it, bmx_batch ``describe``), as tasks/prepare.yml publishes it for run_batch.yml:
     the fingerprint (:func:`probe`), the workload path's file system and block device and
-    the host's state after the workload tool's install (:func:`host_facts`), and
-    ``metadata`` (:func:`host_metadata`)."""
+    the host's state after the workload tool's install (:func:`host_facts`), and its
+    description (:func:`system_metadata`)."""
     found = host_facts(path, [], host)
     dev = found["device"]
-    facts = dict(metadata, tool_version=tool_version, workload_path=path, filesystem=dev.get("fstype", ""),
+    facts = dict(found["metadata"], tool_version=tool_version, workload_path=path, filesystem=dev.get("fstype", ""),
                  filesystem_source=dev.get("source", ""), mount_point=dev.get("target", ""),
                  block_device=dev.get("name") or dev.get("error", ""))
     facts.update(host_state(found["state_lines"]))

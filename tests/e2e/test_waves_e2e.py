@@ -93,12 +93,14 @@ def test_a_wave_of_known_and_new_hosts_is_one_call_a_dying_host_fails_only_its_r
     assert "Set the knobs and run the batch in one call" in logs["h1"]
     assert all(f"[{h}]" in logs["h1"] for h in ("h1", "h2", "h3", "h4"))
     assert "PLAY [Run one batch of benchmark runs]" not in logs["h1"]
-    # Only the new hosts gathered facts and checked the tool's install, in a play of their own.
+    # Only the new hosts checked the tool's install, in a play of their own; no host
+    # gathered facts (the call describes a new host itself).
     prepared = logs["h1"].split("PLAY [Prepare the hosts new to benchmatrix")[1].split("PLAY [")[0]
-    assert "[h3]" in prepared and "[h4]" in prepared and "Gathering Facts" in prepared
-    assert "[h1]" not in prepared and "[h2]" not in prepared
+    assert "[h3]" in prepared and "[h4]" in prepared and "Read the command's version" in prepared
+    assert "[h1]" not in prepared and "[h2]" not in prepared and "Gathering Facts" not in logs["h1"]
     for host in ("h3", "h4"):
         facts = json.loads((exp / "hosts" / host / "facts.json").read_text())
         assert facts["facts_from"] == "gathered" and facts["hostname"] and facts["workload_path"], facts
+        assert facts["cpu_count"] > 0 and facts["memory_mb"] > 0 and facts["distribution"], facts
         cache = json.loads((project.root / "results" / ".hosts" / host / "workload_command.json").read_text())
         assert cache["role_vars"] and "boot_id" in cache["fingerprint"], cache

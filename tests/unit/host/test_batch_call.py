@@ -131,24 +131,23 @@ def test_host_state_reads_the_state_lines_as_tasks_prepare_did():
 
 def test_a_new_host_is_described_and_a_wrong_guess_of_its_role_variables_runs_nothing(tmp_path):
     runs = [_run("r1", "print(1)")]
-    metadata = {"hostname": "h1", "cpu_model": "Test CPU", "cpu_count": 2}
     # Built with another host's role variables that this host does not hold: nothing runs,
     # and the host is not described (the controller takes run_batch.yml, which does that).
     out = _call(tmp_path, _args(tmp_path, runs, sources=SOURCES, describe=True, probe_path=str(tmp_path),
-                                metadata=metadata, expect_vars={"workload_fio_directory": "/a"},
+                                expect_vars={"workload_fio_directory": "/a"},
                                 role_vars={"workload_fio_directory": "/b"}))
     assert out["bmx_payloads"] == {"bmx_call": {"stale": "host variable workload_fio_directory changed"}}
     assert not (tmp_path / "w" / "runs").exists()
     # The guess holds: the facts (fingerprint, the workload path's device, the state and
-    # the metadata) and the role variables come back beside the runs' archive.
+    # the host's description) and the role variables come back beside the runs' archive.
     out = _call(tmp_path, _args(tmp_path, runs, sources=SOURCES, describe=True, probe_path=str(tmp_path),
-                                metadata=metadata, tool_version="tool 1.0",
+                                tool_version="tool 1.0",
                                 expect_vars={"workload_fio_directory": "/a"},
                                 role_vars={"workload_fio_directory": "/a"}))
     payloads = out["bmx_payloads"]
     facts = payloads["bmx_facts"]
     assert facts["gathered"] is True and facts["fingerprint"] == knobs.probe(str(tmp_path), [])["fingerprint"]
-    assert {k: facts["facts"][k] for k in metadata} == metadata
+    assert {k: facts["facts"][k] for k in knobs.system_metadata()} == knobs.system_metadata()
     assert facts["facts"]["tool_version"] == "tool 1.0" and facts["facts"]["workload_path"] == str(tmp_path)
     found = knobs.host_facts(str(tmp_path), [], "h1")
     assert facts["facts"]["filesystem"] == found["device"].get("fstype", "")
@@ -159,16 +158,21 @@ def test_a_new_host_is_described_and_a_wrong_guess_of_its_role_variables_runs_no
     assert "r1" in str(_members(payloads["bmx_archive"]))
 
 
-def test_host_metadata_reads_ansible_facts_as_prepare_did():
-    facts = {"hostname": "bench1", "fqdn": "bench1.lab", "processor": ["0", "GenuineIntel", "Xeon X"],
-             "processor_vcpus": 8, "processor_count": 1, "processor_cores": 4, "processor_threads_per_core": 2,
-             "memtotal_mb": 4096, "kernel": "6.1.0", "distribution": "Debian", "distribution_version": "12.5",
-             "architecture": "x86_64", "python_version": "3.11.2"}
-    assert knobs.host_metadata(facts) == {
-        "hostname": "bench1", "fqdn": "bench1.lab", "cpu_model": "Xeon X", "cpu_count": 8, "sockets": 1, "cores": 4,
-        "threads_per_core": 2, "memory_mb": 4096, "kernel": "6.1.0", "distribution": "Debian 12.5",
-        "architecture": "x86_64", "python": "3.11.2"}
-    assert knobs.host_metadata({"processor": ["0"]})["cpu_model"] == "unknown"
+#: /proc/cpuinfo of a 2-socket x86 host with hyperthreading (2 sockets x 2 cores x 2
+#: threads), and of an aarch64 host, whose lines name no model (setup's "processor" list
+#: then holds the processor numbers).
+X86 = "".join(f"processor\t: {n}\nvendor_id\t: GenuineIntel\nmodel name\t: Xeon X\nphysical id\t: {n // 4}\n"
+              f"siblings\t: 4\ncore id\t\t: {n % 2}\ncpu cores\t: 2\nflags\t\t: fpu vme\n\n" for n in range(8))
+ARM = "".join(f"processor\t: {n}\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd\nCPU implementer\t: 0x41\n\n"
+              for n in range(4))
+
+
+def test_the_cpu_is_counted_as_ansibles_setup_counts_it():
+    assert knobs.cpu_description(X86, "x86_64") == {"cpu_model": "Xeon X", "cpu_count": 8, "sockets": 2, "cores": 2,
+                                                    "threads_per_core": 2}
+    assert knobs.cpu_description(ARM, "aarch64") == {"cpu_model": "2", "cpu_count": 4, "sockets": 4, "cores": 1,
+                                                     "threads_per_core": 1}
+    assert knobs.cpu_description("", "x86_64")["cpu_model"] == "unknown"
 
 
 def test_a_renewal_rewrites_the_lease_and_returns_the_progress(tmp_path):
