@@ -165,8 +165,10 @@ def run_wave(playbook: str, *, project_dir: Path, inventory: Path, calls: list[W
             c.log.parent.mkdir(parents=True, exist_ok=True)
             if stdout_path.exists():
                 shutil.copyfile(stdout_path, c.log)
-        return {c.host: _outcome(list(runner.events), runner, playbook, c.host, stdout_path, str(c.log))
-                for c in calls}
+        # ansible-runner reads and parses every event file on each look at ``events``: once
+        # for the wave, not once per host (16 hosts read 16 times the 16 archives in them).
+        events = list(runner.events)
+        return {c.host: _outcome(events, runner, playbook, c.host, stdout_path, str(c.log)) for c in calls}
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
 

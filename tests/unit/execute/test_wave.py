@@ -319,3 +319,30 @@ def test_a_renewal_withdrawn_before_its_wave_starts_costs_no_call(tmp_path, monk
             time.sleep(0.05)
         assert not broker.conns  # the broker let go of it: no wave will run it
     assert not (project / "lease-ha.log").exists()
+
+
+def test_a_wave_reads_its_events_once_whatever_its_hosts(tmp_path, monkeypatch):
+    # ansible-runner parses every event file of the call on each look at runner.events: a
+    # look per host made a wave of 16 hosts parse the 16 hosts' archives 16 times (about
+    # 3 CPU-s of bmx run's). Real ansible-runner and ansible-playbook; the runner's
+    # ``events`` counted.
+    import ansible_runner.runner
+
+    from benchmatrix.execute import wave
+
+    project = _project(tmp_path, ("ha", "hb", "hc"))
+    looks = []
+    real = ansible_runner.runner.Runner.events
+
+    def counted(self):
+        looks.append(1)
+        return real.fget(self)
+
+    monkeypatch.setattr(ansible_runner.runner.Runner, "events", property(counted))
+    calls = [wave.WaveCall(host=h, extravars={"bmx_host": h, "bmx_fail": False}, data={"word": h},
+                           log=project / f"{h}.log") for h in ("ha", "hb", "hc")]
+    outcomes = wave.run_wave("run_known_batch.yml", project_dir=project / "playbooks", inventory=project / "inv.yml",
+                             calls=calls)
+    assert {h: o.result.payloads for h, o in outcomes.items()} == {
+        h: {h: {"bmx_progress": {"content": h}}} for h in ("ha", "hb", "hc")}
+    assert len(looks) == 1
