@@ -217,11 +217,7 @@ class RunProgress:
 
     def recorded(self) -> set[tuple[str, int]]:
         """(run id, attempt) of the run records written so far."""
-        runs = self.exp / layout.RUNS_DIR
-        if not runs.is_dir():
-            return set()
-        return {(p.parent.parent.name, int(p.parent.name)) for p in runs.glob(f"*/*/{layout.RECORD}")
-                if p.parent.name.isdigit()}
+        return set(record_paths(self.exp))
 
     def records(self) -> int:
         """The run records written so far."""
@@ -369,8 +365,7 @@ class DoomWatch:
         self.cleared = False  # an ok attempt was seen: the pass is not doomed, never read again
 
     def _paths(self) -> list[Path]:
-        runs = self.exp / layout.RUNS_DIR
-        return list(runs.glob(f"*/*/{layout.RECORD}")) if runs.is_dir() else []
+        return list(record_paths(self.exp).values())
 
     def reason(self) -> str | None:
         """The reason that dooms the pass so far, or None."""
@@ -404,6 +399,32 @@ class DoomWatch:
         return (f"bmx: the first {n} runs ({cells} cells) all failed the same way: {reason}; campaign stopped, "
                 f"finished runs kept; fix it and resume with 'bmx run {spec_arg}', or go on anyway with "
                 f"'bmx run {spec_arg} {KEEP_GOING_FLAG}'")
+
+
+def record_paths(exp: Path) -> dict[tuple[str, int], Path]:
+    """(run id, attempt) -> ``runs/RUN/ATTEMPT/record.json`` of every run record written so
+    far. ``bmx run`` looks every second or two while a campaign runs (its progress line,
+    the doomed-pass watch): os.scandir, not a pathlib glob, which took 86 ms for 1600 runs
+    on a slow 2-core controller against 30 ms."""
+    out: dict[tuple[str, int], Path] = {}
+    try:
+        runs = os.scandir(exp / layout.RUNS_DIR)
+    except OSError:
+        return out
+    with runs:
+        for run in runs:
+            try:
+                attempts = os.scandir(run.path) if run.is_dir() else None
+            except OSError:
+                continue  # removed meanwhile (a re-run's clean-up)
+            if attempts is None:
+                continue
+            with attempts:
+                for attempt in attempts:
+                    record = os.path.join(attempt.path, layout.RECORD)
+                    if attempt.name.isdigit() and os.path.isfile(record):
+                        out[(run.name, int(attempt.name))] = Path(record)
+    return out
 
 
 #: Seconds between looks for a doomed pass while no run of it was ok: a batch runner ends
