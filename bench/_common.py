@@ -8,6 +8,7 @@ shared /var/tmp/benchmatrix. Figures go to bench/results/NAME.json.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -332,6 +333,7 @@ def birth_times(paths: Iterable[Path]) -> dict[str, float | None]:
 
 # ---------------------------------------------------------------- projects
 
+@functools.cache  # once per bench process: every project shares the package
 def compile_package() -> None:
     """Compile the package's modules to bytecode once, before anything is timed: an
     installed package has its ``.pyc`` files; a fresh worktree (as the README's commands

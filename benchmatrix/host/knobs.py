@@ -2155,8 +2155,9 @@ def setting_names(knobs):
 
 
 def host_facts(path, files, host="this host"):
-    """Mode ``facts`` (tasks/prepare.yml, a new or changed host): the host's description
-    (``metadata``, :func:`system_metadata`), what every backend finds about the workload
+    """Mode ``facts`` (tasks/prepare.yml, a new or changed host; with :func:`described`'s
+    ``facts`` and ``state``): the host's description (``metadata``,
+    :func:`system_metadata`), what every backend finds about the workload
     path (:meth:`Backend.describe`) and ``state_lines``, grep's
     ``PATH:LINE`` lines of :data:`STATE_FILES`, ``files`` and the backends' state files (a
     missing or unreadable file gives none)."""
@@ -2315,20 +2316,28 @@ def system_metadata():
             "distribution": _distribution(), "architecture": uname.machine, "python": platform.python_version()}
 
 
-def new_host_facts(path, host, tool_version=""):
-    """The ``bmx_facts`` payload of a host new to the controller (the one call's first batch
-    on it, bmx_batch ``describe``), as tasks/prepare.yml publishes it for run_batch.yml:
-    the fingerprint (:func:`probe`), the workload path's file system and block device and
-    the host's state after the workload tool's install (:func:`host_facts`), and its
-    description (:func:`system_metadata`)."""
-    found = host_facts(path, [], host)
+def described(found, path, tool_version=""):
+    """facts.json's facts of a new or changed host from :func:`host_facts`'s answer for the
+    workload path ``path``: its description (``metadata``), the tool's version, the path's
+    file system and block device, and the CPU, SMT and block-device state. Mode ``facts``
+    returns them (``facts``, tasks/prepare.yml publishes them) and :func:`new_host_facts`
+    reports them: one host reads the same whichever call prepared it."""
     dev = found["device"]
     facts = dict(found["metadata"], tool_version=tool_version, workload_path=path, filesystem=dev.get("fstype", ""),
                  filesystem_source=dev.get("source", ""), mount_point=dev.get("target", ""),
                  block_device=dev.get("name") or dev.get("error", ""))
     facts.update(host_state(found["state_lines"]))
+    return facts
+
+
+def new_host_facts(path, host, tool_version=""):
+    """The ``bmx_facts`` payload of a host new to the controller (the one call's first batch
+    on it, bmx_batch ``describe``), as tasks/prepare.yml publishes it for run_batch.yml:
+    the fingerprint (:func:`probe`) and the facts (:func:`described`) read after the
+    workload tool's install."""
+    found = host_facts(path, [], host)
     return {"gathered": True, "fingerprint": probe(path, [])["fingerprint"], "state_files": found["state_files"],
-            "facts": facts}
+            "facts": described(found, path, tool_version)}
 
 
 def probe(path, files):
@@ -2507,8 +2516,10 @@ def main():
             raise KnobError(f"bmx_knob: mode must be one of {', '.join(MODES)}, not {mode!r}")
         host, settings = p.get("host") or "this host", p.get("settings") or {}
         if mode == "facts":
-            out = {"changed": False, **host_facts(str(p.get("path") or "/"), p.get("files") or [], host)}
+            path = str(p.get("path") or "/")
+            out = {"changed": False, **host_facts(path, p.get("files") or [], host)}
             out["state"] = host_state(out["state_lines"])
+            out["facts"] = described(out, path, str(p.get("tool_version") or ""))
         elif mode == "probe":
             out = {"changed": False, **probe(str(p.get("path") or "/"), p.get("files") or [])}
         elif mode == "inspect":
