@@ -71,6 +71,12 @@ WAVE_PLAYBOOKS = ("run_known_batch.yml", "run_batch.yml")
 #: gets every such host of the wave, comma-separated.
 HOST_LISTS = ("bmx_new_hosts",)
 
+#: Extra variables the playbook reads as it is loaded (run_known_batch.yml imports the
+#: workload role's ``ensure`` tasks by this name: an import costs no worker fork, an
+#: include one per host and batch): they stay extra variables of the wave's call, so a
+#: wave is one call per playbook and their values.
+PLAY_VARS = ("bmx_workload_role",)
+
 #: Seconds between two looks at whether a renewal waiting for the broker's answer is withdrawn.
 WITHDRAW_POLL_S = 0.2
 
@@ -107,8 +113,9 @@ def run_wave(playbook: str, *, project_dir: Path, inventory: Path, calls: list[W
 
     Each host's extra variables and data become its host variables in an inventory
     written for the call beside ``inventory`` (data strings with template syntax tagged
-    ``!unsafe``, as run_playbook does); the call's only extra variable is ``bmx_wave``,
-    the hosts' pattern, with those of :data:`HOST_LISTS` (the hosts that set them). The
+    ``!unsafe``, as run_playbook does); the call's extra variables are ``bmx_wave``,
+    the hosts' pattern, those of :data:`HOST_LISTS` (the hosts that set them) and those of
+    :data:`PLAY_VARS` (the same for every call: the broker groups by them). The
     call's output is copied to each host's log. A host's
     ``on_started`` is called when its task tagged ``start_tag`` starts. ``timeout``:
     seconds before the whole call gives up (ansible-runner's timeout).
@@ -116,8 +123,15 @@ def run_wave(playbook: str, *, project_dir: Path, inventory: Path, calls: list[W
     Returns:
         host -> its outcome: a PlaybookResult of its own payloads, or the AnsibleError
         (or Interrupted) its part of the call ended with.
+
+    Raises:
+        ValueError: the calls differ in a variable of :data:`PLAY_VARS`.
     """
     import ansible_runner  # imported late: only a wave needs it
+
+    play_vars = {play_key(c.extravars) for c in calls}
+    if len(play_vars) > 1:
+        raise ValueError(f"one wave's calls differ in {', '.join(PLAY_VARS)}: {sorted(play_vars)}")
 
     bindir = str(Path(sys.executable).parent)
     if bindir not in os.environ.get("PATH", "").split(os.pathsep):
@@ -129,14 +143,16 @@ def run_wave(playbook: str, *, project_dir: Path, inventory: Path, calls: list[W
     try:
         (data_dir / "env").mkdir()
         lists = {k: ",".join(c.host for c in calls if c.extravars.get(k)) for k in HOST_LISTS}
+        shared = {k: calls[0].extravars[k] for k in PLAY_VARS if k in calls[0].extravars} if calls else {}
         (data_dir / "env" / "extravars").write_text(ansible.vars_yaml(
-            {"bmx_wave": ",".join(hosts), **{k: v for k, v in lists.items() if v}}))
+            {"bmx_wave": ",".join(hosts), **shared, **{k: v for k, v in lists.items() if v}}))
         wave_inventory = data_dir / "wave.yml"
         # Host variables, not extra variables: each host has its own batch. The inventory
         # comes after the user's, so its values win for the same host.
         wave_inventory.write_text("all:\n  hosts:\n" + "".join(
             f"    {json.dumps(c.host)}:\n" + _indent(ansible.vars_yaml(
-                {k: v for k, v in c.extravars.items() if k not in HOST_LISTS}, c.data), 6) for c in calls))
+                {k: v for k, v in c.extravars.items() if k not in HOST_LISTS + PLAY_VARS}, c.data), 6)
+            for c in calls))
         starts = ansible.tagged_tasks(project_dir, start_tag) if start_tag else None
         started: set[str] = set()
 
@@ -171,6 +187,11 @@ def run_wave(playbook: str, *, project_dir: Path, inventory: Path, calls: list[W
         return {c.host: _outcome(events, runner, playbook, c.host, stdout_path, str(c.log)) for c in calls}
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def play_key(extravars: dict[str, Any]) -> str:
+    """The values of a call's :data:`PLAY_VARS`, as one key: calls of one wave share it."""
+    return json.dumps([extravars.get(k) for k in PLAY_VARS])
 
 
 def _indent(text: str, n: int) -> str:
@@ -350,17 +371,18 @@ class WaveBroker:
                     continue
                 for conn in ready:
                     conn.state = "flying"
-                # One call per playbook and inventory, side by side: a new host's
-                # preparation does not hold back the known hosts' batches.
-                groups: dict[tuple[str, str], list[_Conn]] = {}
+                # One call per playbook, inventory and PLAY_VARS, side by side: a new
+                # host's preparation does not hold back the known hosts' batches.
+                groups: dict[tuple[str, str, str], list[_Conn]] = {}
                 for conn in ready:
                     req = conn.request or {}
                     if req.get("playbook") not in (*WAVE_PLAYBOOKS, RENEW_PLAYBOOK) or \
                             Path(req.get("project_dir", "")).resolve() != self.playbooks:
                         self._refuse(conn)
                         continue
-                    groups.setdefault((str(req["playbook"]), str(req["inventory"])), []).append(conn)
-                for (playbook, inventory), members in groups.items():
+                    key = (str(req["playbook"]), str(req["inventory"]), play_key(req.get("extravars") or {}))
+                    groups.setdefault(key, []).append(conn)
+                for (playbook, inventory, _), members in groups.items():
                     wave = threading.Thread(target=self._run, args=(playbook, inventory, members), name="bmx-wave",
                                             daemon=True)
                     self.waves = [w for w in self.waves if w.is_alive()] + [wave]

@@ -98,6 +98,12 @@ def test_a_wave_of_known_and_new_hosts_is_one_call_a_dying_host_fails_only_its_r
     prepared = logs["h1"].split("PLAY [Prepare the hosts new to benchmatrix")[1].split("PLAY [")[0]
     assert "[h3]" in prepared and "[h4]" in prepared and "Read the command's version" in prepared
     assert "[h1]" not in prepared and "[h2]" not in prepared and "Gathering Facts" not in logs["h1"]
+    # A known host's batch is one task on a worker: the workload role's ensure tasks are
+    # imported (a command's are none), the hidden call's tasks end for a call that hides
+    # nothing (each included or skipped task was a worker fork per host and batch).
+    batch_play = logs["h1"].split("PLAY [Run one batch of benchmark runs in one call]")[1]
+    h1_lines = [line for line in batch_play.splitlines() if "[h1]" in line]
+    assert len(h1_lines) == 1 and h1_lines[0].startswith(("ok:", "changed:")), batch_play
     for host in ("h3", "h4"):
         facts = json.loads((exp / "hosts" / host / "facts.json").read_text())
         assert facts["facts_from"] == "gathered" and facts["hostname"] and facts["workload_path"], facts

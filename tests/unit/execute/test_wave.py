@@ -204,6 +204,52 @@ def test_a_play_for_the_new_hosts_of_a_wave_runs_on_those_alone(tmp_path):
     assert logs["ha"] == logs["hb"] == logs["hc"]  # one call
 
 
+IMPORT_PLAY = """\
+- name: A wave of one role's hosts
+  hosts: "{{ bmx_wave | default(bmx_host) }}"
+  strategy: free
+  gather_facts: false
+  tasks:
+    - name: Import the role the call names
+      ansible.builtin.import_role:
+        name: "{{ bmx_workload_role }}"
+        tasks_from: ensure
+    - name: Say the word
+      ansible.builtin.set_stats:
+        data: {bmx_progress: {content: "{{ role_word }} {{ inventory_hostname }}"}}
+        per_host: true
+        aggregate: false
+"""
+
+
+def test_a_wave_passes_the_role_its_playbook_imports_as_an_extra_variable(tmp_path):
+    # run_known_batch.yml imports the workload role's ensure tasks statically (an include
+    # costs a worker fork per host and batch): the role's name must be an extra variable
+    # when the playbook is read, and a wave is one call per role.
+    project = _project(tmp_path, ("ha", "hb", "hc"))
+    (project / "playbooks" / "run_known_batch.yml").write_text(IMPORT_PLAY)
+    for role in ("ra", "rb"):
+        (project / "playbooks" / "roles" / role / "tasks").mkdir(parents=True)
+        (project / "playbooks" / "roles" / role / "tasks" / "ensure.yml").write_text(
+            f"- name: Mark the role\n  ansible.builtin.set_fact:\n    role_word: {role}\n")
+    roles = {"ha": "ra", "hb": "ra", "hc": "rb"}
+    with WaveBroker(project, window_s=60) as broker:
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), SOCKET_ENV: broker.path}
+        jobs = {}
+        for host, role in roles.items():
+            broker.expect()
+            more = json.dumps({"bmx_workload_role": role})
+            jobs[host] = subprocess.Popen([sys.executable, "-c", JOB, host, str(project), "0", "run_known_batch.yml",
+                                           more], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out = {host: job.communicate(timeout=120) for host, job in jobs.items()}
+    words = {host: json.loads(stdout or "{}").get("payloads", {}).get(host, {}).get("bmx_progress", {}).get("content")
+             for host, (stdout, _) in out.items()}
+    assert words == {"ha": "ra ha", "hb": "ra hb", "hc": "rb hc"}, out
+    logs = {h: (project / f"{h}.log").read_text() for h in roles}
+    assert logs["ha"] == logs["hb"] and "[hc]" not in logs["ha"]  # one call per role
+    assert "[ha]" not in logs["hc"]
+
+
 def test_the_broker_refuses_a_playbook_it_does_not_run(tmp_path):
     project = _project(tmp_path, ("ha",))
     with WaveBroker(project, window_s=60) as broker:
