@@ -6,8 +6,9 @@ run's CPU on a 1600-run campaign)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from benchmatrix.execute.supervise import RunProgress, record_paths
+from benchmatrix.execute.supervise import RecordIndex, RunProgress, record_paths
 
 
 def test_every_attempt_with_a_record_and_nothing_else(tmp_path):
@@ -27,5 +28,83 @@ def test_every_attempt_with_a_record_and_nothing_else(tmp_path):
                                          ("r3", 1): exp / "runs/r3/1/record.json"}
     assert all(isinstance(p, Path) for p in record_paths(exp).values())
     progress = RunProgress.__new__(RunProgress)
-    progress.exp = exp
+    progress.exp, progress.index = exp, RecordIndex(exp)
     assert progress.recorded() == set(want)
+
+
+def _write(exp: Path, run: str, attempt: str, record: bool = True) -> None:
+    d = exp / "runs" / run / attempt
+    d.mkdir(parents=True, exist_ok=True)
+    if record:
+        (d / "record.json").write_text("{}")
+
+
+def _age(path: Path, seconds: float = 10.0) -> None:
+    """Back-date a directory's mtime: what a look finds once the write is past the
+    file system's timestamp granularity."""
+    import os
+    import time
+
+    t = time.time() - seconds
+    os.utime(path, (t, t))
+
+
+def test_a_look_again_lists_only_the_runs_that_changed(tmp_path, monkeypatch):
+    # bmx run looks at the records on every Snakemake progress line, every 2 s and, until a
+    # run is ok, every second: 1600 runs were 1600 directory listings a look (about 1 CPU-s
+    # of bmx run's in a 16-host campaign, most of its cost beyond one host's).
+    import os
+
+    from benchmatrix.execute.supervise import RecordIndex
+
+    exp = tmp_path / "exp"
+    index = RecordIndex(exp)
+    assert index.look() == {}  # no runs directory yet
+    for i in range(20):
+        _write(exp, f"r{i}", "1", record=i < 10)
+    for d in (exp / "runs").iterdir():
+        _age(d)
+    assert set(index.look()) == {(f"r{i}", 1) for i in range(10)}
+    listed: list[str] = []
+    real = os.scandir
+
+    def counting(path: Any = ".") -> Any:
+        listed.append(path if isinstance(path, int) else os.fspath(path))  # shutil.rmtree lists by fd
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", counting)
+    # Nothing changed: only the runs directory is listed again.
+    assert set(index.look()) == {(f"r{i}", 1) for i in range(10)}
+    assert listed == [str(exp / "runs")]
+    # A record written into an attempt directory already seen: found.
+    (exp / "runs" / "r15" / "1" / "record.json").write_text("{}")
+    assert ("r15", 1) in index.look()
+    # A new attempt of a run already seen (its directory changed), a new run: found.
+    _write(exp, "r3", "2")
+    _write(exp, "r30", "1")
+    got = index.look()
+    assert ("r3", 2) in got and ("r30", 1) in got and got[("r3", 2)] == exp / "runs/r3/2/record.json"
+    # A run removed (a re-run's clean-up): gone.
+    import shutil
+
+    shutil.rmtree(exp / "runs" / "r0")
+    assert ("r0", 1) not in index.look()
+    assert index.look() == record_paths(exp)
+
+
+def test_a_run_changed_within_the_timestamp_granularity_is_listed_again(tmp_path):
+    # A directory's mtime moves in coarse ticks: an attempt added in the same tick as the
+    # look before leaves the mtime as that look saw it. A recent mtime is never trusted.
+    import os
+
+    from benchmatrix.execute.supervise import RecordIndex
+
+    exp = tmp_path / "exp"
+    _write(exp, "r1", "1")
+    run = exp / "runs" / "r1"
+    index = RecordIndex(exp)
+    assert set(index.look()) == {("r1", 1)}
+    st = run.stat()
+    _write(exp, "r1", "2")
+    os.utime(run, ns=(st.st_atime_ns, st.st_mtime_ns))  # the same tick as the look before
+    assert set(index.look()) == {("r1", 1), ("r1", 2)}
