@@ -25,7 +25,6 @@ import csv
 import hashlib
 import io
 import random
-import statistics
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -598,6 +597,8 @@ def earlier_run_seconds(runs_csv: str | Path) -> tuple[float, int] | None:
     durations = [d for _, d in _ok_durations(path)]
     if not durations:
         return None
+    import statistics  # imported late: a batch job reads its plan and never needs it
+
     return statistics.median(durations), len(durations)
 
 
@@ -646,6 +647,8 @@ def run_estimates(spec: Spec, exp_dir: str | Path) -> dict[str, float]:
         from benchmatrix.plan.workload_time import cell_seconds
 
         return cell_seconds(spec)
+    import statistics
+
     everything = statistics.median([d for ds in per_cell.values() for d in ds])
     return {c: statistics.median(per_cell[c]) if c in per_cell else everything for c in cells}
 

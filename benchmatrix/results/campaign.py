@@ -11,7 +11,6 @@ campaigns is :mod:`benchmatrix.campaigns.store`'s.
 from __future__ import annotations
 
 import json
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,8 @@ def campaign_id(exp: str | Path, label: str | None = None, spec_digest: str | No
     path = Path(exp) / CAMPAIGN
     if path.is_file():
         return json.loads(path.read_text())["id"]
+    import uuid  # imported late: most processes read a campaign's id, one makes it
+
     cid = uuid.uuid4().hex[:12]
     meta = {"id": cid, "created_at": _now(),
             "label": label or None, "spec_digest": spec_digest}

@@ -7,7 +7,6 @@ lines read ``FILE:LINE: message`` (the line of the offending key).
 from __future__ import annotations
 
 import copy
-import difflib
 import hashlib
 import json
 import math
@@ -923,6 +922,8 @@ def _known_metrics(doc: LocatedDocument, metric_names: MetricNamesOf | None) -> 
 def did_you_mean(name: Any, known: Any) -> str:
     """``; did you mean 'X'?`` with the known name closest to ``name``, or "" when none
     is close (difflib's ratio 0.6): the tail of an error that names an unknown name."""
+    import difflib  # imported late: only a misspelt name needs it
+
     close = difflib.get_close_matches(str(name), sorted(str(k) for k in known), n=1)
     return f"; did you mean '{close[0]}'?" if close else ""
 
