@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -20,14 +21,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jinja2
-import jinja2.meta
-
 from benchmatrix.errors import SpecError, SpecErrors
 from benchmatrix.host.knobs import BACKENDS as KNOB_BACKENDS
 from benchmatrix.names import BIDI_CONTROLS, name_problem
 from benchmatrix.names import shown as shown_name
-from benchmatrix.spec import templating
 from benchmatrix.spec.declared import MetricNames, MetricNamesOf, check_declarations
 from benchmatrix.spec.matrix import (
     Cell,
@@ -620,6 +617,8 @@ def render_vars(value: Any, context: dict[str, Any]) -> Any:
         if m and m.group(1) in context:
             return context[m.group(1)]
         if "{{" in value or "{%" in value:
+            from benchmatrix.spec import templating  # imported late: "{{ name }}" needs no Jinja2
+
             return templating.render(value, context)
         return value
     if isinstance(value, dict):
@@ -1068,9 +1067,12 @@ def _template_errors(doc: LocatedDocument, factor_list: str) -> tuple[list[SpecE
                                                      f"limit of {MAX_TEMPLATES}"))
         templates = []
     for at, text in templates:
+        whole = _WHOLE_VAR.fullmatch(text)
         try:
-            names_in = jinja2.meta.find_undeclared_variables(templating.ENV.parse(text))
-        except jinja2.TemplateSyntaxError as exc:
+            # Exactly "{{ name }}" (most templates): the name itself, without Jinja2 (about
+            # 0.05 CPU-s of every process that loads the spec, a batch job's a quarter).
+            names_in = {whole.group(1)} if whole else _template_names(text)
+        except _jinja2().TemplateSyntaxError as exc:
             errs.append(doc.error(at, f"template error in {'.'.join(map(str, at))}: {exc.message}"))
             continue
         used |= names_in
@@ -1143,6 +1145,29 @@ def _size_error(doc: LocatedDocument, factors: dict[str, list[Level]], zipped: d
     return None
 
 
+def _jinja2() -> Any:
+    """Jinja2, imported when a template needs more than :data:`_WHOLE_VAR`'s substitution."""
+    import jinja2
+
+    return jinja2
+
+
+def _template_names(text: str) -> set[str]:
+    """The variables a template uses (Jinja2's parse, in the spec's sandbox)."""
+    import jinja2.meta
+
+    from benchmatrix.spec import templating
+
+    return set(jinja2.meta.find_undeclared_variables(templating.ENV.parse(text)))
+
+
+def render_errors() -> tuple[type[Exception], ...]:
+    """What :func:`render_vars` raises for a value its templates cannot render: evaluate
+    it in the ``except`` clause, Jinja2's errors are there only once a template needed it."""
+    jinja2 = sys.modules.get("jinja2")
+    return (TypeError, ValueError, ArithmeticError, AttributeError) + ((jinja2.TemplateError,) if jinja2 else ())
+
+
 def _render_errors(doc: LocatedDocument, cells: list[Cell]) -> tuple[list[SpecError], list[str]]:
     """Render every workload template once per distinct value combination it uses.
 
@@ -1163,7 +1188,9 @@ def _render_errors(doc: LocatedDocument, cells: list[Cell]) -> tuple[list[SpecEr
     for at, text in _templates(d["workload"]["vars"], ("workload", "vars")):
         if _WHOLE_VAR.fullmatch(text):
             continue  # exactly {{ name }}: the value itself, nothing to render
-        used = sorted(jinja2.meta.find_undeclared_variables(templating.ENV.parse(text)))
+        from benchmatrix.spec import templating
+
+        used = sorted(_template_names(text))
         done: set[tuple[Any, ...]] = set()
         for cell in cells:
             combo = tuple(level_key(cell.factors[n]) for n in used if n in cell.factors)
@@ -1180,7 +1207,7 @@ def _render_errors(doc: LocatedDocument, cells: list[Cell]) -> tuple[list[SpecEr
             try:
                 if "\x00" in templating.render(text, ctx):
                     raise ValueError("the rendered value contains a NUL character")
-            except (jinja2.TemplateError, TypeError, ValueError, ArithmeticError, AttributeError,
+            except (_jinja2().TemplateError, TypeError, ValueError, ArithmeticError, AttributeError,
                     LookupError, RecursionError, MemoryError) as exc:
                 errs.append(doc.error(at, f"{'.'.join(map(str, at))} cannot be rendered for cell {cell.label()}: "
                                           f"{type(exc).__name__}: {exc}"))
