@@ -55,7 +55,7 @@ from benchmatrix.results.campaign import campaign_id
 from benchmatrix.results.judge import judge
 from benchmatrix.results.records import base_record, iso, write_records
 from benchmatrix.spec.config import project_config
-from benchmatrix.spec.load import Spec, load_spec, render_errors, render_vars
+from benchmatrix.spec.load import Spec, load_spec, render_failures, render_vars
 from benchmatrix.workloads import WORKLOADS
 
 
@@ -256,7 +256,7 @@ def _manifest_entry(job: _Batch, r: PlannedRun) -> dict[str, Any]:
            "cell_id": r.cell_id, "replicate": r.replicate, "warmup": r.warmup}
     try:
         rendered = render_vars(spec.workload["vars"], ctx)
-    except render_errors() as exc:  # Jinja2's errors once a template needed Jinja2
+    except render_failures() as exc:  # Jinja2's errors once a template needed Jinja2
         raise BenchmatrixError(f"{spec.path}: workload.vars cannot be rendered for run {r.run_id} "
                                f"({', '.join(f'{k}={v}' for k, v in cell.items())}): "
                                f"{type(exc).__name__}: {exc}") from None

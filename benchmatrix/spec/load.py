@@ -1161,7 +1161,7 @@ def _template_names(text: str) -> set[str]:
     return set(jinja2.meta.find_undeclared_variables(templating.ENV.parse(text)))
 
 
-def render_errors() -> tuple[type[Exception], ...]:
+def render_failures() -> tuple[type[Exception], ...]:
     """What :func:`render_vars` raises for a value its templates cannot render: evaluate
     it in the ``except`` clause, Jinja2's errors are there only once a template needed it."""
     jinja2 = sys.modules.get("jinja2")

@@ -580,3 +580,28 @@ def test_report_primary_subset_is_valid_and_absent_means_every_metric(tmp_path):
     assert family_metrics(spec) == ["p99_ms"]
     spec = load_spec(write(tmp_path, BASE + "report:\n  metrics: [tps, p99_ms]\n"))
     assert family_metrics(spec) == ["tps", "p99_ms"]
+
+
+def test_name_templates_need_no_jinja2_and_a_failing_template_is_caught_by_render_failures(tmp_path):
+    # A batch job loads the spec and renders each run's vars: "{{ name }}" (the quickstart's
+    # every template) is the name itself, without importing Jinja2 (a quarter of a batch
+    # job's CPU). A template that needs Jinja2 imports it, and its errors are caught.
+    import subprocess
+    import sys
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: s\nfactors:\n  bs: [4k, 8k]\nworkload:\n  role: workload_fio\n"
+                    "  vars: {bs: '{{ bs }}', rw: read}\nreplicates: 1\n")
+    probe = f"""
+import sys
+from benchmatrix.spec.load import load_spec, render_failures, render_vars
+s = load_spec({str(spec)!r})
+assert render_vars(s.workload["vars"], {{"bs": "4k"}}) == {{"bs": "4k", "rw": "read"}}
+print("jinja2" in sys.modules)
+try:
+    render_vars("{{{{ missing | int }}}}x", {{}})
+except render_failures() as exc:
+    print(type(exc).__name__)
+"""
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert res.stdout.split() == ["False", "UndefinedError"], res.stdout + res.stderr
