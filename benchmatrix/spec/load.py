@@ -1068,6 +1068,8 @@ def _template_errors(doc: LocatedDocument, factor_list: str) -> tuple[list[SpecE
         templates = []
     for at, text in templates:
         whole = _WHOLE_VAR.fullmatch(text)
+        if whole and whole.group(1) in _JINJA_CONSTANTS:
+            whole = None  # {{ true }} is a constant, not a variable: Jinja2 says so
         try:
             # Exactly "{{ name }}" (most templates): the name itself, without Jinja2 (about
             # 0.05 CPU-s of every process that loads the spec, a batch job's a quarter).
@@ -1143,6 +1145,10 @@ def _size_error(doc: LocatedDocument, factors: dict[str, list[Level]], zipped: d
                                        f"to check (limit: {MAX_EXCLUDE_CHECKS} comparisons); use fewer entries, "
                                        "each with lists of levels")
     return None
+
+
+#: Names Jinja2 reads as constants, not variables, in "{{ name }}".
+_JINJA_CONSTANTS = frozenset({"true", "false", "none", "True", "False", "None"})
 
 
 def _jinja2() -> Any:

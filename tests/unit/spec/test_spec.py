@@ -605,3 +605,7 @@ except render_failures() as exc:
 """
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert res.stdout.split() == ["False", "UndefinedError"], res.stdout + res.stderr
+    # "{{ true }}" is Jinja2's constant, not an unknown variable, as before.
+    spec.write_text("name: s\nfactors:\n  bs: [4k, 8k]\nworkload:\n  role: workload_command\n"
+                    "  vars: {argv: [echo, '{{ bs }}', '{{ true }}']}\nreplicates: 1\n")
+    assert load_spec(spec).workload["vars"]["argv"][2] == "{{ true }}"
