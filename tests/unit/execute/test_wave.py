@@ -183,22 +183,29 @@ FIRST_PLAY = """\
 """
 
 
+def _known_batch_jobs(project: Path, more: dict[str, dict[str, str]]) -> tuple[dict[str, str | None], dict]:
+    """One job a host of ``more`` (its extra variables), asking run_known_batch.yml
+    together: each host's word, and each job's output."""
+    with WaveBroker(project, window_s=60) as broker:
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), SOCKET_ENV: broker.path}
+        jobs = {}
+        for host, extra in more.items():
+            broker.expect()
+            jobs[host] = subprocess.Popen([sys.executable, "-c", JOB, host, str(project), "0", "run_known_batch.yml",
+                                           json.dumps(extra)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True)
+        out = {host: job.communicate(timeout=120) for host, job in jobs.items()}
+    words = {host: json.loads(stdout or "{}").get("payloads", {}).get(host, {}).get("bmx_progress", {}).get("content")
+             for host, (stdout, _) in out.items()}
+    return words, out
+
+
 def test_a_play_for_the_new_hosts_of_a_wave_runs_on_those_alone(tmp_path):
     # run_known_batch.yml's first play is for the hosts new to the controller: each job
     # names its own host (bmx_new_hosts), the wave's call names every such host of the wave.
     project = _project(tmp_path, ("ha", "hb", "hc"))
     (project / "playbooks" / "run_known_batch.yml").write_text(FIRST_PLAY + PLAYBOOK)
-    with WaveBroker(project, window_s=60) as broker:
-        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), SOCKET_ENV: broker.path}
-        jobs = {}
-        for host in ("ha", "hb", "hc"):
-            broker.expect()
-            more = json.dumps({"bmx_new_hosts": host} if host != "hb" else {})
-            jobs[host] = subprocess.Popen([sys.executable, "-c", JOB, host, str(project), "0", "run_known_batch.yml",
-                                           more], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        out = {host: job.communicate(timeout=120) for host, job in jobs.items()}
-    words = {host: json.loads(stdout or "{}").get("payloads", {}).get(host, {}).get("bmx_progress", {}).get("content")
-             for host, (stdout, _) in out.items()}
+    words, out = _known_batch_jobs(project, {h: {"bmx_new_hosts": h} if h != "hb" else {} for h in ("ha", "hb", "hc")})
     assert words == {"ha": "new ha", "hb": "{{ 6 * 7 }} hb", "hc": "new hc"}, out
     logs = {h: (project / f"{h}.log").read_text() for h in ("ha", "hb", "hc")}
     assert logs["ha"] == logs["hb"] == logs["hc"]  # one call
@@ -233,17 +240,7 @@ def test_a_wave_passes_the_role_its_playbook_imports_as_an_extra_variable(tmp_pa
         (project / "playbooks" / "roles" / role / "tasks" / "ensure.yml").write_text(
             f"- name: Mark the role\n  ansible.builtin.set_fact:\n    role_word: {role}\n")
     roles = {"ha": "ra", "hb": "ra", "hc": "rb"}
-    with WaveBroker(project, window_s=60) as broker:
-        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), SOCKET_ENV: broker.path}
-        jobs = {}
-        for host, role in roles.items():
-            broker.expect()
-            more = json.dumps({"bmx_workload_role": role})
-            jobs[host] = subprocess.Popen([sys.executable, "-c", JOB, host, str(project), "0", "run_known_batch.yml",
-                                           more], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        out = {host: job.communicate(timeout=120) for host, job in jobs.items()}
-    words = {host: json.loads(stdout or "{}").get("payloads", {}).get(host, {}).get("bmx_progress", {}).get("content")
-             for host, (stdout, _) in out.items()}
+    words, out = _known_batch_jobs(project, {h: {"bmx_workload_role": role} for h, role in roles.items()})
     assert words == {"ha": "ra ha", "hb": "ra hb", "hc": "rb hc"}, out
     logs = {h: (project / f"{h}.log").read_text() for h in roles}
     assert logs["ha"] == logs["hb"] and "[hc]" not in logs["ha"]  # one call per role
