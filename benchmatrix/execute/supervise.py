@@ -363,7 +363,6 @@ class DoomWatch:
     pass started, each read once."""
 
     def __init__(self, exp: Path, index: RecordIndex | None = None):
-        self.exp = exp
         self.index = index or RecordIndex(exp)
         self.before = set(self._paths())
         self.seen: dict[Path, dict[str, Any]] = {}
