@@ -429,10 +429,12 @@ def request_sizes(spec: Any) -> dict[str, float]:
     if workload.get("role") != "workload_fio" or "bs" not in variables or variables.get("job_file"):
         return {}
     bs = str(variables["bs"])
-    whole = re.fullmatch(r"\{\{\s*(\w+)\s*\}\}", bs)
+    from benchmatrix.spec.load import whole_variable
+
+    name = whole_variable(bs)
     out = {}
     for cell in spec.cells:
-        size = _size_kib(cell.factors.get(whole.group(1)) if whole else bs)
+        size = _size_kib(cell.factors.get(name) if name is not None else bs)
         if size is not None and size > 0:
             out[cell.cell_id] = size
     return out

@@ -602,6 +602,17 @@ def _templates(value: Any, at: tuple[Any, ...]) -> Iterator[tuple[tuple[Any, ...
 
 
 _WHOLE_VAR = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+#: Names Jinja2 reads as constants, not variables, in "{{ name }}".
+_JINJA_CONSTANTS = frozenset({"true", "false", "none", "True", "False", "None"})
+
+
+def whole_variable(text: str) -> str | None:
+    """The variable's name when ``text`` is exactly ``{{ name }}`` (most templates), else
+    None: such a template is its variable's value, checked and rendered without Jinja2
+    (about 0.05 CPU-s of every process that loads the spec, a batch job's a quarter).
+    ``{{ true }}`` and the other constants Jinja2 knows are no variables."""
+    m = _WHOLE_VAR.fullmatch(text)
+    return m.group(1) if m and m.group(1) not in _JINJA_CONSTANTS else None
 
 
 def render_vars(value: Any, context: dict[str, Any]) -> Any:
@@ -613,9 +624,9 @@ def render_vars(value: Any, context: dict[str, Any]) -> Any:
     exhaust time or memory.
     """
     if isinstance(value, str):
-        m = _WHOLE_VAR.fullmatch(value)
-        if m and m.group(1) in context:
-            return context[m.group(1)]
+        name = whole_variable(value)
+        if name is not None and name in context:
+            return context[name]
         if "{{" in value or "{%" in value:
             from benchmatrix.spec import templating  # imported late: "{{ name }}" needs no Jinja2
 
@@ -1067,13 +1078,9 @@ def _template_errors(doc: LocatedDocument, factor_list: str) -> tuple[list[SpecE
                                                      f"limit of {MAX_TEMPLATES}"))
         templates = []
     for at, text in templates:
-        whole = _WHOLE_VAR.fullmatch(text)
-        if whole and whole.group(1) in _JINJA_CONSTANTS:
-            whole = None  # {{ true }} is a constant, not a variable: Jinja2 says so
+        name = whole_variable(text)
         try:
-            # Exactly "{{ name }}" (most templates): the name itself, without Jinja2 (about
-            # 0.05 CPU-s of every process that loads the spec, a batch job's a quarter).
-            names_in = {whole.group(1)} if whole else _template_names(text)
+            names_in = {name} if name is not None else _template_names(text)
         except _jinja2().TemplateSyntaxError as exc:
             errs.append(doc.error(at, f"template error in {'.'.join(map(str, at))}: {exc.message}"))
             continue
@@ -1147,12 +1154,8 @@ def _size_error(doc: LocatedDocument, factors: dict[str, list[Level]], zipped: d
     return None
 
 
-#: Names Jinja2 reads as constants, not variables, in "{{ name }}".
-_JINJA_CONSTANTS = frozenset({"true", "false", "none", "True", "False", "None"})
-
-
 def _jinja2() -> Any:
-    """Jinja2, imported when a template needs more than :data:`_WHOLE_VAR`'s substitution."""
+    """Jinja2, imported when a template is more than :func:`whole_variable`."""
     import jinja2
 
     return jinja2
@@ -1192,7 +1195,7 @@ def _render_errors(doc: LocatedDocument, cells: list[Cell]) -> tuple[list[SpecEr
     budget, tried = MAX_RENDERS, 0
     deadline = time.thread_time() + MAX_RENDER_SECONDS
     for at, text in _templates(d["workload"]["vars"], ("workload", "vars")):
-        if _WHOLE_VAR.fullmatch(text):
+        if whole_variable(text) is not None:
             continue  # exactly {{ name }}: the value itself, nothing to render
         from benchmatrix.spec import templating
 

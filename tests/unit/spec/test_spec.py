@@ -609,3 +609,15 @@ except render_failures() as exc:
     spec.write_text("name: s\nfactors:\n  bs: [4k, 8k]\nworkload:\n  role: workload_command\n"
                     "  vars: {argv: [echo, '{{ bs }}', '{{ true }}']}\nreplicates: 1\n")
     assert load_spec(spec).workload["vars"]["argv"][2] == "{{ true }}"
+
+
+def test_whole_variable_is_the_one_rule_for_a_template_that_is_its_variable():
+    # One rule for the spec's checks, the batch's render and the report's request sizes.
+    from benchmatrix.spec.load import whole_variable
+
+    assert whole_variable("{{ bs }}") == "bs"
+    assert whole_variable("{{bs}}") == "bs"
+    assert whole_variable("{{ true }}") is None  # Jinja2's constant
+    assert whole_variable("{{ bs }}k") is None
+    assert whole_variable("{{ bs | int }}") is None
+    assert whole_variable("bs") is None
