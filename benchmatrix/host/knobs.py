@@ -2326,7 +2326,7 @@ def described(found, path, tool_version=""):
     facts = dict(found["metadata"], tool_version=tool_version, workload_path=path, filesystem=dev.get("fstype", ""),
                  filesystem_source=dev.get("source", ""), mount_point=dev.get("target", ""),
                  block_device=dev.get("name") or dev.get("error", ""))
-    facts.update(host_state(found["state_lines"]))
+    facts.update(found["state"] if "state" in found else host_state(found["state_lines"]))  # mode facts read it
     return facts
 
 
