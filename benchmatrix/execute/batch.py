@@ -170,7 +170,8 @@ class _Batch:
               **fields: Any) -> tuple[list[dict[str, Any]], list[PlannedRun]]:
         """A slice whose runs did not run (Ansible failed, a knob missed its value): a
         record of ``status`` for each, nothing left for another slice."""
-        records = [self.record(r, status=status, reason=reason, log=_rel(log, self.exp),
+        log_rel = _rel(log, self.exp)
+        records = [self.record(r, status=status, reason=reason, log=log_rel,
                                batch_started_at=iso(t0), **fields) for r in todo]
         write_records(self.exp, records)
         self.summary["executed"] += len(todo)
@@ -496,13 +497,14 @@ def _take_in(job: _Batch, todo: list[PlannedRun], result: Any, knob_states: dict
     overhead_share = max(result.seconds - workload_total, 0.0) / max(len(results), 1)
     save_run_baselines(exp, job.host, job.spec, (results[r.run_id] for r in todo if r.run_id in results))
     parse = _parser_for(job.spec.workload["role"])
+    log_rel = _rel(batch_log, exp)  # once: resolving a path is a few system calls
     records: list[dict[str, Any]] = []
     for r in todo:
         if r.run_id in results:
             # The batch call's knob change happened before the slice's first run only;
             # a run whose knobs the runner set carries its own states.
             records.append(_judged_record(job, r, results[r.run_id], parse, knob_states, first=not records,
-                                          overhead_share=overhead_share, log=batch_log, t0=t0))
+                                          overhead_share=overhead_share, log_rel=log_rel, t0=t0))
     job.summary["executed"] += len(records)
     # One sync for the slice; each record is still renamed into place complete.
     write_records(exp, records)
@@ -576,7 +578,7 @@ def _prepared(job: _Batch, published: dict[str, Any] | None) -> None:
 
 
 def _judged_record(job: _Batch, r: PlannedRun, res: dict[str, Any], parse: Callable[..., Any],
-                   knob_states: dict[str, Any], *, first: bool, overhead_share: float, log: Path,
+                   knob_states: dict[str, Any], *, first: bool, overhead_share: float, log_rel: str,
                    t0: float) -> dict[str, Any]:  # shape: the slice's facts one run's record takes, by name
     """The record of a run the runner finished: judged from its output and result."""
     dest = run_dir(job.exp, r.run_id, r.attempt)
@@ -598,7 +600,7 @@ def _judged_record(job: _Batch, r: PlannedRun, res: dict[str, Any], parse: Calla
                   "affinity": res.get("affinity"), "affinity_applied": res.get("affinity_applied")},
         metrics=metrics, details=details, knobs=run_knobs(res, knob_states, first),
         raw={"stdout": f"{rel}/stdout", "stderr": f"{rel}/stderr"},
-        log=_rel(log, job.exp), batch_started_at=iso(t0),
+        log=log_rel, batch_started_at=iso(t0),
         # The host's noise settings at the batch's start and its load around this run.
         host_env={**(res.get("host_env") or {}), "load_before": res.get("load_before"),
                   "load_after": res.get("load_after")})
@@ -650,7 +652,7 @@ def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun], touched: dict
     """
     wanted = {f"{layout.RUNS_DIR}/{r.run_id}/{r.attempt}": r for r in todo}
     results: dict[str, Any] = {}
-    made: set[str] = set()
+    made: dict[str, Path] = {}  # run id -> its directory, made
     try:
         with tarfile.open(archive) as tar:
             for member in tar:
@@ -666,10 +668,10 @@ def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun], touched: dict
                 if rest == ["result.json"]:
                     results[run.run_id] = json.loads(fh.read())
                     continue
-                dest = run_dir(exp, run.run_id, run.attempt)
-                if run.run_id not in made:
+                dest = made.get(run.run_id)
+                if dest is None:
+                    dest = made[run.run_id] = run_dir(exp, run.run_id, run.attempt)
                     touched["partial"].append(dest)
-                    made.add(run.run_id)
                     dest.mkdir(parents=True, exist_ok=True)
                 target = dest.joinpath(*rest)
                 if len(rest) > 1:
