@@ -35,6 +35,7 @@ from typing import Any
 import yaml
 
 from benchmatrix.errors import AnsibleError, HostUnreachableError, Interrupted, PlaybookFailedError, ResultChannelError
+from benchmatrix.execute.scratch import scratch_dir
 
 _STR_LIST = {"type": "array", "items": {"type": "string"}}
 _KNOB_STATE = {
@@ -474,7 +475,8 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
     """Run one playbook against one host through ansible-runner.
 
     Every call gets a private data directory in the system's temporary directory,
-    removed afterwards: ansible-runner writes the extra vars and every task result
+    removed afterwards (or by the next ``bmx run`` when this process was killed
+    outright: :mod:`benchmatrix.execute.scratch`): ansible-runner writes the extra vars and every task result
     (with the values of vault-decrypted variables) there, none of which may end up
     in results/. A private directory per call also keeps extra vars from leaking
     into later calls.
@@ -523,7 +525,7 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
     inventory = Path(inventory).resolve()
     if not inventory.is_file():
         raise AnsibleError(f"inventory {inventory} does not exist")
-    data_dir = Path(tempfile.mkdtemp(prefix="bmx-ansible-"))
+    data_dir = scratch_dir("ansible")
     try:
         (data_dir / "env").mkdir()
         # Written by hand rather than through ansible-runner's extravars: only a YAML

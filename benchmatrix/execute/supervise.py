@@ -845,11 +845,13 @@ def execute(args: argparse.Namespace, spec: Spec, proj: Path, exp: Path, lock: A
     """Run the workflow until no new re-run round appears; print the outcome."""
     from benchmatrix.analyze.adaptive import settings_of
     from benchmatrix.execute.hosts import resolve_hosts
+    from benchmatrix.execute.scratch import sweep
     from benchmatrix.plan.reruns import reruns_digest
     from benchmatrix.results.campaign import read_meta
     from benchmatrix.results.status import campaign_status, exit_code
 
     log_path = exp / layout.LOGS_DIR / "snakemake.log"
+    sweep()  # what a controller killed outright left in the temporary directory
     args.hosts = resolve_hosts(spec.inventory_path(proj), spec.hosts)
     say(f"bmx: running {spec.name} ({len(spec.cells)} cells) on {len(args.hosts)} host(s); log {log_path}",
         flush=True)

@@ -27,7 +27,6 @@ import select
 import shutil
 import socket
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +42,7 @@ from benchmatrix.errors import (
     ResultChannelError,
 )
 from benchmatrix.execute import ansible
+from benchmatrix.execute.scratch import scratch_dir
 
 #: Environment variable: the path of the broker's socket (set by ``bmx run`` for its
 #: Snakemake process and so for every batch job).
@@ -139,7 +139,7 @@ def run_wave(playbook: str, *, project_dir: Path, inventory: Path, calls: list[W
     project_dir, inventory = Path(project_dir).resolve(), Path(inventory).resolve()
     hosts = [c.host for c in calls]
     by_host = {c.host: c for c in calls}
-    data_dir = Path(tempfile.mkdtemp(prefix="bmx-wave-"))
+    data_dir = scratch_dir("wave")
     try:
         (data_dir / "env").mkdir()
         lists = {k: ",".join(c.host for c in calls if c.extravars.get(k)) for k in HOST_LISTS}
@@ -268,7 +268,7 @@ class WaveBroker:
         self.cond = threading.Condition()
         self.closed = False
         self.waves: list[threading.Thread] = []
-        self.dir = Path(tempfile.mkdtemp(prefix="bmx-broker-"))  # 0700; a short path (sun_path)
+        self.dir = scratch_dir("broker")  # 0700; a short path (sun_path)
         self.path = str(self.dir / "s")
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 
