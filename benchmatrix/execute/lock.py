@@ -28,7 +28,8 @@ from benchmatrix.errors import LockError
 LOCK_FD_ENV = "BMX_LOCK_FD"
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (another user's counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -89,7 +90,7 @@ def orphans(path: Path) -> tuple[int | None, list[int]]:
     if not m:
         return None, []
     owner = int(m.group(1))
-    if _alive(owner):
+    if pid_alive(owner):
         return None, []
     return owner, holders(path)
 
@@ -216,7 +217,7 @@ def stop_orphans(exp_dir: Path, wait_s: float = 120.0) -> list[int]:
         for g in groups:
             _signal(g, sig)
     deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline and any(_alive(p) for p in left):
+    while time.monotonic() < deadline and any(pid_alive(p) for p in left):
         time.sleep(0.2)
     for g in groups:
         _signal(g, signal.SIGKILL)

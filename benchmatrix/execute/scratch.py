@@ -16,6 +16,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from benchmatrix.execute.lock import pid_alive
+
 #: The kinds of scratch directory (``bmx-KIND-PID-XXXXXXXX``).
 KINDS = ("broker", "wave", "ansible")
 _NAME = re.compile(r"bmx-(?:%s)-(\d+)-[A-Za-z0-9_]+" % "|".join(KINDS))
@@ -27,16 +29,6 @@ def scratch_dir(kind: str) -> Path:
     if kind not in KINDS:
         raise ValueError(f"unknown scratch kind {kind}")
     return Path(tempfile.mkdtemp(prefix=f"bmx-{kind}-{os.getpid()}-"))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process: not ours to judge
-    return True
 
 
 def sweep(directory: str | Path | None = None) -> list[Path]:
@@ -59,7 +51,7 @@ def sweep(directory: str | Path | None = None) -> list[Path]:
                 continue
         except OSError:
             continue
-        if not _alive(int(m.group(1))):
+        if not pid_alive(int(m.group(1))):
             shutil.rmtree(entry.path, ignore_errors=True)
             removed.append(Path(entry.path))
     return removed
