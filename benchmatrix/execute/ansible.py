@@ -476,9 +476,9 @@ def run_playbook(playbook: str, *, project_dir: Path, inventory: Path, host: str
 
     Every call gets a private data directory in the system's temporary directory,
     removed afterwards (or by the next ``bmx run`` when this process was killed
-    outright: :mod:`benchmatrix.execute.scratch`): ansible-runner writes the extra vars and every task result
-    (with the values of vault-decrypted variables) there, none of which may end up
-    in results/. A private directory per call also keeps extra vars from leaking
+    outright: :mod:`benchmatrix.execute.scratch`): ansible-runner writes the extra
+    vars and every task result (with the values of vault-decrypted variables) there,
+    none of which may end up in results/. A private directory per call also keeps extra vars from leaking
     into later calls.
 
     Args:
