@@ -7,7 +7,7 @@ import json
 import pytest
 
 from benchmatrix.layout import record_path
-from benchmatrix.results.records import write_records
+from benchmatrix.results.records import write_record, write_records
 
 
 def _rec(run_id: str) -> dict:
@@ -29,3 +29,12 @@ def test_a_failure_half_way_leaves_no_record_of_the_batch_and_no_temporary_file(
         write_records(tmp_path, [_rec("a"), _rec("b")])
     assert not record_path(tmp_path, "a", 1).exists()
     assert [p.name for p in tmp_path.rglob("*") if p.is_file()] == ["b"]
+
+
+def test_a_record_is_one_line_of_json_with_what_it_was_given(tmp_path):
+    rec = {**_rec("a"), "started_at": "2026-12-04T04:00:00+00:00", "factors": {"io": "4k", "threads": 8}}
+    write_record(tmp_path, rec)
+    (path,) = write_records(tmp_path / "batch", [rec])
+    for text in (record_path(tmp_path, "a", 1).read_text(), path.read_text()):
+        assert text.endswith("}\n") and text.count("\n") == 1
+        assert json.loads(text) == rec
