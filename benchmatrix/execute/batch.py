@@ -5,11 +5,12 @@ and a record per finished run.
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import shutil
 import sys
-import tarfile
 import time
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from benchmatrix.errors import (
     HostUnreachableError,
     Interrupted,
     PlanError,
+    ResultChannelError,
     describe_os_error,
 )
 from benchmatrix.execute import wave
@@ -44,6 +46,7 @@ from benchmatrix.execute.prepare import (
 )
 from benchmatrix.execute.restore import knob_items, restore_quietly, save_baseline
 from benchmatrix.files import atomic_write
+from benchmatrix.host.batch_runner import ArchiveError, read_archive
 from benchmatrix.layout import exp_dir_of, record_path, run_dir
 from benchmatrix.plan.design import (
     PlannedRun,
@@ -654,19 +657,17 @@ def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun], touched: dict
     results: dict[str, Any] = {}
     made: dict[str, Path] = {}  # run id -> its directory, made
     try:
-        with tarfile.open(archive) as tar:
-            for member in tar:
-                parts = member.name.split("/")
+        with gzip.open(archive, "rb") as stream:
+            for name, regular, chunk in read_archive(stream):
+                parts = name.split("/")
                 run = wanted.get("/".join(parts[:3]))
                 rest = parts[3:]
-                if run is None or not member.isfile() or not (
+                if run is None or not regular or not (
                         (len(rest) == 1 and rest[0] in _RUN_FILES | {"result.json"})
                         or (len(rest) == 2 and rest[0] == "inputs" and rest[1] not in ("", ".", ".."))):
                     continue
-                fh = tar.extractfile(member)
-                assert fh is not None  # a regular file
                 if rest == ["result.json"]:
-                    results[run.run_id] = json.loads(fh.read())
+                    results[run.run_id] = json.loads(b"".join(iter(chunk, b"")))
                     continue
                 dest = made.get(run.run_id)
                 if dest is None:
@@ -677,7 +678,10 @@ def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun], touched: dict
                 if len(rest) > 1:
                     target.parent.mkdir(exist_ok=True)
                 with open(target, "wb") as out:
-                    shutil.copyfileobj(fh, out)
+                    for data in iter(chunk, b""):
+                        out.write(data)
+    except (ArchiveError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise ResultChannelError(f"the batch archive {archive} cannot be read: {exc}") from None
     except OSError as exc:
         exc.filename = exc.filename or str(exp)  # a failed write() names no file
         raise

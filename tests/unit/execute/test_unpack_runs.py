@@ -7,6 +7,9 @@ import io
 import json
 import tarfile
 
+import pytest
+
+from benchmatrix.errors import ResultChannelError
 from benchmatrix.execute.batch import _unpack_runs
 from benchmatrix.plan.design import PlannedRun
 
@@ -47,3 +50,11 @@ def test_only_the_batchs_run_files_are_unpacked(tmp_path):
     assert (exp / "runs" / "a" / "1" / "stdout").read_bytes() == b"out a\n"
     assert (exp / "runs" / "c" / "1").is_dir()  # every run with a result gets its directory
     assert sorted(str(p.relative_to(exp)) for p in touched["partial"]) == ["runs/a/1", "runs/c/1"]
+
+
+def test_an_archive_that_cannot_be_read_is_a_named_error_naming_it(tmp_path):
+    archive = tmp_path / "b.tar.gz"
+    _archive(archive, {"runs/a/1/result.json": b"{}", "runs/a/1/stdout": b"x" * 5000})
+    archive.write_bytes(archive.read_bytes()[:-40])  # the gzip stream cut short
+    with pytest.raises(ResultChannelError, match=f"the batch archive {archive} cannot be read"):
+        _unpack_runs(archive, tmp_path / "exp", [_run("a")], {"partial": []})
