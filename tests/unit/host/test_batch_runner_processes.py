@@ -263,3 +263,30 @@ def test_the_next_runner_stops_the_workload_of_a_runner_killed_outright(tmp_path
             live.rmdir()
         if stale and stale.is_dir():
             stale.rmdir()
+
+
+# Prints the cgroup v2 path of the process (the "0::" line of /proc/self/cgroup).
+OWN_CGROUP = "print([l for l in open('/proc/self/cgroup').read().splitlines() if l.startswith('0::')][0][3:])"
+
+
+@pytest.mark.skipif(not cgroup_usable(), reason="no writable cgroup v2 here")
+def test_runs_take_turns_in_one_cgroup_unless_one_measures_its_peak_memory(tmp_path):
+    pids = tmp_path / "pids"
+    pids.write_text("")
+    py = [sys.executable, "-c", OWN_CGROUP]
+    runs = [_run("r1", 1, py), _run("r2", 2, py),
+            # Leaves a child behind that the sweep ends: the cgroup is empty again afterwards.
+            _run("r3", 3, [sys.executable, "-c", SETSID + "\n" + OWN_CGROUP, str(pids), "0"]),
+            _run("r4", 4, py), {**_run("r5", 5, py), "collect": ["process"]}, _run("r6", 6, py)]
+    _, res = _run_batch(tmp_path, "auto", runs)
+    cgroups = {r: (tmp_path / "work" / "runs" / r / "1" / "stdout").read_text().split()[-1] for r in res}
+    assert all(c.startswith("/") and batch_runner.CGROUP_PREFIX in c for c in cgroups.values()), cgroups
+    shared = cgroups["r1"]
+    assert cgroups["r2"] == cgroups["r3"] == cgroups["r4"] == cgroups["r6"] == shared
+    assert cgroups["r5"] != shared  # memory.peak counts from the cgroup's creation: a new one
+    assert res["r3"]["killed"] and not res["r3"].get("survivors")
+    # The v2 hierarchy's mount: this process's cgroup directory less its path in /proc/self/cgroup.
+    own = [ln for ln in Path("/proc/self/cgroup").read_text().splitlines() if ln.startswith("0::")][0][3:]
+    mount = batch_runner._own_cgroup_v2().removesuffix(own.rstrip("/"))
+    for c in set(cgroups.values()):
+        assert not Path(mount + c).exists(), f"run cgroup {c} outlived the runner"
