@@ -48,8 +48,8 @@ def base_record(spec: Spec, r: PlannedRun, host: str, batch: str, factors: dict[
 
 def record_text(record: dict[str, Any]) -> str:
     """A record.json's text: one line of JSON. json's C encoder writes it (``indent=`` takes
-    the pure-Python one, about 0.14 ms more a run, bench/README.md); ``jq . record.json``
-    shows it indented."""
+    the pure-Python one, about 0.14 ms more a run, bench/README.md); ``python3 -m json.tool
+    record.json`` shows it indented."""
     return json.dumps(record, default=str) + "\n"
 
 
