@@ -1522,8 +1522,9 @@ def read_archive(fileobj):
             return  # the end-of-archive marker (or none: a stream that just ends)
         rest = head[:148] + head[156:]
         unsigned = sum(rest) + 8 * 32  # the checksum field itself counts as spaces
-        # Old writers summed signed bytes: accepted too, as tarfile does.
-        if _tar_number(head[148:156]) not in (unsigned, unsigned - 256 * sum(b >= 128 for b in rest)):
+        checksum = _tar_number(head[148:156])
+        # Old writers summed signed bytes: accepted too, as tarfile does (counted only then).
+        if checksum != unsigned and checksum != unsigned - 256 * sum(b >= 128 for b in rest):
             raise ArchiveError("a member header's checksum does not hold")
         kind, size = head[156:157], _tar_number(head[124:136])
         name = head[:100].split(b"\0", 1)[0]
