@@ -1434,22 +1434,21 @@ def _add_tree(out, top, arcname):
         elif stat.S_ISREG(st.st_mode):
             with open(path, "rb") as fh:
                 out.write(_tar_header(arcname + "/" + name, st))
-                copied = _copy(fh, out)
-            if copied != st.st_size:  # the file changed under us: the header's size is a promise
-                raise OSError(errno.EIO, "%s changed while it was archived" % path)
-            if copied % _BLOCK:
-                out.write(bytes(_BLOCK - copied % _BLOCK))
+                _copy(fh, out, st.st_size, path)
+            if st.st_size % _BLOCK:
+                out.write(bytes(_BLOCK - st.st_size % _BLOCK))
 
 
-def _copy(src, dst):
-    """Copy ``src`` to ``dst``; returns the number of bytes copied."""
-    n = 0
-    while True:
-        chunk = src.read(1 << 20)
+def _copy(src, dst, size, path):
+    """Copy the first ``size`` bytes of ``src`` (``path``) to ``dst``, the size its member
+    header promised: what a process that survived its run appends later is left out, as
+    tarfile did; a file that shrank is an error (tarfile's too)."""
+    while size:
+        chunk = src.read(min(size, 1 << 20))
         if not chunk:
-            return n
+            raise OSError(errno.EIO, "%s shrank while it was archived" % path)
         dst.write(chunk)
-        n += len(chunk)
+        size -= len(chunk)
 
 
 #: Numeric fields of a tar header that fit octal: (width, largest value).

@@ -4,7 +4,7 @@ The runner writes the member headers of the usual files itself (issue 34: tarfil
 addfile cost a fifth of a millisecond a run); names and sizes it cannot pack go through
 tarfile's own encoder. The controller reads archives with read_archive (tarfile's
 reader cost 0.1 ms a run); tarfile is the reference both are checked against. Real
-files; nothing is mocked but a file that grows while it is archived.
+files; nothing is mocked but a file whose size changes while it is archived.
 """
 
 from __future__ import annotations
@@ -79,19 +79,26 @@ def test_a_header_packed_here_is_the_one_tarfile_would_write(tmp_path):
     assert tarfile.TarInfo.frombuf(ours, "utf-8", "surrogateescape").size == 3  # its checksum holds
 
 
-def test_a_file_that_changes_while_archived_fails_the_archive(tmp_path, monkeypatch):
+def test_a_file_that_grows_while_archived_keeps_the_size_its_header_says_and_one_that_shrank_fails(
+        tmp_path, monkeypatch):
     _run_dir(tmp_path, "r1", {"result.json": b"{}", "stdout": b"short"})
     real_lstat = os.lstat
+    seen = {"size": 3}
 
-    def growing(path, *a, **kw):  # the size read before the copy; the file then holds 5 bytes
+    def sized(path, *a, **kw):  # the size read before the copy: 3 (the file grew since) or 9 (it shrank)
         st = real_lstat(path, *a, **kw)
         if str(path).endswith("stdout"):
-            return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid, 3,
-                                   st.st_atime, st.st_mtime, st.st_ctime))
+            return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid, st.st_gid,
+                                   seen["size"], st.st_atime, st.st_mtime, st.st_ctime))
         return st
 
-    monkeypatch.setattr(batch_runner.os, "lstat", growing)
-    with pytest.raises(OSError, match="changed while it was archived"):
+    monkeypatch.setattr(batch_runner.os, "lstat", sized)
+    path = batch_runner._archive(_manifest(tmp_path, ["r1"]), str(tmp_path))
+    with tarfile.open(path) as tar:  # what a survivor appended after the run is left out
+        assert tar.extractfile("runs/r1/1/stdout").read() == b"sho"
+        assert tar.extractfile("runs/r1/1/result.json").read() == b"{}"
+    seen["size"] = 9
+    with pytest.raises(OSError, match="shrank while it was archived"):
         batch_runner._archive(_manifest(tmp_path, ["r1"]), str(tmp_path))
 
 
