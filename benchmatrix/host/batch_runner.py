@@ -1486,17 +1486,26 @@ def _tar_number(field):
         n = int.from_bytes(field[1:], "big")
         return n - (1 << (8 * len(field) - 8)) if field[0] == 0xFF else n
     digits = field.split(b"\0", 1)[0].strip()
-    return int(digits, 8) if digits else 0
+    try:
+        return int(digits, 8) if digits else 0
+    except ValueError:
+        raise ArchiveError("a member header's field %r is not a number" % bytes(field)) from None
 
 
 def _pax_fields(data):
     """The records of a pax extended header: ``LENGTH KEY=VALUE\\n`` each."""
     fields, pos = {}, 0
-    while pos < len(data):
-        length = int(data[pos:data.index(b" ", pos)])
-        key, _, value = data[data.index(b" ", pos) + 1:pos + length - 1].partition(b"=")
-        fields[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
-        pos += length
+    try:
+        while pos < len(data):
+            space = data.index(b" ", pos)
+            length = int(data[pos:space])
+            if length <= space - pos:
+                raise ValueError("a record shorter than its own length field")
+            key, _, value = data[space + 1:pos + length - 1].partition(b"=")
+            fields[key.decode("utf-8", "surrogateescape")] = value.decode("utf-8", "surrogateescape")
+            pos += length
+    except ValueError as exc:  # no space, a length that is no number, or one that cannot be
+        raise ArchiveError("a pax header's records do not parse: %s" % exc) from None
     return fields
 
 
@@ -1538,7 +1547,10 @@ def read_archive(fileobj):
                 pax = _pax_fields(data)
             continue
         name = pax.get("path") or long_name or name
-        size = int(pax["size"]) if "size" in pax else size
+        if "size" in pax:
+            if not pax["size"].isdigit():
+                raise ArchiveError("a pax header's size %r is not a number" % pax["size"])
+            size = int(pax["size"])
         long_name, pax = None, {}
         if kind in (b"1", b"2", b"3", b"4", b"5", b"6"):  # links, devices, directories, fifos: no data
             size = 0

@@ -150,3 +150,26 @@ def test_a_damaged_or_cut_archive_is_refused():
     data[10] ^= 1
     with pytest.raises(batch_runner.ArchiveError, match="cut short"):
         _read(bytes(data[:512 + 1000]))  # the header, then half the member's data
+
+
+def test_a_header_field_or_pax_record_that_is_not_a_number_is_refused_as_a_damaged_archive():
+    data = bytearray(_tar_bytes(tarfile.GNU_FORMAT, [("runs/a/1/stdout", b"z")]))
+    data[150] = ord("9")  # no octal digit in the checksum field
+    with pytest.raises(batch_runner.ArchiveError, match="not a number"):
+        _read(bytes(data))
+    pax = bytearray(_tar_bytes(tarfile.PAX_FORMAT, [("runs/\u00e9/1/stdout", b"z")]))
+    at = pax.index(b" path=")
+    pax[at - 2:at] = b"x4"  # the record's length is no number; the header's checksum still holds
+    with pytest.raises(batch_runner.ArchiveError, match="pax"):
+        _read(bytes(pax))
+    big = bytearray(_tar_bytes(tarfile.PAX_FORMAT, [("runs/\u00e9/1/stdout", b"z")]))
+    big[big.index(b" path=") - 2:big.index(b" path=")] = b"00"  # a record of length 0: no progress
+    with pytest.raises(batch_runner.ArchiveError, match="pax"):
+        _read(bytes(big))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("runs/a/1/stdout")
+        info.size, info.pax_headers = 1, {"size": "1x"}
+        tar.addfile(info, io.BytesIO(b"z"))
+    with pytest.raises(batch_runner.ArchiveError, match="pax header's size '1x' is not a number"):
+        _read(buf.getvalue())
