@@ -7,11 +7,13 @@ nothing from benchmatrix.
 
 Host layout under the manifest's ``workdir``::
 
-    runs/RUN_ID/ATTEMPT/         a finished run: stdout, stderr, result.json, and
-                                 counters.json (system counters, when the run
-                                 collects them), usage.json (when it is measured),
-                                 inputs/ (files the run used)
-    runs/RUN_ID/ATTEMPT.partial/ the run in flight (removed if it does not finish)
+    runs/results.jsonl           the result of every finished run, one JSON line each,
+                                 appended when the run ends (the last line of a run wins)
+    runs/RUN_ID.ATTEMPT.NAME     a run's files, NAME: stdout, stderr, counters.json
+                                 (system counters, when the run collects them),
+                                 usage.json (when it is measured), inputs/ (files the
+                                 run used); flat, no directory a run: each created
+                                 file costs (bench/README.md, issue 34)
     batches/BATCH.tar.gz         the batch's finished runs, for Ansible to fetch
     batches/BATCH.progress       one JSON line per run finished so far (run_id,
                                  attempt, outcome, exit_code, ended_at)
@@ -27,16 +29,18 @@ found through the runner's descendants (the runner is a child subreaper, so orph
 come back to it) and a marker variable in their environment.
 After the workload's main process ends (or at its timeout, or an interrupt), every
 process of the run still alive gets SIGTERM, then SIGKILL after ``kill_grace_s``; the
-next run starts only when none is left. result.json lists what had to be killed.
+next run starts only when none is left. its result lists what had to be killed.
 
-A run's directory is renamed into place only after its result.json is written, so a
-run either exists completely or not at all. Runs that already exist are skipped, which
-makes re-executing an interrupted batch safe. A run costs no fsync (an fsync is a few
-milliseconds, more than a short workload's own process start): result.json holds the
-sizes of stdout and stderr, and a run is taken as finished only when its result.json
-parses and the sizes match, so a run that a host crash (power loss) left incomplete
-on disk is executed again. The work directory's file system is synced once per
-execution, before the archive is made.
+A run's result line is appended only after its outputs are complete, so a run without
+one is unfinished (its files are overwritten when it is executed again). Runs that
+finished are skipped, which makes re-executing an interrupted batch safe. A run costs
+no fsync (an fsync is a few milliseconds, more than a short workload's own process
+start): its result holds the sizes of stdout and stderr, and a run is taken as finished
+only when its line parses and the sizes match, so a run that a host crash (power loss)
+left incomplete on disk is executed again. The work directory's file system is synced
+once per execution, before the archive is made. The archive names a run's files as a
+run directory (runs/RUN_ID/ATTEMPT/result.json, stdout, ...); a work directory a runner
+before the flat layout wrote (runs/RUN_ID/ATTEMPT/) is still read.
 
 Optional keys of a run in the manifest, besides run_id, attempt, seq, timeout,
 before_run, argv, env and cwd:
@@ -50,8 +54,8 @@ before_run, argv, env and cwd:
                  run's CPU time, context switches and faults; its peak memory from
                  the run's cgroup's memory.peak, else the samples' VmHWM) and "perf"
                  (the command under perf stat, where the host has perf).
-    inputs       {"NAME": "/path/on/host"}: files copied to inputs/NAME of the run
-                 directory before the run (the job file or script it uses), so the
+    inputs       {"NAME": "/path/on/host"}: files copied to the run's inputs/NAME
+                 before the run (the job file or script it uses), so the
                  results keep exactly what ran.
     cpus         [0, 1, 3] (the CPU numbers; the controller expands CPU lists such as
                  "0-1,3"), or "all" for every CPU this runner may use: the CPUs the
@@ -63,7 +67,7 @@ before_run, argv, env and cwd:
                  metrics): a small timer process forks it, waits for it and writes
                  usage.json: wall_s, user_s, system_s (CPU of the command and the
                  children it waited for) and max_rss_kib (peak resident memory of its
-                 largest process); result.json gets the same as ``usage``.
+                 largest process); its result gets the same as ``usage``.
 
 Optional keys of the manifest itself: ``containment`` ("auto": a cgroup where
 possible, the default; "process_tree": never a cgroup), ``kill_grace_s`` (seconds
@@ -96,7 +100,7 @@ host's own role variables (what tasks/knobs.yml passes the module as ``settings`
 first change is kept on the host before the runner writes it. Before a run whose items differ from the last applied
 values the runner sets them with the backends of knobs.py, in-process (the module's
 own code: read all, write what differs, read back), and writes the per-knob states
-into the run's result.json (``knobs``); a knob that missed its value makes the run
+into the run's result (``knobs``); a knob that missed its value makes the run
 ``invalid`` (outcome) without running it. Only knobs of cost class ``none`` are ever
 written here: a costlier knob (a reboot, a service restart) is set by Ansible before
 the batch and only read back by the runner.
@@ -274,16 +278,18 @@ def _pin_tree(pidfile, cpus):
     return pinned
 
 
-def _prepare_run(run, partial, result):
-    """Copy the run's inputs and pin its server processes; returns an error or None."""
+def _prepare_run(run, base, result):
+    """Copy the run's inputs (into ``base``.inputs/) and pin its server processes; returns an
+    error or None."""
     inputs = run.get("inputs") or {}
     if inputs:
-        os.makedirs(os.path.join(partial, "inputs"))
+        shutil.rmtree(base + ".inputs", ignore_errors=True)  # an execution a crash cut short
+        os.makedirs(base + ".inputs")
     for name, path in sorted(inputs.items()):
         if not name or name != os.path.basename(name) or name in (".", ".."):
             return "input name '%s' is not a plain file name" % name
         try:
-            shutil.copyfile(path, os.path.join(partial, "inputs", name))
+            shutil.copyfile(path, os.path.join(base + ".inputs", name))
         except OSError as exc:
             return "cannot copy input %s: %s" % (path, exc.strerror or exc)
     if run.get("cpus") is None and not run.get("pin_pidfiles"):
@@ -724,12 +730,12 @@ def _stop_counters(keep=False):
     return sampler
 
 
-def _finish_counters(partial, result):
-    """Stop the sampler (one last sample) and write counters.json."""
+def _finish_counters(base, result):
+    """Stop the sampler (one last sample) and write ``base``.counters.json."""
     sampler = _stop_counters(keep=True)
     if sampler is None:
         return
-    _fsync_write(os.path.join(partial, "counters.json"), json.dumps(sampler.document()))
+    _fsync_write(base + ".counters.json", json.dumps(sampler.document()))
     result["counters"] = {"file": "counters.json", "samples": len(sampler.samples),
                           "errors": sampler.errors[:5]}
 
@@ -1200,33 +1206,164 @@ def _host_name():
     return _hostname
 
 
-def _write_result(partial, result, out, errf):
-    """result.json of a run, with the sizes of its stdout and stderr (see :func:`finished`)."""
-    result["output_bytes"] = {"stdout": os.fstat(out.fileno()).st_size if out else 0,
-                              "stderr": os.fstat(errf.fileno()).st_size if errf else 0}
-    with open(os.path.join(partial, "result.json"), "w") as fh:
-        fh.write(json.dumps(result))  # one line: the C encoder (indent= takes the Python one)
+#: The runs' results on the host, one JSON line each in the order they finished.
+RESULTS_INDEX = "results.jsonl"
+#: The files of a run on the host (``runs/RUN_ID.ATTEMPT.NAME``), as the archive names them.
+RUN_FILES = ("stdout", "stderr", "counters.json", "usage.json")
+
+
+def run_file(workdir, run_id, attempt, name):
+    """Where a run's file ``name`` (one of RUN_FILES, or "inputs": the directory of its
+    inputs) is on the host: ``runs/RUN_ID.ATTEMPT.NAME``."""
+    return os.path.join(workdir, "runs", "%s.%s.%s" % (run_id, attempt, name))
+
+
+def _old_run_dir(workdir, run):
+    """A run's directory in the layout of runners before the flat one (runs/RUN_ID/ATTEMPT),
+    still read: a campaign whose host got a newer runner mid-campaign."""
+    return os.path.join(workdir, "runs", run["run_id"], str(run["attempt"]))
+
+
+def _key(run):
+    return run["run_id"], str(run["attempt"])
+
+
+#: The start of a result line as :func:`_index_result` writes it: the run's key without
+#: parsing the whole line (a campaign's index holds every run of it, a batch wants a few).
+_INDEX_KEY = re.compile(rb'\{"version": -?\d+, "run_id": ("(?:[^"\\]|\\.)*"), "attempt": (-?\d+)[,}]')
+
+
+def read_results(workdir, wanted=None):
+    """The runs in ``workdir``'s results index: (run_id, str(attempt)) -> the result's line
+    (bytes), the last complete line of each run; ``wanted``: only these keys.
+
+    A line a crash cut short does not parse and is left out (its run is executed again,
+    and a later line is appended for it). The output sizes are not checked here
+    (:func:`finished_runs` does).
+    """
+    try:
+        with open(os.path.join(workdir, "runs", RESULTS_INDEX), "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return {}
+    lines = {}
+    for line in data.split(b"\n"):
+        match = _INDEX_KEY.match(line)
+        if match is not None:
+            try:
+                key = (json.loads(match.group(1)), match.group(2).decode())
+            except ValueError:
+                continue
+            if wanted is not None and key not in wanted:
+                continue
+        elif not line:
+            continue
+        try:
+            result = json.loads(line)
+            key = (result["run_id"], str(result["attempt"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+        if wanted is None or key in wanted:
+            lines[key] = line
+    return lines
+
+
+def read_result(workdir, run_id, attempt):
+    """The result of one run on the host (its last line in the index, else its result.json in
+    the layout before), or None."""
+    line = read_results(workdir, {(run_id, str(attempt))}).get((run_id, str(attempt)))
+    if line is not None:
+        return json.loads(line)
+    try:
+        with open(os.path.join(_old_run_dir(workdir, {"run_id": run_id, "attempt": attempt}), "result.json")) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _sizes_match(result, path_of):
+    """Whether the run's outputs have the sizes its result records (``path_of(name)``)."""
+    sizes = result.get("output_bytes") or {} if isinstance(result, dict) else None
+    if sizes is None:
+        return False
+    try:
+        return all(os.path.getsize(path_of(name)) == size for name, size in sizes.items())
+    except (OSError, TypeError):
+        return False
+
+
+def finished_runs(workdir, runs):
+    """The runs among ``runs`` that finished in ``workdir``: (run_id, str(attempt)) -> the
+    result's line in the index (bytes), or None for a finished run of the layout before.
+
+    A run is finished when its result parses and its stdout and stderr have the sizes it
+    records. Runs are written without an fsync each, so after a host crash (power loss) a
+    run may have a short output file or a cut line: not finished, executed again.
+    """
+    wanted = {_key(run) for run in runs}
+    lines = read_results(workdir, wanted)
+    done = {}
+    for run in runs:
+        key = _key(run)
+        line = lines.get(key)
+        if line is not None:
+            result = json.loads(line)
+            if _sizes_match(result, lambda name, run=run: run_file(workdir, run["run_id"], run["attempt"], name)):
+                done[key] = line
+        elif finished(_old_run_dir(workdir, run)):
+            done[key] = None
+    return done
 
 
 def finished(run_dir):
-    """Whether ``run_dir`` holds a complete run: its result.json parses and its stdout
-    and stderr have the sizes it records.
-
-    Runs are written without an fsync each, so after a host crash a renamed run
-    directory may hold an empty or short file; such a run is not finished, and the
-    runner executes it again. (A result.json from a runner before output_bytes has no
-    sizes to check.)
+    """Whether ``run_dir`` (the layout before the flat one: runs/RUN_ID/ATTEMPT/) holds a
+    complete run: its result.json parses and its stdout and stderr have the sizes it records.
+    (A result.json from a runner before output_bytes has no sizes to check.)
     """
     try:
         with open(os.path.join(run_dir, "result.json")) as fh:
             result = json.load(fh)
-        sizes = result.get("output_bytes") or {}
-        for name, size in sizes.items():
-            if os.path.getsize(os.path.join(run_dir, name)) != size:
-                return False
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError):
         return False
-    return isinstance(result, dict)
+    if not isinstance(result, dict):
+        return False
+    return "output_bytes" not in result or _sizes_match(result, lambda name: os.path.join(run_dir, name))
+
+
+_last_line = {}  # workdir -> the result line execute appended last there
+
+
+def _index_result(workdir, result, out, errf):
+    """Append the run's result line to the index, with the sizes of its stdout and stderr
+    (see :func:`finished_runs`); returns the line. One write, no fsync."""
+    result["output_bytes"] = {"stdout": os.fstat(out.fileno()).st_size if out else 0,
+                              "stderr": os.fstat(errf.fileno()).st_size if errf else 0}
+    line = json.dumps(result).encode()  # one line: the C encoder
+    fd = os.open(os.path.join(workdir, "runs", RESULTS_INDEX), os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        end = os.lseek(fd, 0, os.SEEK_END)
+        # A line a crash cut short is ended first, so that this one parses.
+        torn = end and os.pread(fd, 1, end - 1) != b"\n"
+        os.write(fd, (b"\n" if torn else b"") + line + b"\n")
+    finally:
+        os.close(fd)
+    _last_line[workdir] = line
+    return line
+
+
+def _index_line(workdir):
+    """The result line :func:`execute` appended last in ``workdir``."""
+    return _last_line.pop(workdir)
+
+
+def _remove_run_files(base):
+    """Delete what an unfinished execution of a run left (``base``: runs/RUN_ID.ATTEMPT)."""
+    for name in RUN_FILES:
+        try:
+            os.unlink(base + "." + name)
+        except OSError:
+            pass
+    shutil.rmtree(base + ".inputs", ignore_errors=True)
 
 
 # shape: one run's lifecycle in one try: before_run, contained workload, end, finalize; cleanup needs every handle
@@ -1248,10 +1385,8 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S, knobs=None, 
             (``collect: [process]``: a cgroup's memory.peak counts from its creation).
     """
     global _child
-    final = os.path.join(workdir, "runs", run["run_id"], str(run["attempt"]))
-    partial = final + ".partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    os.makedirs(partial)
+    base = os.path.join(workdir, "runs", "%s.%s" % (run["run_id"], run["attempt"]))
+    os.makedirs(os.path.dirname(base), mode=0o700, exist_ok=True)  # main() made it; a caller of execute alone
     result = {
         "version": RESULT_VERSION, "run_id": run["run_id"], "attempt": run["attempt"],
         "seq": run.get("seq"), "argv": run["argv"], "hostname": _host_name(),
@@ -1266,15 +1401,15 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S, knobs=None, 
     cont = None
     out = errf = None
     refused = knobs.get("error")
-    usage = os.path.join(partial, USAGE_FILE) if run.get("measure") else None
+    usage = base + "." + USAGE_FILE if run.get("measure") else None
     try:
         if refused:  # the host is not in the run's setting: nothing of the run runs
             result["before_run"], err = [], None
         else:
             result["before_run"], err = _before_run(run.get("before_run", []))
-            err = err or _prepare_run(run, partial, result)
-        out = open(os.path.join(partial, "stdout"), "wb")
-        errf = open(os.path.join(partial, "stderr"), "wb")
+            err = err or _prepare_run(run, base, result)
+        out = open(base + ".stdout", "wb")
+        errf = open(base + ".stderr", "wb")
         timeout = run.get("timeout")
         result["started_at"] = None if refused else time.time()
         t0 = time.monotonic()
@@ -1319,37 +1454,47 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S, knobs=None, 
                 if usage:
                     _take_usage(usage, run, result)
             cont = None
-        _finish_counters(partial, result)
+        _finish_counters(base, result)
         result["ended_at"] = time.time()
         result["duration_s"] = round(time.monotonic() - t0, 6)
         result["load_after"] = load_average()
-        _write_result(partial, result, out, errf)
+        _index_result(workdir, result, out, errf)
         out.close()
         errf.close()
-        os.rename(partial, final)
         return result
     except Interrupted as exc:
         if cont is not None:
             _end_run(cont, result, "interrupt")
         if result.get("started_at") is None:
-            shutil.rmtree(partial, ignore_errors=True)
+            _close(out, errf)
+            _remove_run_files(base)
             raise
         # The workload had started: keep the attempt, marked interrupted, so the
         # controller records it and plans its next attempt (it is never a measurement).
-        _finish_counters(partial, result)
+        _finish_counters(base, result)
         result["outcome"] = "interrupted"
         result["error"] = "interrupted by %s after %.1fs" % (exc, time.monotonic() - t0)
         result["ended_at"] = time.time()
         result["duration_s"] = round(time.monotonic() - t0, 6)
-        _write_result(partial, result, out, errf)
-        os.rename(partial, final)
+        _index_result(workdir, result, out, errf)
+        _close(out, errf)
         raise
     except BaseException:
         if cont is not None:
             _end_run(cont, result, "error")
         _stop_counters()
-        shutil.rmtree(partial, ignore_errors=True)
+        _close(out, errf)
+        _remove_run_files(base)
         raise
+
+
+def _close(*files):
+    for fh in files:
+        if fh is not None:
+            try:
+                fh.close()
+            except OSError:
+                pass
 
 
 def _acquire_lock(workdir):
@@ -1401,16 +1546,23 @@ def sync_filesystem(path):
     os.sync()
 
 
-def _archive(manifest, workdir):
+def _archive(manifest, workdir, done):
+    """``batches/BATCH.tar.gz``: the manifest's runs in ``done`` (:func:`finished_runs`), in
+    order, each as ``runs/RUN_ID/ATTEMPT/NAME`` members (result.json: its index line)."""
     path = manifest["archive"]
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = path + ".tmp"
     sync_filesystem(workdir)
     with gzip.GzipFile(tmp, "wb", compresslevel=1) as out:
         for run in manifest["runs"]:
-            rel = os.path.join("runs", run["run_id"], str(run["attempt"]))
-            if os.path.isfile(os.path.join(workdir, rel, "result.json")):
-                _add_tree(out, os.path.join(workdir, rel), rel)
+            key = _key(run)
+            if key not in done:
+                continue
+            rel = "runs/%s/%s" % key
+            if done[key] is None:  # a run of the layout before
+                _add_tree(out, _old_run_dir(workdir, run), rel)
+            else:
+                _add_run(out, workdir, run, rel, done[key])
         out.write(bytes(2 * _BLOCK))  # the end-of-archive marker: two zero blocks
     os.replace(tmp, path)
     return path
@@ -1435,6 +1587,39 @@ def _add_tree(out, top, arcname):
                 out.write(_tar_header(arcname + "/" + name, st))
                 _copy(fh, out, st.st_size, path)
             out.write(bytes(-st.st_size % _BLOCK))  # to a whole block
+
+
+def _add_run(out, workdir, run, arcname, line):
+    """Write a run's files (flat layout) to ``out`` as the members a run directory held:
+    its result line as result.json, its outputs, and the files its result says it has."""
+    result = json.loads(line)
+    names = ["stderr", "stdout"]
+    if result.get("counters"):
+        names.append("counters.json")
+    if result.get("usage"):
+        names.append("usage.json")
+    paths = [(n, run_file(workdir, run["run_id"], run["attempt"], n)) for n in names]
+    stdout = os.lstat(paths[1][1])
+    # result.json: the line, with its stdout's owner, mode and time
+    out.write(_tar_header(arcname + "/result.json", _Stat(stdout, len(line))))
+    out.write(line + bytes(-len(line) % _BLOCK))
+    inputs = run_file(workdir, run["run_id"], run["attempt"], "inputs")
+    if os.path.isdir(inputs):
+        _add_tree(out, inputs, arcname + "/inputs")
+    for name, path in sorted(paths):
+        st = stdout if name == "stdout" else os.lstat(path)
+        with open(path, "rb") as fh:
+            out.write(_tar_header(arcname + "/" + name, st))
+            _copy(fh, out, st.st_size, path)
+        out.write(bytes(-st.st_size % _BLOCK))  # to a whole block
+
+
+class _Stat:
+    """``st`` with another size (a member made from bytes, not a file)."""
+
+    def __init__(self, st, size):
+        self.st_mode, self.st_uid, self.st_gid, self.st_mtime = st.st_mode, st.st_uid, st.st_gid, st.st_mtime
+        self.st_size = size
 
 
 def _copy(src, dst, size, path):
@@ -2053,21 +2238,16 @@ def manifest_runs(manifest):
     return [dict(run, **settings) for run in runs] if settings else runs
 
 
-def _run_path(workdir, run):
-    """Where a run's finished directory is (runs/RUN_ID/ATTEMPT)."""
-    return os.path.join(workdir, "runs", run["run_id"], str(run["attempt"]))
-
-
 def _collect(manifest, workdir, summary, lock):
     """``collect_only``: archive the manifest's runs that finished here, run none.
 
-    A run cut short (no complete result.json) is left to the batch's next execution,
+    A run cut short (no complete result line) is left to the batch's next execution,
     which runs it again; the controller records it from the failed call.
     """
-    done = [run for run in manifest["runs"] if finished(_run_path(workdir, run))]
-    summary["skipped"] = [run["run_id"] for run in done]
-    summary["deferred"] = [run["run_id"] for run in manifest["runs"] if run not in done]
-    summary["archive"] = _archive(dict(manifest, runs=done), workdir)
+    done = finished_runs(workdir, manifest["runs"])
+    summary["skipped"] = [run["run_id"] for run in manifest["runs"] if _key(run) in done]
+    summary["deferred"] = [run["run_id"] for run in manifest["runs"] if _key(run) not in done]
+    summary["archive"] = _archive(manifest, workdir, done)
     lock.close()
     sys.stdout.write(json.dumps(summary) + "\n")
     return 0
@@ -2139,13 +2319,11 @@ def main(argv):
         doom = _Doom(workdir, manifest["batch"], str(manifest.get("keep_going", True)).lower() == "true")
         live = LiveKnobs(manifest)
         runs = manifest["runs"]
+        done = finished_runs(workdir, runs)  # by an earlier execution of the batch
         for i, run in enumerate(runs):
-            done = _run_path(workdir, run)
-            if os.path.isdir(done):
-                if finished(done):
-                    summary["skipped"].append(run["run_id"])
-                    continue
-                shutil.rmtree(done, ignore_errors=True)  # cut short by a host crash: run it again
+            if _key(run) in done:
+                summary["skipped"].append(run["run_id"])
+                continue
             if stop_after_s and summary["executed"] and time.monotonic() - started >= stop_after_s:
                 # The time slice is over: the controller takes these results in and
                 # starts the rest, so no result waits on the host for long.
@@ -2157,13 +2335,14 @@ def main(argv):
                 return 130
             run, knobs = live.prepare(run)
             result = execute(run, workdir, containment, grace_s, knobs, share_cgroup=True)
+            done[_key(run)] = _index_line(workdir)
             summary["executed"].append(run["run_id"])
             progress.note(result)
             if doom.note(run, result) and i + 1 < len(runs):
                 summary["deferred"] = [r["run_id"] for r in runs[i + 1:]]
                 summary["doomed"] = True
                 break
-        summary["archive"] = _archive(manifest, workdir)
+        summary["archive"] = _archive(manifest, workdir, done)
         lock.close()
     except Interrupted as exc:
         summary["interrupted"] = str(exc)

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import host_layout
 import pytest
 from conftest import copy_project, read_csv
 from fake_ansible import use_fake_port
@@ -287,7 +288,7 @@ def test_sigkill_of_bmx_stops_snakemake_and_the_runner_at_once(project):
     # One batch of 10 runs: the first ends at once, the second waits for the test.
     spec = plain_spec(project, "kill_bmx", pace="50 1", replicates=5)
     proc = project.popen_bmx("run", str(spec), "--cores", "1")
-    wait_for(lambda: list(project.host_runs().glob("*/1/result.json")), 180, "the first run", proc)
+    wait_for(lambda: host_layout.finished(project.host_runs(), 1), 180, "the first run", proc)
     second = project.bmx("run", str(spec), "--cores", "1")
     assert second.returncode == 4, second.stdout + second.stderr
     assert f"pid {proc.pid}" in second.stderr and "kill_bmx" in second.stderr, second.stderr
@@ -301,7 +302,7 @@ def test_sigkill_of_bmx_stops_snakemake_and_the_runner_at_once(project):
     wait_for(lambda: not subprocess.run(["fuser", str(runner)], capture_output=True).stdout.strip(), 10,
              "the batch runner to stop")
     assert time.monotonic() - t0 < 45
-    done = len(list(project.host_runs().glob("*/1/result.json")))
+    done = len(host_layout.finished(project.host_runs(), 1))
     assert done < 10, "the runner went on with the batch"
     log = (project.exp("kill_bmx") / "logs" / "snakemake.log").read_text()
     assert f"bmx (pid {proc.pid}) is gone" in log
@@ -317,7 +318,7 @@ def test_an_orphan_is_named_and_can_be_stopped(project):
     use_fake_port(project)
     spec = plain_spec(project, "orphan", pace="50 1", replicates=2)  # the second run waits for the test
     proc = project.popen_bmx("run", str(spec), "--cores", "1")
-    wait_for(lambda: list(project.host_runs().glob("*/1/result.json")), 180, "the first run", proc)
+    wait_for(lambda: host_layout.finished(project.host_runs(), 1), 180, "the first run", proc)
     sm = snakemake_pid(project, "orphan")
     os.killpg(sm, signal.SIGSTOP)
     try:
@@ -359,7 +360,7 @@ def test_the_host_runner_stops_when_the_whole_controller_is_gone(project):
     # Real Ansible: the processes killed include ansible-playbook.
     spec = plain_spec(project, "lease_case", pace="1.5", replicates=10)
     proc = project.popen_bmx("run", str(spec), "--cores", "1")
-    wait_for(lambda: list(project.host_runs().glob("*/1/result.json")), 180, "the first run", proc)
+    wait_for(lambda: host_layout.finished(project.host_runs(), 1), 180, "the first run", proc)
     workdir = project.host_runs().parent
     wait_for(lambda: list((workdir / "batches").glob("*.lease")), 60, "the first lease renewal", proc)
     runner = int((workdir / "runner.pid").read_text())
@@ -381,12 +382,12 @@ def test_the_host_runner_stops_when_the_whole_controller_is_gone(project):
     t0 = time.monotonic()
     wait_for(lambda: not alive(runner), 40, "the orphaned runner to stop")
     assert time.monotonic() - t0 < 12 + 3 + 10
-    done = len(list(project.host_runs().glob("*/1/result.json")))
+    done = len(host_layout.finished(project.host_runs(), 1))
     assert done < 20, "the runner measured on without its controller"
     # Nothing of the runner is left to measure on: no process holds its lock.
     holders = subprocess.run(["fuser", str(workdir / "runner.lock")], capture_output=True, text=True).stdout
     assert not holders.strip(), holders
-    assert len(list(project.host_runs().glob("*/1/result.json"))) == done
+    assert len(host_layout.finished(project.host_runs(), 1)) == done
     assert_complete(project, spec, "lease_case")
 
 
@@ -422,6 +423,6 @@ def test_a_full_disk_stops_cleanly_names_the_path_and_resumes(project, tiny_resu
 
     subprocess.run(["mount", "-o", "remount,size=64m", str(tiny_results)], check=True)
     assert_complete(project, spec, "full_disk")
-    host_runs = {p.parent.parent.name for p in project.host_runs().glob("*/*/result.json")}
-    assert len(host_runs) == 6, "a run was measured twice or lost"
-    assert all(p.parent.name == "1" for p in project.host_runs().glob("*/*/result.json"))
+    lines = (project.host_runs() / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 6 and set(host_layout.results(project.host_runs())) == {
+        (rid, 1) for rid in host_layout.finished(project.host_runs())}, "a run was measured twice or lost"

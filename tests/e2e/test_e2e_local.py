@@ -16,6 +16,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import host_layout
 import pytest
 from conftest import read_csv
 from fake_ansible import use_fake_port
@@ -148,19 +149,18 @@ def test_sigint_during_batch_then_resume(project):
     # Interrupt once two runs have finished on the host and a third is under way.
     while time.monotonic() < deadline:
         host_runs = project.host_runs()
-        if len(list(host_runs.glob("*/1/result.json"))) >= 2 and list(host_runs.glob("*/1.partial")):
+        if len(host_layout.finished(host_runs, 1)) >= 2 and host_layout.in_flight(host_runs):
             break
         assert proc.poll() is None, proc.stdout.read()
         time.sleep(0.05)
     else:
         pytest.fail("the campaign never reached its third run")
-    finished_before = {p.parent.parent.name: json.loads(p.read_text())["started_at"]
-                       for p in host_runs.glob("*/1/result.json")}
+    finished_before = {rid: r["started_at"] for (rid, att), r in host_layout.results(host_runs).items() if att == 1}
     os.killpg(proc.pid, signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130, out
     assert "Resume with: bmx run" in out
-    assert not list(host_runs.glob("*/*.partial")), "the interrupted run left a partial directory"
+    assert not host_layout.in_flight(host_runs), "the interrupted run left its files without a result"
     alive = subprocess.run(["pgrep", "-f", str(project.hostwork)], capture_output=True, text=True)
     assert alive.stdout.strip() == "", "a runner or workload outlived the interrupt"
 

@@ -20,6 +20,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import host_layout
 import pytest
 from conftest import read_csv
 from knobkit import LoopDevice
@@ -129,7 +130,7 @@ def test_interrupt_restores_the_host_and_leaves_runs_pending(project, loop):
     # recorded, the fourth is finished on the host, the fifth under way (held).
     while time.monotonic() < deadline:
         host_runs = project.host_runs()
-        if len(list(host_runs.glob("*/1/result.json"))) >= 4 and list(host_runs.glob("*/1.partial")):
+        if len(host_layout.finished(host_runs, 1)) >= 4 and host_layout.in_flight(host_runs):
             break
         assert proc.poll() is None, proc.stdout.read()
         time.sleep(0.05)

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import host_layout
 import pytest
 from conftest import read_csv
 
@@ -92,7 +93,7 @@ def kill_the_controller_after_the_live_change(project, name: str, live: bool = T
     assert [p["ra"] for p in plan] == ["512", "512", "1024", "1024"]
     assert len({p["batch"] for p in plan}) == (1 if live else 2)
     cut, value = (plan[2], "1024") if live else (plan[1], "512")
-    wait_for(lambda: (project.host_runs() / cut["run_id"] / "1.partial").is_dir(), 240, "the run to cut", proc)
+    wait_for(lambda: cut["run_id"] in host_layout.in_flight(project.host_runs()), 240, "the run to cut", proc)
     assert knob.read_text().strip() == value, "the knob is not at the cut run's level"
     workdir = project.host_runs().parent
     runner = int((workdir / "runner.pid").read_text())

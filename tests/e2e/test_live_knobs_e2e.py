@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 
+import host_layout
 import pytest
 from knobkit import LoopDevice
 
@@ -105,7 +106,7 @@ def test_random_order_sets_live_knobs_between_runs_in_one_batch(project, fs_loop
         c = r["knobs"]["cores"]
         assert c["intended"] == c["actual"] == "1" and c["changed"] is False, c
         assert [a["action"] for a in r["workload"]["before_run"]] == ["drop_caches", "fstrim"]
-        result = json.loads((project.host_runs() / r["run_id"] / str(r["attempt"]) / "result.json").read_text())
+        result = host_layout.result(project.host_runs().parent, r["run_id"], r["attempt"])
         assert result["affinity"]["cpus"] == [cpu] and result["affinity_applied"] == [cpu], result
     assert records[0]["knobs"]["read_ahead_kb"]["baseline"] == "256", records[0]["knobs"]
     assert ra.read_text().strip() == "256", "the campaign's end puts the baseline back"

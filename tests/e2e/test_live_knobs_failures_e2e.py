@@ -14,6 +14,7 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import host_layout
 import pytest
 from conftest import read_csv
 from knobkit import LoopDevice
@@ -76,13 +77,13 @@ def start_and_cut_at_the_live_change(project, fs_loop, name):
     assert [p["read_ahead_kb"] for p in plan] == ["0", "0", "512", "512"] and len({p["batch"] for p in plan}) == 1
     changed_at = plan[2]["run_id"]
     ra = fs_loop.sysfs("read_ahead_kb")
-    while not (project.host_runs() / changed_at / "1.partial").is_dir():
+    while changed_at not in host_layout.in_flight(project.host_runs()):
         assert proc.poll() is None, proc.stdout.read()
         assert time.monotonic() < deadline, "the campaign never reached its third run"
         time.sleep(0.05)
     assert ra.read_text().strip() == "512", "the runner did not set the knob between runs"
-    finished = {p.parent.parent.name: json.loads(p.read_text())["started_at"]
-                for p in project.host_runs().glob("*/1/result.json")}
+    finished = {rid: r["started_at"] for (rid, att), r in host_layout.results(project.host_runs()).items()
+                if att == 1}
     assert sorted(finished) == sorted(p["run_id"] for p in plan[:2]), finished
     return spec, proc, plan, finished
 
@@ -131,7 +132,7 @@ def test_interrupt_after_a_live_change_restores_the_baseline_and_keeps_finished_
     assert proc.returncode == 130, out
     assert "Resume with: bmx run" in out, out
     assert fs_loop.sysfs("read_ahead_kb").read_text().strip() == BASELINE, "the interrupt left the host reconfigured"
-    assert not list(project.host_runs().glob("*/*.partial")), "the interrupted run left a partial directory"
+    assert not host_layout.in_flight(project.host_runs()), "the interrupted run left its files without a result"
 
     res = project.bmx("run", str(spec), "--cores", "1")
     assert res.returncode == 0, res.stdout + res.stderr

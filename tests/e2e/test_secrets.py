@@ -40,10 +40,10 @@ replicates: 1
 # The workload, on the host while the batch runs: its parent is the runner, started as
 # `python batch_runner.py -` with the manifest on its stdin; an unprivileged user tries
 # to read that stdin and list the runs directory (its own stdout is the file
-# runs/RUN_ID/ATTEMPT.partial/stdout).
+# runs/RUN_ID.ATTEMPT.stdout).
 PROBE = ("import os, subprocess, sys; "
          "manifest = '/proc/%d/fd/0' % os.getppid(); "
-         "runs = os.path.dirname(os.path.dirname(os.path.dirname(os.readlink('/proc/self/fd/1')))); "
+         "runs = os.path.dirname(os.readlink('/proc/self/fd/1')); "
          "nobody = lambda *a: subprocess.run(['runuser', '-u', 'nobody', '--', *a], capture_output=True).returncode; "
          "print('len=%d k=%s manifest_rc=%d runs_rc=%d' % (len(os.environ['BMX_TOKEN']), sys.argv[1], "
          "nobody('cat', manifest), nobody('ls', runs)))")

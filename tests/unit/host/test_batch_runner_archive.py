@@ -10,6 +10,7 @@ files; nothing is mocked but a file whose size changes while it is archived.
 from __future__ import annotations
 
 import io
+import json
 import os
 import tarfile
 from pathlib import Path
@@ -19,11 +20,22 @@ import pytest
 from benchmatrix.host import batch_runner
 
 
-def _run_dir(workdir: Path, run_id: str, files: dict[str, bytes]) -> None:
-    d = workdir / "runs" / run_id / "1"
+def _run(workdir: Path, run_id: str, files: dict[str, bytes], finished: bool = True, **result) -> bytes:
+    """A run as the runner leaves it (flat: runs/RUN_ID.1.NAME, inputs/ a directory of its
+    own); when ``finished``, its result line in the index. Returns the line."""
+    files = {"stdout": b"", "stderr": b"", **files}
     for name, data in files.items():
-        (d / name).parent.mkdir(parents=True, exist_ok=True)
-        (d / name).write_bytes(data)
+        top, _, rest = name.partition("/")
+        path = Path(batch_runner.run_file(str(workdir), run_id, 1, top))
+        path = path / rest if rest else path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    line = json.dumps({"version": 1, "run_id": run_id, "attempt": 1, **result,
+                       "output_bytes": {n: len(files[n]) for n in ("stdout", "stderr")}}).encode()
+    if finished:
+        with open(workdir / "runs" / batch_runner.RESULTS_INDEX, "ab") as fh:
+            fh.write(line + b"\n")
+    return line
 
 
 def _manifest(workdir: Path, run_ids: list[str]) -> dict:
@@ -31,31 +43,43 @@ def _manifest(workdir: Path, run_ids: list[str]) -> dict:
             "runs": [{"run_id": r, "attempt": 1} for r in run_ids]}
 
 
+def _archive(workdir: Path, run_ids: list[str]) -> str:
+    manifest = _manifest(workdir, run_ids)
+    return batch_runner._archive(manifest, str(workdir), batch_runner.finished_runs(str(workdir), manifest["runs"]))
+
+
 def test_members_read_back_with_their_names_contents_modes_and_times(tmp_path):
     long_id = "cell-" + "x" * 120  # a path over tar's 100-byte name field
     blobs = {
-        "r1": {"result.json": b'{"run_id": "r1"}', "stdout": b"runtime: 5us\n", "stderr": b"",
+        "r1": {"stdout": b"runtime: 5us\n", "stderr": b"a warning\n", "counters.json": b'{"samples": []}',
                "inputs/job.fio": b"[job]\nrw=read\n"},
-        "r\u00e9": {"result.json": b"{}", "stdout": bytes(range(256)) * 5},  # a name that is not ASCII
-        long_id: {"result.json": b"{}", "stdout": b"x" * 512},  # exactly one block: no padding
-        "r4": {"stdout": b"unfinished"},  # no result.json: not a finished run, not archived
+        "r\u00e9": {"stdout": bytes(range(256)) * 5},  # a name that is not ASCII
+        long_id: {"stdout": b"x" * 512, "usage.json": b'{"wall_s": 1}'},  # one block: no padding
     }
+    # What the run's result says it has goes in: r1's counters, long_id's usage.
+    results = {"r1": {"counters": {"file": "counters.json"}}, long_id: {"usage": {"wall_s": 1}}}
+    expected = {}
     for run_id, files in blobs.items():
-        _run_dir(tmp_path, run_id, files)
-    os.chmod(tmp_path / "runs" / "r1" / "1" / "stdout", 0o640)
-    os.utime(tmp_path / "runs" / "r1" / "1" / "stdout", (1_700_000_000, 1_700_000_000))
+        line = _run(tmp_path, run_id, files, **results.get(run_id, {}))
+        expected.update({f"runs/{run_id}/1/{name}": data for name, data in {"stderr": b"", **files}.items()})
+        expected[f"runs/{run_id}/1/result.json"] = line
+    # Not finished (no result line): not archived; a file its result does not name: left out.
+    _run(tmp_path, "r4", {"stdout": b"unfinished"}, finished=False)
+    _run(tmp_path, "r5", {"usage.json": b"{}"})
+    expected.update({"runs/r5/1/stdout": b"", "runs/r5/1/stderr": b"",
+                     "runs/r5/1/result.json": _run(tmp_path, "r5", {}, finished=False)})
+    os.chmod(batch_runner.run_file(str(tmp_path), "r1", 1, "stdout"), 0o640)
+    os.utime(batch_runner.run_file(str(tmp_path), "r1", 1, "stdout"), (1_700_000_000, 1_700_000_000))
 
-    path = batch_runner._archive(_manifest(tmp_path, list(blobs)), str(tmp_path))
+    path = _archive(tmp_path, [*blobs, "r4", "r5"])
 
     with tarfile.open(path) as tar:
         members = {m.name: m for m in tar.getmembers()}
-        expected = {f"runs/{r}/1/{name}": data for r, files in blobs.items() if "result.json" in files
-                    for name, data in files.items()}
         assert sorted(members) == sorted(expected)
         for name, data in expected.items():
             assert members[name].isfile()
             assert tar.extractfile(members[name]).read() == data, name
-        st = os.stat(tmp_path / "runs" / "r1" / "1" / "stdout")
+        st = os.stat(batch_runner.run_file(str(tmp_path), "r1", 1, "stdout"))
         m = members["runs/r1/1/stdout"]
         assert (m.mode, m.uid, m.gid, m.mtime) == (0o640, st.st_uid, st.st_gid, 1_700_000_000)
 
@@ -81,7 +105,7 @@ def test_a_header_packed_here_is_the_one_tarfile_would_write(tmp_path):
 
 def test_a_file_that_grows_while_archived_keeps_the_size_its_header_says_and_one_that_shrank_fails(
         tmp_path, monkeypatch):
-    _run_dir(tmp_path, "r1", {"result.json": b"{}", "stdout": b"short"})
+    line = _run(tmp_path, "r1", {"stdout": b"short"})
     real_lstat = os.lstat
     seen = {"size": 3}
 
@@ -93,13 +117,13 @@ def test_a_file_that_grows_while_archived_keeps_the_size_its_header_says_and_one
         return st
 
     monkeypatch.setattr(batch_runner.os, "lstat", sized)
-    path = batch_runner._archive(_manifest(tmp_path, ["r1"]), str(tmp_path))
+    path = _archive(tmp_path, ["r1"])
     with tarfile.open(path) as tar:  # what a survivor appended after the run is left out
         assert tar.extractfile("runs/r1/1/stdout").read() == b"sho"
-        assert tar.extractfile("runs/r1/1/result.json").read() == b"{}"
+        assert tar.extractfile("runs/r1/1/result.json").read() == line
     seen["size"] = 9
     with pytest.raises(OSError, match="shrank while it was archived"):
-        batch_runner._archive(_manifest(tmp_path, ["r1"]), str(tmp_path))
+        _archive(tmp_path, ["r1"])
 
 
 def _tar_bytes(fmt: int, members: list[tuple[str, bytes | None]]) -> bytes:

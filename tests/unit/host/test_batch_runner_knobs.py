@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
 
+import host_layout
 import pytest
 
 from benchmatrix.host import batch_runner
@@ -21,9 +21,9 @@ def test_affinity_applied_is_read_back_from_the_workload(tmp_path):
     assert result["outcome"] == "exited" and result["exit_code"] == 0, result
     assert result["affinity"]["cpus"] == [cpu]
     assert result["affinity_applied"] == [cpu]
-    stored = json.loads((tmp_path / "runs" / "r1" / "1" / "result.json").read_text())
+    stored = host_layout.result(tmp_path, "r1")
     assert stored["affinity_applied"] == [cpu]
-    assert (tmp_path / "runs" / "r1" / "1" / "stdout").read_text().strip() == f"[{cpu}]"
+    assert host_layout.file(tmp_path, "r1", "stdout").read_text().strip() == f"[{cpu}]"
 
 
 def test_no_affinity_recorded_without_cpus(tmp_path):

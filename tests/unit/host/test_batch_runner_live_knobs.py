@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import host_layout
 import pytest
 
 from benchmatrix.host import batch_runner
@@ -46,11 +47,11 @@ def _start(runner: Path, manifest: dict) -> tuple[int, dict, str]:
 
 
 def _result(workdir: Path, run_id: str) -> dict:
-    return json.loads((workdir / "runs" / run_id / "1" / "result.json").read_text())
+    return host_layout.result(workdir, run_id)
 
 
 def _stdout(workdir: Path, run_id: str) -> str:
-    return (workdir / "runs" / run_id / "1" / "stdout").read_text().strip()
+    return host_layout.file(workdir, run_id, "stdout").read_text().strip()
 
 
 def test_runner_sets_each_runs_live_knob_and_records_intended_and_actual(tmp_path):

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import host_layout
 import pytest
 
 from benchmatrix.host import batch_runner
@@ -86,7 +87,7 @@ def _run_batch(tmp_path: Path, mode: str, runs: list[dict]) -> tuple[dict, dict[
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # The manifest may carry secrets: read once, then gone; the workdir is the owner's only.
     assert not manifest.exists() and (workdir.stat().st_mode & 0o777) == 0o700
-    results = {r["run_id"]: json.loads((workdir / "runs" / r["run_id"] / "1" / "result.json").read_text())
+    results = {r["run_id"]: host_layout.result(workdir, r["run_id"])
                for r in runs}
     return json.loads(proc.stdout), results
 
@@ -248,7 +249,7 @@ def test_the_next_runner_stops_the_workload_of_a_runner_killed_outright(tmp_path
         proc = subprocess.run([sys.executable, str(RUNNER), str(second)], capture_output=True, text=True,
                               timeout=120)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        result = json.loads((workdir / "runs" / "r2" / "1" / "result.json").read_text())
+        result = host_layout.result(workdir, "r2")
         assert result["exit_code"] == 0, result  # none of them was alive when r2 ran
         assert not _alive(parent) and not _alive(child)
         if home:
@@ -279,7 +280,7 @@ def test_runs_take_turns_in_one_cgroup_unless_one_measures_its_peak_memory(tmp_p
             _run("r3", 3, [sys.executable, "-c", SETSID + "\n" + OWN_CGROUP, str(pids), "0"]),
             _run("r4", 4, py), {**_run("r5", 5, py), "collect": ["process"]}, _run("r6", 6, py)]
     _, res = _run_batch(tmp_path, "auto", runs)
-    cgroups = {r: (tmp_path / "work" / "runs" / r / "1" / "stdout").read_text().split()[-1] for r in res}
+    cgroups = {r: host_layout.file(tmp_path / "work", r, "stdout").read_text().split()[-1] for r in res}
     assert all(c.startswith("/") and batch_runner.CGROUP_PREFIX in c for c in cgroups.values()), cgroups
     shared = cgroups["r1"]
     assert cgroups["r2"] == cgroups["r3"] == cgroups["r4"] == cgroups["r6"] == shared

@@ -2,9 +2,10 @@
 
 A batch may hold up to batch_max_runs runs of unknown duration; ``stop_after_s`` makes
 the runner return after that many seconds, so the controller takes the finished runs
-in and starts the rest. Runs are written without an fsync each: result.json carries
-the sizes of stdout and stderr, and a run whose files do not match (a host crash cut
-it short) is executed again instead of being skipped.
+in and starts the rest. Runs are written without an fsync each: a run's result line
+carries the sizes of stdout and stderr, and a run whose files do not match, or whose
+line does not parse (a host crash cut it short), is executed again instead of being
+skipped.
 
 Real batch runner processes; nothing is mocked.
 """
@@ -16,6 +17,8 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
+
+import host_layout
 
 from benchmatrix.host import batch_runner
 
@@ -56,25 +59,61 @@ def test_runner_stops_after_its_time_slice_and_reports_the_rest(tmp_path):
     assert summary["executed"] == ["a", "b", "c"] and "deferred" not in summary
 
 
+def _keys(*ids: str) -> set[tuple[str, str]]:
+    return {(i, "1") for i in ids}
+
+
+def _finished(workdir: Path, ids: str) -> set[tuple[str, str]]:
+    return set(batch_runner.finished_runs(str(workdir), [{"run_id": i, "attempt": 1} for i in ids]))
+
+
 def test_result_records_output_sizes_and_a_run_cut_short_runs_again(tmp_path):
     workdir = tmp_path / "work"
     rc, summary = _start(_manifest(workdir, ["a", "b", "c"]))
     assert rc == 0 and summary["executed"] == ["a", "b", "c"]
-    runs = workdir / "runs"
-    result = json.loads((runs / "a" / "1" / "result.json").read_text())
-    assert result["output_bytes"] == {"stdout": len("run a\n"), "stderr": 0}
-    assert batch_runner.finished(str(runs / "a" / "1"))
-    # What a power loss can leave of runs written without fsync: an output shorter
-    # than its result.json says, an empty result.json.
-    (runs / "a" / "1" / "stdout").write_text("")
-    (runs / "b" / "1" / "result.json").write_text("")
-    assert not batch_runner.finished(str(runs / "a" / "1"))
-    assert not batch_runner.finished(str(runs / "b" / "1"))
+    # Flat: a run's files beside each other, its result a line of the index; no directory a run.
+    assert sorted(p.name for p in (workdir / "runs").iterdir()) == [
+        "a.1.stderr", "a.1.stdout", "b.1.stderr", "b.1.stdout", "c.1.stderr", "c.1.stdout", "results.jsonl"]
+    assert host_layout.result(workdir, "a")["output_bytes"] == {"stdout": len("run a\n"), "stderr": 0}
+    assert _finished(workdir, "abc") == _keys("a", "b", "c")
+    # What a power loss can leave of runs written without fsync: an output shorter than
+    # its result says (a), a result line cut short (b's, the index's last).
+    host_layout.file(workdir, "a", "stdout").write_text("")
+    index = workdir / "runs" / batch_runner.RESULTS_INDEX
+    a, b, c, _ = index.read_bytes().split(b"\n")
+    index.write_bytes(a + b"\n" + c + b"\n" + b[:60])
+    assert _finished(workdir, "abc") == _keys("c")
     rc, summary = _start(_manifest(workdir, ["a", "b", "c"]))
     assert rc == 0
     assert summary["executed"] == ["a", "b"] and summary["skipped"] == ["c"]
-    assert (runs / "a" / "1" / "stdout").read_text() == "run a\n"
-    assert batch_runner.finished(str(runs / "b" / "1"))
+    assert host_layout.file(workdir, "a", "stdout").read_text() == "run a\n"
+    assert _finished(workdir, "abc") == _keys("a", "b", "c")
+    # The cut line was ended before the next was appended: every later line parses.
+    lines = index.read_bytes().split(b"\n")
+    assert lines[2] == b[:60] and [json.loads(x)["run_id"] for x in lines[3:-1]] == ["a", "b"]
+    assert _archived(workdir) == ["a", "b", "c"]
+
+
+def test_a_work_directory_of_the_layout_before_is_still_read(tmp_path):
+    """A campaign whose host got the flat runner mid-campaign: its runs/RUN_ID/ATTEMPT/
+    directories (the runner before) count as finished and go into the archive as they are."""
+    workdir = tmp_path / "work"
+    old = workdir / "runs" / "a" / "1"
+    old.mkdir(parents=True)
+    (old / "stdout").write_text("old a\n")
+    (old / "stderr").write_text("")
+    (old / "result.json").write_text(json.dumps({"version": 1, "run_id": "a", "attempt": 1, "exit_code": 0,
+                                                 "outcome": "exited", "output_bytes": {"stdout": 6, "stderr": 0}}))
+    cut = workdir / "runs" / "b" / "1"  # b cut short under the runner before: run again, flat
+    cut.mkdir(parents=True)
+    (cut / "result.json").write_text("")
+    rc, summary = _start(_manifest(workdir, ["a", "b"]))
+    assert rc == 0 and summary["skipped"] == ["a"] and summary["executed"] == ["b"]
+    with tarfile.open(workdir / "batches" / "b1.tar.gz") as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    assert members["runs/a/1/stdout"] == b"old a\n" and json.loads(members["runs/a/1/result.json"])["run_id"] == "a"
+    assert members["runs/b/1/stdout"] == b"run b\n" and json.loads(members["runs/b/1/result.json"])["run_id"] == "b"
+    assert host_layout.result(workdir, "a")["exit_code"] == 0
 
 
 def test_collect_only_archives_the_finished_runs_and_runs_none(tmp_path):
@@ -84,16 +123,16 @@ def test_collect_only_archives_the_finished_runs_and_runs_none(tmp_path):
     workdir = tmp_path / "work"
     rc, _ = _start(_manifest(workdir, ["a", "b"]))
     assert rc == 0
-    runs = workdir / "runs"
-    (runs / "b" / "1" / "stdout").write_text("")  # b cut short (its sizes do not match)
-    (runs / "c" / "1.partial").mkdir(parents=True)  # c in flight when the runner died
+    host_layout.file(workdir, "b", "stdout").write_text("")  # b cut short (its sizes do not match)
+    host_layout.file(workdir, "c", "stdout").write_text("run")  # c in flight when the runner died
     (workdir / "batches" / "b1.tar.gz").unlink()
     leases = sorted(p.name for p in (workdir / "batches").glob("*.lease"))
     rc, summary = _start(_manifest(workdir, ["a", "b", "c", "d"], collect_only=True, lease_seconds=300))
     assert rc == 0, summary
     assert summary["executed"] == [] and summary["skipped"] == ["a"] and summary["deferred"] == ["b", "c", "d"]
     assert _archived(workdir) == ["a"]
-    assert not (runs / "d").exists() and sorted(p.name for p in (workdir / "batches").glob("*.lease")) == leases
+    assert not host_layout.file(workdir, "d", "stdout").exists()
+    assert sorted(p.name for p in (workdir / "batches").glob("*.lease")) == leases
     # The batch's next execution runs what was not collected and skips what was.
     rc, summary = _start(_manifest(workdir, ["a", "b", "c", "d"]))
     assert rc == 0 and summary["skipped"] == ["a"] and summary["executed"] == ["b", "c", "d"]

@@ -15,6 +15,8 @@ import sys
 import tarfile
 from pathlib import Path
 
+import host_layout
+
 from benchmatrix.host import batch_runner
 
 RUNNER = Path(batch_runner.__file__)
@@ -104,7 +106,7 @@ def test_runs_as_json_text_get_the_batchs_run_settings(tmp_path):
     res = _start(RUNNER, manifest)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["executed"] == ["b1-r1", "b1-r2"]
-    outs = [(workdir / "runs" / f"b1-r{i}" / "1" / "stdout").read_text().strip() for i in (1, 2)]
+    outs = [host_layout.file(workdir, f"b1-r{i}", "stdout").read_text().strip() for i in (1, 2)]
     assert outs == [str(tmp_path)] * 2
 
 
@@ -122,8 +124,7 @@ def test_the_runner_sees_a_run_end_at_once(tmp_path):
     assert res.returncode == 0, res.stderr
     lags = []
     for run in runs:
-        run_dir = workdir / "runs" / run["run_id"] / "1"
-        ended = float((run_dir / "stdout").read_text())
-        lags.append(json.loads((run_dir / "result.json").read_text())["ended_at"] - ended)
+        ended = float(host_layout.file(workdir, run["run_id"], "stdout").read_text())
+        lags.append(host_layout.result(workdir, run["run_id"])["ended_at"] - ended)
     lags.sort()
     assert lags[2] < 0.008, lags  # the median; the old polling wait lagged 25 ms on average

@@ -11,6 +11,8 @@ import signal
 import sys
 from pathlib import Path
 
+import host_layout
+
 from benchmatrix.host import batch_runner
 
 BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2:\n    pass\n"
@@ -20,7 +22,7 @@ def measured(tmp_path: Path, run_id: str, argv: list[str], **extra) -> tuple[dic
     run = {"run_id": run_id, "attempt": 1, "seq": 1, "timeout": 60, "before_run": [], "argv": argv,
            "measure": True, **extra}
     result = batch_runner.execute(run, str(tmp_path))
-    usage = tmp_path / "runs" / run_id / "1" / "usage.json"
+    usage = host_layout.file(tmp_path, run_id, "usage.json")
     return result, json.loads(usage.read_text()) if usage.is_file() else None
 
 
@@ -78,4 +80,4 @@ def test_a_run_that_does_not_ask_is_not_measured(tmp_path):
     result = batch_runner.execute({"run_id": "plain", "attempt": 1, "timeout": 60, "before_run": [],
                                    "argv": ["true"]}, str(tmp_path))
     assert result["outcome"] == "exited" and "usage" not in result
-    assert not (tmp_path / "runs" / "plain" / "1" / "usage.json").exists()
+    assert not host_layout.file(tmp_path, "plain", "usage.json").exists()

@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import host_layout
 import pytest
 
 from benchmatrix.host import batch_runner
@@ -122,7 +123,7 @@ def test_the_runner_keeps_the_baseline_before_its_first_live_change(tmp_path, kn
     rc, summary, err = _start(manifest)
     assert rc == 0, err
     assert knob_file.read_text() == "512"
-    r2 = json.loads((work / "runs" / "r2" / "1" / "result.json").read_text())
+    r2 = host_layout.result(work, "r2")
     assert r2["knobs"]["k"]["baseline"] == "2560" and r2["knobs"]["k"]["changed"] is True
     # The next campaign's batch call reads the live knob: its baseline is the original.
     states = bmx_knob.apply([a], baseline_dir=str(kept))
@@ -139,7 +140,7 @@ def test_a_runner_that_cannot_keep_the_baseline_changes_nothing(tmp_path, knob_f
                 "knobs": [dict(sysfs_knob(knob_file, "2560"), live=True)]}
     rc, _, err = _start(manifest)
     assert rc == 0, err
-    r1 = json.loads((work / "runs" / "r1" / "1" / "result.json").read_text())
+    r1 = host_layout.result(work, "r1")
     assert r1["outcome"] == "invalid" and "cannot keep" in r1["error"], r1
     assert knob_file.read_text() == "2560\n"
 

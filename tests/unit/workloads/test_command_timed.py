@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+import host_layout
 import pytest
 
 from benchmatrix.host import batch_runner
@@ -18,7 +19,7 @@ TIMED = {"wall_s": "s", "user_s": "s", "system_s": "s", "max_rss_kib": "KiB"}
 def measured_dir(tmp_path, argv):
     run = {"run_id": "r1", "attempt": 1, "timeout": 60, "before_run": [], "argv": argv, "measure": True}
     batch_runner.execute(run, str(tmp_path))
-    return tmp_path / "runs" / "r1" / "1"
+    return host_layout.run_dir(tmp_path, "r1")
 
 
 def test_without_declared_metrics_the_runners_measurement_is_the_runs_metrics(tmp_path):

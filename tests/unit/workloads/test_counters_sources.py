@@ -13,6 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import host_layout
 import numpy as np
 import pytest
 from fake_ansible import use_fake_port
@@ -85,7 +86,7 @@ def sampled(tmp_path_factory):
     ])
     out = {}
     for run in ("work", "idle"):
-        run_dir = wd / "runs" / run / "1"
+        run_dir = host_layout.run_dir(wd, run)
         result = json.loads((run_dir / "result.json").read_text())
         assert result["outcome"] == "exited" and result["exit_code"] == 0, result
         out[run] = (run_dir, json.loads((run_dir / "counters.json").read_text()), load_counters(run_dir))
@@ -150,7 +151,7 @@ def test_perf_absent_or_without_the_events_is_skipped_with_a_note(tmp_path):
     # No perf on the runner's PATH: the run runs, no perf metric, one line saying why.
     wd = _run_batch(tmp_path, [{"run_id": "p", "argv": ["/bin/true"], "collect": ["perf"]}],
                     env={**os.environ, "PATH": str(tmp_path / "empty")})
-    parsed = load_counters(wd / "runs" / "p" / "1")
+    parsed = load_counters(host_layout.run_dir(wd, "p"))
     assert not [k for k in parsed.metrics if k.startswith("perf_")]
     assert len(parsed.warnings) == 1 and "perf" in parsed.warnings[0] and "\n" not in parsed.warnings[0]
     assert "not found" in parsed.warnings[0]
@@ -163,7 +164,7 @@ def test_perf_where_the_host_has_it(tmp_path):
         pytest.skip("no perf on this machine")
     wd = _run_batch(tmp_path, [{"run_id": "p", "argv": [sys.executable, "-c", "sum(range(10**6))"],
                                 "collect": ["perf"]}])
-    run_dir = wd / "runs" / "p" / "1"
+    run_dir = host_layout.run_dir(wd, "p")
     assert json.loads((run_dir / "result.json").read_text())["exit_code"] == 0
     parsed = load_counters(run_dir)
     found = {k: v for k, v in parsed.metrics.items() if k.startswith("perf_")}
@@ -354,7 +355,7 @@ def test_a_perf_that_cannot_count_here_is_skipped_and_the_run_runs(tmp_path):
     (fake / "perf").chmod(0o755)
     wd = _run_batch(tmp_path, [{"run_id": "p", "argv": ["/bin/echo", "ran"], "collect": ["perf"]}],
                     env={**os.environ, "PATH": f"{fake}:/bin:/usr/bin"})
-    run_dir = wd / "runs" / "p" / "1"
+    run_dir = host_layout.run_dir(wd, "p")
     result = json.loads((run_dir / "result.json").read_text())
     assert result["exit_code"] == 0 and (run_dir / "stdout").read_text() == "ran\n"
     parsed = load_counters(run_dir)

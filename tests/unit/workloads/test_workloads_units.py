@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import host_layout
 import pytest
 from ansible.errors import AnsibleError
 
@@ -301,7 +302,7 @@ def test_runner_collects_counters_copies_inputs_and_pins(tmp_path):
     finally:
         sleeper.kill()
         sleeper.wait()
-    r1 = tmp_path / "wd" / "runs" / "r1" / "1"
+    r1 = host_layout.run_dir(tmp_path / "wd", "r1")
     result = json.loads((r1 / "result.json").read_text())
     assert (r1 / "stdout").read_text().strip() == f"[{cpu0}]"
     assert result["affinity"] == {"cpus": [cpu0], "pinned": {str(tmp_path / "server.pid"): 1}}
@@ -311,8 +312,8 @@ def test_runner_collects_counters_copies_inputs_and_pins(tmp_path):
     assert result["counters"]["samples"] == len(counters["samples"])
     metrics = load_counters(r1).metrics
     assert metrics["cpu_user_pct"][0] > 0 and "cpu_iowait_pct" in metrics
-    r2 = json.loads((tmp_path / "wd" / "runs" / "r2" / "1" / "result.json").read_text())
+    r2 = host_layout.result(tmp_path / "wd", "r2")
     assert r2["outcome"] == "before_run_failed" and "not available to the runner" in r2["error"]
-    r3 = json.loads((tmp_path / "wd" / "runs" / "r3" / "1" / "result.json").read_text())
+    r3 = host_layout.result(tmp_path / "wd", "r3")
     assert r3["outcome"] == "before_run_failed" and "not a plain file name" in r3["error"]
-    assert not (tmp_path / "wd" / "runs" / "r2" / "1" / "counters.json").exists()
+    assert not host_layout.file(tmp_path / "wd", "r2", "counters.json").exists()
