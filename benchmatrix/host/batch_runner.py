@@ -420,8 +420,13 @@ def _command_of(pid):
 
 
 def _write_pid(path, pid):
-    with open(path, "w") as fh:
-        fh.write(str(pid))
+    # os-level: no buffered text file around one short write (twice a run: in and out of
+    # the run's cgroup)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, str(pid).encode())
+    finally:
+        os.close(fd)
 
 
 class Containment:
@@ -505,10 +510,14 @@ class Containment:
         if self.cgroup:
             # Exited processes leave the cgroup at once (zombies are not listed).
             try:
-                with open(os.path.join(self.cgroup, "cgroup.procs")) as fh:
-                    return {int(x) for x in fh.read().split()} - {me}
+                fd = os.open(os.path.join(self.cgroup, "cgroup.procs"), os.O_RDONLY)
+                try:
+                    data = b"".join(iter(lambda: os.read(fd, 65536), b""))
+                finally:
+                    os.close(fd)
             except OSError:
                 return set()
+            return {int(x) for x in data.split()} - {me}
         if self.proc is None:
             return set()  # nothing was started
         table = _proc_table()
@@ -1117,6 +1126,11 @@ def _read_text(*parts):
 
 def load_average():
     """The 1-minute load average, or None."""
+    if HOST_ROOT == "/":  # twice a run: getloadavg(3) reads the same file without a Python file object
+        try:
+            return round(os.getloadavg()[0], 2)
+        except OSError:
+            return None
     text = _read_text("proc", "loadavg")
     try:
         return float(text.split()[0]) if text else None
@@ -1367,7 +1381,7 @@ def _remove_run_files(base):
 
 
 # shape: one run's lifecycle in one try: before_run, contained workload, end, finalize; cleanup needs every handle
-def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S, knobs=None, share_cgroup=False):
+def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S, knobs=None, share_cgroup=False, environ=None):
     """Execute one run; returns its result dict. Raises Interrupted.
 
     Args:
@@ -1383,6 +1397,8 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S, knobs=None, 
         share_cgroup: Run in the cgroup the runner's runs take turns in (Containment's
             ``share``: the runner's own loop), unless the run measures its peak memory
             (``collect: [process]``: a cgroup's memory.peak counts from its creation).
+        environ: The environment the run's own ``env`` is added to (main() reads the
+            runner's once); None: ``os.environ``.
     """
     global _child
     base = os.path.join(workdir, "runs", "%s.%s" % (run["run_id"], run["attempt"]))
@@ -1421,7 +1437,7 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S, knobs=None, 
             share = share_cgroup and "process" not in (run.get("collect") or [])
             cont = Containment(containment, grace_s, share=share)
             try:
-                env = dict(os.environ)
+                env = dict(os.environ if environ is None else environ)
                 env.update(run.get("env") or {})
                 _child = _start_workload(run, out, errf, env, cont, usage)
             except OSError as exc:
@@ -2318,6 +2334,7 @@ def main(argv):
         # Absent (an older controller): the marker holds, as it always did.
         doom = _Doom(workdir, manifest["batch"], str(manifest.get("keep_going", True)).lower() == "true")
         live = LiveKnobs(manifest)
+        environ = dict(os.environ)  # once: os.environ decodes every variable each time it is read
         runs = manifest["runs"]
         done = finished_runs(workdir, runs)  # by an earlier execution of the batch
         for i, run in enumerate(runs):
@@ -2334,7 +2351,7 @@ def main(argv):
                 sys.stdout.write(json.dumps(summary) + "\n")
                 return 130
             run, knobs = live.prepare(run)
-            result = execute(run, workdir, containment, grace_s, knobs, share_cgroup=True)
+            result = execute(run, workdir, containment, grace_s, knobs, share_cgroup=True, environ=environ)
             done[_key(run)] = _index_line(workdir)
             summary["executed"].append(run["run_id"])
             progress.note(result)
