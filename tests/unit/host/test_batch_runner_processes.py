@@ -268,13 +268,16 @@ def test_the_next_runner_stops_the_workload_of_a_runner_killed_outright(tmp_path
 
 # Prints the cgroup v2 path of the process (the "0::" line of /proc/self/cgroup).
 OWN_CGROUP = "print([l for l in open('/proc/self/cgroup').read().splitlines() if l.startswith('0::')][0][3:])"
+# The cgroup of the workload's parent, the runner, while the run runs.
+RUNNER_CGROUP = ("import os; print([l for l in open('/proc/%d/cgroup' % os.getppid()).read().splitlines()"
+                 " if l.startswith('0::')][0][3:])")
 
 
 @pytest.mark.skipif(not cgroup_usable(), reason="no writable cgroup v2 here")
 def test_runs_take_turns_in_one_cgroup_unless_one_measures_its_peak_memory(tmp_path):
     pids = tmp_path / "pids"
     pids.write_text("")
-    py = [sys.executable, "-c", OWN_CGROUP]
+    py = [sys.executable, "-c", RUNNER_CGROUP + "\n" + OWN_CGROUP]
     runs = [_run("r1", 1, py), _run("r2", 2, py),
             # Leaves a child behind that the sweep ends: the cgroup is empty again afterwards.
             _run("r3", 3, [sys.executable, "-c", SETSID + "\n" + OWN_CGROUP, str(pids), "0"]),
@@ -286,6 +289,13 @@ def test_runs_take_turns_in_one_cgroup_unless_one_measures_its_peak_memory(tmp_p
     assert cgroups["r2"] == cgroups["r3"] == cgroups["r4"] == cgroups["r6"] == shared
     assert cgroups["r5"] != shared  # memory.peak counts from the cgroup's creation: a new one
     assert res["r3"]["killed"] and not res["r3"].get("survivors")
+    # The runner stays in the shared cgroup while its runs run (no move in and out a run),
+    # steps out before a sweep kills what a run left (r3: the runner lived on), and is
+    # never inside a cgroup of a run's own (r5).
+    runner_in = {r: host_layout.file(tmp_path / "work", r, "stdout").read_text().split()[0]
+                 for r in ("r1", "r2", "r4", "r5", "r6")}
+    assert runner_in["r1"] == runner_in["r2"] == runner_in["r4"] == runner_in["r6"] == shared, runner_in
+    assert runner_in["r5"] not in (shared, cgroups["r5"]), runner_in
     # The v2 hierarchy's mount: this process's cgroup directory less its path in /proc/self/cgroup.
     own = [ln for ln in Path("/proc/self/cgroup").read_text().splitlines() if ln.startswith("0::")][0][3:]
     mount = batch_runner._own_cgroup_v2().removesuffix(own.rstrip("/"))
