@@ -10,16 +10,23 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from typing import TypeVar
+
+P = TypeVar("P", str, Path)
 
 
-def create_beside(path: Path) -> tuple[Path, int]:
-    """A new temporary file beside ``path`` (``.NAME.RANDOM.tmp``), opened for writing: (its path, fd).
+def create_beside(path: P) -> tuple[P, int]:
+    """A new temporary file beside ``path`` (``.NAME.RANDOM.tmp``), opened for writing: (its
+    path, of the type ``path`` is: a text path saves pathlib's work where a batch writes a
+    file a run; fd).
 
     O_EXCL on a random name: never follows or reuses another writer's file. Mode 0o666
     is filtered by the umask exactly as open() does for any new file.
     """
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    head, name = os.path.split(path)
+    tmp = os.path.join(head, f".{name}.{secrets.token_hex(6)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    return (Path(tmp) if isinstance(path, Path) else tmp), fd  # type: ignore[return-value]
 
 
 def write_synced(fd: int, data: str | bytes) -> None:
