@@ -8,7 +8,6 @@ it through the runner's own readers, so they check what a batch execution would 
 from __future__ import annotations
 
 import gzip
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,8 @@ from benchmatrix.host import batch_runner
 def results(runs: Path) -> dict[tuple[str, int], dict[str, Any]]:
     """(run id, attempt) -> result of every run with a result line in ``runs/`` (the
     runner's ``runs`` directory), the last line of each."""
-    return {(rid, int(att)): json.loads(line)
-            for (rid, att), line in batch_runner.read_results(str(Path(runs).parent)).items()}
+    return {(rid, int(att)): result
+            for (rid, att), (_line, result) in batch_runner.read_results(str(Path(runs).parent)).items()}
 
 
 def result(workdir: Path, run_id: str, attempt: int = 1) -> dict[str, Any]:

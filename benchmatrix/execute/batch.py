@@ -197,8 +197,7 @@ def _execute_batch(spec_path: str, project_dir: Path, plan_path: Path, batch: st
     host = mine[0].host
     if (exp / layout.HOSTS_DIR / host / layout.BASELINE).is_file():
         touched.update(spec=spec, host=host)  # an earlier batch reconfigured the host
-    # Text paths: a stat a run, without pathlib's joins (0.05 ms a run, bench/README.md).
-    todo = [r for r in mine if not os.path.isfile(f"{exp}/{layout.RUNS_DIR}/{r.run_id}/{r.attempt}/{layout.RECORD}")]
+    todo = [r for r in mine if not os.path.isfile(f"{layout.run_dir_text(exp, r.run_id, r.attempt)}/{layout.RECORD}")]
     summary: dict[str, Any] = {"batch": batch, "host": host, "runs": len(mine), "executed": 0,
                                "already_done": len(mine) - len(todo), "slices": 0}
     records: list[dict[str, Any]] = []
@@ -587,11 +586,11 @@ def _judged_record(job: _Batch, r: PlannedRun, res: dict[str, Any], parse: Calla
                    t0: float) -> dict[str, Any]:  # shape: the slice's facts one run's record takes, by name
     """The record of a run the runner finished: judged from its output and result."""
     rel = f"{layout.RUNS_DIR}/{r.run_id}/{r.attempt}"  # as _rel would give, without resolving paths
-    dest = Path(f"{job.exp}/{rel}")
-    with open(f"{job.exp}/{rel}/stdout", errors="replace") as fh:
+    dest = layout.run_dir_text(job.exp, r.run_id, r.attempt)
+    with open(f"{dest}/stdout", errors="replace") as fh:
         stdout = fh.read()
     p0 = time.monotonic()
-    status, reason, metrics, details = judge(job.spec, res, stdout, dest / "stderr", parse)
+    status, reason, metrics, details = judge(job.spec, res, stdout, Path(f"{dest}/stderr"), parse)
     parse_s = time.monotonic() - p0
     # What the runner had to kill after the workload (a timeout, or leftovers).
     details.update({k: res[k] for k in ("killed", "survivors", "containment") if res.get(k)})
@@ -658,7 +657,7 @@ def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun], touched: dict
     """
     wanted = {f"{layout.RUNS_DIR}/{r.run_id}/{r.attempt}": r for r in todo}
     results: dict[str, Any] = {}
-    made: dict[str, str] = {}  # run id -> its directory, made (text paths: pathlib's joins cost a run)
+    made: dict[str, str] = {}  # run id -> its directory, made
     try:
         with gzip.open(archive, "rb") as stream:
             for name, regular, chunk in read_archive(stream):
@@ -674,7 +673,7 @@ def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun], touched: dict
                     continue
                 dest = made.get(run.run_id)
                 if dest is None:
-                    dest = made[run.run_id] = f"{exp}/{layout.RUNS_DIR}/{run.run_id}/{run.attempt}"
+                    dest = made[run.run_id] = layout.run_dir_text(exp, run.run_id, run.attempt)
                     touched["partial"].append(Path(dest))
                     os.makedirs(dest, exist_ok=True)
                 target = f"{dest}/{'/'.join(rest)}"

@@ -436,8 +436,7 @@ def _command_of(pid):
 
 
 def _write_pid(path, pid):
-    # os-level: no buffered text file around one short write (twice a run: in and out of
-    # the run's cgroup)
+    # os-level: no buffered text file around one short write (a cgroup move)
     fd = os.open(path, os.O_WRONLY)
     try:
         os.write(fd, str(pid).encode())
@@ -468,7 +467,6 @@ class Containment:
         self.grace_s = float(grace_s)
         self.token = "%d-%s" % (os.getpid(), os.urandom(8).hex())
         self.cgroup = None
-        self.home = None
         self.why_not_cgroup = None
         self.proc = None
         self.started_ticks = None
@@ -485,7 +483,7 @@ class Containment:
             self.why_not_cgroup = "no cgroup v2 hierarchy"
             return
         if share and _shared_cgroup:
-            self.home, self.cgroup = home, _shared_cgroup
+            self.cgroup = _shared_cgroup
             return
         path = os.path.join(home, "%s%d-%s" % (CGROUP_PREFIX, os.getpid(), os.urandom(4).hex()))
         try:
@@ -493,7 +491,7 @@ class Containment:
         except OSError as exc:
             self.why_not_cgroup = "cannot create a cgroup in %s: %s" % (home, exc.strerror or exc)
             return
-        self.home, self.cgroup = home, path
+        self.cgroup = path
         if share:
             _shared_cgroup = path
 
@@ -1252,16 +1250,21 @@ RESULTS_INDEX = "results.jsonl"
 RUN_FILES = ("stdout", "stderr", "counters.json", "usage.json")
 
 
+def _run_base(workdir, run_id, attempt):
+    """The prefix of a run's files on the host: ``runs/RUN_ID.ATTEMPT``."""
+    return os.path.join(workdir, "runs", "%s.%s" % (run_id, attempt))
+
+
 def run_file(workdir, run_id, attempt, name):
     """Where a run's file ``name`` (one of RUN_FILES, or "inputs": the directory of its
     inputs) is on the host: ``runs/RUN_ID.ATTEMPT.NAME``."""
-    return os.path.join(workdir, "runs", "%s.%s.%s" % (run_id, attempt, name))
+    return _run_base(workdir, run_id, attempt) + "." + name
 
 
-def _old_run_dir(workdir, run):
+def _old_run_dir(workdir, run_id, attempt):
     """A run's directory in the layout of runners before the flat one (runs/RUN_ID/ATTEMPT),
     still read: a campaign whose host got a newer runner mid-campaign."""
-    return os.path.join(workdir, "runs", run["run_id"], str(run["attempt"]))
+    return os.path.join(workdir, "runs", run_id, str(attempt))
 
 
 def _key(run):
@@ -1274,8 +1277,8 @@ _INDEX_KEY = re.compile(rb'\{"version": -?\d+, "run_id": ("(?:[^"\\]|\\.)*"), "a
 
 
 def read_results(workdir, wanted=None):
-    """The runs in ``workdir``'s results index: (run_id, str(attempt)) -> the result's line
-    (bytes), the last complete line of each run; ``wanted``: only these keys.
+    """The runs in ``workdir``'s results index: (run_id, str(attempt)) -> (the result's line
+    (bytes), the result), the last complete line of each run; ``wanted``: only these keys.
 
     A line a crash cut short does not parse and is left out (its run is executed again,
     and a later line is appended for it). The output sizes are not checked here
@@ -1288,69 +1291,65 @@ def read_results(workdir, wanted=None):
         return {}
     lines = {}
     for line in data.split(b"\n"):
-        match = _INDEX_KEY.match(line)
-        if match is not None:
+        if not line:
+            continue
+        match = _INDEX_KEY.match(line) if wanted is not None else None
+        if match is not None:  # a line of another run is skipped unparsed
             try:
-                key = (json.loads(match.group(1)), match.group(2).decode())
+                if (json.loads(match.group(1)), match.group(2).decode()) not in wanted:
+                    continue
             except ValueError:
                 continue
-            if wanted is not None and key not in wanted:
-                continue
-        elif not line:
-            continue
         try:
             result = json.loads(line)
             key = (result["run_id"], str(result["attempt"]))
         except (ValueError, KeyError, TypeError):
             continue
         if wanted is None or key in wanted:
-            lines[key] = line
+            lines[key] = (line, result)
     return lines
 
 
 def read_result(workdir, run_id, attempt):
     """The result of one run on the host (its last line in the index, else its result.json in
     the layout before), or None."""
-    line = read_results(workdir, {(run_id, str(attempt))}).get((run_id, str(attempt)))
-    if line is not None:
-        return json.loads(line)
+    key = (run_id, str(attempt))
+    found = read_results(workdir, {key}).get(key)
+    if found is not None:
+        return found[1]
     try:
-        with open(os.path.join(_old_run_dir(workdir, {"run_id": run_id, "attempt": attempt}), "result.json")) as fh:
+        with open(os.path.join(_old_run_dir(workdir, run_id, attempt), "result.json")) as fh:
             return json.load(fh)
     except (OSError, ValueError):
         return None
 
 
-def _sizes_match(result, path_of):
-    """Whether the run's outputs have the sizes its result records (``path_of(name)``)."""
-    sizes = result.get("output_bytes") or {} if isinstance(result, dict) else None
-    if sizes is None:
-        return False
+def _sizes_match(sizes, path_of):
+    """Whether the run's outputs have the ``sizes`` its result records (``path_of(name)``)."""
     try:
         return all(os.path.getsize(path_of(name)) == size for name, size in sizes.items())
-    except (OSError, TypeError):
+    except (OSError, TypeError, AttributeError):
         return False
 
 
 def finished_runs(workdir, runs):
-    """The runs among ``runs`` that finished in ``workdir``: (run_id, str(attempt)) -> the
-    result's line in the index (bytes), or None for a finished run of the layout before.
+    """The runs among ``runs`` that finished in ``workdir``: (run_id, str(attempt)) -> (the
+    result's line in the index (bytes), the result), or None for a finished run of the
+    layout before.
 
     A run is finished when its result parses and its stdout and stderr have the sizes it
     records. Runs are written without an fsync each, so after a host crash (power loss) a
     run may have a short output file or a cut line: not finished, executed again.
     """
-    wanted = {_key(run) for run in runs}
-    lines = read_results(workdir, wanted)
+    found = read_results(workdir, {_key(run) for run in runs})
     done = {}
     for run in runs:
         key = _key(run)
-        line = lines.get(key)
-        if line is not None:
-            result = json.loads(line)
-            if _sizes_match(result, lambda name, run=run: run_file(workdir, run["run_id"], run["attempt"], name)):
-                done[key] = line
-        elif finished(_old_run_dir(workdir, run)):
+        if key in found:
+            base = _run_base(workdir, run["run_id"], run["attempt"])
+            if _sizes_match(found[key][1].get("output_bytes") or {}, lambda name, base=base: base + "." + name):
+                done[key] = found[key]
+        elif finished(_old_run_dir(workdir, run["run_id"], run["attempt"])):
             done[key] = None
     return done
 
@@ -1367,7 +1366,7 @@ def finished(run_dir):
         return False
     if not isinstance(result, dict):
         return False
-    return "output_bytes" not in result or _sizes_match(result, lambda name: os.path.join(run_dir, name))
+    return _sizes_match(result.get("output_bytes") or {}, lambda name: os.path.join(run_dir, name))
 
 
 _last_line = {}  # workdir -> the result line execute appended last there
@@ -1427,7 +1426,7 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S, knobs=None, 
             runner's once); None: ``os.environ``.
     """
     global _child
-    base = os.path.join(workdir, "runs", "%s.%s" % (run["run_id"], run["attempt"]))
+    base = _run_base(workdir, run["run_id"], run["attempt"])
     os.makedirs(os.path.dirname(base), mode=0o700, exist_ok=True)  # main() made it; a caller of execute alone
     result = {
         "version": RESULT_VERSION, "run_id": run["run_id"], "attempt": run["attempt"],
@@ -1602,9 +1601,9 @@ def _archive(manifest, workdir, done):
                 continue
             rel = "runs/%s/%s" % key
             if done[key] is None:  # a run of the layout before
-                _add_tree(out, _old_run_dir(workdir, run), rel)
+                _add_tree(out, _old_run_dir(workdir, run["run_id"], run["attempt"]), rel)
             else:
-                _add_run(out, workdir, run, rel, done[key])
+                _add_run(out, _run_base(workdir, run["run_id"], run["attempt"]), rel, *done[key])
         out.write(bytes(2 * _BLOCK))  # the end-of-archive marker: two zero blocks
     os.replace(tmp, path)
     return path
@@ -1631,24 +1630,23 @@ def _add_tree(out, top, arcname):
             out.write(bytes(-st.st_size % _BLOCK))  # to a whole block
 
 
-def _add_run(out, workdir, run, arcname, line):
-    """Write a run's files (flat layout) to ``out`` as the members a run directory held:
-    its result line as result.json, its outputs, and the files its result says it has."""
-    result = json.loads(line)
+def _add_run(out, base, arcname, line, result):
+    """Write a run's files (flat layout: ``base``.NAME) to ``out`` as the members a run
+    directory held: its result ``line`` as result.json, its outputs, and the files its
+    ``result`` says it has."""
     names = ["stderr", "stdout"]
     if result.get("counters"):
         names.append("counters.json")
     if result.get("usage"):
         names.append("usage.json")
-    paths = [(n, run_file(workdir, run["run_id"], run["attempt"], n)) for n in names]
-    stdout = os.lstat(paths[1][1])
+    stdout = os.lstat(base + ".stdout")
     # result.json: the line, with its stdout's owner, mode and time
     out.write(_tar_header(arcname + "/result.json", _Stat(stdout, len(line))))
     out.write(line + bytes(-len(line) % _BLOCK))
-    inputs = run_file(workdir, run["run_id"], run["attempt"], "inputs")
-    if os.path.isdir(inputs):
-        _add_tree(out, inputs, arcname + "/inputs")
-    for name, path in sorted(paths):
+    if os.path.isdir(base + ".inputs"):
+        _add_tree(out, base + ".inputs", arcname + "/inputs")
+    for name in sorted(names):
+        path = base + "." + name
         st = stdout if name == "stdout" else os.lstat(path)
         with open(path, "rb") as fh:
             out.write(_tar_header(arcname + "/" + name, st))
@@ -2378,7 +2376,7 @@ def main(argv):
                 return 130
             run, knobs = live.prepare(run)
             result = execute(run, workdir, containment, grace_s, knobs, share_cgroup=True, environ=environ)
-            done[_key(run)] = _index_line(workdir)
+            done[_key(run)] = (_index_line(workdir), result)
             summary["executed"].append(run["run_id"])
             progress.note(result)
             if doom.note(run, result) and i + 1 < len(runs):

@@ -17,7 +17,7 @@ from typing import Any
 
 import benchmatrix
 from benchmatrix.files import atomic_write, create_beside, sync_filesystem
-from benchmatrix.layout import RECORD, RUN_COLUMNS, RUNS_DIR, record_path
+from benchmatrix.layout import RECORD, RUN_COLUMNS, RUNS_DIR, record_path, run_dir_text
 from benchmatrix.plan.design import PlannedRun
 from benchmatrix.results.host_env import env_columns
 from benchmatrix.spec.load import Spec
@@ -74,7 +74,7 @@ def write_records(exp_dir: Path, records: list[dict[str, Any]]) -> list[Path]:
         for record in records:
             # Text paths, the directory made only when missing (a run taken in has it):
             # pathlib's joins and a mkdir a record cost about 0.1 ms a run (bench/README.md).
-            directory = f"{exp_dir}/{RUNS_DIR}/{record['run_id']}/{record['attempt']}"
+            directory = run_dir_text(exp_dir, record["run_id"], record["attempt"])
             try:
                 tmp, fd = create_beside(f"{directory}/{RECORD}")
             except FileNotFoundError:
