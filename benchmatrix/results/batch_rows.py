@@ -8,8 +8,10 @@ The batch job has its records in hand, so it writes, beside its marker
   the factors, then the batch's metrics in name order;
 - ``batches/BATCH.notes.csv``: record_notes.csv rows of those records, except the
   host-facts changes, which span batches;
-- in the marker itself (JSON): ``units`` (metric -> unit) and ``facts`` (the
-  records' host facts, one entry per change, :func:`benchmatrix.results.notes.facts_entries`).
+- in the marker itself (JSON): ``units`` (metric -> unit), ``facts`` (the
+  records' host facts, one entry per change, :func:`benchmatrix.results.notes.facts_entries`)
+  and ``run_overhead_s`` (each row's ``phases.batch_overhead_share_s``, in the rows
+  file's order: with the rows, all that ``bmx status`` needs of an ok attempt).
 
 :func:`read_batch_rows` concatenates them into what collect derives from every
 record.json, reading a few files per batch instead of one per run. This module
@@ -56,8 +58,8 @@ def write_batch_rows(exp_dir: Path, batch: str, records: list[dict[str, Any]],
         factor_names: The spec's factors (runs.csv's factor columns).
 
     Returns:
-        ``{"units": {metric: unit}, "facts": [...]}`` for the marker (written last,
-        so a marker's rows files are complete).
+        ``{"units": {metric: unit}, "facts": [...], "run_overhead_s": [...]}`` for the
+        marker (written last, so a marker's rows files are complete).
     """
     rows, units = runs_rows(records, factor_names)
     directory = Path(exp_dir) / BATCHES_DIR
@@ -65,7 +67,8 @@ def write_batch_rows(exp_dir: Path, batch: str, records: list[dict[str, Any]],
                  rows_csv_text(RUN_COLUMNS + factor_names + sorted(units), rows))
     atomic_write(directory / f"{batch}{NOTES_SUFFIX}",
                  rows_csv_text(NOTE_COLUMNS, note_rows(records, with_facts=False)))
-    return {"units": units, "facts": facts_entries(records, reduce=True)}
+    return {"units": units, "facts": facts_entries(records, reduce=True),
+            "run_overhead_s": [(rec.get("phases") or {}).get("batch_overhead_share_s") for rec in records]}
 
 
 @dataclass

@@ -15,6 +15,8 @@ A run's :class:`State` over all its attempts is decided here, by :func:`decide_r
 
 from __future__ import annotations
 
+import csv
+import json
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from benchmatrix import layout
 from benchmatrix.layout import BATCHES_DIR, FAILED_STATES, State, Status
 from benchmatrix.plan.design import PlannedRun, read_plan
-from benchmatrix.results.records import load_records
+from benchmatrix.results.records import iter_records, load_records
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -225,13 +227,55 @@ def finished_on_hosts(exp_dir: Path) -> dict[str, set[int]]:
     return done
 
 
+def status_attempts(exp_dir: Path, runs: list[PlannedRun]) -> list[dict[str, Any]]:
+    """What :func:`campaign_status` needs of every attempt of ``runs``: each finished
+    batch's rows file and marker (``batches/``, :mod:`benchmatrix.results.batch_rows`),
+    then the records of the runs with a planned attempt no rows file holds, as collect
+    reads them: a few files a batch rather than one a run.
+
+    An attempt from a rows file is a dict of its record's keys ``run_id``, ``attempt``,
+    ``status``, ``reason``, ``started_at``, ``ended_at``, ``duration_s`` and ``phases``
+    (``batch_overhead_share_s`` only), with ``log`` None: the rows hold no log
+    (:func:`campaign_status` reads a failed attempt's record for it).
+    """
+    from benchmatrix.results.batch_rows import MARKER_SUFFIX, ROWS_SUFFIX
+
+    exp = Path(exp_dir)
+    planned = {r.run_id for r in runs}
+    held: dict[tuple[str, int], dict[str, Any]] = {}
+    for marker in sorted(exp.glob(f"{BATCHES_DIR}/*{MARKER_SUFFIX}")):
+        try:
+            shares = json.loads(marker.read_text()).get("run_overhead_s")
+            with open(marker.with_name(marker.name[:-len(MARKER_SUFFIX)] + ROWS_SUFFIX), newline="",
+                      encoding="utf-8") as fh:
+                rows = list(csv.DictReader(fh))
+        except (OSError, ValueError, AttributeError):
+            continue  # no rows file (an older benchmatrix's batch): its records are read
+        if not isinstance(shares, list) or len(shares) != len(rows):
+            continue  # a marker of a benchmatrix before the shares: the records are read
+        for row, share in zip(rows, shares):
+            if row.get("run_id") not in planned:
+                continue
+            attempt = _attempt_number(row.get("attempt"))
+            # A later batch's rows win (a batch re-planned under a new id), as in collect.
+            held[(row["run_id"], attempt)] = {
+                "run_id": row["run_id"], "attempt": attempt, "status": row.get("status") or None,
+                "reason": row.get("reason") or "", "started_at": row.get("started_at") or None,
+                "ended_at": row.get("ended_at") or None,
+                "duration_s": float(row["duration_s"]) if row.get("duration_s") else None,
+                "phases": {"batch_overhead_share_s": share}, "log": None}
+    open_ids = dict.fromkeys(r.run_id for r in runs if (r.run_id, r.attempt) not in held)
+    return [*held.values(), *iter_records(exp, open_ids, skip={key for key in held if key[0] in open_ids})]
+
+
 def campaign_status(exp_dir: Path, factor_names: list[str]) -> dict[str, Any]:
     """Counts per cell and overall, the failed runs, elapsed and remaining time.
 
     ``totals.finished_on_host`` counts pending runs that a running batch's runner has
     finished on its host (their results come back with the batch).
     """
-    states = run_states(exp_dir)
+    runs, _ = read_plan(Path(exp_dir) / layout.PLAN)
+    states = run_states(exp_dir, runs, status_attempts(exp_dir, runs))
     on_hosts = finished_on_hosts(exp_dir)
     cells: dict[str, dict[str, Any]] = {}
     totals = {"planned": 0, "ok": 0, "pending": 0, **{s: 0 for s in FAILED_STATES}, "finished_on_host": 0}
@@ -261,6 +305,8 @@ def campaign_status(exp_dir: Path, factor_names: list[str]) -> dict[str, Any]:
                 ends.append(_ts(rec["ended_at"]) or _ts(rec["started_at"]))
         if st.state in FAILED_STATES and st.latest:
             rec = st.latest
+            if rec.get("log") is None:  # from a rows file: its record says the log
+                rec = _record_or(exp_dir, rec)
             failed.append({"run_id": st.run.run_id, "cell_id": st.run.cell_id, "host": st.run.host,
                            "attempt": rec["attempt"], "status": rec["status"], "reason": rec.get("reason", ""),
                            "log": rec.get("log", "")})
@@ -273,6 +319,14 @@ def campaign_status(exp_dir: Path, factor_names: list[str]) -> dict[str, Any]:
         "remaining_s": per_run * totals["pending"] if per_run is not None else None,
         "median_run_s": per_run,
     }
+
+
+def _record_or(exp_dir: Path, attempt: dict[str, Any]) -> dict[str, Any]:
+    """The record of ``attempt`` (a rows file's), or ``attempt`` with no log when unreadable."""
+    try:
+        return json.loads(layout.record_path(exp_dir, attempt["run_id"], attempt["attempt"]).read_text())
+    except (OSError, ValueError):
+        return {**attempt, "log": ""}
 
 
 #: A pass is doomed when its first finished attempts all failed the same way: at least
