@@ -56,7 +56,7 @@ from benchmatrix.plan.design import (
 from benchmatrix.plan.reruns import append_round
 from benchmatrix.results.batch_rows import write_batch_rows
 from benchmatrix.results.campaign import campaign_id
-from benchmatrix.results.judge import judge
+from benchmatrix.results.judge import Kept, judge, run_file_text
 from benchmatrix.results.records import base_record, iso, write_records
 from benchmatrix.spec.config import project_config
 from benchmatrix.spec.load import Spec, load_spec, render_failures, render_vars
@@ -496,7 +496,7 @@ def _take_in(job: _Batch, todo: list[PlannedRun], result: Any, knob_states: dict
     archive = _archive(job, todo, result)
     # The archive's files go straight to the runs' directories (no unpacked copy to
     # remove afterwards: a few file operations less per run).
-    results = _unpack_runs(archive, exp, todo, job.touched)
+    results, kept = _unpack_runs(archive, exp, todo, job.touched)
     workload_total = sum(res.get("duration_s") or 0.0 for res in results.values())
     overhead_share = max(result.seconds - workload_total, 0.0) / max(len(results), 1)
     save_run_baselines(exp, job.host, job.spec, (results[r.run_id] for r in todo if r.run_id in results))
@@ -508,7 +508,8 @@ def _take_in(job: _Batch, todo: list[PlannedRun], result: Any, knob_states: dict
             # The batch call's knob change happened before the slice's first run only;
             # a run whose knobs the runner set carries its own states.
             records.append(_judged_record(job, r, results[r.run_id], parse, knob_states, first=not records,
-                                          overhead_share=overhead_share, log_rel=log_rel, t0=t0))
+                                          overhead_share=overhead_share, log_rel=log_rel, t0=t0,
+                                          kept=kept.get(r.run_id, {})))
     job.summary["executed"] += len(records)
     # One sync for the slice; each record is still renamed into place complete.
     write_records(exp, records)
@@ -583,14 +584,14 @@ def _prepared(job: _Batch, published: dict[str, Any] | None) -> None:
 
 def _judged_record(job: _Batch, r: PlannedRun, res: dict[str, Any], parse: Callable[..., Any],
                    knob_states: dict[str, Any], *, first: bool, overhead_share: float, log_rel: str,
-                   t0: float) -> dict[str, Any]:  # shape: the slice's facts one run's record takes, by name
-    """The record of a run the runner finished: judged from its output and result."""
+                   t0: float, kept: Kept) -> dict[str, Any]:  # shape: the slice's facts one run's record takes
+    """The record of a run the runner finished: judged from its output and result
+    (``kept``: its files as unpacked, :data:`benchmatrix.results.judge.Kept`)."""
     rel = f"{layout.RUNS_DIR}/{r.run_id}/{r.attempt}"  # as _rel would give, without resolving paths
     dest = layout.run_dir_text(job.exp, r.run_id, r.attempt)
-    with open(f"{dest}/stdout", errors="replace") as fh:
-        stdout = fh.read()
+    stdout = run_file_text(kept, "stdout", f"{dest}/stdout") or ""
     p0 = time.monotonic()
-    status, reason, metrics, details = judge(job.spec, res, stdout, Path(f"{dest}/stderr"), parse)
+    status, reason, metrics, details = judge(job.spec, res, stdout, Path(f"{dest}/stderr"), parse, kept)
     parse_s = time.monotonic() - p0
     # What the runner had to kill after the workload (a timeout, or leftovers).
     details.update({k: res[k] for k in ("killed", "survivors", "containment") if res.get(k)})
@@ -644,11 +645,17 @@ def save_run_baselines(exp: Path, host: str, spec: Spec, results: Iterable[dict[
 #: What a run's directory in a batch archive may hold (the runner's layout); nothing
 #: else in the archive is unpacked.
 _RUN_FILES = frozenset({"stdout", "stderr", "counters.json", "usage.json"})
+#: The files judging a run reads, kept in memory as they are unpacked ...
+_JUDGED_FILES = frozenset({"stdout", "stderr", "counters.json"})
+#: ... up to this size each (a larger one is read back from its file).
+KEEP_MAX_BYTES = 1 << 20
 
 
-def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun], touched: dict[str, Any]) -> dict[str, Any]:
+def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun],
+                 touched: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, bytes | None]]]:
     """Unpack a batch archive's runs into their run directories; returns their
-    result.json contents by run id (read, not written: the record replaces it).
+    result.json contents by run id (read, not written: the record replaces it), and
+    by run id the files judging reads, as :data:`benchmatrix.results.judge.Kept`.
 
     Only the files of ``todo``'s attempts are taken (``runs/RUN_ID/ATTEMPT/`` with
     stdout, stderr, counters.json, usage.json and inputs/NAME, regular files only), so no member
@@ -657,6 +664,7 @@ def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun], touched: dict
     """
     wanted = {f"{layout.RUNS_DIR}/{r.run_id}/{r.attempt}": r for r in todo}
     results: dict[str, Any] = {}
+    kept: dict[str, dict[str, bytes | None]] = {}
     made: dict[str, str] = {}  # run id -> its directory, made
     try:
         with gzip.open(archive, "rb") as stream:
@@ -679,9 +687,20 @@ def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun], touched: dict
                 target = f"{dest}/{'/'.join(rest)}"
                 if len(rest) > 1:
                     os.makedirs(f"{dest}/{rest[0]}", exist_ok=True)
+                judged = len(rest) == 1 and rest[0] in _JUDGED_FILES
+                keep: list[bytes] | None = [] if judged else None
+                size = 0
                 with open(target, "wb") as out:
                     for data in iter(chunk, b""):
                         out.write(data)
+                        size += len(data)
+                        if keep is not None:
+                            if size > KEEP_MAX_BYTES:
+                                keep = None
+                            else:
+                                keep.append(data)
+                if judged:
+                    kept.setdefault(run.run_id, {})[rest[0]] = None if keep is None else b"".join(keep)
     except (ArchiveError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise ResultChannelError(f"the batch archive {archive} cannot be read: {exc}") from None
     except OSError as exc:
@@ -691,7 +710,7 @@ def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun], touched: dict
         if run.run_id in results and run.run_id not in made:
             touched["partial"].append(run_dir(exp, run.run_id, run.attempt))
             run_dir(exp, run.run_id, run.attempt).mkdir(parents=True, exist_ok=True)
-    return results
+    return results, kept
 
 
 # shape: the batch's exp, spec, runs, records, marker, summary the caller holds; _execute_batch's last step

@@ -131,13 +131,18 @@ def facts_entries(records: Iterable[dict[str, Any]], reduce: bool = False) -> li
             as a rule).
     """
     entries: list[list[Any]] = []
+    # A batch job's records share one facts dict: its stable part made once, not once a
+    # run (the records are alive throughout, so an id is not reused meanwhile).
+    stable_of: dict[int, dict[str, Any]] = {}
     for rec in records:
         facts = rec.get("host_facts")
         if isinstance(facts, dict) and facts:
             base = {"run_id": rec.get("run_id"), "attempt": rec.get("attempt"), "host": rec.get("host"),
                     "started_at": rec.get("started_at")}
-            entries.append([str(rec.get("host")), str(rec.get("started_at") or ""), base,
-                            {k: v for k, v in facts.items() if k not in VOLATILE_FACTS}])
+            stable = stable_of.get(id(facts))
+            if stable is None:
+                stable = stable_of[id(facts)] = {k: v for k, v in facts.items() if k not in VOLATILE_FACTS}
+            entries.append([str(rec.get("host")), str(rec.get("started_at") or ""), base, stable])
     if not reduce:
         return entries
     kept, last = [], {}

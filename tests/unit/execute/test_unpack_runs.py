@@ -43,13 +43,27 @@ def test_only_the_batchs_run_files_are_unpacked(tmp_path):
         "runs/c/1/result.json": json.dumps({"run_id": "c"}).encode(),  # no output files at all
     })
     touched: dict = {"partial": []}
-    results = _unpack_runs(archive, exp, [_run("a"), _run("b", 1), _run("c")], touched)
+    results, kept = _unpack_runs(archive, exp, [_run("a"), _run("b", 1), _run("c")], touched)
     assert results == {"a": {"run_id": "a", "duration_s": 1.5}, "c": {"run_id": "c"}}
+    # What judging reads is kept as unpacked (no read back), nothing else.
+    assert kept == {"a": {"stdout": b"out a\n", "stderr": b""}}
     files = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     assert files == ["b.tar.gz", "exp/runs/a/1/inputs/job.fio", "exp/runs/a/1/stderr", "exp/runs/a/1/stdout"]
     assert (exp / "runs" / "a" / "1" / "stdout").read_bytes() == b"out a\n"
     assert (exp / "runs" / "c" / "1").is_dir()  # every run with a result gets its directory
     assert sorted(str(p.relative_to(exp)) for p in touched["partial"]) == ["runs/a/1", "runs/c/1"]
+
+
+def test_a_file_too_large_to_keep_is_left_to_be_read_back(tmp_path, monkeypatch):
+    import benchmatrix.execute.batch as batch
+
+    monkeypatch.setattr(batch, "KEEP_MAX_BYTES", 4)
+    archive = tmp_path / "b.tar.gz"
+    _archive(archive, {"runs/a/1/result.json": b"{}", "runs/a/1/stdout": b"12345", "runs/a/1/stderr": b"1234",
+                       "runs/a/1/counters.json": b"{}"})
+    _, kept = _unpack_runs(archive, tmp_path / "exp", [_run("a")], {"partial": []})
+    assert kept == {"a": {"stdout": None, "stderr": b"1234", "counters.json": b"{}"}}
+    assert (tmp_path / "exp" / "runs" / "a" / "1" / "stdout").read_bytes() == b"12345"
 
 
 def test_an_archive_that_cannot_be_read_is_a_named_error_naming_it(tmp_path):
