@@ -1372,20 +1372,54 @@ def finished(run_dir):
 _last_line = {}  # workdir -> the result line execute appended last there
 
 
+_index_fds = {}  # workdir -> its results index, held open by main() for the batch
+
+
+def _open_index(workdir):
+    """The results index of ``workdir``, opened for appending, a line a crash cut short
+    ended first (so that the next line parses): a file descriptor."""
+    fd = os.open(os.path.join(workdir, "runs", RESULTS_INDEX), os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        end = os.lseek(fd, 0, os.SEEK_END)
+        if end and os.pread(fd, 1, end - 1) != b"\n":
+            os.write(fd, b"\n")
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _hold_index(workdir):
+    """Keep ``workdir``'s results index open until :func:`_release_index` (main(), for its
+    batch: each run's line is then one write, not an open, a seek, a read and a close)."""
+    _index_fds[workdir] = _open_index(workdir)
+
+
+def _release_index(workdir):
+    fd = _index_fds.pop(workdir, None)
+    if fd is not None:
+        os.close(fd)
+
+
 def _index_result(workdir, result, out, errf):
     """Append the run's result line to the index, with the sizes of its stdout and stderr
     (see :func:`finished_runs`); returns the line. One write, no fsync."""
     result["output_bytes"] = {"stdout": os.fstat(out.fileno()).st_size if out else 0,
                               "stderr": os.fstat(errf.fileno()).st_size if errf else 0}
     line = json.dumps(result).encode()  # one line: the C encoder
-    fd = os.open(os.path.join(workdir, "runs", RESULTS_INDEX), os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+    held = _index_fds.get(workdir)
+    fd = _open_index(workdir) if held is None else held
     try:
-        end = os.lseek(fd, 0, os.SEEK_END)
-        # A line a crash cut short is ended first, so that this one parses.
-        torn = end and os.pread(fd, 1, end - 1) != b"\n"
-        os.write(fd, (b"\n" if torn else b"") + line + b"\n")
+        written = os.write(fd, line + b"\n")
+    except OSError:
+        if held is not None:
+            _release_index(workdir)  # reopened by the next line, which heals what this one left
+        raise
     finally:
-        os.close(fd)
+        if held is None:
+            os.close(fd)
+    if written != len(line) + 1 and held is not None:
+        _release_index(workdir)  # a short write (a full disk): the next line heals it
     _last_line[workdir] = line
     return line
 
@@ -1427,7 +1461,8 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S, knobs=None, 
     """
     global _child
     base = _run_base(workdir, run["run_id"], run["attempt"])
-    os.makedirs(os.path.dirname(base), mode=0o700, exist_ok=True)  # main() made it; a caller of execute alone
+    if workdir not in _index_fds:  # main() holds the index in runs/: made; a caller of execute alone
+        os.makedirs(os.path.dirname(base), mode=0o700, exist_ok=True)
     result = {
         "version": RESULT_VERSION, "run_id": run["run_id"], "attempt": run["attempt"],
         "seq": run.get("seq"), "argv": run["argv"], "hostname": _host_name(),
@@ -2118,12 +2153,21 @@ def _lease_expired(workdir, batch, restart=False):
     try:
         if restart:
             os.utime(path)
-        with open(path) as fh:
-            seconds = float(fh.read().split()[0])
-        age = time.time() - os.path.getmtime(path)
+        st = os.stat(path)
+        seen = _lease_read.get(path)
+        if seen is not None and seen[0] == st.st_mtime_ns:
+            seconds = seen[1]  # checked before each run: read again only once renewed
+        else:
+            with open(path) as fh:
+                seconds = float(fh.read().split()[0])
+            _lease_read[path] = (st.st_mtime_ns, seconds)
+        age = time.time() - st.st_mtime
     except (OSError, ValueError, IndexError):
         return False
     return seconds > 0 and age > seconds
+
+
+_lease_read = {}  # lease path -> (its mtime_ns, its seconds) when last read
 
 
 # ---------------------------------------------------------------- live knobs
@@ -2361,6 +2405,7 @@ def main(argv):
         environ = dict(os.environ)  # once: os.environ decodes every variable each time it is read
         runs = manifest["runs"]
         done = finished_runs(workdir, runs)  # by an earlier execution of the batch
+        _hold_index(workdir)
         for i, run in enumerate(runs):
             if _key(run) in done:
                 summary["skipped"].append(run["run_id"])
@@ -2390,6 +2435,7 @@ def main(argv):
         sys.stdout.write(json.dumps(summary) + "\n")
         return 130
     finally:
+        _release_index(workdir)
         _remove_shared_cgroup()
         if progress is not None:
             progress.close()

@@ -136,3 +136,25 @@ def test_collect_only_archives_the_finished_runs_and_runs_none(tmp_path):
     # The batch's next execution runs what was not collected and skips what was.
     rc, summary = _start(_manifest(workdir, ["a", "b", "c", "d"]))
     assert rc == 0 and summary["skipped"] == ["a"] and summary["executed"] == ["b", "c", "d"]
+
+
+def test_a_short_write_to_the_held_index_is_healed_by_the_next_line(tmp_path, monkeypatch):
+    """main() holds the index open for its batch (one write a run); a line a full disk
+    cut short lets go of it, so the next line reopens it and ends the cut one first."""
+    workdir = str(tmp_path)
+    (tmp_path / "runs").mkdir()
+    index = tmp_path / "runs" / batch_runner.RESULTS_INDEX
+    batch_runner._hold_index(workdir)
+    try:
+        batch_runner._index_result(workdir, {"run_id": "a"}, None, None)
+        real = batch_runner.os.write
+        monkeypatch.setattr(batch_runner.os, "write", lambda fd, data: real(fd, data[:5]))
+        batch_runner._index_result(workdir, {"run_id": "b"}, None, None)
+        monkeypatch.setattr(batch_runner.os, "write", real)
+        assert workdir not in batch_runner._index_fds
+        batch_runner._index_result(workdir, {"run_id": "c"}, None, None)
+    finally:
+        batch_runner._release_index(workdir)
+    lines = index.read_bytes().split(b"\n")
+    assert [json.loads(x)["run_id"] for x in (lines[0], lines[2])] == ["a", "c"] and lines[1] == b'{"run'
+    assert lines[3:] == [b""]
