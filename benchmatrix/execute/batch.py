@@ -647,8 +647,11 @@ def save_run_baselines(exp: Path, host: str, spec: Spec, results: Iterable[dict[
 _RUN_FILES = frozenset({"stdout", "stderr", "counters.json", "usage.json"})
 #: The files judging a run reads, kept in memory as they are unpacked ...
 _JUDGED_FILES = frozenset({"stdout", "stderr", "counters.json"})
-#: ... up to this size each (a larger one is read back from its file).
+#: ... up to this size each (a larger one is read back from its file) ...
 KEEP_MAX_BYTES = 1 << 20
+#: ... and up to this much in all a slice (a slice of many runs with large outputs
+#: holds no more than this in memory; the rest is read back).
+KEEP_TOTAL_BYTES = 64 << 20
 
 
 def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun],
@@ -666,6 +669,7 @@ def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun],
     results: dict[str, Any] = {}
     kept: dict[str, dict[str, bytes | None]] = {}
     made: dict[str, str] = {}  # run id -> its directory, made
+    kept_bytes = 0
     try:
         with gzip.open(archive, "rb") as stream:
             for name, regular, chunk in read_archive(stream):
@@ -695,12 +699,13 @@ def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun],
                         out.write(data)
                         size += len(data)
                         if keep is not None:
-                            if size > KEEP_MAX_BYTES:
+                            if size > KEEP_MAX_BYTES or kept_bytes + size > KEEP_TOTAL_BYTES:
                                 keep = None
                             else:
                                 keep.append(data)
                 if judged:
                     kept.setdefault(run.run_id, {})[rest[0]] = None if keep is None else b"".join(keep)
+                    kept_bytes += size if keep is not None else 0
     except (ArchiveError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise ResultChannelError(f"the batch archive {archive} cannot be read: {exc}") from None
     except OSError as exc:

@@ -66,6 +66,17 @@ def test_a_file_too_large_to_keep_is_left_to_be_read_back(tmp_path, monkeypatch)
     assert (tmp_path / "exp" / "runs" / "a" / "1" / "stdout").read_bytes() == b"12345"
 
 
+def test_a_slice_keeps_no_more_than_its_budget_in_memory(tmp_path, monkeypatch):
+    import benchmatrix.execute.batch as batch
+
+    monkeypatch.setattr(batch, "KEEP_TOTAL_BYTES", 10)
+    archive = tmp_path / "b.tar.gz"
+    _archive(archive, {"runs/a/1/result.json": b"{}", "runs/a/1/stdout": b"123456", "runs/a/1/stderr": b"",
+                       "runs/b/1/result.json": b"{}", "runs/b/1/stdout": b"123456", "runs/b/1/stderr": b"1"})
+    _, kept = _unpack_runs(archive, tmp_path / "exp", [_run("a"), _run("b")], {"partial": []})
+    assert kept == {"a": {"stdout": b"123456", "stderr": b""}, "b": {"stdout": None, "stderr": b"1"}}
+
+
 def test_an_archive_that_cannot_be_read_is_a_named_error_naming_it(tmp_path):
     archive = tmp_path / "b.tar.gz"
     _archive(archive, {"runs/a/1/result.json": b"{}", "runs/a/1/stdout": b"x" * 5000})
