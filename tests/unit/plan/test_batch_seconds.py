@@ -112,5 +112,5 @@ def test_batch_max_seconds_is_read_and_checked_in_config(tmp_path):
 
 def test_shipped_config_sizes_batches_by_time():
     cfg = read_config(Path(__file__).resolve().parents[3] / "config" / "config.yaml")
-    assert cfg.batch_max_seconds == 300 and cfg.batch_max_runs == 1000
+    assert cfg.batch_max_seconds == 300 and cfg.batch_max_runs == 10000
     assert {"batch_max_seconds", "batch_max_runs", "runner_lease_seconds"} <= cfg.given

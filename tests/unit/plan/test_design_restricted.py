@@ -353,7 +353,7 @@ def test_cost_seconds_from_config(tmp_path):
     cfg.write_text("spec: x.yaml\ncost_seconds:\n  reboot: 90\nbatch_overhead_seconds: 1.5\n")
     got = read_config(cfg)
     assert got.cost_seconds == {"none": 0.0, "restart": 60.0, "reboot": 90.0}
-    assert got.batch_overhead_seconds == 1.5 and got.batch_max_runs == 1000 and "batch_max_runs" not in got.given
+    assert got.batch_overhead_seconds == 1.5 and got.batch_max_runs == 10000 and "batch_max_runs" not in got.given
     spec = make_spec(tmp_path, WORKED, knobs=WORKED_KNOBS, cost_seconds=got.cost_seconds)
     assert spec.knobs["bios"].cost_seconds == 90.0
     assert spec.knobs["db"].cost_seconds == 45.0, "a knob's own seconds beat the config"
