@@ -4,8 +4,10 @@
 Rows (targets.py's letters; a, g and i are targets.py's own sections, run here so that
 every row of issue 34 is measured in the same run):
 
-  a  added per run on localhost, the slope between 30 and 300 no-op runs, beside the
-     bare loop and ReBench (targets.section_local_slope); met at or below ReBench's;
+  a  added per run on localhost, the slope between 30 and 300 no-op runs (--slope-sizes:
+     30,3000 or 30,10000 resolve it better; up to batch_max_runs, 10000, a campaign is
+     one batch), beside the bare loop and ReBench (targets.section_local_slope); met at
+     or below ReBench's;
   c  the quickstart as shipped on a known host (an unmeasured one-run fio campaign first
      makes localhost known to the project): wall less its runs' own time, beside a
      ReBench campaign of the same shape (the same fio argvs, as many runs each, in one
@@ -211,8 +213,10 @@ def evaluate(s: dict[str, Any]) -> list[list[str]]:
         v = s["local_slope"]["variants"]
         bare, b = v["bare"]["marginal_per_run_s"], v["bmx"]["marginal_per_run_s"]
         peer = v.get("rebench", {}).get("marginal_per_run_s")
+        ci = "" if peer is None else "; bmx - ReBench, medians' slope: {:+.3f} ms, 90% CI [{:+.3f}, {:+.3f}]".format(
+            *slope_difference(v["bmx"]["points"], v["rebench"]["points"]))
         row("a", f"bare {ms(bare)}" + ("" if peer is None else f"; ReBench {ms(peer)} (+{ms(peer - bare)})"),
-            f"{ms(b)} (+{ms(b - bare)})", None if peer is None else b <= peer)
+            f"{ms(b)} (+{ms(b - bare)}){ci}", None if peer is None else b <= peer)
     if not bad("c", "fixed"):
         f = s["fixed"]
         r, b = f["rebench"], f["bmx"]
@@ -233,6 +237,28 @@ def evaluate(s: dict[str, Any]) -> list[list[str]]:
         base, fig, met, _note = targets.interleave_row(s["interleave"])
         row("i", base, fig, met)
     return rows
+
+
+def slope_difference(a: list, b: list, draws: int = 4000) -> tuple[float, float, float]:
+    """Medians' slope of ``a`` less that of ``b`` ((size, seconds) points of two sizes), in
+    ms a run, and its 90 % bootstrap interval (each size's repeats resampled): how well one
+    run of row a tells the two apart (a 1000-run campaign swings by a second between repeats)."""
+    def groups(points: list) -> dict[int, list[float]]:
+        out: dict[int, list[float]] = {}
+        for n, s in points:
+            out.setdefault(int(n), []).append(float(s))
+        return out
+
+    ga, gb = groups(a), groups(b)
+    lo, hi = min(ga), max(ga)
+
+    def slope(g: dict[int, list[float]]) -> float:
+        return (median(g[hi]) - median(g[lo])) / (hi - lo) * 1000
+
+    rng = random.Random(1)
+    diffs = sorted(slope({n: rng.choices(x, k=len(x)) for n, x in ga.items()})
+                   - slope({n: rng.choices(x, k=len(x)) for n, x in gb.items()}) for _ in range(draws))
+    return slope(ga) - slope(gb), diffs[int(0.05 * draws)], diffs[int(0.95 * draws) - 1]
 
 
 def main() -> int:

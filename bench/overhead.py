@@ -461,14 +461,15 @@ def measure_slope(bench: Bench, args: argparse.Namespace, rng: random.Random,
                   one_batch: bool = True, warm: bool = True) -> dict[str, Any]:
     """Marginal cost of one more run: campaigns of two sizes, interleaved; slope and intercept.
 
-    ``one_batch``: also bmx with every campaign in one batch (``--batch-max-runs 1000``).
+    ``one_batch``: also bmx with every campaign in one batch (``--batch-max-runs 10000``).
     ``warm``: an unmeasured campaign first (off only for a smoke run, whose slope is noise).
     """
     sizes = [int(s) for s in args.slope_sizes.split(",")]
     wl = noop_workload()
     # bmx: the default configuration (runs of unknown duration fill a batch up to
-    # batch_max_runs 1000, so each campaign is one batch since issue 15; 6 batches of
-    # 50 for 300 runs before); bmx_one_batch: --batch-max-runs 1000 given explicitly.
+    # batch_max_runs, 10000 since issue 34 and 1000 before, so a campaign of up to that
+    # many is one batch; 6 batches of 50 for 300 runs before issue 15); bmx_one_batch:
+    # --batch-max-runs 10000 given explicitly.
     variants = ["bare", "bmx"] + (["bmx_one_batch"] if one_batch else []) + (
         [] if args.no_peers else ["rebench"] + (["reframe"] if args.slope_reframe else []))
     points: dict[str, list[tuple[int, float]]] = {v: [] for v in variants}
@@ -485,7 +486,7 @@ def measure_slope(bench: Bench, args: argparse.Namespace, rng: random.Random,
             if v == "bmx":
                 res = bench.bmx(wl, n, f"s{n}")
             elif v == "bmx_one_batch":
-                res = bench.bmx(wl, n, f"s1b{n}", batch_max_runs=1000)
+                res = bench.bmx(wl, n, f"s1b{n}", batch_max_runs=10000)
             else:
                 res = getattr(bench, v)(wl, n)
             points[v].append((n, res["wall_s"]))
