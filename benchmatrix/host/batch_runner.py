@@ -723,6 +723,22 @@ def _take_usage(path, run, result):
         result["usage"] = usage
 
 
+_devnull_fd = None
+
+
+def _devnull():
+    """/dev/null for the workloads' stdin, opened once (Popen's DEVNULL opens it for each run)."""
+    global _devnull_fd
+    if _devnull_fd is None:
+        _devnull_fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    return _devnull_fd
+
+
+#: How a run's stdout and stderr are opened: raw descriptors (a buffered file costs an
+#: fstat, an ioctl and a seek more each, and the runner never writes to them itself).
+_OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+
+
 def _start_workload(run, out, errf, env, containment, usage=None):
     """Start the counters, then the workload (on the run's CPUs, in its own session and
     containment; under the timer when ``usage``, the path it writes, is given)."""
@@ -741,7 +757,7 @@ def _start_workload(run, out, errf, env, containment, usage=None):
     try:
         argv = _sampler.wrap(run["argv"], env) if _sampler is not None else run["argv"]
         proc = containment.spawn(lambda: subprocess.Popen(
-            _timed(argv, usage), stdin=subprocess.DEVNULL, stdout=out, stderr=errf,
+            _timed(argv, usage), stdin=_devnull(), stdout=out, stderr=errf,
             cwd=run.get("cwd") or None, env=containment.environment(env), start_new_session=True))
         _timer_pid = proc.pid if usage else None
         if _sampler is not None:
@@ -1404,8 +1420,8 @@ def _release_index(workdir):
 def _index_result(workdir, result, out, errf):
     """Append the run's result line to the index, with the sizes of its stdout and stderr
     (see :func:`finished_runs`); returns the line. One write, no fsync."""
-    result["output_bytes"] = {"stdout": os.fstat(out.fileno()).st_size if out else 0,
-                              "stderr": os.fstat(errf.fileno()).st_size if errf else 0}
+    result["output_bytes"] = {"stdout": os.fstat(out).st_size if out is not None else 0,
+                              "stderr": os.fstat(errf).st_size if errf is not None else 0}
     line = json.dumps(result).encode()  # one line: the C encoder
     held = _index_fds.get(workdir)
     fd = _open_index(workdir) if held is None else held
@@ -1484,8 +1500,8 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S, knobs=None, 
         else:
             result["before_run"], err = _before_run(run.get("before_run", []))
             err = err or _prepare_run(run, base, result)
-        out = open(base + ".stdout", "wb")
-        errf = open(base + ".stderr", "wb")
+        out = os.open(base + ".stdout", _OUTPUT_FLAGS, 0o666)
+        errf = os.open(base + ".stderr", _OUTPUT_FLAGS, 0o666)
         timeout = run.get("timeout")
         result["started_at"] = None if refused else time.time()
         t0 = time.monotonic()
@@ -1535,8 +1551,7 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S, knobs=None, 
         result["duration_s"] = round(time.monotonic() - t0, 6)
         result["load_after"] = load_average()
         _index_result(workdir, result, out, errf)
-        out.close()
-        errf.close()
+        _close(out, errf)
         return result
     except Interrupted as exc:
         if cont is not None:
@@ -1564,11 +1579,12 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S, knobs=None, 
         raise
 
 
-def _close(*files):
-    for fh in files:
-        if fh is not None:
+def _close(*fds):
+    """Close a run's output descriptors (None: not opened)."""
+    for fd in fds:
+        if fd is not None:
             try:
-                fh.close()
+                os.close(fd)
             except OSError:
                 pass
 
