@@ -57,10 +57,12 @@ RESULT_SCHEMAS: dict[str, dict[str, Any]] = {
                                  "state_files": _STR_LIST, "facts": {"type": "object"}}},
     # run_batch.yml, collect_batch.yml (roles/batch_runner): where the batch's archive is; in place on a
     # local-connection host, else fetched into the job's staging directory. run_known_batch.yml's
-    # one call: the archive itself (content, base64), or remote when it is too large for the result.
+    # one call: the archive itself (content, base64), or remote when it is too large for the result;
+    # on a local-connection host no archive: direct, path the runner's work directory.
     "bmx_archive": {"type": "object", "required": ["in_place", "path"],
                     "properties": {"in_place": {"type": "boolean"}, "path": {"type": "string", "minLength": 1},
-                                   "content": {"type": "string"}, "remote": {"type": "boolean"}}},
+                                   "content": {"type": "string"}, "remote": {"type": "boolean"},
+                                   "direct": {"type": "boolean"}}},
     # run_batch.yml: the host's values of the role variables a one-call batch builds its
     # commands with (benchmatrix.execute.prepare.role_var_names), "" for an unset one.
     "bmx_role_vars": {"type": "object"},

@@ -189,6 +189,8 @@ def call(p):
         payloads["bmx_knobs"] = {}
     _write_files(p.get("dirs"), p.get("files"))
     manifest = dict(p["manifest"], run_settings=run_settings, knobs=items, knob_settings=settings, host=host)
+    if p.get("in_place"):
+        manifest["direct"] = True  # the controller is this machine: it reads the runs' files itself
     runs = manifest.get("runs") or []
     manifest["runs"] = _with_host_env(json.loads(runs) if isinstance(runs, str) else runs, p.get("host_env"))
     proc = subprocess.run([sys.executable, os.path.join(workdir, RUNNER), "-"], input=json.dumps(manifest),
@@ -198,12 +200,14 @@ def call(p):
     if proc.returncode != 0:
         return {"failed": True, "msg": _runner_failure(host, proc.returncode, proc.stderr), "rc": proc.returncode,
                 "bmx_payloads": payloads}
+    if p.get("in_place"):
+        # No archive: the controller copies the finished runs' files from the work directory.
+        payloads["bmx_archive"] = {"in_place": True, "direct": True, "path": workdir}
+        return {"changed": True, "bmx_payloads": payloads}
     archive = manifest["archive"]
     size = os.path.getsize(archive)
-    payloads["bmx_archive"] = {"in_place": bool(p.get("in_place")), "path": archive}
-    if p.get("in_place"):
-        pass  # the controller reads it where it is
-    elif size <= int(p.get("archive_max_bytes") or ARCHIVE_MAX_BYTES):
+    payloads["bmx_archive"] = {"in_place": False, "path": archive}
+    if size <= int(p.get("archive_max_bytes") or ARCHIVE_MAX_BYTES):
         with open(archive, "rb") as fh:
             payloads["bmx_archive"]["content"] = base64.b64encode(fh.read()).decode("ascii")
     else:

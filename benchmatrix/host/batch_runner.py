@@ -1277,7 +1277,7 @@ def run_file(workdir, run_id, attempt, name):
     return _run_base(workdir, run_id, attempt) + "." + name
 
 
-def _old_run_dir(workdir, run_id, attempt):
+def old_run_dir(workdir, run_id, attempt):
     """A run's directory in the layout of runners before the flat one (runs/RUN_ID/ATTEMPT),
     still read: a campaign whose host got a newer runner mid-campaign."""
     return os.path.join(workdir, "runs", run_id, str(attempt))
@@ -1334,7 +1334,7 @@ def read_result(workdir, run_id, attempt):
     if found is not None:
         return found[1]
     try:
-        with open(os.path.join(_old_run_dir(workdir, run_id, attempt), "result.json")) as fh:
+        with open(os.path.join(old_run_dir(workdir, run_id, attempt), "result.json")) as fh:
             return json.load(fh)
     except (OSError, ValueError):
         return None
@@ -1365,7 +1365,7 @@ def finished_runs(workdir, runs):
             base = _run_base(workdir, run["run_id"], run["attempt"])
             if _sizes_match(found[key][1].get("output_bytes") or {}, lambda name, base=base: base + "." + name):
                 done[key] = found[key]
-        elif finished(_old_run_dir(workdir, run["run_id"], run["attempt"])):
+        elif finished(old_run_dir(workdir, run["run_id"], run["attempt"])):
             done[key] = None
     return done
 
@@ -1652,7 +1652,7 @@ def _archive(manifest, workdir, done):
                 continue
             rel = "runs/%s/%s" % key
             if done[key] is None:  # a run of the layout before
-                _add_tree(out, _old_run_dir(workdir, run["run_id"], run["attempt"]), rel)
+                _add_tree(out, old_run_dir(workdir, run["run_id"], run["attempt"]), rel)
             else:
                 _add_run(out, _run_base(workdir, run["run_id"], run["attempt"]), rel, *done[key])
         out.write(bytes(2 * _BLOCK))  # the end-of-archive marker: two zero blocks
@@ -2444,7 +2444,13 @@ def main(argv):
                 summary["deferred"] = [r["run_id"] for r in runs[i + 1:]]
                 summary["doomed"] = True
                 break
-        summary["archive"] = _archive(manifest, workdir, done)
+        if manifest.get("direct"):
+            # The controller is this machine (a host reached with the local connection): it
+            # copies the runs' files from here, so no archive is packed (issue 34).
+            sync_filesystem(workdir)
+            summary["archive"] = None
+        else:
+            summary["archive"] = _archive(manifest, workdir, done)
         lock.close()
     except Interrupted as exc:
         summary["interrupted"] = str(exc)

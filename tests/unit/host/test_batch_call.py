@@ -16,7 +16,7 @@ import tarfile
 from pathlib import Path
 
 from benchmatrix.execute.prepare import RUNNER_KNOBS_PATH, RUNNER_PATH, runner_digest, runner_knobs_digest
-from benchmatrix.host import batch_call, knobs
+from benchmatrix.host import batch_call, batch_runner, knobs
 
 MODULE = Path(batch_call.__file__)
 SOURCES = {"batch_runner.py": RUNNER_PATH.read_text(), "knobs.py": RUNNER_KNOBS_PATH.read_text()}
@@ -193,3 +193,13 @@ def test_a_renewal_rewrites_the_lease_and_returns_the_progress(tmp_path):
     out = _call(tmp_path, args)
     assert base64.b64decode(out["bmx_payloads"]["bmx_progress"]["content"]) == b'{"run_id": "r1"}\n'
     assert sorted(p.name for p in (workdir / "batches").iterdir()) == ["b1.lease", "b1.progress"]
+
+
+def test_on_the_controller_itself_the_call_packs_no_archive(tmp_path):
+    """in_place (a local-connection host, no become): the controller copies the runs'
+    files from the work directory (issue 34), so the runner packs no archive."""
+    out = _call(tmp_path, _args(tmp_path, [_run("r1", "print('one')")], sources=SOURCES, in_place=True))
+    workdir = tmp_path / "w"
+    assert out["bmx_payloads"]["bmx_archive"] == {"in_place": True, "direct": True, "path": str(workdir)}
+    assert not (workdir / "batches" / "b1.tar.gz").exists()
+    assert Path(batch_runner.run_file(str(workdir), "r1", 1, "stdout")).read_text() == "one\n"

@@ -1,0 +1,73 @@
+"""A local-connection host's runs are copied from its runner's work directory, no archive
+(issue 34): the same run directories, results and kept bytes as the archive gives.
+
+Real files and the real runner's functions; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmatrix.execute.batch import _copy_runs, _unpack_runs
+from benchmatrix.host import batch_runner
+from benchmatrix.plan.design import PlannedRun
+
+
+def _planned(run_id: str) -> PlannedRun:
+    return PlannedRun(seq=1, host="localhost", run_id=run_id, cell_id="c", replicate=1, warmup=False,
+                      control=False, visit=1, batch="b1", attempt=1)
+
+
+def _flat(workdir: Path, run_id: str, files: dict[str, bytes], finished: bool = True, **result) -> None:
+    """A run as the runner leaves it (runs/RUN_ID.1.NAME, inputs/ a directory), its result
+    line in the index when ``finished``."""
+    files = {"stdout": b"", "stderr": b"", **files}
+    for name, data in files.items():
+        top, _, rest = name.partition("/")
+        path = Path(batch_runner.run_file(str(workdir), run_id, 1, top))
+        path = path / rest if rest else path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    if finished:
+        line = {"version": 1, "run_id": run_id, "attempt": 1, "outcome": "exited", "exit_code": 0, **result,
+                "output_bytes": {n: len(files[n]) for n in ("stdout", "stderr")}}
+        with open(workdir / "runs" / batch_runner.RESULTS_INDEX, "a") as fh:
+            fh.write(json.dumps(line) + "\n")
+
+
+def _tree(top: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(top)): p.read_bytes() for p in sorted(top.rglob("*")) if p.is_file()}
+
+
+def test_copied_as_the_archive_would_bring_them(tmp_path):
+    work = tmp_path / "work"
+    _flat(work, "a", {"stdout": b"runtime: 5us\r\n", "stderr": b"warn\n", "counters.json": b'{"samples": []}',
+                      "inputs/job.fio": b"[job]\n"}, counters={"file": "counters.json"})
+    _flat(work, "b", {"stdout": b"b\n", "usage.json": b'{"wall_s": 1}', "counters.json": b"stale"},
+          usage={"wall_s": 1})  # counters.json its result does not name: left out, as from an archive
+    _flat(work, "c", {"stdout": b"cut"}, finished=False)  # no result line: not finished
+    _flat(work, "d", {"stdout": b"short"})
+    Path(batch_runner.run_file(str(work), "d", 1, "stdout")).write_bytes(b"sh")  # shorter than its line says
+    old = Path(batch_runner.old_run_dir(str(work), "e", 1))  # the runner's layout before
+    old.mkdir(parents=True)
+    (old / "stdout").write_bytes(b"old e\n")
+    (old / "stderr").write_bytes(b"")
+    (old / "other.txt").write_bytes(b"not the runner's")
+    (old / "result.json").write_text(json.dumps({"version": 1, "run_id": "e", "attempt": 1, "exit_code": 0,
+                                                 "output_bytes": {"stdout": 6, "stderr": 0}}))
+    todo = [_planned(r) for r in "abcde"]
+    manifest = {"archive": str(work / "batches" / "b1.tar.gz"), "runs": [{"run_id": r, "attempt": 1} for r in "abcde"]}
+    archive = batch_runner._archive(manifest, str(work), batch_runner.finished_runs(str(work), manifest["runs"]))
+
+    packed, direct = tmp_path / "packed", tmp_path / "direct"
+    touched_p, touched_d = {"partial": []}, {"partial": []}
+    got_p = _unpack_runs(Path(archive), packed, todo, touched_p)
+    got_d = _copy_runs(str(work), direct, todo, touched_d)
+    assert got_d == got_p
+    assert sorted(got_d[0]) == ["a", "b", "e"]
+    assert got_d[1]["a"] == {"stdout": b"runtime: 5us\r\n", "stderr": b"warn\n", "counters.json": b'{"samples": []}'}
+    assert _tree(direct) == _tree(packed)
+    assert "runs/a/1/inputs/job.fio" in _tree(direct) and "runs/b/1/counters.json" not in _tree(direct)
+    assert sorted(map(str, touched_d["partial"])) == sorted(str(p).replace(str(packed), str(direct))
+                                                             for p in touched_p["partial"])
