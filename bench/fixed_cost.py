@@ -52,7 +52,7 @@ from overhead import Bench, noop_workload, ssh_bmx, ssh_hosts  # noqa: E402
 #: Issue 34's targets (its "Targets" list), by targets.py's row letters.
 TARGET = {"a": "<= ReBench's, same run", "c": "<= 2.5x ReBench's fixed cost",
           "g": "<= 2.5x 1 host; peak < 2 GiB", "i": "<= 0.3 s"}
-MEASURE = {"a": "added per run, localhost, slope 30 -> 300 no-op runs",
+MEASURE = {"a": "added per run, localhost, slope between two sizes of no-op campaigns (--slope-sizes)",
            "c": "fixed cost of the quickstart on a known host (wall - the runs' own time)",
            "g": "16 namespace SSH hosts in parallel, 100 no-op runs each: added per run",
            "i": "cheap live knob, random order: s per extra reconfiguration vs sequential"}
