@@ -8,6 +8,7 @@ it through the runner's own readers, so they check what a batch execution would 
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,25 @@ def result(workdir: Path, run_id: str, attempt: int = 1) -> dict[str, Any]:
 def file(workdir: Path, run_id: str, name: str, attempt: int = 1) -> Path:
     """A run's file ``name`` (stdout, stderr, counters.json, usage.json, inputs) in ``workdir``."""
     return Path(batch_runner.run_file(str(workdir), run_id, attempt, name))
+
+
+def leave_run(workdir: Path, run_id: str, files: dict[str, bytes], finished: bool = True, **result: Any) -> bytes:
+    """Leave a run in ``workdir`` as the runner does (flat: runs/RUN_ID.1.NAME, inputs/ a
+    directory of its own; stdout and stderr empty unless given), and when ``finished`` its
+    result line, ``result`` added, in the index. Returns the line."""
+    files = {"stdout": b"", "stderr": b"", **files}
+    for name, data in files.items():
+        top, _, rest = name.partition("/")
+        path = file(workdir, run_id, top)
+        path = path / rest if rest else path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    line = json.dumps({"version": 1, "run_id": run_id, "attempt": 1, **result,
+                       "output_bytes": {n: len(files[n]) for n in ("stdout", "stderr")}}).encode()
+    if finished:
+        with open(Path(workdir) / "runs" / batch_runner.RESULTS_INDEX, "ab") as fh:
+            fh.write(line + b"\n")
+    return line
 
 
 def finished(runs: Path, attempt: int | None = None) -> set[str]:

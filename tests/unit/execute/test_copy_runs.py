@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from host_layout import leave_run
+
 from benchmatrix.execute.batch import _copy_runs, _unpack_runs
 from benchmatrix.host import batch_runner
 from benchmatrix.plan.design import PlannedRun
@@ -19,35 +21,18 @@ def _planned(run_id: str) -> PlannedRun:
                       control=False, visit=1, batch="b1", attempt=1)
 
 
-def _flat(workdir: Path, run_id: str, files: dict[str, bytes], finished: bool = True, **result) -> None:
-    """A run as the runner leaves it (runs/RUN_ID.1.NAME, inputs/ a directory), its result
-    line in the index when ``finished``."""
-    files = {"stdout": b"", "stderr": b"", **files}
-    for name, data in files.items():
-        top, _, rest = name.partition("/")
-        path = Path(batch_runner.run_file(str(workdir), run_id, 1, top))
-        path = path / rest if rest else path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    if finished:
-        line = {"version": 1, "run_id": run_id, "attempt": 1, "outcome": "exited", "exit_code": 0, **result,
-                "output_bytes": {n: len(files[n]) for n in ("stdout", "stderr")}}
-        with open(workdir / "runs" / batch_runner.RESULTS_INDEX, "a") as fh:
-            fh.write(json.dumps(line) + "\n")
-
-
 def _tree(top: Path) -> dict[str, bytes]:
     return {str(p.relative_to(top)): p.read_bytes() for p in sorted(top.rglob("*")) if p.is_file()}
 
 
 def test_copied_as_the_archive_would_bring_them(tmp_path):
     work = tmp_path / "work"
-    _flat(work, "a", {"stdout": b"runtime: 5us\r\n", "stderr": b"warn\n", "counters.json": b'{"samples": []}',
-                      "inputs/job.fio": b"[job]\n"}, counters={"file": "counters.json"})
-    _flat(work, "b", {"stdout": b"b\n", "usage.json": b'{"wall_s": 1}', "counters.json": b"stale"},
-          usage={"wall_s": 1})  # counters.json its result does not name: left out, as from an archive
-    _flat(work, "c", {"stdout": b"cut"}, finished=False)  # no result line: not finished
-    _flat(work, "d", {"stdout": b"short"})
+    leave_run(work, "a", {"stdout": b"runtime: 5us\r\n", "stderr": b"warn\n", "counters.json": b'{"samples": []}',
+                          "inputs/job.fio": b"[job]\n"}, counters={"file": "counters.json"})
+    leave_run(work, "b", {"stdout": b"b\n", "usage.json": b'{"wall_s": 1}', "counters.json": b"stale"},
+              usage={"wall_s": 1})  # counters.json its result does not name: left out, as from an archive
+    leave_run(work, "c", {"stdout": b"cut"}, finished=False)  # no result line: not finished
+    leave_run(work, "d", {"stdout": b"short"})
     Path(batch_runner.run_file(str(work), "d", 1, "stdout")).write_bytes(b"sh")  # shorter than its line says
     old = Path(batch_runner.old_run_dir(str(work), "e", 1))  # the runner's layout before
     old.mkdir(parents=True)

@@ -10,32 +10,14 @@ files; nothing is mocked but a file whose size changes while it is archived.
 from __future__ import annotations
 
 import io
-import json
 import os
 import tarfile
 from pathlib import Path
 
 import pytest
+from host_layout import leave_run
 
 from benchmatrix.host import batch_runner
-
-
-def _run(workdir: Path, run_id: str, files: dict[str, bytes], finished: bool = True, **result) -> bytes:
-    """A run as the runner leaves it (flat: runs/RUN_ID.1.NAME, inputs/ a directory of its
-    own); when ``finished``, its result line in the index. Returns the line."""
-    files = {"stdout": b"", "stderr": b"", **files}
-    for name, data in files.items():
-        top, _, rest = name.partition("/")
-        path = Path(batch_runner.run_file(str(workdir), run_id, 1, top))
-        path = path / rest if rest else path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    line = json.dumps({"version": 1, "run_id": run_id, "attempt": 1, **result,
-                       "output_bytes": {n: len(files[n]) for n in ("stdout", "stderr")}}).encode()
-    if finished:
-        with open(workdir / "runs" / batch_runner.RESULTS_INDEX, "ab") as fh:
-            fh.write(line + b"\n")
-    return line
 
 
 def _manifest(workdir: Path, run_ids: list[str]) -> dict:
@@ -60,14 +42,14 @@ def test_members_read_back_with_their_names_contents_modes_and_times(tmp_path):
     results = {"r1": {"counters": {"file": "counters.json"}}, long_id: {"usage": {"wall_s": 1}}}
     expected = {}
     for run_id, files in blobs.items():
-        line = _run(tmp_path, run_id, files, **results.get(run_id, {}))
+        line = leave_run(tmp_path, run_id, files, **results.get(run_id, {}))
         expected.update({f"runs/{run_id}/1/{name}": data for name, data in {"stderr": b"", **files}.items()})
         expected[f"runs/{run_id}/1/result.json"] = line
     # Not finished (no result line): not archived; a file its result does not name: left out.
-    _run(tmp_path, "r4", {"stdout": b"unfinished"}, finished=False)
-    _run(tmp_path, "r5", {"usage.json": b"{}"})
+    leave_run(tmp_path, "r4", {"stdout": b"unfinished"}, finished=False)
+    leave_run(tmp_path, "r5", {"usage.json": b"{}"})
     expected.update({"runs/r5/1/stdout": b"", "runs/r5/1/stderr": b"",
-                     "runs/r5/1/result.json": _run(tmp_path, "r5", {}, finished=False)})
+                     "runs/r5/1/result.json": leave_run(tmp_path, "r5", {}, finished=False)})
     os.chmod(batch_runner.run_file(str(tmp_path), "r1", 1, "stdout"), 0o640)
     os.utime(batch_runner.run_file(str(tmp_path), "r1", 1, "stdout"), (1_700_000_000, 1_700_000_000))
 
@@ -105,7 +87,7 @@ def test_a_header_packed_here_is_the_one_tarfile_would_write(tmp_path):
 
 def test_a_file_that_grows_while_archived_keeps_the_size_its_header_says_and_one_that_shrank_fails(
         tmp_path, monkeypatch):
-    line = _run(tmp_path, "r1", {"stdout": b"short"})
+    line = leave_run(tmp_path, "r1", {"stdout": b"short"})
     real_lstat = os.lstat
     seen = {"size": 3}
 
