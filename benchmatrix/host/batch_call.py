@@ -201,7 +201,7 @@ def call(p):
         return {"failed": True, "msg": _runner_failure(host, proc.returncode, proc.stderr), "rc": proc.returncode,
                 "bmx_payloads": payloads}
     if p.get("in_place"):
-        # No archive: the controller copies the finished runs' files from the work directory.
+        # No archive: the controller links (or copies) the finished runs' files from the work directory.
         payloads["bmx_archive"] = {"in_place": True, "direct": True, "path": workdir}
         return {"changed": True, "bmx_payloads": payloads}
     archive = manifest["archive"]

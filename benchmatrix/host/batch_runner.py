@@ -735,8 +735,33 @@ def _devnull():
 
 
 #: How a run's stdout and stderr are opened: raw descriptors (a buffered file costs an
-#: fstat, an ioctl and a seek more each, and the runner never writes to them itself).
-_OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+#: fstat, an ioctl and a seek more each, and the runner never writes to them itself), and
+#: new files (:func:`_open_outputs`).
+_OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+
+
+def _open_outputs(base):
+    """A run's stdout and stderr (``base``: runs/RUN_ID.ATTEMPT), as new files: what an
+    earlier execution left (one a crash cut short) is removed first, never written through,
+    because the controller's own host takes a finished run's files in as links (issue 34)."""
+    try:
+        return _new_outputs(base)
+    except FileExistsError:
+        for name in RUN_FILES:  # not its inputs: _prepare_run made them anew
+            try:
+                os.unlink(base + "." + name)
+            except FileNotFoundError:
+                pass
+        return _new_outputs(base)
+
+
+def _new_outputs(base):
+    out = os.open(base + ".stdout", _OUTPUT_FLAGS, 0o666)
+    try:
+        return out, os.open(base + ".stderr", _OUTPUT_FLAGS, 0o666)
+    except BaseException:
+        os.close(out)
+        raise
 
 
 def _start_workload(run, out, errf, env, containment, usage=None):
@@ -1500,8 +1525,7 @@ def execute(run, workdir, containment="auto", grace_s=KILL_GRACE_S, knobs=None, 
         else:
             result["before_run"], err = _before_run(run.get("before_run", []))
             err = err or _prepare_run(run, base, result)
-        out = os.open(base + ".stdout", _OUTPUT_FLAGS, 0o666)
-        errf = os.open(base + ".stderr", _OUTPUT_FLAGS, 0o666)
+        out, errf = _open_outputs(base)
         timeout = run.get("timeout")
         result["started_at"] = None if refused else time.time()
         t0 = time.monotonic()

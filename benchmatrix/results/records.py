@@ -64,7 +64,7 @@ def write_records(exp_dir: Path, records: list[dict[str, Any]]) -> list[Path]:
     """Write a batch's record.json files with one sync for all of them; returns their paths.
 
     Each record is written to a temporary name beside its place, the file system is
-    synced once (the records, and the raw outputs copied beside them, reach the disk),
+    synced once (the records, and the raw outputs taken in beside them, reach the disk),
     and only then is each renamed into place: a record still appears complete or not
     at all, as with :func:`write_record`, at the cost of one sync per batch instead of
     an fsync per run (about 2 ms a run on the reference machine, bench/README.md).

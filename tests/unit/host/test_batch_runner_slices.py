@@ -158,3 +158,21 @@ def test_a_short_write_to_the_held_index_is_healed_by_the_next_line(tmp_path, mo
     lines = index.read_bytes().split(b"\n")
     assert [json.loads(x)["run_id"] for x in (lines[0], lines[2])] == ["a", "c"] and lines[1] == b'{"run'
     assert lines[3:] == [b""]
+
+
+def test_a_run_executed_again_never_writes_through_its_earlier_files(tmp_path):
+    """The controller's own host links a finished run's files into its results (issue 34):
+    a run executed again makes new output files; another name for the old ones keeps its bytes."""
+    workdir = tmp_path / "work"
+    rc, _ = _start(_manifest(workdir, ["a"]))
+    assert rc == 0
+    index = workdir / "runs" / batch_runner.RESULTS_INDEX
+    index.write_bytes(b"")  # a crash lost a's line: a is executed again
+    kept = tmp_path / "kept-stdout"
+    kept.hardlink_to(host_layout.file(workdir, "a", "stdout"))
+    again = _manifest(workdir, ["a"])
+    again["runs"][0]["argv"] = [sys.executable, "-c", "print('again')"]
+    rc, summary = _start(again)
+    assert rc == 0 and summary["executed"] == ["a"]
+    assert kept.read_text() == "run a\n" and kept.stat().st_nlink == 1
+    assert host_layout.file(workdir, "a", "stdout").read_text() == "again\n"
