@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from benchmatrix import layout
 from benchmatrix.errors import (
@@ -672,7 +672,7 @@ def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun],
     results: dict[str, Any] = {}
     kept: dict[str, dict[str, bytes | None]] = {}
     made: dict[str, str] = {}  # run id -> its directory, made
-    kept_bytes = 0
+    budget = [KEEP_TOTAL_BYTES]
     try:
         with gzip.open(archive, "rb") as stream:
             for name, regular, chunk in read_archive(stream):
@@ -695,20 +695,10 @@ def _unpack_runs(archive: Path, exp: Path, todo: list[PlannedRun],
                 if len(rest) > 1:
                     os.makedirs(f"{dest}/{rest[0]}", exist_ok=True)
                 judged = len(rest) == 1 and rest[0] in _JUDGED_FILES
-                keep: list[bytes] | None = [] if judged else None
-                size = 0
                 with open(target, "wb") as out:
-                    for data in iter(chunk, b""):
-                        out.write(data)
-                        size += len(data)
-                        if keep is not None:
-                            if size > KEEP_MAX_BYTES or kept_bytes + size > KEEP_TOTAL_BYTES:
-                                keep = None
-                            else:
-                                keep.append(data)
+                    data = _write_keeping(iter(chunk, b""), out, budget if judged else None)
                 if judged:
-                    kept.setdefault(run.run_id, {})[rest[0]] = None if keep is None else b"".join(keep)
-                    kept_bytes += size if keep is not None else 0
+                    kept.setdefault(run.run_id, {})[rest[0]] = data
     except (ArchiveError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise ResultChannelError(f"the batch archive {archive} cannot be read: {exc}") from None
     except OSError as exc:
@@ -802,19 +792,25 @@ def _take_file(src: str, dst: str, budget: list[int] | None) -> bytes | None:
 
 
 def _copy_file(src: str, dst: str, budget: list[int] | None) -> bytes | None:
-    """Copy ``src`` to ``dst`` in chunks; returns its bytes when ``budget`` (the bytes a
-    slice may still keep, updated) allows keeping them (:data:`KEEP_MAX_BYTES` each), else None."""
+    """Copy ``src`` to ``dst`` in chunks; its bytes as :func:`_write_keeping` keeps them."""
+    with open(src, "rb") as fh, open(dst, "wb") as out:
+        return _write_keeping(iter(lambda: fh.read(1 << 20), b""), out, budget)
+
+
+def _write_keeping(chunks: Iterable[bytes], out: BinaryIO, budget: list[int] | None) -> bytes | None:
+    """Write ``chunks`` to ``out``; returns their bytes when ``budget`` (a one-item list:
+    the bytes the slice may still keep, lowered by what is kept) allows keeping them, up
+    to :data:`KEEP_MAX_BYTES` a file; else None (None too when ``budget`` is None)."""
     keep: list[bytes] | None = [] if budget is not None else None
     size = 0
-    with open(src, "rb") as fh, open(dst, "wb") as out:
-        for data in iter(lambda: fh.read(1 << 20), b""):
-            out.write(data)
-            size += len(data)
-            if keep is not None:
-                if size > KEEP_MAX_BYTES or size > budget[0]:
-                    keep = None
-                else:
-                    keep.append(data)
+    for data in chunks:
+        out.write(data)
+        size += len(data)
+        if keep is not None:
+            if size > KEEP_MAX_BYTES or size > budget[0]:
+                keep = None
+            else:
+                keep.append(data)
     if keep is None or budget is None:
         return None
     budget[0] -= size

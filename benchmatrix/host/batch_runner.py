@@ -747,11 +747,7 @@ def _open_outputs(base):
     try:
         return _new_outputs(base)
     except FileExistsError:
-        for name in RUN_FILES:  # not its inputs: _prepare_run made them anew
-            try:
-                os.unlink(base + "." + name)
-            except FileNotFoundError:
-                pass
+        _remove_run_files(base, inputs=False)  # _prepare_run made the inputs anew
         return _new_outputs(base)
 
 
@@ -1470,14 +1466,16 @@ def _index_line(workdir):
     return _last_line.pop(workdir)
 
 
-def _remove_run_files(base):
-    """Delete what an unfinished execution of a run left (``base``: runs/RUN_ID.ATTEMPT)."""
+def _remove_run_files(base, inputs=True):
+    """Delete what an unfinished execution of a run left (``base``: runs/RUN_ID.ATTEMPT),
+    its inputs directory too unless ``inputs`` is false."""
     for name in RUN_FILES:
         try:
             os.unlink(base + "." + name)
         except OSError:
             pass
-    shutil.rmtree(base + ".inputs", ignore_errors=True)
+    if inputs:
+        shutil.rmtree(base + ".inputs", ignore_errors=True)
 
 
 # shape: one run's lifecycle in one try: before_run, contained workload, end, finalize; cleanup needs every handle
@@ -2470,7 +2468,7 @@ def main(argv):
                 break
         if manifest.get("direct"):
             # The controller is this machine (a host reached with the local connection): it
-            # copies the runs' files from here, so no archive is packed (issue 34).
+            # takes the runs' files from here (links, or copies), so no archive is packed (issue 34).
             sync_filesystem(workdir)
             summary["archive"] = None
         else:
